@@ -1,0 +1,146 @@
+//! Named counters, summed across workers. Names follow Nighthawk/Envoy so users' predicates and
+//! dashboards keep working (`benchmark.http_5xx:0`, `upstream_cx_connect_fail`, …).
+
+macro_rules! counters {
+    ($( $variant:ident => $name:literal; )*) => {
+        /// A counter a worker increments. Stored in a fixed array indexed by this enum.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Counter { $( $variant, )* }
+
+        impl Counter {
+            pub const ALL: &'static [Counter] = &[ $( Counter::$variant, )* ];
+            pub const COUNT: usize = Self::ALL.len();
+
+            pub fn name(self) -> &'static str {
+                match self { $( Counter::$variant => $name, )* }
+            }
+            pub fn from_name(name: &str) -> Option<Counter> {
+                match name { $( $name => Some(Counter::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+counters! {
+    Http1xx => "benchmark.http_1xx";
+    Http2xx => "benchmark.http_2xx";
+    Http3xx => "benchmark.http_3xx";
+    Http4xx => "benchmark.http_4xx";
+    Http5xx => "benchmark.http_5xx";
+    HttpXxx => "benchmark.http_xxx";
+    PoolOverflow => "benchmark.pool_overflow";
+    PoolConnectionFailure => "benchmark.pool_connection_failure";
+    StreamResets => "benchmark.stream_resets";
+    CxTotal => "upstream_cx_total";
+    CxHttp1Total => "upstream_cx_http1_total";
+    CxHttp2Total => "upstream_cx_http2_total";
+    CxHttp3Total => "upstream_cx_http3_total";
+    CxConnectFail => "upstream_cx_connect_fail";
+    CxConnectTimeout => "upstream_cx_connect_timeout";
+    CxDestroyLocal => "upstream_cx_destroy_local";
+    CxDestroyRemote => "upstream_cx_destroy_remote";
+    CxProtocolError => "upstream_cx_protocol_error";
+    CxRxBytesTotal => "upstream_cx_rx_bytes_total";
+    CxTxBytesTotal => "upstream_cx_tx_bytes_total";
+    RqTotal => "upstream_rq_total";
+    RqPendingTotal => "upstream_rq_pending_total";
+    RqPendingOverflow => "upstream_rq_pending_overflow";
+    RqTimeout => "upstream_rq_timeout";
+    RqCancelled => "upstream_rq_cancelled";
+    SslHandshake => "ssl.handshake";
+    SslSessionReused => "ssl.session_reused";
+    SequencerFailedTerminations => "sequencer.failed_terminations";
+    SequencerTerminations => "sequencer.terminations";
+}
+
+impl Counter {
+    /// The status-class counter for an HTTP status code.
+    pub fn for_status(status: u16) -> Counter {
+        match status / 100 {
+            1 => Counter::Http1xx,
+            2 => Counter::Http2xx,
+            3 => Counter::Http3xx,
+            4 => Counter::Http4xx,
+            5 => Counter::Http5xx,
+            _ => Counter::HttpXxx,
+        }
+    }
+}
+
+/// A worker's counters: a plain array, incremented without atomics on the hot path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters([u64; Counter::COUNT]);
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters([0; Counter::COUNT])
+    }
+}
+
+impl Counters {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    #[inline]
+    pub fn inc(&mut self, c: Counter) {
+        self.0[c as usize] += 1;
+    }
+    #[inline]
+    pub fn add(&mut self, c: Counter, n: u64) {
+        self.0[c as usize] += n;
+    }
+    #[inline]
+    pub fn get(&self, c: Counter) -> u64 {
+        self.0[c as usize]
+    }
+    pub fn set(&mut self, c: Counter, v: u64) {
+        self.0[c as usize] = v;
+    }
+    pub fn merge(&mut self, other: &Counters) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += *b;
+        }
+    }
+    /// Non-zero counters in name order (how every format prints them).
+    pub fn non_zero(&self) -> Vec<(Counter, u64)> {
+        let mut v: Vec<(Counter, u64)> = Counter::ALL
+            .iter()
+            .map(|&c| (c, self.get(c)))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        v.sort_by_key(|(c, _)| c.name());
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        let mut names: Vec<_> = Counter::ALL.iter().map(|c| c.name()).collect();
+        for &c in Counter::ALL {
+            assert_eq!(Counter::from_name(c.name()), Some(c));
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Counter::COUNT);
+        assert_eq!(Counter::from_name("benchmark.http_9xx"), None);
+    }
+
+    #[test]
+    fn merge_sums_and_non_zero_filters() {
+        let mut a = Counters::new();
+        let mut b = Counters::new();
+        a.add(Counter::Http2xx, 3);
+        b.add(Counter::Http2xx, 4);
+        b.inc(Counter::CxTotal);
+        a.merge(&b);
+        assert_eq!(a.get(Counter::Http2xx), 7);
+        assert_eq!(
+            a.non_zero(),
+            vec![(Counter::Http2xx, 7), (Counter::CxTotal, 1)]
+        );
+    }
+}

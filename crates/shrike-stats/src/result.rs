@@ -1,0 +1,127 @@
+//! What a run produced: one [`WorkerResult`] per worker and their exact merge.
+
+use std::time::{Duration, SystemTime};
+
+use crate::{Counters, Stats};
+
+/// The result of one worker (or the merge of several, named `global`).
+#[derive(Clone, Debug)]
+pub struct WorkerResult {
+    pub name: String,
+    pub stats: Stats,
+    pub counters: Counters,
+    pub execution_start: SystemTime,
+    pub execution_duration: Duration,
+}
+
+impl WorkerResult {
+    pub fn new(name: impl Into<String>, start: SystemTime) -> Self {
+        WorkerResult {
+            name: name.into(),
+            stats: Stats::new(),
+            counters: Counters::new(),
+            execution_start: start,
+            execution_duration: Duration::ZERO,
+        }
+    }
+
+    /// Exact merge: histograms and counters add; the execution window spans from the earliest
+    /// start to the latest end.
+    pub fn merge_all<'a>(
+        name: impl Into<String>,
+        parts: impl IntoIterator<Item = &'a WorkerResult>,
+    ) -> WorkerResult {
+        let mut out: Option<WorkerResult> = None;
+        let mut end = SystemTime::UNIX_EPOCH;
+        for p in parts {
+            end = end.max(p.execution_start + p.execution_duration);
+            match out.as_mut() {
+                None => out = Some(p.clone()),
+                Some(o) => {
+                    o.stats.merge(&p.stats);
+                    o.counters.merge(&p.counters);
+                    o.execution_start = o.execution_start.min(p.execution_start);
+                }
+            }
+        }
+        let mut out = out.unwrap_or_else(|| WorkerResult::new("", SystemTime::now()));
+        out.name = name.into();
+        out.execution_duration = end.duration_since(out.execution_start).unwrap_or_default();
+        out
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// The configured duration elapsed (or the request budget was spent).
+    Completed,
+    /// A termination predicate fired: a normal, successful end.
+    TerminationPredicate(String),
+    /// A failure predicate fired: the run failed (exit 1).
+    FailurePredicate(String),
+    /// The user interrupted the run (SIGINT/SIGTERM).
+    Interrupted,
+}
+
+impl Termination {
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Termination::FailurePredicate(_))
+    }
+    pub fn describe(&self) -> String {
+        match self {
+            Termination::Completed => "completed".into(),
+            Termination::TerminationPredicate(p) => format!("termination predicate {p} fired"),
+            Termination::FailurePredicate(p) => format!("failure predicate {p} fired"),
+            Termination::Interrupted => "interrupted by signal".into(),
+        }
+    }
+}
+
+/// A whole run: options as given, per-worker results and their exact merge.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub timestamp: SystemTime,
+    /// Every option as given, in Nighthawk's option names (the JSON `options` object).
+    pub options: serde_json::Value,
+    pub workers: Vec<WorkerResult>,
+    pub global: WorkerResult,
+    pub termination: Termination,
+}
+
+impl RunResult {
+    pub fn new(
+        options: serde_json::Value,
+        workers: Vec<WorkerResult>,
+        termination: Termination,
+    ) -> Self {
+        let global = WorkerResult::merge_all("global", &workers);
+        RunResult { timestamp: SystemTime::now(), options, workers, global, termination }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Counter, StatId};
+
+    #[test]
+    fn merge_spans_window_and_sums() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let mut a = WorkerResult::new("worker_0", t0);
+        a.execution_duration = Duration::from_secs(5);
+        a.counters.add(Counter::Http2xx, 10);
+        a.stats.record(StatId::RequestToResponse, 1000);
+        let mut b = WorkerResult::new("worker_1", t0 + Duration::from_secs(1));
+        b.execution_duration = Duration::from_secs(5);
+        b.counters.add(Counter::Http2xx, 5);
+        b.stats.record(StatId::RequestToResponse, 3000);
+        let g = WorkerResult::merge_all("global", [&a, &b]);
+        assert_eq!(g.name, "global");
+        assert_eq!(g.execution_start, t0);
+        assert_eq!(g.execution_duration, Duration::from_secs(6));
+        assert_eq!(g.counters.get(Counter::Http2xx), 15);
+        assert_eq!(g.stats.get(StatId::RequestToResponse).count(), 2);
+        assert_eq!(g.stats.get(StatId::RequestToResponse).mean(), 2000.0);
+    }
+}

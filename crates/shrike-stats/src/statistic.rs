@@ -1,0 +1,435 @@
+//! One statistic: an HDR histogram for percentiles plus exact streaming moments.
+//!
+//! HdrHistogram alone reports mean/min/max at bucket resolution (3 significant digits). Users
+//! compare means across runs, so we also keep exact moments (Welford on the hot path, Chan's
+//! parallel formula when merging), as Nighthawk's StreamingStatistic does.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+
+/// Significant digits kept by every histogram (1 part in 1000 at any magnitude).
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+/// Initial upper bound (1 hour in ns). Larger values still record: the histogram auto-resizes.
+/// Pre-sizing keeps resizing (an allocation) off the hot path for every realistic latency.
+const INITIAL_HIGHEST: u64 = 3_600_000_000_000;
+
+/// Whether a statistic holds durations (ns) or sizes (bytes); decides how it is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatKind {
+    Duration,
+    Size,
+}
+
+macro_rules! stat_ids {
+    ($( $variant:ident => $id:literal, $kind:ident, $title:literal; )*) => {
+        /// The statistics a worker records. Ids are the names Nighthawk users already know.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum StatId { $( $variant, )* }
+
+        impl StatId {
+            pub const ALL: &'static [StatId] = &[ $( StatId::$variant, )* ];
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// The id used in JSON and every machine-readable format.
+            pub fn id(self) -> &'static str {
+                match self { $( StatId::$variant => $id, )* }
+            }
+            pub fn kind(self) -> StatKind {
+                match self { $( StatId::$variant => StatKind::$kind, )* }
+            }
+            /// The heading used in the human report.
+            pub fn title(self) -> &'static str {
+                match self { $( StatId::$variant => $title, )* }
+            }
+            pub fn from_id(id: &str) -> Option<StatId> {
+                match id { $( $id => Some(StatId::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+stat_ids! {
+    QueueToConnect => "benchmark_http_client.queue_to_connect", Duration,
+        "Queueing and connection setup latency";
+    RequestToResponse => "benchmark_http_client.request_to_response", Duration,
+        "Request start to response end (service time)";
+    ScheduledToResponse => "benchmark_http_client.scheduled_to_response", Duration,
+        "Scheduled start to response end (coordinated-omission-free latency)";
+    Latency1xx => "benchmark_http_client.latency_1xx", Duration, "Latency of 1xx responses";
+    Latency2xx => "benchmark_http_client.latency_2xx", Duration, "Latency of 2xx responses";
+    Latency3xx => "benchmark_http_client.latency_3xx", Duration, "Latency of 3xx responses";
+    Latency4xx => "benchmark_http_client.latency_4xx", Duration, "Latency of 4xx responses";
+    Latency5xx => "benchmark_http_client.latency_5xx", Duration, "Latency of 5xx responses";
+    LatencyXxx => "benchmark_http_client.latency_xxx", Duration,
+        "Latency of responses with other status codes";
+    ResponseHeaderSize => "benchmark_http_client.response_header_size", Size,
+        "Response header size in bytes";
+    ResponseBodySize => "benchmark_http_client.response_body_size", Size,
+        "Response body size in bytes";
+    OriginLatency => "benchmark_http_client.origin_latency_statistic", Duration,
+        "Server-reported latency (origin latency header)";
+    SequencerCallback => "sequencer.callback", Duration, "Initiation to completion";
+    SequencerBlocking => "sequencer.blocking", Duration,
+        "Blocking. Results are skewed when significant numbers are reported here.";
+    SendLateness => "sequencer.send_lateness", Duration,
+        "Send lateness (actual send minus scheduled send)";
+}
+
+impl StatId {
+    /// The per-status-class latency statistic for an HTTP status code.
+    pub fn latency_for_status(status: u16) -> StatId {
+        match status / 100 {
+            1 => StatId::Latency1xx,
+            2 => StatId::Latency2xx,
+            3 => StatId::Latency3xx,
+            4 => StatId::Latency4xx,
+            5 => StatId::Latency5xx,
+            _ => StatId::LatencyXxx,
+        }
+    }
+}
+
+/// One point of a percentile spectrum.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Percentile {
+    /// In `[0, 1]`.
+    pub quantile: f64,
+    /// Samples at or below `value`.
+    pub count: u64,
+    /// The histogram's value at this quantile (highest equivalent value of its bucket).
+    pub value: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistogramDecodeError {
+    #[error("histogram is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("histogram payload is not a valid HdrHistogram V2 encoding: {0}")]
+    Hdr(String),
+}
+
+/// A histogram plus exact moments. See the module docs.
+#[derive(Clone, Debug)]
+pub struct Statistic {
+    hist: Histogram<u64>,
+    count: u64,
+    mean: f64,
+    /// Sum of squared deviations from the mean (Welford's M2).
+    m2: f64,
+    min: u64,
+    max: u64,
+}
+
+impl Default for Statistic {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Statistic {
+    pub fn new() -> Self {
+        Self::with_histogram(Self::empty_histogram())
+    }
+
+    fn empty_histogram() -> Histogram<u64> {
+        // Invariant: the bounds are constants inside HdrHistogram's limits (low >= 1,
+        // high >= 2 * low, 3 significant digits), so construction cannot fail.
+        #[allow(clippy::expect_used)]
+        let mut h = Histogram::new_with_bounds(1, INITIAL_HIGHEST, SIGNIFICANT_DIGITS)
+            .expect("constant histogram bounds are valid");
+        h.auto(true);
+        h
+    }
+
+    fn with_histogram(hist: Histogram<u64>) -> Self {
+        Statistic { hist, count: 0, mean: 0.0, m2: 0.0, min: u64::MAX, max: 0 }
+    }
+
+    /// Records one sample. Never drops it: the histogram grows if the value is out of range.
+    #[inline]
+    pub fn record(&mut self, value: u64) {
+        // With auto-resize on, recording only fails if the value exceeds what a u64-counted
+        // histogram can index at all (> 2^63); saturate such a value instead of losing it.
+        if self.hist.record(value).is_err() {
+            let _ = self.hist.record(self.hist.high());
+        }
+        self.count += 1;
+        let x = value as f64;
+        let delta = x - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean);
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+    }
+
+    /// Merges `other` into `self` exactly (histogram counts add; moments combine).
+    pub fn merge(&mut self, other: &Statistic) {
+        if other.count == 0 {
+            return;
+        }
+        // Both histograms auto-resize, so `add` only fails on a value beyond u64 indexing,
+        // which `record` never stores.
+        let _ = self.hist.add(&other.hist);
+        let (n1, n2) = (self.count as f64, other.count as f64);
+        let n = n1 + n2;
+        let delta = other.mean - self.mean;
+        self.mean += delta * n2 / n;
+        self.m2 += other.m2 + delta * delta * n1 * n2 / n;
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.mean
+        }
+    }
+    /// Population standard deviation.
+    pub fn pstdev(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            (self.m2 / self.count as f64).max(0.0).sqrt()
+        }
+    }
+    pub fn min(&self) -> u64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.min
+        }
+    }
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    /// The value at quantile `q` in `[0, 1]`, as HdrHistogram reports it.
+    pub fn value_at_quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        self.hist.value_at_quantile(q)
+    }
+
+    /// One percentile point, with the number of samples at or below its value.
+    pub fn percentile(&self, q: f64) -> Percentile {
+        let value = self.value_at_quantile(q);
+        let count = if self.count == 0 { 0 } else { self.hist.count_between(0, value) };
+        Percentile { quantile: q, count, value }
+    }
+
+    /// The HdrHistogram percentile spectrum (5 ticks per half distance, as Nighthawk and
+    /// HdrHistogram's own logs use): 0, 0.1 … 0.5, 0.55 … 0.990625, 0.999023 …, 1.
+    pub fn spectrum(&self) -> Vec<Percentile> {
+        if self.count == 0 {
+            return Vec::new();
+        }
+        let mut out: Vec<Percentile> = Vec::new();
+        out.push(self.percentile(0.0));
+        for it in self.hist.iter_quantiles(5) {
+            let q = it.quantile_iterated_to();
+            if q <= 0.0 || q >= 1.0 {
+                continue;
+            }
+            let p = Percentile {
+                quantile: q,
+                count: it.count_since_last_iteration(),
+                value: it.value_iterated_to(),
+            };
+            out.push(p);
+        }
+        // Recompute cumulative counts consistently with `percentile` for every point.
+        for p in out.iter_mut() {
+            *p = self.percentile(p.quantile);
+        }
+        out.push(self.percentile(1.0));
+        out.dedup_by(|a, b| a.quantile == b.quantile);
+        out
+    }
+
+    /// The histogram in HdrHistogram's standard compressed V2 encoding, base64 (the form
+    /// HdrHistogram log files use), so any HdrHistogram implementation can read it back.
+    pub fn encode_histogram(&self) -> String {
+        let mut buf = Vec::new();
+        // Serializing into a Vec only fails on an internal invariant violation (it performs
+        // no I/O); an empty string then decodes as an error rather than as wrong data.
+        if V2DeflateSerializer::new().serialize(&self.hist, &mut buf).is_err() {
+            return String::new();
+        }
+        base64::engine::general_purpose::STANDARD.encode(buf)
+    }
+
+    /// Decodes a histogram written by [`Statistic::encode_histogram`].
+    pub fn decode_histogram(encoded: &str) -> Result<Histogram<u64>, HistogramDecodeError> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
+        let mut h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| HistogramDecodeError::Hdr(format!("{e:?}")))?;
+        h.auto(true);
+        Ok(h)
+    }
+
+    /// Rebuilds a statistic from stored parts (a JSON result read back), so stored results
+    /// merge exactly with each other.
+    pub fn from_parts(
+        hist: Histogram<u64>,
+        count: u64,
+        mean: f64,
+        pstdev: f64,
+        min: u64,
+        max: u64,
+    ) -> Self {
+        let mut hist = hist;
+        hist.auto(true);
+        Statistic {
+            hist,
+            count,
+            mean,
+            m2: pstdev * pstdev * count as f64,
+            min: if count == 0 { u64::MAX } else { min },
+            max,
+        }
+    }
+}
+
+/// Every statistic a worker records, indexed by [`StatId`].
+#[derive(Clone, Debug)]
+pub struct Stats {
+    stats: Vec<Statistic>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    pub fn new() -> Self {
+        Stats { stats: (0..StatId::COUNT).map(|_| Statistic::new()).collect() }
+    }
+    #[inline]
+    pub fn record(&mut self, id: StatId, value: u64) {
+        self.stats[id as usize].record(value);
+    }
+    pub fn get(&self, id: StatId) -> &Statistic {
+        &self.stats[id as usize]
+    }
+    pub fn set(&mut self, id: StatId, stat: Statistic) {
+        self.stats[id as usize] = stat;
+    }
+    pub fn merge(&mut self, other: &Stats) {
+        for (a, b) in self.stats.iter_mut().zip(&other.stats) {
+            a.merge(b);
+        }
+    }
+    /// Statistics in their canonical order.
+    pub fn iter(&self) -> impl Iterator<Item = (StatId, &Statistic)> {
+        StatId::ALL.iter().copied().zip(self.stats.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_are_exact() {
+        let mut s = Statistic::new();
+        for v in [1u64, 2, 3, 4, 1_000_000_007] {
+            s.record(v);
+        }
+        assert_eq!(s.count(), 5);
+        assert_eq!(s.min(), 1);
+        assert_eq!(s.max(), 1_000_000_007);
+        let mean = (1.0 + 2.0 + 3.0 + 4.0 + 1_000_000_007.0) / 5.0;
+        assert!((s.mean() - mean).abs() < 1e-6);
+    }
+
+    #[test]
+    fn merge_equals_single_histogram() {
+        let mut all = Statistic::new();
+        let mut a = Statistic::new();
+        let mut b = Statistic::new();
+        for i in 0..10_000u64 {
+            let v = (i * 7919) % 1_000_003 + i * i;
+            all.record(v);
+            if i % 3 == 0 {
+                a.record(v)
+            } else {
+                b.record(v)
+            }
+        }
+        a.merge(&b);
+        assert_eq!(a.count(), all.count());
+        assert_eq!(a.min(), all.min());
+        assert_eq!(a.max(), all.max());
+        assert!((a.mean() - all.mean()).abs() / all.mean() < 1e-12);
+        assert!((a.pstdev() - all.pstdev()).abs() / all.pstdev() < 1e-9);
+        for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(a.value_at_quantile(q), all.value_at_quantile(q), "q={q}");
+        }
+        assert_eq!(a.histogram(), all.histogram());
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let mut s = Statistic::new();
+        for i in 1..5000u64 {
+            s.record(i * 1013);
+        }
+        let enc = s.encode_histogram();
+        assert!(!enc.is_empty());
+        let h = Statistic::decode_histogram(&enc).expect("decode");
+        assert_eq!(&h, s.histogram());
+        assert!(Statistic::decode_histogram("not base64!").is_err());
+        assert!(Statistic::decode_histogram("aGVsbG8=").is_err());
+    }
+
+    #[test]
+    fn huge_values_are_not_dropped() {
+        let mut s = Statistic::new();
+        s.record(u64::MAX / 4);
+        s.record(0);
+        assert_eq!(s.count(), 2);
+        assert_eq!(s.histogram().len(), 2);
+    }
+
+    #[test]
+    fn spectrum_is_monotonic_and_ends_at_max() {
+        let mut s = Statistic::new();
+        for i in 1..=1000u64 {
+            s.record(i * 1000);
+        }
+        let sp = s.spectrum();
+        assert!(sp.len() > 10);
+        assert_eq!(sp[0].quantile, 0.0);
+        assert_eq!(sp.last().map(|p| p.quantile), Some(1.0));
+        assert_eq!(sp.last().map(|p| p.count), Some(1000));
+        for w in sp.windows(2) {
+            assert!(w[0].quantile < w[1].quantile);
+            assert!(w[0].value <= w[1].value);
+            assert!(w[0].count <= w[1].count);
+        }
+    }
+
+    #[test]
+    fn stat_ids_round_trip() {
+        for &id in StatId::ALL {
+            assert_eq!(StatId::from_id(id.id()), Some(id));
+        }
+        assert_eq!(StatId::latency_for_status(204), StatId::Latency2xx);
+        assert_eq!(StatId::latency_for_status(99), StatId::LatencyXxx);
+    }
+}
