@@ -1,1 +1,32 @@
-//! placeholder
+//! Shrike's load engine.
+//!
+//! A run is N workers. Each worker is one OS thread with its own single-threaded tokio runtime
+//! and owns everything it touches on the hot path: connections, pacer, statistics, counters.
+//! Nothing is shared between workers but a stop signal; results merge exactly at the end.
+//!
+//! One worker loop ([`worker`]) is composed from policies rather than written once per mode:
+//! - **pacer** ([`pacer`]): when each request is *scheduled* to start;
+//! - **pool** ([`pool`]): which connection carries it, and what happens when none is free
+//!   (closed loop waits and records `sequencer.blocking`; open loop counts overflow);
+//! - **protocol** ([`h1`]): the wire codec a connection speaks;
+//! - **stop condition** ([`stop`]): duration, predicates, or a signal.
+//!
+//! Every request carries its scheduled time, so the engine records both service time
+//! (`request_to_response`) and coordinated-omission-free latency (`scheduled_to_response`).
+
+pub mod config;
+pub mod h1;
+pub mod pacer;
+pub mod pool;
+pub mod predicate;
+pub mod runner;
+pub mod stop;
+pub mod target;
+pub mod timer;
+pub mod worker;
+
+pub use config::{ConfigError, EngineConfig, RequestSpec};
+pub use predicate::{Predicate, PredicateKind};
+pub use runner::{run, RunOutput};
+pub use stop::StopHandle;
+pub use target::Target;

@@ -1,0 +1,123 @@
+//! The engine's validated configuration. The CLI (and later the gRPC service and replay) build
+//! this from their own inputs; the engine never sees flags.
+
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::time::Duration;
+
+use crate::pacer::Rate;
+use crate::predicate::Predicate;
+use crate::target::Target;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("invalid request method {0:?}: must be an HTTP token such as GET or POST")]
+    Method(String),
+    #[error("invalid request header {0:?}: expected 'name: value' with a token name and no line breaks")]
+    Header(String),
+}
+
+/// The request every worker sends, before encoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestSpec {
+    method: String,
+    headers: Vec<(String, String)>,
+    body_size: u32,
+}
+
+impl RequestSpec {
+    pub fn try_new(
+        method: &str,
+        headers: Vec<(String, String)>,
+        body_size: u32,
+    ) -> Result<RequestSpec, ConfigError> {
+        if method.is_empty() || !method.bytes().all(is_token_byte) {
+            return Err(ConfigError::Method(method.to_string()));
+        }
+        for (k, v) in &headers {
+            if k.is_empty()
+                || !k.bytes().all(is_token_byte)
+                || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+            {
+                return Err(ConfigError::Header(format!("{k}: {v}")));
+            }
+        }
+        Ok(RequestSpec { method: method.to_ascii_uppercase(), headers, body_size })
+    }
+
+    /// Parses a raw `name: value` header as given on the command line.
+    pub fn parse_header(raw: &str) -> Result<(String, String), ConfigError> {
+        let (k, v) = raw.split_once(':').ok_or_else(|| ConfigError::Header(raw.to_string()))?;
+        let k = k.trim();
+        if k.is_empty() || !k.bytes().all(is_token_byte) {
+            return Err(ConfigError::Header(raw.to_string()));
+        }
+        Ok((k.to_string(), v.trim().to_string()))
+    }
+
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+    pub fn body_size(&self) -> u32 {
+        self.body_size
+    }
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Everything a run needs. Rates and connection counts are per worker, as in Nighthawk.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub target: Target,
+    pub request: RequestSpec,
+    pub workers: NonZeroUsize,
+    /// Per-worker request rate.
+    pub rate: Rate,
+    /// Release requests in groups of this size (1 = no bursts).
+    pub burst: NonZeroU32,
+    /// Uniform release jitter added to each scheduled time.
+    pub jitter: Duration,
+    /// Per-worker connection limit.
+    pub connections: NonZeroU32,
+    /// `None` runs until stopped by a predicate or a signal.
+    pub duration: Option<Duration>,
+    /// Connect timeout, and the grace period for in-flight requests when the run stops.
+    pub timeout: Duration,
+    /// Requests allowed to queue in the pool when every connection is busy.
+    pub max_pending_requests: u32,
+    pub max_requests_per_connection: Option<NonZeroU64>,
+    /// Open loop never waits for the pool: a request that finds no capacity is counted in
+    /// `benchmark.pool_overflow` and dropped. Closed loop waits (`sequencer.blocking`).
+    pub open_loop: bool,
+    /// Connect every connection before the first request is scheduled.
+    pub prefetch_connections: bool,
+    pub predicates: Vec<Predicate>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_validation() {
+        assert!(RequestSpec::try_new("get", vec![], 0).is_ok());
+        assert_eq!(RequestSpec::try_new("get", vec![], 0).map(|r| r.method), Ok("GET".into()));
+        assert!(RequestSpec::try_new("G ET", vec![], 0).is_err());
+        assert!(RequestSpec::try_new("", vec![], 0).is_err());
+        assert!(RequestSpec::try_new("GET", vec![("x".into(), "a\r\nb".into())], 0).is_err());
+        assert!(RequestSpec::try_new("GET", vec![("a b".into(), "v".into())], 0).is_err());
+    }
+
+    #[test]
+    fn header_parsing() {
+        assert_eq!(RequestSpec::parse_header("x-a: 1"), Ok(("x-a".into(), "1".into())));
+        assert_eq!(RequestSpec::parse_header("x-a:1:2"), Ok(("x-a".into(), "1:2".into())));
+        assert!(RequestSpec::parse_header("novalue").is_err());
+        assert!(RequestSpec::parse_header(": v").is_err());
+    }
+}

@@ -1,0 +1,473 @@
+//! HTTP/1.1 client codec.
+//!
+//! Written by hand rather than with hyper because this is the hot path the benchmark measures:
+//! the request is encoded once per worker and written with a single `write`, and responses are
+//! parsed in place (httparse for the head) with bodies counted, never stored or copied. A generic
+//! client would allocate per request (header maps, body buffers) and that shows up directly in
+//! client CPU per request.
+
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::config::RequestSpec;
+use crate::target::Target;
+
+/// Per-connection read buffer size. Large enough that a typical response arrives in one read.
+const READ_BUF: usize = 32 * 1024;
+/// A response head larger than this is a protocol error (it would not fit the buffer).
+const MAX_HEAD: usize = READ_BUF;
+const MAX_HEADERS: usize = 96;
+
+/// Encodes the request once: request line, headers, and the body of `body_size` 'a' bytes
+/// (what Nighthawk sends).
+pub fn encode_request(target: &Target, spec: &RequestSpec) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + spec.body_size() as usize);
+    out.extend_from_slice(spec.method().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let has = |name: &str| spec.headers().iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if !has("host") {
+        push_header(&mut out, "host", &target.authority);
+    }
+    if !has("user-agent") {
+        push_header(&mut out, "user-agent", concat!("shrike/", env!("CARGO_PKG_VERSION")));
+    }
+    for (k, v) in spec.headers() {
+        if k.eq_ignore_ascii_case("content-length") {
+            continue; // always derived from the body we actually send
+        }
+        push_header(&mut out, k, v);
+    }
+    let body = spec.body_size() as usize;
+    if body > 0 || matches!(spec.method(), "POST" | "PUT" | "PATCH") {
+        push_header(&mut out, "content-length", &body.to_string());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.resize(out.len() + body, b'a');
+    out
+}
+
+fn push_header(out: &mut Vec<u8>, k: &str, v: &str) {
+    out.extend_from_slice(k.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(v.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What the engine records about one response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseInfo {
+    pub status: u16,
+    /// Bytes of the status line and headers, including the blank line.
+    pub header_bytes: u64,
+    pub body_bytes: u64,
+    /// The server will close (or has closed) the connection after this response.
+    pub close: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The peer closed the connection. `received` says whether any byte of this response
+    /// arrived (if none did on a reused connection, the server closed an idle keep-alive
+    /// connection and the request may safely be retried on a new one).
+    #[error("connection closed by the server{}", if *received { " mid-response" } else { " before responding" })]
+    Closed { received: bool },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("invalid HTTP/1.1 response: {0}")]
+    Protocol(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// Reads responses from one connection, reusing one buffer for its lifetime.
+#[derive(Debug)]
+pub struct ResponseReader {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for ResponseReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ResponseReader {
+    pub fn new() -> Self {
+        ResponseReader { buf: vec![0u8; READ_BUF].into_boxed_slice(), start: 0, end: 0 }
+    }
+
+    /// Bytes received beyond the last complete response (should be 0 without pipelining).
+    pub fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Reads one complete response. `head_request` suppresses the body (HEAD). Adds every byte
+    /// read from the socket to `rx_bytes`.
+    pub async fn read_response<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        head_request: bool,
+        rx_bytes: &mut u64,
+    ) -> Result<ResponseInfo, ReadError> {
+        let mut received = self.buffered() > 0;
+        let mut header_bytes = 0u64;
+        loop {
+            let (status, head_len, framing, close) = loop {
+                if self.end > self.start {
+                    if let Some(h) = self.parse_head(head_request)? {
+                        break h;
+                    }
+                }
+                self.fill(io, rx_bytes, received).await?;
+                received = true;
+            };
+            self.start += head_len;
+            header_bytes += head_len as u64;
+            // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
+            if (100..200).contains(&status) && status != 101 {
+                continue;
+            }
+            let body_bytes = match framing {
+                Framing::Length(n) => self.skip_exact(io, n, rx_bytes).await?,
+                Framing::Chunked => self.skip_chunked(io, rx_bytes).await?,
+                Framing::UntilClose => self.skip_to_eof(io, rx_bytes).await?,
+            };
+            let close = close || framing == Framing::UntilClose;
+            return Ok(ResponseInfo { status, header_bytes, body_bytes, close });
+        }
+    }
+
+    /// Parses a head at `start`. Ok(None) means more bytes are needed.
+    fn parse_head(
+        &self,
+        head_request: bool,
+    ) -> Result<Option<(u16, usize, Framing, bool)>, ReadError> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let n = match resp.parse(&self.buf[self.start..self.end]) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => return Err(ReadError::Protocol(e.to_string())),
+        };
+        let status = resp.code.unwrap_or(0);
+        let mut close = resp.version == Some(0);
+        let mut length: Option<u64> = None;
+        let mut chunked = false;
+        for h in resp.headers.iter() {
+            let name = h.name.as_bytes();
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let v = parse_content_length(h.value).ok_or_else(|| {
+                    ReadError::Protocol(format!(
+                        "bad content-length {:?}",
+                        String::from_utf8_lossy(h.value)
+                    ))
+                })?;
+                if length.is_some_and(|l| l != v) {
+                    return Err(ReadError::Protocol("conflicting content-length headers".into()));
+                }
+                length = Some(v);
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                // Chunked must be the final coding; anything else means read-until-close.
+                chunked = last_token(h.value).eq_ignore_ascii_case(b"chunked");
+                if !chunked {
+                    length = None;
+                }
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                for tok in h.value.split(|&b| b == b',') {
+                    let tok = trim(tok);
+                    if tok.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if tok.eq_ignore_ascii_case(b"keep-alive") {
+                        close = false;
+                    }
+                }
+            }
+        }
+        let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304
+        {
+            Framing::Length(0)
+        } else if chunked {
+            Framing::Chunked
+        } else if let Some(l) = length {
+            Framing::Length(l)
+        } else {
+            Framing::UntilClose
+        };
+        Ok(Some((status, n, framing, close)))
+    }
+
+    /// Reads more bytes after `end`, compacting or failing if the buffer is full.
+    async fn fill<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        rx_bytes: &mut u64,
+        received: bool,
+    ) -> Result<(), ReadError> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            if self.start == 0 {
+                return Err(ReadError::Protocol(format!(
+                    "response head or chunk line larger than {MAX_HEAD} bytes"
+                )));
+            }
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = io.read(&mut self.buf[self.end..]).await?;
+        if n == 0 {
+            return Err(ReadError::Closed { received: received || self.end > self.start });
+        }
+        self.end += n;
+        *rx_bytes += n as u64;
+        Ok(())
+    }
+
+    async fn skip_exact<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        n: u64,
+        rx_bytes: &mut u64,
+    ) -> Result<u64, ReadError> {
+        let mut remaining = n;
+        loop {
+            let take = remaining.min((self.end - self.start) as u64);
+            self.start += take as usize;
+            remaining -= take;
+            if remaining == 0 {
+                return Ok(n);
+            }
+            self.fill(io, rx_bytes, true).await?;
+        }
+    }
+
+    async fn skip_to_eof<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        rx_bytes: &mut u64,
+    ) -> Result<u64, ReadError> {
+        let mut total = 0u64;
+        loop {
+            total += (self.end - self.start) as u64;
+            self.start = self.end;
+            match self.fill(io, rx_bytes, true).await {
+                Ok(()) => {}
+                Err(ReadError::Closed { .. }) => return Ok(total),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn skip_chunked<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        rx_bytes: &mut u64,
+    ) -> Result<u64, ReadError> {
+        let mut body = 0u64;
+        loop {
+            // Chunk-size line.
+            let line = self.line(io, rx_bytes).await?;
+            let size = parse_chunk_size(&self.buf[line.0..line.1])?;
+            if size == 0 {
+                // Trailers until the empty line.
+                loop {
+                    let (a, b) = self.line(io, rx_bytes).await?;
+                    if a == b {
+                        return Ok(body);
+                    }
+                }
+            }
+            body += self.skip_exact(io, size, rx_bytes).await?;
+            let (a, b) = self.line(io, rx_bytes).await?;
+            if a != b {
+                return Err(ReadError::Protocol("missing CRLF after chunk data".into()));
+            }
+        }
+    }
+
+    /// Returns the next line (without its CRLF or LF) as a range into `buf`, consuming it.
+    async fn line<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        rx_bytes: &mut u64,
+    ) -> Result<(usize, usize), ReadError> {
+        loop {
+            if let Some(i) = self.buf[self.start..self.end].iter().position(|&b| b == b'\n') {
+                let a = self.start;
+                let mut b = a + i;
+                self.start = b + 1;
+                if b > a && self.buf[b - 1] == b'\r' {
+                    b -= 1;
+                }
+                return Ok((a, b));
+            }
+            self.fill(io, rx_bytes, true).await?;
+        }
+    }
+}
+
+fn parse_content_length(v: &[u8]) -> Option<u64> {
+    let v = trim(v);
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+}
+
+fn parse_chunk_size(line: &[u8]) -> Result<u64, ReadError> {
+    let hex = trim(line.split(|&b| b == b';').next().unwrap_or_default());
+    let bad = || ReadError::Protocol(format!("bad chunk size {:?}", String::from_utf8_lossy(line)));
+    if hex.is_empty() || hex.len() > 15 {
+        return Err(bad());
+    }
+    hex.iter().try_fold(0u64, |acc, &c| {
+        let d = (c as char).to_digit(16).ok_or_else(bad)?;
+        Ok(acc * 16 + u64::from(d))
+    })
+}
+
+fn trim(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+fn last_token(v: &[u8]) -> &[u8] {
+    trim(v.rsplit(|&b| b == b',').next().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read_all(input: &[u8], head: bool, chunk: usize) -> Vec<Result<ResponseInfo, String>> {
+        // Feed the input in small pieces to exercise every partial-read path.
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        let data = input.to_vec();
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for piece in data.chunks(chunk.max(1)) {
+                let _ = server.write_all(piece).await;
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut r = ResponseReader::new();
+        let mut rx = 0;
+        let mut out = Vec::new();
+        loop {
+            match r.read_response(&mut client, head, &mut rx).await {
+                Ok(info) => {
+                    out.push(Ok(info));
+                    if info.close {
+                        break;
+                    }
+                }
+                Err(ReadError::Closed { received: false }) => break,
+                Err(e) => {
+                    out.push(Err(e.to_string()));
+                    break;
+                }
+            }
+        }
+        let _ = writer.await;
+        assert!(rx <= input.len() as u64);
+        out
+    }
+
+    fn ok(status: u16, header_bytes: u64, body_bytes: u64, close: bool) -> Result<ResponseInfo, String> {
+        Ok(ResponseInfo { status, header_bytes, body_bytes, close })
+    }
+
+    #[tokio::test]
+    async fn content_length_keep_alive_any_split() {
+        let one = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
+        let input = [&one[..], &one[..]].concat();
+        for chunk in [1, 3, 7, 1000] {
+            let got = read_all(&input, false, chunk).await;
+            assert_eq!(got, vec![ok(200, 38, 5, false), ok(200, 38, 5, false)], "chunk {chunk}");
+        }
+    }
+
+    #[tokio::test]
+    async fn chunked_with_extensions_and_trailers() {
+        let input = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\nA\r\n0123456789\r\n0\r\nx-trailer: 1\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        for chunk in [1, 2, 5, 4096] {
+            let got = read_all(input, false, chunk).await;
+            assert_eq!(got.len(), 2, "chunk {chunk}: {got:?}");
+            assert_eq!(got[0].as_ref().map(|i| (i.status, i.body_bytes)), Ok((200, 15)));
+            assert_eq!(got[1].as_ref().map(|i| (i.status, i.body_bytes)), Ok((204, 0)));
+        }
+    }
+
+    #[tokio::test]
+    async fn interim_head_close_and_eof_framing() {
+        let input = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nabc";
+        let got = read_all(input, false, 4).await;
+        assert_eq!(got, vec![ok(200, 25 + 57, 3, true)]);
+        let got = read_all(b"HTTP/1.0 200 OK\r\n\r\nuntil-close", false, 3).await;
+        assert_eq!(got, vec![ok(200, 19, 11, true)]);
+        let got = read_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n", true, 100).await;
+        assert_eq!(got, vec![ok(200, 39, 0, false)]);
+    }
+
+    #[tokio::test]
+    async fn malformed_responses_are_errors_not_panics() {
+        let cases: &[&[u8]] = &[
+            b"garbage\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: abc\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXX",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n",
+        ];
+        for c in cases {
+            let got = read_all(c, false, 5).await;
+            assert!(matches!(got.last(), Some(Err(_))), "{:?} -> {got:?}", String::from_utf8_lossy(c));
+        }
+        // Truncated body: closed mid-response.
+        let got = read_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", false, 5).await;
+        assert!(matches!(got.last(), Some(Err(e)) if e.contains("mid-response")), "{got:?}");
+        // Oversized head.
+        let mut big = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while big.len() < MAX_HEAD + 100 {
+            big.extend_from_slice(b"x-pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        }
+        let got = read_all(&big, false, 4096).await;
+        assert!(matches!(got.last(), Some(Err(_))), "{got:?}");
+    }
+
+    #[test]
+    fn request_encoding() {
+        let t = Target::parse_unresolved("http://127.0.0.1:8080/p?q=1").expect("url");
+        let spec = RequestSpec::try_new("POST", vec![("x-a".into(), "1".into())], 3).expect("spec");
+        let req = encode_request(&t, &spec);
+        assert_eq!(
+            String::from_utf8(req).expect("utf8"),
+            format!(
+                "POST /p?q=1 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: shrike/{}\r\nx-a: 1\r\ncontent-length: 3\r\n\r\naaa",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        let spec =
+            RequestSpec::try_new("GET", vec![("Host".into(), "example".into())], 0).expect("spec");
+        let req = String::from_utf8(encode_request(&t, &spec)).expect("utf8");
+        assert!(req.starts_with("GET /p?q=1 HTTP/1.1\r\nuser-agent:"));
+        assert!(req.contains("Host: example\r\n") && !req.contains("content-length"));
+    }
+}

@@ -1,0 +1,128 @@
+//! Starts one OS thread per worker, each with its own single-threaded runtime, releases them
+//! together, and merges nothing but the final results.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::Instant;
+
+use shrike_stats::{Termination, WorkerResult};
+
+use crate::config::EngineConfig;
+use crate::h1;
+use crate::stop::StopHandle;
+use crate::worker::{run_worker, WorkerOutput};
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub workers: Vec<WorkerResult>,
+    pub termination: Termination,
+    /// Distinct error messages seen by any worker, with counts.
+    pub errors: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error("cannot start worker thread: {0}")]
+    Spawn(std::io::Error),
+    #[error("cannot start worker runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("worker {0} crashed; its results are lost")]
+    WorkerPanicked(usize),
+}
+
+/// All workers pass this together, so every pacer counts from the same instant (interleaving
+/// depends on it) and prefetched connections are all open before the clock starts.
+struct StartGate {
+    barrier: Barrier,
+    start: OnceLock<Instant>,
+}
+
+impl StartGate {
+    fn wait(&self) -> Instant {
+        if self.barrier.wait().is_leader() {
+            let _ = self.start.set(Instant::now());
+        }
+        self.barrier.wait();
+        self.start.get().copied().unwrap_or_else(Instant::now)
+    }
+}
+
+/// Runs the benchmark described by `cfg` until it completes or `stop` is requested. Blocks the
+/// calling thread; signal handling belongs to the caller, which requests stops via `stop`.
+pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError> {
+    let cfg = Arc::new(cfg);
+    let request: Arc<[u8]> = h1::encode_request(&cfg.target, &cfg.request).into();
+    let n = cfg.workers.get();
+    let gate = Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new() });
+    let mut handles = Vec::with_capacity(n);
+    for index in 0..n {
+        let (w_cfg, w_stop, w_gate, w_request) =
+            (cfg.clone(), stop.clone(), gate.clone(), request.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("shrike-worker-{index}"))
+            .spawn(move || -> Result<WorkerOutput, EngineError> {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(EngineError::Runtime);
+                let rt = match rt {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        // Release the others rather than leave them waiting at the gate.
+                        w_stop.request(Termination::Interrupted);
+                        w_gate.wait();
+                        return Err(e);
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                let request: Rc<[u8]> = Rc::from(&w_request[..]);
+                let out = local.block_on(
+                    &rt,
+                    run_worker(index, w_cfg, request, w_stop, move || w_gate.wait()),
+                );
+                Ok(out)
+            })
+            .map_err(EngineError::Spawn);
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                // Threads already started wait at the gate for `n`; stop them and let them go.
+                stop.request(Termination::Interrupted);
+                for _ in handles.len()..n {
+                    let g = gate.clone();
+                    std::thread::spawn(move || g.wait());
+                }
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    let mut workers = Vec::with_capacity(n);
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut first_err = None;
+    for (index, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(Ok(out)) => {
+                workers.push(out.result);
+                for (k, v) in out.errors {
+                    *errors.entry(k).or_default() += v;
+                }
+            }
+            Ok(Err(e)) => first_err = first_err.or(Some(e)),
+            Err(_) => first_err = first_err.or(Some(EngineError::WorkerPanicked(index))),
+        }
+    }
+    if let Some(e) = first_err {
+        if workers.is_empty() {
+            return Err(e);
+        }
+        errors.insert(e.to_string(), 1);
+    }
+    let termination = stop.reason().unwrap_or(Termination::Completed);
+    Ok(RunOutput { workers, termination, errors })
+}
