@@ -1,0 +1,377 @@
+//! Reading a JSON result back into a [`RunResult`].
+//!
+//! Walks a `serde_json::Value` by hand rather than deriving `Deserialize`, so every error names
+//! the exact field at fault (`results[2].statistics[5].shrike_histogram: ...`). Unknown fields
+//! are ignored (newer writers may add some); unknown statistic ids and counter names are errors,
+//! since dropping them would silently lose measurements.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value};
+use shrike_stats::duration::parse_proto;
+use shrike_stats::{
+    Counter, Counters, HistogramDecodeError, RunResult, StatId, StatKind, Statistic, Stats,
+    Termination, WorkerResult,
+};
+
+use super::write::{
+    KIND_COMPLETED, KIND_FAILURE_PREDICATE, KIND_INTERRUPTED, KIND_TERMINATION_PREDICATE,
+};
+use super::SCHEMA_VERSION;
+use crate::timestamp::parse_rfc3339;
+
+/// Why a JSON result could not be read. Every variant but [`ReadError::Syntax`] carries the
+/// path of the offending field.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    #[error("not valid JSON: {0}")]
+    Syntax(#[source] serde_json::Error),
+    #[error("{path}: missing")]
+    Missing { path: String },
+    #[error("{path}: expected {expected}, found {found}")]
+    WrongType {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("{path}: {reason}")]
+    Invalid { path: String, reason: String },
+    #[error("{path}: unknown statistic id {id:?}")]
+    UnknownStatistic { path: String, id: String },
+    #[error("{path}: unknown counter {name:?}")]
+    UnknownCounter { path: String, name: String },
+    #[error("{path}: {source}")]
+    Histogram {
+        path: String,
+        source: HistogramDecodeError,
+    },
+    #[error("{path}: unsupported schema version {found} (this build reads version {supported})")]
+    UnsupportedSchema {
+        path: String,
+        found: u64,
+        supported: u64,
+    },
+    #[error(
+        "shrike: missing; this is not a Shrike result (Nighthawk's JSON lacks the histograms \
+         needed to rebuild statistics exactly)"
+    )]
+    NotShrike,
+    #[error("results: no result is named \"global\"")]
+    NoGlobal,
+}
+
+impl ReadError {
+    /// The path of the field at fault (`results[0].counters[1].name`), when there is one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            ReadError::Missing { path }
+            | ReadError::WrongType { path, .. }
+            | ReadError::Invalid { path, .. }
+            | ReadError::UnknownStatistic { path, .. }
+            | ReadError::UnknownCounter { path, .. }
+            | ReadError::Histogram { path, .. }
+            | ReadError::UnsupportedSchema { path, .. } => Some(path),
+            ReadError::NotShrike => Some("shrike"),
+            ReadError::NoGlobal => Some("results"),
+            ReadError::Syntax(_) => None,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, ReadError>;
+
+/// Reads a document written by [`super::write`] back into a [`RunResult`].
+///
+/// Statistics are rebuilt from their `shrike_histogram` and exact moments; the workers are
+/// every result not named `global`, in file order; `global` is taken as stored, not re-merged.
+/// A statistic absent from a result (a file from a build with fewer statistics) reads as empty.
+pub fn from_json(input: &str) -> Result<RunResult> {
+    let root: Value = serde_json::from_str(input).map_err(ReadError::Syntax)?;
+    let top = object(&root, "(document)")?;
+    // The extension block first: a Nighthawk file then gets one clear error.
+    let shrike = match top.get("shrike") {
+        Some(v) => object(v, "shrike")?,
+        None => return Err(ReadError::NotShrike),
+    };
+    let version_path = "shrike.schema_version";
+    let version = uint(field(shrike, "shrike", "schema_version")?, version_path)?;
+    if version == 0 || version > SCHEMA_VERSION {
+        return Err(ReadError::UnsupportedSchema {
+            path: version_path.into(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let termination = termination(
+        field(shrike, "shrike", "termination")?,
+        "shrike.termination",
+    )?;
+    let timestamp = time(field(top, "", "timestamp")?, "timestamp")?;
+    let options = field(top, "", "options")?;
+    object(options, "options")?;
+
+    let mut workers = Vec::new();
+    let mut global = None;
+    for (i, v) in array(field(top, "", "results")?, "results")?
+        .iter()
+        .enumerate()
+    {
+        let path = format!("results[{i}]");
+        let r = worker(v, &path)?;
+        if r.name != "global" {
+            workers.push(r);
+        } else if global.is_some() {
+            return Err(invalid(
+                format!("{path}.name"),
+                "a second result is named \"global\"",
+            ));
+        } else {
+            global = Some(r);
+        }
+    }
+    let global = global.ok_or(ReadError::NoGlobal)?;
+    Ok(RunResult {
+        timestamp,
+        options: options.clone(),
+        workers,
+        global,
+        termination,
+    })
+}
+
+fn termination(v: &Value, path: &str) -> Result<Termination> {
+    let o = object(v, path)?;
+    let kind_path = join(path, "kind");
+    let kind = string(field(o, path, "kind")?, &kind_path)?;
+    let detail = || -> Result<String> {
+        let detail_path = join(path, "detail");
+        let d = string(field(o, path, "detail")?, &detail_path)?;
+        if d.is_empty() {
+            return Err(invalid(
+                detail_path,
+                "a predicate termination must name the predicate",
+            ));
+        }
+        Ok(d.to_string())
+    };
+    match kind {
+        KIND_COMPLETED => Ok(Termination::Completed),
+        KIND_INTERRUPTED => Ok(Termination::Interrupted),
+        KIND_TERMINATION_PREDICATE => Ok(Termination::TerminationPredicate(detail()?)),
+        KIND_FAILURE_PREDICATE => Ok(Termination::FailurePredicate(detail()?)),
+        other => Err(invalid(
+            kind_path,
+            format!(
+                "unknown termination kind {other:?} (expected one of {KIND_COMPLETED}, \
+                 {KIND_TERMINATION_PREDICATE}, {KIND_FAILURE_PREDICATE}, {KIND_INTERRUPTED})"
+            ),
+        )),
+    }
+}
+
+fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
+    let o = object(v, path)?;
+    let name = string(field(o, path, "name")?, &join(path, "name"))?;
+    let start_path = join(path, "execution_start");
+    let execution_start = time(field(o, path, "execution_start")?, &start_path)?;
+    let dur_path = join(path, "execution_duration");
+    let execution_duration = duration(field(o, path, "execution_duration")?, &dur_path)?;
+
+    let mut stats = Stats::new();
+    let mut seen_stats = [false; StatId::COUNT];
+    let stats_path = join(path, "statistics");
+    for (i, sv) in array(field(o, path, "statistics")?, &stats_path)?
+        .iter()
+        .enumerate()
+    {
+        let spath = format!("{stats_path}[{i}]");
+        let (id, stat) = statistic(sv, &spath)?;
+        if std::mem::replace(&mut seen_stats[id as usize], true) {
+            let reason = format!("statistic {:?} appears twice", id.id());
+            return Err(invalid(join(&spath, "id"), reason));
+        }
+        stats.set(id, stat);
+    }
+
+    let mut counters = Counters::new();
+    let mut seen_counters = [false; Counter::COUNT];
+    let counters_path = join(path, "counters");
+    for (i, cv) in array(field(o, path, "counters")?, &counters_path)?
+        .iter()
+        .enumerate()
+    {
+        let cpath = format!("{counters_path}[{i}]");
+        let co = object(cv, &cpath)?;
+        let name_path = join(&cpath, "name");
+        let name = string(field(co, &cpath, "name")?, &name_path)?;
+        let counter = Counter::from_name(name).ok_or_else(|| ReadError::UnknownCounter {
+            path: name_path.clone(),
+            name: name.into(),
+        })?;
+        if std::mem::replace(&mut seen_counters[counter as usize], true) {
+            return Err(invalid(
+                name_path,
+                format!("counter {name:?} appears twice"),
+            ));
+        }
+        counters.set(
+            counter,
+            uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?,
+        );
+    }
+
+    Ok(WorkerResult {
+        name: name.to_string(),
+        stats,
+        counters,
+        execution_start,
+        execution_duration,
+    })
+}
+
+fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
+    let o = object(v, path)?;
+    let id_path = join(path, "id");
+    let id_str = string(field(o, path, "id")?, &id_path)?;
+    let id = StatId::from_id(id_str).ok_or_else(|| ReadError::UnknownStatistic {
+        path: id_path,
+        id: id_str.into(),
+    })?;
+    let count = uint(field(o, path, "count")?, &join(path, "count"))?;
+    let hist_path = join(path, "shrike_histogram");
+    let encoded = string(field(o, path, "shrike_histogram")?, &hist_path)?;
+    let hist = Statistic::decode_histogram(encoded).map_err(|source| ReadError::Histogram {
+        path: hist_path.clone(),
+        source,
+    })?;
+    if hist.len() != count {
+        let reason = format!("holds {} samples but count is {count}", hist.len());
+        return Err(invalid(hist_path, reason));
+    }
+
+    let get = |key: &str| field(o, path, key).map(|v| (v, join(path, key)));
+    let (mean, pstdev, min, max) = match id.kind() {
+        StatKind::Duration => {
+            let ns = |key: &str| -> Result<u64> {
+                let (v, p) = get(key)?;
+                let d = duration(v, &p)?;
+                u64::try_from(d.as_nanos()).map_err(|_| invalid(p, "duration is too large"))
+            };
+            (
+                ns("mean")? as f64,
+                ns("pstdev")? as f64,
+                ns("min")?,
+                ns("max")?,
+            )
+        }
+        StatKind::Size => {
+            let moment = |key: &str| -> Result<f64> {
+                let (v, p) = get(key)?;
+                let x = v.as_f64().ok_or_else(|| wrong_type(v, &p, "a number"))?;
+                if !(x.is_finite() && x >= 0.0) {
+                    return Err(invalid(p, "must be a finite, non-negative number"));
+                }
+                Ok(x)
+            };
+            let whole = |key: &str| get(key).and_then(|(v, p)| uint(v, &p));
+            (
+                moment("raw_mean")?,
+                moment("raw_pstdev")?,
+                whole("raw_min")?,
+                whole("raw_max")?,
+            )
+        }
+    };
+    if count > 0 && min > max {
+        return Err(invalid(
+            path.to_string(),
+            format!("min {min} is greater than max {max}"),
+        ));
+    }
+    Ok((
+        id,
+        Statistic::from_parts(hist, count, mean, pstdev, min, max),
+    ))
+}
+
+// ---- typed accessors: each names the path of what it reads in its error ----
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn invalid(path: String, reason: impl Into<String>) -> ReadError {
+    ReadError::Invalid {
+        path,
+        reason: reason.into(),
+    }
+}
+
+fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn wrong_type(v: &Value, path: &str, expected: &'static str) -> ReadError {
+    ReadError::WrongType {
+        path: path.to_string(),
+        expected,
+        found: kind_name(v),
+    }
+}
+
+fn field<'a>(o: &'a Map<String, Value>, path: &str, key: &str) -> Result<&'a Value> {
+    o.get(key).ok_or_else(|| ReadError::Missing {
+        path: join(path, key),
+    })
+}
+
+fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
+    v.as_object()
+        .ok_or_else(|| wrong_type(v, path, "an object"))
+}
+
+fn array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>> {
+    v.as_array().ok_or_else(|| wrong_type(v, path, "an array"))
+}
+
+fn string<'a>(v: &'a Value, path: &str) -> Result<&'a str> {
+    v.as_str().ok_or_else(|| wrong_type(v, path, "a string"))
+}
+
+/// A uint64: a decimal string as proto3 JSON writes it, or a plain integer, which proto3
+/// parsers also accept.
+fn uint(v: &Value, path: &str) -> Result<u64> {
+    match v {
+        Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s
+            .parse()
+            .map_err(|_| invalid(path.to_string(), format!("{s:?} does not fit in a uint64"))),
+        Value::String(s) => Err(invalid(
+            path.to_string(),
+            format!("{s:?} is not an unsigned integer"),
+        )),
+        Value::Number(n) => n
+            .as_u64()
+            .ok_or_else(|| invalid(path.to_string(), format!("{n} is not an unsigned integer"))),
+        other => Err(wrong_type(other, path, "an unsigned integer string")),
+    }
+}
+
+fn duration(v: &Value, path: &str) -> Result<Duration> {
+    parse_proto(string(v, path)?).map_err(|e| invalid(path.to_string(), e.to_string()))
+}
+
+fn time(v: &Value, path: &str) -> Result<SystemTime> {
+    parse_rfc3339(string(v, path)?).map_err(|e| invalid(path.to_string(), e.to_string()))
+}

@@ -1,0 +1,255 @@
+//! Writing the JSON result. The document is built from typed structs (not `json!`) so the
+//! pretty file keeps Nighthawk's field order rather than serde_json's alphabetical map order.
+
+use std::io;
+
+use serde::Serialize;
+use serde_json::Value;
+use shrike_stats::duration::{format_proto, format_proto_ns};
+use shrike_stats::{RunResult, StatId, StatKind, Statistic, Termination, WorkerResult};
+
+use super::SCHEMA_VERSION;
+use crate::spectrum::spectrum;
+use crate::timestamp::format_rfc3339;
+
+#[derive(Serialize)]
+struct OutputDoc<'a> {
+    timestamp: String,
+    options: &'a Value,
+    results: Vec<ResultDoc<'a>>,
+    version: VersionDoc,
+    shrike: ShrikeDoc,
+}
+
+#[derive(Serialize)]
+struct ResultDoc<'a> {
+    name: &'a str,
+    statistics: Vec<StatisticDoc>,
+    counters: Vec<CounterDoc>,
+    execution_start: String,
+    execution_duration: String,
+}
+
+/// One statistic. Duration statistics fill `mean`..`max`, size statistics `raw_*`, as in
+/// Nighthawk's `Statistic` message.
+#[derive(Serialize)]
+struct StatisticDoc {
+    id: &'static str,
+    count: String,
+    percentiles: Vec<PercentileDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pstdev: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_pstdev: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_min: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_max: Option<String>,
+    shrike_histogram: String,
+}
+
+#[derive(Serialize)]
+struct PercentileDoc {
+    percentile: f64,
+    count: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_value: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CounterDoc {
+    name: &'static str,
+    value: String,
+}
+
+/// Envoy's `BuildVersion`, as Nighthawk writes it.
+#[derive(Serialize)]
+struct VersionDoc {
+    version: SemverDoc,
+}
+
+#[derive(Serialize)]
+struct SemverDoc {
+    major_number: u32,
+    minor_number: u32,
+    patch: u32,
+}
+
+#[derive(Serialize)]
+struct ShrikeDoc {
+    schema_version: u64,
+    tool_version: &'static str,
+    termination: TerminationDoc,
+    environment: EnvironmentDoc,
+}
+
+#[derive(Serialize)]
+struct TerminationDoc {
+    kind: &'static str,
+    /// The predicate that fired, empty for other kinds (kept so the shape is fixed).
+    detail: String,
+    description: String,
+}
+
+/// The machine that wrote the document.
+#[derive(Serialize)]
+struct EnvironmentDoc {
+    os: &'static str,
+    arch: &'static str,
+    available_parallelism: Option<usize>,
+}
+
+/// Writes `result` as pretty-printed JSON (2-space indent) with a trailing newline.
+pub fn write(result: &RunResult, out: &mut dyn io::Write) -> io::Result<()> {
+    // Serialized whole first: serde_json emits many tiny writes, and a half-written document
+    // on an I/O error is no more useful than none.
+    let mut buf = serde_json::to_vec_pretty(&document(result))?;
+    buf.push(b'\n');
+    out.write_all(&buf)
+}
+
+/// The JSON document of `result` as a value (object keys in serde_json's map order).
+pub fn to_json_value(result: &RunResult) -> Value {
+    // Invariant: the document is plain structs, strings, numbers and an existing `Value`; every
+    // map key is a string, so converting to a `Value` cannot fail.
+    #[allow(clippy::expect_used)]
+    serde_json::to_value(document(result)).expect("the result document always converts to a Value")
+}
+
+fn document(result: &RunResult) -> OutputDoc<'_> {
+    let results = result
+        .workers
+        .iter()
+        .chain(std::iter::once(&result.global))
+        .map(result_doc)
+        .collect();
+    OutputDoc {
+        timestamp: format_rfc3339(result.timestamp),
+        options: &result.options,
+        results,
+        version: VersionDoc {
+            version: SemverDoc {
+                major_number: version_part(env!("CARGO_PKG_VERSION_MAJOR")),
+                minor_number: version_part(env!("CARGO_PKG_VERSION_MINOR")),
+                patch: version_part(env!("CARGO_PKG_VERSION_PATCH")),
+            },
+        },
+        shrike: ShrikeDoc {
+            schema_version: SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION"),
+            termination: termination_doc(&result.termination),
+            environment: EnvironmentDoc {
+                os: std::env::consts::OS,
+                arch: std::env::consts::ARCH,
+                available_parallelism: std::thread::available_parallelism().ok().map(|n| n.get()),
+            },
+        },
+    }
+}
+
+/// Cargo guarantees numeric version parts; 0 stands in should that ever not hold.
+fn version_part(s: &str) -> u32 {
+    s.parse().unwrap_or(0)
+}
+
+/// The `kind` names [`super::from_json`] accepts back.
+pub(super) const KIND_COMPLETED: &str = "completed";
+pub(super) const KIND_TERMINATION_PREDICATE: &str = "termination_predicate";
+pub(super) const KIND_FAILURE_PREDICATE: &str = "failure_predicate";
+pub(super) const KIND_INTERRUPTED: &str = "interrupted";
+
+fn termination_doc(t: &Termination) -> TerminationDoc {
+    let (kind, detail) = match t {
+        Termination::Completed => (KIND_COMPLETED, String::new()),
+        Termination::TerminationPredicate(p) => (KIND_TERMINATION_PREDICATE, p.clone()),
+        Termination::FailurePredicate(p) => (KIND_FAILURE_PREDICATE, p.clone()),
+        Termination::Interrupted => (KIND_INTERRUPTED, String::new()),
+    };
+    TerminationDoc {
+        kind,
+        detail,
+        description: t.describe(),
+    }
+}
+
+fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
+    ResultDoc {
+        name: &w.name,
+        statistics: w.stats.iter().map(|(id, s)| statistic_doc(id, s)).collect(),
+        counters: w
+            .counters
+            .non_zero()
+            .into_iter()
+            .map(|(c, v)| CounterDoc {
+                name: c.name(),
+                value: v.to_string(),
+            })
+            .collect(),
+        execution_start: format_rfc3339(w.execution_start),
+        execution_duration: format_proto(w.execution_duration),
+    }
+}
+
+/// Rounds a non-negative ns moment to whole ns, as proto3 durations cannot hold fractions.
+/// `as` saturates, so a value beyond u64 cannot wrap.
+fn whole_ns(x: f64) -> u64 {
+    x.round() as u64
+}
+
+fn statistic_doc(id: StatId, s: &Statistic) -> StatisticDoc {
+    let kind = id.kind();
+    let percentiles = spectrum(s)
+        .into_iter()
+        .map(|p| {
+            let (duration, raw_value) = match kind {
+                StatKind::Duration => (Some(format_proto_ns(p.value)), None),
+                StatKind::Size => (None, Some(p.value.to_string())),
+            };
+            PercentileDoc {
+                percentile: p.quantile,
+                count: p.count.to_string(),
+                duration,
+                raw_value,
+            }
+        })
+        .collect();
+    let mut doc = StatisticDoc {
+        id: id.id(),
+        count: s.count().to_string(),
+        percentiles,
+        mean: None,
+        pstdev: None,
+        min: None,
+        max: None,
+        raw_mean: None,
+        raw_pstdev: None,
+        raw_min: None,
+        raw_max: None,
+        shrike_histogram: s.encode_histogram(),
+    };
+    match kind {
+        StatKind::Duration => {
+            doc.mean = Some(format_proto_ns(whole_ns(s.mean())));
+            doc.pstdev = Some(format_proto_ns(whole_ns(s.pstdev())));
+            doc.min = Some(format_proto_ns(s.min()));
+            doc.max = Some(format_proto_ns(s.max()));
+        }
+        StatKind::Size => {
+            doc.raw_mean = Some(s.mean());
+            doc.raw_pstdev = Some(s.pstdev());
+            doc.raw_min = Some(s.min().to_string());
+            doc.raw_max = Some(s.max().to_string());
+        }
+    }
+    doc
+}

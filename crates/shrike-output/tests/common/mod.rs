@@ -1,0 +1,124 @@
+//! Deterministic run results shared by the integration tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use shrike_stats::{Counter, RunResult, StatId, Termination, WorkerResult};
+
+/// 2026-11-21T05:27:52.123456789Z
+pub fn t0() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::new(1_795_238_872, 123_456_789)
+}
+
+/// A small deterministic generator, so samples look like real latencies without a rand dep.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+}
+
+fn worker(name: &str, start: SystemTime, dur: Duration, seed: u64, n: u64) -> WorkerResult {
+    let mut w = WorkerResult::new(name, start);
+    w.execution_duration = dur;
+    let mut rng = Lcg(seed);
+    for i in 0..n {
+        // Mostly ~100us with a long tail up to ~50ms, and one 5s outlier per worker.
+        let base = 60_000 + rng.next() % 80_000;
+        let latency = if i % 97 == 0 {
+            base * (1 + rng.next() % 400)
+        } else {
+            base
+        };
+        let latency = if i == n / 2 { 5_000_000_000 } else { latency };
+        w.stats.record(StatId::RequestToResponse, latency);
+        w.stats
+            .record(StatId::ScheduledToResponse, latency + rng.next() % 5_000);
+        w.stats.record(StatId::Latency2xx, latency);
+        w.stats
+            .record(StatId::QueueToConnect, 1_000 + rng.next() % 3_000);
+        w.stats.record(StatId::ResponseHeaderSize, 150);
+        w.stats
+            .record(StatId::ResponseBodySize, 100 + rng.next() % 1_100);
+    }
+    w
+}
+
+/// Two workers over exactly two seconds, 1000 2xx responses in total, no skew.
+pub fn sample() -> RunResult {
+    let mut w0 = worker("worker_0", t0(), Duration::from_secs(2), 1, 600);
+    let mut w1 = worker(
+        "worker_1",
+        t0() + Duration::from_millis(1),
+        Duration::from_secs(2) - Duration::from_millis(1),
+        2,
+        400,
+    );
+    w0.counters.add(Counter::Http2xx, 600);
+    w1.counters.add(Counter::Http2xx, 400);
+    w0.counters.add(Counter::RqTotal, 600);
+    w1.counters.add(Counter::RqTotal, 400);
+    w0.counters.add(Counter::CxTotal, 4);
+    w1.counters.add(Counter::CxTotal, 3);
+    w0.counters.add(Counter::CxRxBytesTotal, 987_654);
+    let mut r = RunResult::new(
+        json!({"uri": "http://127.0.0.1:8080/", "concurrency": "2", "duration": "2s", "connections": 4}),
+        vec![w0, w1],
+        Termination::Completed,
+    );
+    r.timestamp = t0() + Duration::from_secs(3);
+    r
+}
+
+/// Like [`sample`], but the closed loop blocked and the open loop overflowed.
+pub fn skewed() -> RunResult {
+    let mut r = sample();
+    for w in &mut r.workers {
+        for v in [2_000_000u64, 3_000_000, 5_000_000] {
+            w.stats.record(StatId::SequencerBlocking, v);
+        }
+        w.counters.add(Counter::PoolOverflow, 21);
+    }
+    r.global = WorkerResult::merge_all("global", &r.workers);
+    r.termination = Termination::FailurePredicate("benchmark.pool_overflow:10".into());
+    r
+}
+
+/// One worker, one statistic with a handful of samples: small enough to mutate exhaustively.
+pub fn tiny() -> RunResult {
+    let mut w = WorkerResult::new("worker_0", t0());
+    w.execution_duration = Duration::from_millis(1500);
+    for v in [90_000u64, 100_000, 110_000, 120_000, 4_000_000] {
+        w.stats.record(StatId::RequestToResponse, v);
+    }
+    for v in [120u64, 128, 128, 4096] {
+        w.stats.record(StatId::ResponseBodySize, v);
+    }
+    w.counters.add(Counter::Http2xx, 5);
+    w.counters.add(Counter::Http5xx, 1);
+    let mut r = RunResult::new(
+        json!({"uri": "http://127.0.0.1:1/"}),
+        vec![w],
+        Termination::Completed,
+    );
+    r.timestamp = t0();
+    r
+}
+
+pub fn json_text(r: &RunResult) -> String {
+    let mut buf = Vec::new();
+    shrike_output::write(shrike_output::OutputFormat::Json, r, &mut buf).unwrap();
+    String::from_utf8(buf).unwrap()
+}
+
+pub fn human_text(r: &RunResult) -> String {
+    let mut buf = Vec::new();
+    shrike_output::write(shrike_output::OutputFormat::Human, r, &mut buf).unwrap();
+    String::from_utf8(buf).unwrap()
+}

@@ -1,0 +1,182 @@
+//! The human report: content checks plus a golden file.
+//!
+//! Regenerate the golden file after an intended change with
+//! `SHRIKE_BLESS=1 cargo test -p shrike-output --test human` and review the diff.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use shrike_stats::duration::format_human_ns;
+use shrike_stats::{StatId, StatKind};
+
+/// The rows (whitespace-split cells) of the table whose header line starts with `header_start`.
+fn table_after<'a>(text: &'a str, header_start: &str) -> Vec<Vec<&'a str>> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(header_start));
+    lines
+        .next()
+        .unwrap_or_else(|| panic!("no line starts with {header_start:?}"));
+    lines
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+#[test]
+fn header_names_target_termination_and_duration() {
+    let text = common::human_text(&common::sample());
+    let line = |label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("{label}"))
+            .to_string()
+    };
+    assert_eq!(line("Target:"), "Target:      http://127.0.0.1:8080/");
+    assert_eq!(line("Termination:"), "Termination: completed");
+    assert_eq!(line("Duration:"), "Duration:    2.000s");
+    assert_eq!(line("Workers:"), "Workers:     2");
+    assert_eq!(
+        line("Started:"),
+        "Started:     2026-11-21T05:27:52.123456789Z"
+    );
+}
+
+#[test]
+fn every_non_empty_statistic_has_its_block() {
+    let r = common::sample();
+    let text = common::human_text(&r);
+    for (id, stat) in r.global.stats.iter() {
+        let heading = format!("{} [{}]", id.title(), id.id());
+        if stat.count() == 0 {
+            assert!(!text.contains(&heading), "empty {} printed", id.id());
+            continue;
+        }
+        let block: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != heading)
+            .take_while(|l| !l.starts_with("  Percentile"))
+            .collect();
+        assert!(!block.is_empty(), "{heading} missing");
+        let fmt = |v: f64| match id.kind() {
+            StatKind::Duration => format_human_ns(v),
+            StatKind::Size if v.fract() == 0.0 => format!("{v:.0}"),
+            StatKind::Size => format!("{v:.2}"),
+        };
+        for (label, want) in [
+            ("samples:", stat.count().to_string()),
+            ("mean:", fmt(stat.mean())),
+            ("pstdev:", fmt(stat.pstdev())),
+            ("min:", fmt(stat.min() as f64)),
+            ("max:", fmt(stat.max() as f64)),
+        ] {
+            let line = block
+                .iter()
+                .find(|l| l.trim_start().starts_with(label))
+                .unwrap();
+            assert_eq!(
+                line.split_whitespace().nth(1),
+                Some(want.as_str()),
+                "{heading} {label}"
+            );
+        }
+
+        // The percentile table right after this heading.
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| *l != heading)
+            .skip_while(|l| !l.starts_with("  Percentile"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let labels: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+        assert_eq!(
+            labels,
+            ["0", "0.5", "0.75", "0.8", "0.9", "0.95", "0.99", "0.999", "1"]
+        );
+        for (row, q) in rows.iter().zip(shrike_output::human::QUANTILES) {
+            let p = stat.percentile(q);
+            assert_eq!(row[1], p.count.to_string(), "{heading} q={q}");
+            let clamped = p.value.max(stat.min()).min(stat.max());
+            assert_eq!(row[2], fmt(clamped as f64), "{heading} q={q}");
+        }
+    }
+    // Sizes print plain bytes.
+    assert!(text.contains(&format!(
+        "Response header size in bytes [{}]",
+        StatId::ResponseHeaderSize.id()
+    )));
+    assert!(text.contains("  mean:    150\n"));
+}
+
+#[test]
+fn counters_have_per_second_rates() {
+    let text = common::human_text(&common::sample());
+    let rows = table_after(&text, "Counter ");
+    assert_eq!(
+        rows,
+        [
+            ["benchmark.http_2xx", "1000", "500.00"],
+            ["upstream_cx_rx_bytes_total", "987654", "493827.00"],
+            ["upstream_cx_total", "7", "3.50"],
+            ["upstream_rq_total", "1000", "500.00"],
+        ]
+    );
+}
+
+#[test]
+fn notes_appear_only_when_relevant() {
+    let plain = common::human_text(&common::sample());
+    assert!(!plain.contains("Notes:"));
+    assert!(!plain.contains("Blocking"));
+    assert!(!plain.contains("overflow"));
+
+    let skewed = common::human_text(&common::skewed());
+    assert!(skewed.contains("Termination: failure predicate benchmark.pool_overflow:10 fired"));
+    assert!(skewed.contains(&format!(
+        "{} [sequencer.blocking]",
+        StatId::SequencerBlocking.title()
+    )));
+    let notes = skewed.split("\nNotes:\n").nth(1).expect("notes section");
+    assert!(notes.lines().all(|l| l.chars().count() <= 90), "{notes}");
+    let notes = notes.split_whitespace().collect::<Vec<_>>().join(" ");
+    // 2 workers x 3 blocked requests of 2ms + 3ms + 5ms each.
+    assert!(
+        notes.contains("before 6 requests, 20.00ms in total"),
+        "{notes}"
+    );
+    assert!(notes.contains("Results are skewed"), "{notes}");
+    assert!(
+        notes.contains("42 requests were dropped by open-loop overflow"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn empty_run_says_so() {
+    let r = shrike_stats::RunResult::new(
+        serde_json::json!({}),
+        Vec::new(),
+        shrike_stats::Termination::Interrupted,
+    );
+    let text = common::human_text(&r);
+    assert!(text.contains("Termination: interrupted by signal"));
+    assert!(text.contains("No statistic recorded any samples."));
+    assert!(text.contains("No counter was incremented."));
+    assert!(!text.contains("Target:"));
+}
+
+#[test]
+fn matches_golden_file() {
+    let version = env!("CARGO_PKG_VERSION");
+    let text = common::human_text(&common::tiny()).replace(version, "{version}");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/human_tiny.txt");
+    if std::env::var_os("SHRIKE_BLESS").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(path).expect("golden file; run with SHRIKE_BLESS=1");
+    assert_eq!(
+        text, golden,
+        "human output changed; rerun with SHRIKE_BLESS=1 and review"
+    );
+}
