@@ -13,7 +13,9 @@ use crate::target::Target;
 pub enum ConfigError {
     #[error("invalid request method {0:?}: must be an HTTP token such as GET or POST")]
     Method(String),
-    #[error("invalid request header {0:?}: expected 'name: value' with a token name and no line breaks")]
+    #[error(
+        "invalid request header {0:?}: expected 'name: value' with a token name and no line breaks"
+    )]
     Header(String),
 }
 
@@ -42,12 +44,18 @@ impl RequestSpec {
                 return Err(ConfigError::Header(format!("{k}: {v}")));
             }
         }
-        Ok(RequestSpec { method: method.to_ascii_uppercase(), headers, body_size })
+        Ok(RequestSpec {
+            method: method.to_ascii_uppercase(),
+            headers,
+            body_size,
+        })
     }
 
     /// Parses a raw `name: value` header as given on the command line.
     pub fn parse_header(raw: &str) -> Result<(String, String), ConfigError> {
-        let (k, v) = raw.split_once(':').ok_or_else(|| ConfigError::Header(raw.to_string()))?;
+        let (k, v) = raw
+            .split_once(':')
+            .ok_or_else(|| ConfigError::Header(raw.to_string()))?;
         let k = k.trim();
         if k.is_empty() || !k.bytes().all(is_token_byte) {
             return Err(ConfigError::Header(raw.to_string()));
@@ -106,7 +114,10 @@ mod tests {
     #[test]
     fn request_validation() {
         assert!(RequestSpec::try_new("get", vec![], 0).is_ok());
-        assert_eq!(RequestSpec::try_new("get", vec![], 0).map(|r| r.method), Ok("GET".into()));
+        assert_eq!(
+            RequestSpec::try_new("get", vec![], 0).map(|r| r.method),
+            Ok("GET".into())
+        );
         assert!(RequestSpec::try_new("G ET", vec![], 0).is_err());
         assert!(RequestSpec::try_new("", vec![], 0).is_err());
         assert!(RequestSpec::try_new("GET", vec![("x".into(), "a\r\nb".into())], 0).is_err());
@@ -115,8 +126,14 @@ mod tests {
 
     #[test]
     fn header_parsing() {
-        assert_eq!(RequestSpec::parse_header("x-a: 1"), Ok(("x-a".into(), "1".into())));
-        assert_eq!(RequestSpec::parse_header("x-a:1:2"), Ok(("x-a".into(), "1:2".into())));
+        assert_eq!(
+            RequestSpec::parse_header("x-a: 1"),
+            Ok(("x-a".into(), "1".into()))
+        );
+        assert_eq!(
+            RequestSpec::parse_header("x-a:1:2"),
+            Ok(("x-a".into(), "1:2".into()))
+        );
         assert!(RequestSpec::parse_header("novalue").is_err());
         assert!(RequestSpec::parse_header(": v").is_err());
     }

@@ -114,7 +114,11 @@ async fn connect(ctx: &WorkerCtx) -> Option<Conn> {
                 let mut st = ctx.state.borrow_mut();
                 st.counters.inc(Counter::CxTotal);
                 st.counters.inc(Counter::CxHttp1Total);
-                return Some(Conn { stream, reader: ResponseReader::new(), requests: 0 });
+                return Some(Conn {
+                    stream,
+                    reader: ResponseReader::new(),
+                    requests: 0,
+                });
             }
             Ok(Err(e)) => last_err = format!("connect to {addr}: {e}"),
             Err(_) => {
@@ -156,7 +160,9 @@ async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
         let outcome = match c.stream.write_all(&ctx.request).await {
             Ok(()) => {
                 tx = ctx.request.len() as u64;
-                c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
+                c.reader
+                    .read_response(&mut c.stream, ctx.head_request, &mut rx)
+                    .await
             }
             Err(e) => Err(ReadError::Io(e)),
         };
@@ -170,7 +176,10 @@ async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
                 c.requests += 1;
                 let s = &mut st.stats;
                 s.record(StatId::QueueToConnect, nanos(t_send - ticket.released));
-                s.record(StatId::SendLateness, nanos(t_send.saturating_duration_since(ticket.scheduled)));
+                s.record(
+                    StatId::SendLateness,
+                    nanos(t_send.saturating_duration_since(ticket.scheduled)),
+                );
                 let service = nanos(t_end - t_send);
                 s.record(StatId::RequestToResponse, service);
                 s.record(StatId::latency_for_status(info.status), service);

@@ -177,7 +177,10 @@ pub(crate) async fn run_worker(
     result.execution_duration = end.saturating_duration_since(start);
     result.stats = std::mem::take(&mut st.stats);
     result.counters = std::mem::take(&mut st.counters);
-    WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
+    WorkerOutput {
+        result,
+        errors: std::mem::take(&mut st.errors),
+    }
 }
 
 /// The release loop: wait for each due time, hand the request to the pool, until stopped.
@@ -189,8 +192,10 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
     // like one even stream at N×R rather than N simultaneous clumps.
     let phase = index as f64 / workers as f64;
     let seed = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos()
-            as u64;
+        ^ SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
     let mut pacer = Pacer::linear(cfg.rate, cfg.burst.get(), cfg.jitter, phase, seed);
     let timer = ReleaseTimer::new();
     loop {
@@ -217,7 +222,15 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
 /// Hands one due request to the pool; in closed loop, waits for capacity and records the wait.
 async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant) {
     let released = Instant::now();
-    if pool::try_dispatch(ctx, Ticket { scheduled, released }).is_ok() {
+    if pool::try_dispatch(
+        ctx,
+        Ticket {
+            scheduled,
+            released,
+        },
+    )
+    .is_ok()
+    {
         return;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
@@ -233,12 +246,24 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant) {
         let now = Instant::now();
         if ctx.stopping.get() {
             let mut st = ctx.state.borrow_mut();
-            st.stats.record(StatId::SequencerBlocking, nanos(now - released));
+            st.stats
+                .record(StatId::SequencerBlocking, nanos(now - released));
             // Put the wake back for the pace loop, which checks `stopping` next anyway.
             return;
         }
-        if pool::try_dispatch(ctx, Ticket { scheduled, released: now }).is_ok() {
-            ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, nanos(now - released));
+        if pool::try_dispatch(
+            ctx,
+            Ticket {
+                scheduled,
+                released: now,
+            },
+        )
+        .is_ok()
+        {
+            ctx.state
+                .borrow_mut()
+                .stats
+                .record(StatId::SequencerBlocking, nanos(now - released));
             return;
         }
     }

@@ -41,7 +41,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     if num.starts_with('-') {
         return Err(DurationError::Negative(input.to_string()));
     }
-    let value: f64 = num.parse().map_err(|_| DurationError::Invalid(input.to_string()))?;
+    let value: f64 = num
+        .parse()
+        .map_err(|_| DurationError::Invalid(input.to_string()))?;
     if !value.is_finite() {
         return Err(DurationError::Invalid(input.to_string()));
     }
@@ -58,9 +60,9 @@ pub fn format_proto(d: Duration) -> String {
     let nanos = d.subsec_nanos();
     if nanos == 0 {
         format!("{secs}s")
-    } else if nanos % 1_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000) {
         format!("{secs}.{:03}s", nanos / 1_000_000)
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         format!("{secs}.{:06}s", nanos / 1_000)
     } else {
         format!("{secs}.{nanos:09}s")
@@ -126,7 +128,15 @@ mod tests {
 
     #[test]
     fn proto_round_trip() {
-        for ns in [0u64, 1, 1000, 1_000_000, 123_456_789, 5_000_000_000, 1_500_000_000] {
+        for ns in [
+            0u64,
+            1,
+            1000,
+            1_000_000,
+            123_456_789,
+            5_000_000_000,
+            1_500_000_000,
+        ] {
             let s = format_proto_ns(ns);
             assert_eq!(parse_proto(&s), Ok(Duration::from_nanos(ns)), "{s}");
         }
