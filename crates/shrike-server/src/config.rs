@@ -1,0 +1,316 @@
+//! Server-wide defaults, validated once at construction.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use shrike_stats::duration::DurationError;
+
+use crate::headers::{HeaderList, ResponseHeader};
+
+/// Nighthawk's test server answers with 10 bytes when nothing else is asked for.
+pub const DEFAULT_RESPONSE_BODY_SIZE: u64 = 10;
+/// Cap on request bodies and on configured response bodies.
+pub const DEFAULT_MAX_BODY_SIZE: u64 = 4 * 1024 * 1024;
+pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = match NonZeroUsize::new(10_000) {
+    Some(n) => n,
+    None => unreachable!(),
+};
+/// How long [`run`](crate::run) waits for in-flight requests after shutdown before it closes
+/// the remaining connections.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A configuration value the server cannot honour. Returned by [`ServerConfigBuilder::build`]
+/// and, per request, in the body of the 500 answering a bad `x-nighthawk-test-server-config`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("response_body_size {size} exceeds the server's max body size of {max} bytes")]
+    BodySizeTooLarge { size: u64, max: u64 },
+    #[error(
+        "response_status {0} is out of range: expected 200..=599 \
+         (1xx are interim responses and cannot end a request)"
+    )]
+    InvalidStatus(u64),
+    #[error("invalid header name {0:?}: expected an HTTP token such as \"x-foo\"")]
+    InvalidHeaderName(String),
+    #[error(
+        "invalid value for header {name:?}: control characters such as CR and LF are not allowed"
+    )]
+    InvalidHeaderValue { name: String },
+    #[error("header {0:?} is managed by the server (framing or connection control) and cannot be configured")]
+    ManagedHeader(String),
+    #[error("invalid {field}: {error}")]
+    InvalidDuration {
+        field: &'static str,
+        error: DurationError,
+    },
+    #[error("static_delay and concurrency_based_linear_delay are mutually exclusive; set one")]
+    ConflictingDelays,
+    #[error("max_connections must be at least 1")]
+    ZeroMaxConnections,
+}
+
+pub(crate) fn validate_status(status: u64) -> Result<u16, ConfigError> {
+    match u16::try_from(status) {
+        Ok(s @ 200..=599) => Ok(s),
+        _ => Err(ConfigError::InvalidStatus(status)),
+    }
+}
+
+pub(crate) fn validate_body_size(size: u64, max: u64) -> Result<u64, ConfigError> {
+    if size > max {
+        return Err(ConfigError::BodySizeTooLarge { size, max });
+    }
+    Ok(size)
+}
+
+/// Validated server-wide defaults. Each request may override them field by field with the
+/// `x-nighthawk-test-server-config` header.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    response_body_size: u64,
+    static_delay: Duration,
+    /// The server's own `server: shrike` plus the configured headers, with replace/append
+    /// already applied, so requests without a config header reuse it as is.
+    headers: HeaderList<'static>,
+    echo_request_headers: bool,
+    response_status: u16,
+    max_body_size: u64,
+    max_connections: NonZeroUsize,
+    drain_timeout: Duration,
+}
+
+impl ServerConfig {
+    pub fn builder() -> ServerConfigBuilder {
+        ServerConfigBuilder::default()
+    }
+
+    pub fn response_body_size(&self) -> u64 {
+        self.response_body_size
+    }
+
+    pub fn static_delay(&self) -> Duration {
+        self.static_delay
+    }
+
+    /// The headers every response carries unless a request replaces them, in wire order,
+    /// excluding the per-response `date`.
+    pub fn response_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers.entries.iter().map(|(n, v)| (&**n, &**v))
+    }
+
+    /// False when a configured `date` header replaced the server's clock-driven one.
+    pub fn emits_date(&self) -> bool {
+        self.headers.date
+    }
+
+    pub fn echo_request_headers(&self) -> bool {
+        self.echo_request_headers
+    }
+
+    pub fn response_status(&self) -> u16 {
+        self.response_status
+    }
+
+    pub fn max_body_size(&self) -> u64 {
+        self.max_body_size
+    }
+
+    pub fn max_connections(&self) -> NonZeroUsize {
+        self.max_connections
+    }
+
+    pub fn drain_timeout(&self) -> Duration {
+        self.drain_timeout
+    }
+
+    pub(crate) fn header_list(&self) -> &HeaderList<'static> {
+        &self.headers
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            response_body_size: DEFAULT_RESPONSE_BODY_SIZE,
+            static_delay: Duration::ZERO,
+            headers: base_headers(),
+            echo_request_headers: false,
+            response_status: 200,
+            max_body_size: DEFAULT_MAX_BODY_SIZE,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+fn base_headers() -> HeaderList<'static> {
+    HeaderList {
+        entries: vec![("server".into(), "shrike".into())],
+        date: true,
+    }
+}
+
+/// Collects settings; [`build`](Self::build) validates them together (the body size is only
+/// meaningful against the cap).
+#[derive(Debug, Clone)]
+pub struct ServerConfigBuilder {
+    response_body_size: u64,
+    static_delay: Duration,
+    headers: Vec<(String, String, bool)>,
+    echo_request_headers: bool,
+    response_status: u64,
+    max_body_size: u64,
+    max_connections: usize,
+    drain_timeout: Duration,
+}
+
+impl Default for ServerConfigBuilder {
+    fn default() -> Self {
+        Self {
+            response_body_size: DEFAULT_RESPONSE_BODY_SIZE,
+            static_delay: Duration::ZERO,
+            headers: Vec::new(),
+            echo_request_headers: false,
+            response_status: 200,
+            max_body_size: DEFAULT_MAX_BODY_SIZE,
+            max_connections: DEFAULT_MAX_CONNECTIONS.get(),
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+impl ServerConfigBuilder {
+    pub fn response_body_size(mut self, bytes: u64) -> Self {
+        self.response_body_size = bytes;
+        self
+    }
+
+    pub fn static_delay(mut self, delay: Duration) -> Self {
+        self.static_delay = delay;
+        self
+    }
+
+    /// Sets a header, replacing any earlier header of the same name (the server's own `server`
+    /// and `date` included).
+    pub fn response_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into(), false));
+        self
+    }
+
+    /// Adds a header alongside any existing header of the same name.
+    pub fn append_response_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.headers.push((name.into(), value.into(), true));
+        self
+    }
+
+    pub fn echo_request_headers(mut self, echo: bool) -> Self {
+        self.echo_request_headers = echo;
+        self
+    }
+
+    pub fn response_status(mut self, status: u16) -> Self {
+        self.response_status = u64::from(status);
+        self
+    }
+
+    /// Largest accepted request body, and largest response body a configuration may ask for.
+    pub fn max_body_size(mut self, bytes: u64) -> Self {
+        self.max_body_size = bytes;
+        self
+    }
+
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
+        self
+    }
+
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    pub fn build(self) -> Result<ServerConfig, ConfigError> {
+        let response_body_size = validate_body_size(self.response_body_size, self.max_body_size)?;
+        let response_status = validate_status(self.response_status)?;
+        let max_connections =
+            NonZeroUsize::new(self.max_connections).ok_or(ConfigError::ZeroMaxConnections)?;
+        let mut headers = base_headers();
+        for (name, value, append) in self.headers {
+            let (name, value) = ResponseHeader::try_new(name, value)?.into_parts();
+            headers.apply(name.into(), value.into(), append);
+        }
+        Ok(ServerConfig {
+            response_body_size,
+            static_delay: self.static_delay,
+            headers,
+            echo_request_headers: self.echo_request_headers,
+            response_status,
+            max_body_size: self.max_body_size,
+            max_connections,
+            drain_timeout: self.drain_timeout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_nighthawks() {
+        let c = ServerConfig::builder().build().unwrap();
+        assert_eq!(c.response_body_size(), 10);
+        assert_eq!(c.response_status(), 200);
+        assert_eq!(c.max_body_size(), 4_194_304);
+        assert_eq!(c.max_connections().get(), 10_000);
+        assert_eq!(
+            c.response_headers().collect::<Vec<_>>(),
+            [("server", "shrike")]
+        );
+        assert!(c.emits_date());
+        let d = ServerConfig::default();
+        assert_eq!(d.max_connections(), c.max_connections());
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        let too_big = ServerConfig::builder()
+            .max_body_size(100)
+            .response_body_size(101)
+            .build();
+        assert_eq!(
+            too_big.unwrap_err(),
+            ConfigError::BodySizeTooLarge {
+                size: 101,
+                max: 100
+            }
+        );
+        let status = ServerConfig::builder().response_status(42).build();
+        assert_eq!(status.unwrap_err(), ConfigError::InvalidStatus(42));
+        let conns = ServerConfig::builder().max_connections(0).build();
+        assert_eq!(conns.unwrap_err(), ConfigError::ZeroMaxConnections);
+        let header = ServerConfig::builder()
+            .response_header("connection", "close")
+            .build();
+        assert!(matches!(header.unwrap_err(), ConfigError::ManagedHeader(_)));
+    }
+
+    #[test]
+    fn header_rules() {
+        let c = ServerConfig::builder()
+            .response_header("server", "nginx")
+            .response_header("x-a", "1")
+            .append_response_header("x-a", "2")
+            .build()
+            .unwrap();
+        assert_eq!(
+            c.response_headers().collect::<Vec<_>>(),
+            [("server", "nginx"), ("x-a", "1"), ("x-a", "2")]
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! The accept loop: connection cap, per-connection tasks and two-phase shutdown.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::state::ServerState;
+use crate::{h1, ServerConfig};
+
+/// Everything a connection needs, shared by all of them.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) state: ServerState,
+    pub(crate) h1: h1::Prepared,
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then drains.
+///
+/// Works on current-thread and multi-thread runtimes alike; each connection is its own task.
+/// Shutdown has two phases: when `shutdown` completes the listener is closed, idle keep-alive
+/// connections close at once and busy ones after their current response (which says
+/// `connection: close`). `run` returns when all have finished, or after the configured drain
+/// timeout, when the stragglers are aborted.
+///
+/// Accept errors (a peer resetting before it was accepted, running out of file descriptors)
+/// are retried with a back-off rather than ending the server, so the result is `Ok` unless
+/// a future version meets a failure it cannot ride out.
+pub async fn run(
+    listener: TcpListener,
+    config: Arc<ServerConfig>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let shared = Arc::new(Shared {
+        h1: h1::Prepared::new(&config),
+        state: ServerState::new(),
+        config,
+    });
+    let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
+    // Connections wait on `changed()`, which completes when the sender is dropped.
+    let (notify, watch) = watch::channel(());
+    let mut connections = JoinSet::new();
+    let mut backoff = Duration::ZERO;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            // Reaping finished tasks here keeps the set from growing with every connection.
+            Some(_) = connections.join_next() => {}
+            accepted = accept(&listener, &limit) => match accepted {
+                Ok((stream, permit)) => {
+                    backoff = Duration::ZERO;
+                    let task = h1::serve(stream, shared.clone(), watch.clone());
+                    connections.spawn(async move {
+                        task.await;
+                        drop(permit);
+                    });
+                }
+                Err(e) if is_connection_error(&e) => {}
+                Err(_) => {
+                    // Usually EMFILE/ENFILE/ENOBUFS: waiting lets connections finish and free
+                    // resources, where spinning would burn the CPU they need.
+                    backoff = (backoff * 2).clamp(Duration::from_millis(1), Duration::from_secs(1));
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                }
+            },
+        }
+    }
+    drop(listener);
+    drop(notify);
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(shared.config.drain_timeout(), drain)
+        .await
+        .is_err()
+    {
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn accept(
+    listener: &TcpListener,
+    limit: &Arc<Semaphore>,
+) -> io::Result<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    // Waiting for a permit before accepting leaves excess connections in the kernel backlog
+    // instead of accepting sockets the server cannot serve.
+    let permit = limit
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| io::Error::other("connection semaphore closed"))?;
+    let (stream, _) = listener.accept().await?;
+    Ok((stream, permit))
+}
+
+/// Errors that concern only the connection being accepted, not the listener.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    )
+}

@@ -1,0 +1,113 @@
+//! Server-wide mutable state shared by every connection: the few atomics Nighthawk's
+//! per-request behaviours need.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Keeps each hot atomic on its own cache line so that updating one does not invalidate the
+/// other (or the read-mostly data next to it) on every core.
+#[repr(align(128))]
+#[derive(Debug, Default)]
+struct CachePadded<T>(T);
+
+impl<T> Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerState {
+    epoch: Instant,
+    /// Nanoseconds after `epoch` at which the latest request arrived; 0 before the first.
+    last_arrival: CachePadded<AtomicU64>,
+    active: CachePadded<AtomicUsize>,
+}
+
+impl ServerState {
+    pub(crate) fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            last_arrival: CachePadded::default(),
+            active: CachePadded::default(),
+        }
+    }
+
+    /// Records that a request arrived now. With `want_delta`, returns the nanoseconds since the
+    /// previous arrival, or `None` for the server's first request (Nighthawk then omits the
+    /// header too). Every request must call this, or the next delta would span several.
+    pub(crate) fn arrival(&self, want_delta: bool) -> Option<u64> {
+        // +1 keeps 0 free to mean "no request yet" even for an arrival at the epoch itself.
+        let now = u64::try_from(self.epoch.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        if !want_delta {
+            // A plain store is cheaper than a swap and loses nothing: only a request asking
+            // for the delta needs the previous value.
+            self.last_arrival.store(now, Ordering::Relaxed);
+            return None;
+        }
+        let previous = self.last_arrival.swap(now, Ordering::Relaxed);
+        // Another core may have stored a later instant between our clock read and the swap.
+        let delta = if previous == 0 {
+            0
+        } else {
+            now.saturating_sub(previous)
+        };
+        (delta > 0).then_some(delta)
+    }
+
+    /// Counts a request as active until the guard drops.
+    pub(crate) fn begin_active(&self) -> ActiveGuard<'_> {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        ActiveGuard(&self.active)
+    }
+
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+}
+
+pub(crate) struct ActiveGuard<'a>(&'a AtomicUsize);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_arrival_has_no_delta() {
+        let s = ServerState::new();
+        assert_eq!(s.arrival(true), None);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(s.arrival(true).unwrap() >= 2_000_000);
+    }
+
+    #[test]
+    fn plain_arrivals_still_move_the_reference() {
+        let s = ServerState::new();
+        s.arrival(false);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.arrival(false);
+        let delta = s.arrival(true).unwrap();
+        assert!(delta < 20_000_000, "{delta}");
+    }
+
+    #[test]
+    fn active_guard_counts() {
+        let s = ServerState::new();
+        let a = s.begin_active();
+        let b = s.begin_active();
+        assert_eq!(s.active(), 2);
+        drop(a);
+        drop(b);
+        assert_eq!(s.active(), 0);
+    }
+}

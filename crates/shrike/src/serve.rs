@@ -1,0 +1,312 @@
+//! `shrike serve`: the test server on a multi-thread runtime until SIGINT or SIGTERM.
+//!
+//! The bound address is the first line on stdout (so `--listen 127.0.0.1:0` is scriptable);
+//! everything else goes to stderr. The first signal drains in-flight requests and exits 0; a
+//! second one exits at once with 1.
+
+use std::io::Write as _;
+use std::num::NonZeroUsize;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use shrike_server::{ServerConfig, DEFAULT_MAX_BODY_SIZE, DEFAULT_RESPONSE_BODY_SIZE};
+use shrike_stats::duration::parse_duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::UsageError;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port. The bound address is printed as the
+    /// first line of stdout.
+    #[arg(long, default_value = "127.0.0.1:10000", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// Worker threads, or 'auto' for one per usable CPU.
+    #[arg(long, default_value = "auto", value_name = "N|auto")]
+    pub concurrency: String,
+    /// Response body size in bytes (a body of 'a's) unless a request asks otherwise.
+    #[arg(long, default_value_t = DEFAULT_RESPONSE_BODY_SIZE, value_name = "BYTES")]
+    pub response_body_size: u64,
+    /// Delay before every response unless a request asks otherwise (e.g. 0.25s, 250ms).
+    #[arg(long, value_name = "DURATION")]
+    pub static_delay: Option<String>,
+    /// Response header 'name: value' (repeatable). The first with a given name replaces the
+    /// server's own header of that name (e.g. server); later ones are added alongside.
+    #[arg(long = "response-header", value_name = "HEADER")]
+    pub response_headers: Vec<String>,
+    /// Answer with the request's headers, one 'name: value' line each, instead of 'a's.
+    #[arg(long)]
+    pub echo_request_headers: bool,
+    /// Response status unless a request asks otherwise (200-599).
+    #[arg(long, default_value_t = 200, value_name = "STATUS")]
+    pub response_status: u16,
+    /// Largest request body accepted (larger ones get 413), and largest response body a
+    /// request may ask for.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_SIZE, value_name = "BYTES")]
+    pub max_body_size: u64,
+    /// Most connections served at once; further ones wait in the listen backlog.
+    #[arg(long, default_value_t = shrike_server::DEFAULT_MAX_CONNECTIONS.get(), value_name = "N")]
+    pub max_connections: usize,
+    /// After a shutdown signal, how long in-flight requests may take before connections are cut.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub drain_timeout: String,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let workers = parse_concurrency(&args.concurrency)?;
+    let config = build_config(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.get())
+        .thread_name("shrike-serve")
+        .enable_all()
+        .build()
+        .context("cannot start the server runtime")?;
+    runtime.block_on(serve(&args.listen, workers, config))
+}
+
+async fn serve(
+    listen: &str,
+    workers: NonZeroUsize,
+    config: ServerConfig,
+) -> anyhow::Result<ExitCode> {
+    let listener = bind(listen).await?;
+    let addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    // Installed before the address is announced, so a script that signals as soon as it has
+    // read the address still gets a graceful shutdown.
+    let mut signals = Signals::install()?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{addr}")
+            .and_then(|()| stdout.flush())
+            .context("cannot write to stdout")?;
+    }
+    eprintln!("[shrike] serving HTTP/1.1 on http://{addr} with {workers} worker thread(s)");
+
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (force_tx, force_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let first = signals.recv().await;
+        eprintln!("[shrike] {first}: draining in-flight requests (signal again to exit at once)");
+        let _ = stop_tx.send(());
+        let second = signals.recv().await;
+        eprintln!("[shrike] {second}: exiting without waiting for in-flight requests");
+        let _ = force_tx.send(());
+    });
+    let shutdown = async {
+        let _ = stop_rx.await;
+    };
+    tokio::select! {
+        served = shrike_server::run(listener, Arc::new(config), shutdown) => {
+            served.context("the server failed")?;
+            eprintln!("[shrike] stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(()) = force_rx => Ok(ExitCode::FAILURE),
+    }
+}
+
+async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
+    let addrs = tokio::net::lookup_host(listen).await.map_err(|e| {
+        usage(format!(
+            "--listen {listen:?}: {e} (expected ADDR:PORT, e.g. 127.0.0.1:10000)"
+        ))
+    })?;
+    let mut failure = None;
+    for addr in addrs {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => failure = Some(format!("--listen {listen:?}: cannot bind {addr}: {e}")),
+        }
+    }
+    Err(usage(failure.unwrap_or_else(|| {
+        format!("--listen {listen:?}: resolves to no address")
+    })))
+}
+
+fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
+    if s.eq_ignore_ascii_case("auto") {
+        // Honours the process's CPU affinity (taskset) and cgroup quota.
+        return Ok(std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+    }
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(NonZeroUsize::new)
+        .ok_or_else(|| {
+            usage(format!(
+                "--concurrency: expected a positive number or 'auto', got {s:?}"
+            ))
+        })
+}
+
+fn flag_duration(flag: &str, value: &str) -> anyhow::Result<Duration> {
+    parse_duration(value).map_err(|e| usage(format!("--{flag}: {e}")))
+}
+
+fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut builder = ServerConfig::builder()
+        .response_body_size(args.response_body_size)
+        .echo_request_headers(args.echo_request_headers)
+        .response_status(args.response_status)
+        .max_body_size(args.max_body_size)
+        .max_connections(args.max_connections)
+        .drain_timeout(flag_duration("drain-timeout", &args.drain_timeout)?);
+    if let Some(delay) = &args.static_delay {
+        builder = builder.static_delay(flag_duration("static-delay", delay)?);
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for header in &args.response_headers {
+        let (name, value) = header
+            .split_once(':')
+            .map(|(n, v)| (n.trim(), v.trim()))
+            .filter(|(n, _)| !n.is_empty())
+            .ok_or_else(|| {
+                usage(format!(
+                    "--response-header: expected 'name: value', got {header:?}"
+                ))
+            })?;
+        let name = name.to_ascii_lowercase();
+        builder = if seen.contains(&name) {
+            builder.append_response_header(name, value)
+        } else {
+            seen.push(name.clone());
+            builder.response_header(name, value)
+        };
+    }
+    builder
+        .build()
+        .map_err(|e| usage(format!("invalid server configuration: {e}")))
+}
+
+/// SIGINT and SIGTERM as one stream.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+                terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for the next signal and names it.
+    async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => "SIGINT",
+                _ = self.terminate.recv() => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn args(argv: &[&str]) -> ServeArgs {
+        Cli::try_parse_from(std::iter::once("serve").chain(argv.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn defaults() {
+        let a = args(&[]);
+        assert_eq!(a.listen, "127.0.0.1:10000");
+        let c = build_config(&a).unwrap();
+        assert_eq!(c.response_body_size(), 10);
+        assert_eq!(c.max_body_size(), 4 << 20);
+        assert!(parse_concurrency(&a.concurrency).is_ok());
+    }
+
+    #[test]
+    fn headers_replace_then_append() {
+        let a = args(&[
+            "--response-header",
+            "Server: test",
+            "--response-header",
+            "x-a: 1",
+            "--response-header",
+            "x-a:2",
+        ]);
+        let c = build_config(&a).unwrap();
+        let headers: Vec<_> = c.response_headers().collect();
+        assert_eq!(headers, [("server", "test"), ("x-a", "1"), ("x-a", "2")]);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for argv in [
+            &["--static-delay", "soon"][..],
+            &["--response-header", "no colon"],
+            &["--response-header", "content-length: 5"],
+            &["--response-body-size", "5000000"],
+            &["--response-status", "42"],
+            &["--max-connections", "0"],
+            &["--drain-timeout=-1s"],
+        ] {
+            let err = build_config(&args(argv)).unwrap_err();
+            assert!(
+                err.downcast_ref::<UsageError>().is_some(),
+                "{argv:?}: {err:#}"
+            );
+        }
+        for bad in ["0", "-1", "many"] {
+            assert!(parse_concurrency(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bind_failures_name_the_address() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = taken.local_addr().unwrap().to_string();
+            let err = bind(&addr).await.unwrap_err();
+            assert!(err.downcast_ref::<UsageError>().is_some());
+            assert!(err.to_string().contains(&addr), "{err}");
+            let err = bind("127.0.0.1").await.unwrap_err();
+            assert!(err.to_string().contains("expected ADDR:PORT"), "{err}");
+            let ok = bind("127.0.0.1:0").await.unwrap();
+            assert_ne!(ok.local_addr().unwrap().port(), 0);
+        });
+    }
+}
