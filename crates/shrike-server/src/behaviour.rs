@@ -489,4 +489,34 @@ mod tests {
             assert!(err.contains(needle), "{input}: {err}");
         }
     }
+
+    /// Mangled configs must produce errors, never panics.
+    #[test]
+    fn arbitrary_input_never_panics() {
+        let config = ServerConfig::default();
+        let valid = br#"{"response_body_size": 12, "response_headers": [{"header": {"key": "x-a", "value": "b"}, "append": true}], "static_delay": "1ms", "emit_previous_request_delta_in_response_header": "x-d", "response_status": 201, "echo_request_headers": false}"#;
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |bound: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % bound as u64) as usize
+        };
+        let alphabet = b"{}[]:,\"' \\0123456789abcxyz_-.smnu\xc3\xa9\x00\r";
+        for _ in 0..20_000 {
+            let mut input = valid.to_vec();
+            for _ in 0..next(4) + 1 {
+                let at = next(input.len() + 1);
+                match next(3) {
+                    0 if at < input.len() => {
+                        input.remove(at);
+                    }
+                    1 if at < input.len() => input[at] = alphabet[next(alphabet.len())],
+                    _ => input.insert(at, alphabet[next(alphabet.len())]),
+                }
+            }
+            let _ = Plan::from_config_headers(&config, [&input[..]]);
+            let _ = std::str::from_utf8(&input).map(relaxed::to_json);
+        }
+    }
 }

@@ -251,4 +251,52 @@ mod tests {
             );
         }
     }
+
+    /// Random chunk layouts, random extensions and trailers, fed in random slices.
+    #[test]
+    fn randomized_bodies_and_splits() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |bound: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % bound
+        };
+        for _ in 0..500 {
+            let mut wire = Vec::new();
+            let mut total = 0;
+            for _ in 0..next(6) {
+                let size = next(3000) + 1;
+                total += size;
+                wire.extend_from_slice(format!("{size:x}").as_bytes());
+                if next(3) == 0 {
+                    wire.extend_from_slice(b" ; name=\"v\"");
+                }
+                wire.extend_from_slice(b"\r\n");
+                wire.extend((0..size).map(|i| b'a' + (i % 26) as u8));
+                wire.extend_from_slice(b"\r\n");
+            }
+            wire.extend_from_slice(b"0\r\n");
+            for t in 0..next(3) {
+                wire.extend_from_slice(format!("x-t{t}: {t}\r\n").as_bytes());
+            }
+            wire.extend_from_slice(b"\r\n");
+            let end = wire.len();
+            wire.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+
+            let mut d = ChunkedDecoder::new(u64::MAX);
+            let mut at = 0;
+            loop {
+                let piece = (next(4000) as usize + 1).min(wire.len() - at);
+                let (used, done) = d.feed(&wire[at..at + piece]).unwrap();
+                at += used;
+                if done {
+                    break;
+                }
+                assert_eq!(used, piece, "an unfinished body consumes everything");
+            }
+            assert_eq!(at, end);
+            assert_eq!(d.body, total);
+        }
+    }
 }

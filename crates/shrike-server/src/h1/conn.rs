@@ -144,11 +144,11 @@ impl Connection<'_> {
     async fn complete(&mut self, mut p: Pending) -> io::Result<bool> {
         let shared = self.shared;
         let state = &shared.state;
-        // Only requests that suspend are counted as active: one answered without awaiting
+        // Only requests that may suspend are counted as active: one answered without awaiting
         // overlaps others for microseconds at most, and skipping the shared counter keeps the
         // common path free of cross-core cache-line traffic.
-        let _active =
-            (!p.delay.is_none() || p.body != BodyFraming::None).then(|| state.begin_active());
+        let suspends = !p.delay.is_none() || p.body != BodyFraming::None;
+        let _active = suspends.then(|| state.begin_active());
         let body = match p.body {
             BodyFraming::None => Ok(()),
             BodyFraming::Length(n) => self.discard_length(n).await.map(Ok)?,
@@ -163,12 +163,15 @@ impl Connection<'_> {
             .await?;
             return Ok(false);
         }
-        let delay = p.delay.duration(state.active());
-        if !delay.is_zero() {
-            self.flush_held().await?;
-            tokio::time::sleep(delay).await;
+        if !p.delay.is_none() {
+            let delay = p.delay.duration(state.active());
+            if !delay.is_zero() {
+                self.flush_held().await?;
+                tokio::time::sleep(delay).await;
+            }
         }
-        if !p.close && self.shutdown.has_changed().is_err() {
+        // A request that never suspended was checked for shutdown microseconds ago, in `step`.
+        if suspends && !p.close && self.shutdown.has_changed().is_err() {
             // Shutdown began while this response was held: say we are closing, so the peer
             // does not send another request into a connection that is going away.
             let at = self.held + p.connection_at;
