@@ -29,8 +29,8 @@ pub(crate) struct Shared {
 /// timeout, when the stragglers are aborted.
 ///
 /// Accept errors (a peer resetting before it was accepted, running out of file descriptors)
-/// are retried with a back-off rather than ending the server, so the result is `Ok` unless
-/// a future version meets a failure it cannot ride out.
+/// are retried with a back-off rather than ending the server: a load test should see a slow
+/// server, not a vanished one. The `io::Result` leaves room for front ends whose setup can fail.
 pub async fn run(
     listener: TcpListener,
     config: Arc<ServerConfig>,
