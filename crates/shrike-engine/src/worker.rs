@@ -215,12 +215,15 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
         if ctx.stopping.get() || deadline.is_some_and(|d| due >= d) {
             return;
         }
-        dispatch(ctx, due).await;
+        if !dispatch(ctx, due, deadline).await {
+            return;
+        }
     }
 }
 
 /// Hands one due request to the pool; in closed loop, waits for capacity and records the wait.
-async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant) {
+/// Returns false when the run ended (stop or deadline) while waiting: the request is not sent.
+async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Instant>) -> bool {
     let released = Instant::now();
     if pool::try_dispatch(
         ctx,
@@ -231,25 +234,36 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant) {
     )
     .is_ok()
     {
-        return;
+        return true;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
     // shows up in scheduled_to_response; the blocked time itself goes to sequencer.blocking.
+    // The run's end still applies: a pacer stuck behind a slow server must not keep catching
+    // up past the deadline.
+    let end = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(end);
     loop {
         ctx.pacer_blocked.set(true);
-        tokio::select! {
+        let ended = tokio::select! {
             biased;
-            _ = ctx.wake.notified() => {}
-            _ = ctx.capacity.notified() => {}
-        }
+            _ = ctx.wake.notified() => false,
+            _ = &mut end => true,
+            _ = ctx.capacity.notified() => false,
+        };
         ctx.pacer_blocked.set(false);
         let now = Instant::now();
-        if ctx.stopping.get() {
-            let mut st = ctx.state.borrow_mut();
-            st.stats
-                .record(StatId::SequencerBlocking, nanos(now - released));
-            // Put the wake back for the pace loop, which checks `stopping` next anyway.
-            return;
+        let blocked = nanos(now - released);
+        if ended || ctx.stopping.get() {
+            ctx.state
+                .borrow_mut()
+                .stats
+                .record(StatId::SequencerBlocking, blocked);
+            return false;
         }
         if pool::try_dispatch(
             ctx,
@@ -263,8 +277,8 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant) {
             ctx.state
                 .borrow_mut()
                 .stats
-                .record(StatId::SequencerBlocking, nanos(now - released));
-            return;
+                .record(StatId::SequencerBlocking, blocked);
+            return true;
         }
     }
 }
