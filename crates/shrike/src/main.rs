@@ -1,1 +1,64 @@
-fn main() {}
+//! `shrike`: the command-line front end. Only this crate knows about flags, terminals, signals
+//! and exit codes; it parses flags into the library crates' validated configs and dispatches.
+//!
+//! Exit codes: 0 ok, 1 the run failed (a failure predicate fired, or the engine could not run),
+//! 2 usage or configuration error.
+
+mod embedded;
+mod log;
+mod run;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "shrike",
+    version,
+    about = "L7 performance characterization: load generator and test server with coordinated-omission-free latency",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load-test a URL (Nighthawk's client flags). With no URL, benchmarks the built-in server.
+    Run(Box<run::RunArgs>),
+    /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
+    Serve(serve::ServeArgs),
+}
+
+/// A usage or configuration error: printed as `error: …` and mapped to exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for UsageError {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(*args),
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

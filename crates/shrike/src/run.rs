@@ -1,0 +1,383 @@
+//! `shrike run`: Nighthawk's client flags → a validated [`EngineConfig`] → the engine → a sink.
+
+use std::io::Write as _;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use serde_json::json;
+use shrike_engine::pacer::Rate;
+use shrike_engine::{EngineConfig, Predicate, PredicateKind, RequestSpec, StopHandle, Target};
+use shrike_output::OutputFormat;
+use shrike_stats::duration::{format_proto, parse_duration};
+use shrike_stats::{RunResult, Termination};
+
+use crate::embedded::EmbeddedServer;
+use crate::log::{self, info, warning, Level};
+use crate::UsageError;
+
+/// Nighthawk's default for --max-requests-per-connection (effectively unlimited).
+const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// URL to benchmark (http://). Omit it to benchmark the built-in test server.
+    pub url: Option<String>,
+
+    /// Target requests per second, per worker (fractional allowed).
+    #[arg(
+        long,
+        default_value = "5",
+        value_name = "RATE",
+        allow_negative_numbers = true
+    )]
+    pub rps: f64,
+    /// Maximum connections per worker.
+    #[arg(long, default_value_t = 100)]
+    pub connections: u32,
+    /// Test duration: seconds, or with a unit (500ms, 30s, 2m).
+    #[arg(
+        long,
+        default_value = "5",
+        value_name = "DURATION",
+        conflicts_with = "no_duration"
+    )]
+    pub duration: String,
+    /// Run until stopped by a predicate or Ctrl-C. Default failure predicates still apply.
+    #[arg(long)]
+    pub no_duration: bool,
+    /// Number of workers (one thread and event loop each), or 'auto' for one per usable CPU.
+    /// Rates and connections are per worker.
+    #[arg(long, default_value = "1", value_name = "N|auto")]
+    pub concurrency: String,
+    /// Connect timeout, and the grace period for in-flight requests when the run stops.
+    #[arg(long, default_value = "30", value_name = "DURATION")]
+    pub timeout: String,
+
+    /// Request method.
+    #[arg(long, default_value = "GET", value_name = "METHOD")]
+    pub request_method: String,
+    /// Extra request header 'name: value' (repeatable).
+    #[arg(long = "request-header", value_name = "HEADER")]
+    pub request_headers: Vec<String>,
+    /// Request body size in bytes (a body of 'a's, as Nighthawk sends).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub request_body_size: u32,
+
+    /// Requests that may queue in the pool when every connection is busy (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub max_pending_requests: u32,
+    /// Close and replace a connection after this many requests.
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS_PER_CONNECTION)]
+    pub max_requests_per_connection: u64,
+    /// Open loop: never wait for a free connection; count such requests as pool overflow.
+    #[arg(long)]
+    pub open_loop: bool,
+    /// Release requests in bursts of this size (0 or 1: no bursts).
+    #[arg(long, default_value_t = 0)]
+    pub burst_size: u32,
+    /// Uniform release jitter added to each scheduled time (e.g. .00001s or 10us).
+    #[arg(long, value_name = "DURATION")]
+    pub jitter_uniform: Option<String>,
+    /// Open every connection before the run starts.
+    #[arg(long)]
+    pub prefetch_connections: bool,
+
+    /// Fail the run (exit 1) when COUNTER exceeds N (repeatable), e.g. benchmark.http_5xx:0.
+    #[arg(long = "failure-predicate", value_name = "COUNTER:N")]
+    pub failure_predicates: Vec<String>,
+    /// End the run (successfully) when COUNTER exceeds N (repeatable).
+    #[arg(long = "termination-predicate", value_name = "COUNTER:N")]
+    pub termination_predicates: Vec<String>,
+    /// Do not add the default failure predicates (any 4xx, 5xx, connection failure or reset).
+    #[arg(long)]
+    pub no_default_failure_predicates: bool,
+
+    /// Output format written to stdout.
+    #[arg(long, default_value = "human", value_parser = parse_output_format)]
+    pub output_format: OutputFormat,
+    /// Log verbosity (logs go to stderr).
+    #[arg(short = 'v', long, value_enum, default_value = "info")]
+    pub verbosity: Level,
+    /// Label stored in structured output (repeatable).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+}
+
+fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
+    s.parse::<OutputFormat>().map_err(|e| e.to_string())
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+fn flag_duration(flag: &str, value: &str) -> anyhow::Result<Duration> {
+    parse_duration(value).map_err(|e| usage(format!("--{flag}: {e}")))
+}
+
+fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
+    if s.eq_ignore_ascii_case("auto") {
+        // available_parallelism honours the process's CPU affinity (taskset), as Nighthawk does.
+        return Ok(std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+    }
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(NonZeroUsize::new)
+        .ok_or_else(|| {
+            usage(format!(
+                "--concurrency: expected a positive number or 'auto', got {s:?}"
+            ))
+        })
+}
+
+/// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
+pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConfig> {
+    let rate = Rate::try_new(args.rps).ok_or_else(|| {
+        usage(format!(
+            "--rps must be a number greater than 0, got {}",
+            args.rps
+        ))
+    })?;
+    let connections = NonZeroU32::new(args.connections)
+        .ok_or_else(|| usage("--connections must be at least 1"))?;
+    let duration = if args.no_duration {
+        None
+    } else {
+        let d = flag_duration("duration", &args.duration)?;
+        if d.is_zero() {
+            return Err(usage(
+                "--duration must be greater than 0 (use --no-duration to run until stopped)",
+            ));
+        }
+        Some(d)
+    };
+    let timeout = flag_duration("timeout", &args.timeout)?;
+    if timeout.is_zero() {
+        return Err(usage("--timeout must be greater than 0"));
+    }
+    let jitter = match &args.jitter_uniform {
+        Some(j) => flag_duration("jitter-uniform", j)?,
+        None => Duration::ZERO,
+    };
+    let headers = args
+        .request_headers
+        .iter()
+        .map(|h| RequestSpec::parse_header(h).map_err(|e| usage(format!("--request-header: {e}"))))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let request = RequestSpec::try_new(&args.request_method, headers, args.request_body_size)
+        .map_err(|e| usage(format!("--request-method/--request-header: {e}")))?;
+    let max_requests_per_connection = Some(
+        NonZeroU64::new(args.max_requests_per_connection)
+            .ok_or_else(|| usage("--max-requests-per-connection must be at least 1"))?,
+    );
+    let mut predicates = if args.no_default_failure_predicates {
+        Vec::new()
+    } else {
+        Predicate::default_failures()
+    };
+    for (list, kind, flag) in [
+        (
+            &args.failure_predicates,
+            PredicateKind::Failure,
+            "failure-predicate",
+        ),
+        (
+            &args.termination_predicates,
+            PredicateKind::Termination,
+            "termination-predicate",
+        ),
+    ] {
+        for p in list {
+            let p = Predicate::parse(p, kind).map_err(|e| usage(format!("--{flag}: {e}")))?;
+            // A user-given predicate on the same counter replaces the default (Nighthawk
+            // users write `--failure-predicate benchmark.http_5xx:100` to tolerate some 5xx).
+            predicates.retain(|q| !(q.counter == p.counter && q.kind == p.kind));
+            predicates.push(p);
+        }
+    }
+    Ok(EngineConfig {
+        target,
+        request,
+        workers: parse_concurrency(&args.concurrency)?,
+        rate,
+        burst: NonZeroU32::new(args.burst_size.max(1)).unwrap_or(NonZeroU32::MIN),
+        jitter,
+        connections,
+        duration,
+        timeout,
+        max_pending_requests: args.max_pending_requests,
+        max_requests_per_connection,
+        open_loop: args.open_loop,
+        prefetch_connections: args.prefetch_connections,
+        predicates,
+    })
+}
+
+/// The `options` object of the JSON result: every option with its effective value, under
+/// Nighthawk's CommandLineOptions names.
+fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
+    let preds = |kind: PredicateKind| -> serde_json::Map<String, serde_json::Value> {
+        cfg.predicates
+            .iter()
+            .filter(|p| p.kind == kind)
+            .map(|p| (p.counter.name().to_string(), json!(p.threshold.to_string())))
+            .collect()
+    };
+    json!({
+        "uri": cfg.target.url(),
+        "requests_per_second": cfg.rate.per_second(),
+        "connections": cfg.connections.get(),
+        "duration": cfg.duration.map(format_proto),
+        "no_duration": cfg.duration.is_none(),
+        "timeout": format_proto(cfg.timeout),
+        "concurrency": args.concurrency,
+        "workers": cfg.workers.get(),
+        "protocol": "http1",
+        "request_options": {
+            "request_method": cfg.request.method(),
+            "request_headers": cfg.request.headers().iter()
+                .map(|(k, v)| json!({"header": {"key": k, "value": v}}))
+                .collect::<Vec<_>>(),
+            "request_body_size": cfg.request.body_size(),
+        },
+        "max_pending_requests": cfg.max_pending_requests,
+        "max_requests_per_connection": cfg.max_requests_per_connection.map(|m| m.get().to_string()),
+        "open_loop": cfg.open_loop,
+        "burst_size": args.burst_size,
+        "jitter_uniform": format_proto(cfg.jitter),
+        "prefetch_connections": cfg.prefetch_connections,
+        "failure_predicates": preds(PredicateKind::Failure),
+        "termination_predicates": preds(PredicateKind::Termination),
+        "no_default_failure_predicates": args.no_default_failure_predicates,
+        "output_format": args.output_format.to_string(),
+        "verbosity": format!("{:?}", args.verbosity).to_lowercase(),
+        "labels": args.labels,
+    })
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    log::set_level(args.verbosity);
+    // Resolve the target (or start the built-in server) before anything else, so a typo fails
+    // fast with exit 2 and no half-started run.
+    let (target, server) = match &args.url {
+        Some(url) => (Target::parse(url).map_err(|e| usage(e.to_string()))?, None),
+        None => {
+            let server = EmbeddedServer::start()?;
+            let url = format!("http://{}/", server.addr);
+            info!("no URL given: benchmarking the built-in test server at {url}");
+            (
+                Target::parse(&url).map_err(|e| usage(e.to_string()))?,
+                Some(server),
+            )
+        }
+    };
+    let cfg = build_config(&args, target)?;
+    let options = options_json(&args, &cfg);
+    announce(&cfg);
+
+    let stop = StopHandle::new();
+    let output = run_with_signals(cfg, stop)?;
+    drop(server);
+
+    for (msg, n) in &output.errors {
+        warning!("{n} × {msg}");
+    }
+    let result = RunResult::new(options, output.workers, output.termination.clone());
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    shrike_output::write(args.output_format, &result, &mut out)
+        .and_then(|()| out.flush())
+        .context("cannot write the result to stdout")?;
+    match &output.termination {
+        Termination::FailurePredicate(p) => {
+            eprintln!("error: run failed: failure predicate {p} fired");
+            if let Some((msg, _)) = output.errors.iter().next() {
+                eprintln!("error: first error: {msg}");
+            }
+            Ok(ExitCode::from(1))
+        }
+        t => {
+            info!("done: {}", t.describe());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn announce(cfg: &EngineConfig) {
+    let n = cfg.workers.get();
+    let duration = match cfg.duration {
+        Some(d) => format!("{}s", d.as_secs_f64()),
+        None => "until stopped".to_string(),
+    };
+    info!(
+        "starting {n} worker(s). Test duration: {duration}. Target: {}",
+        cfg.target.url()
+    );
+    info!(
+        "global targets: {} connections and {} calls per second",
+        cfg.connections.get() as usize * n,
+        cfg.rate.per_second() * n as f64
+    );
+    info!(
+        "   (per-worker targets: {} connections and {} calls per second)",
+        cfg.connections.get(),
+        cfg.rate.per_second()
+    );
+}
+
+/// Runs the engine on its own threads while this thread handles signals: the first SIGINT or
+/// SIGTERM stops the run and drains in-flight requests (up to --timeout) so the result is still
+/// written; a second one exits at once.
+fn run_with_signals(
+    cfg: EngineConfig,
+    stop: StopHandle,
+) -> anyhow::Result<shrike_engine::RunOutput> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the signal-handling runtime")?;
+    let grace = cfg.timeout;
+    rt.block_on(async move {
+        // Register before the engine starts so an early Ctrl-C is not lost.
+        let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        let engine_stop = stop.clone();
+        let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+        let engine = std::thread::Builder::new()
+            .name("shrike-engine".into())
+            .spawn(move || {
+                let out = shrike_engine::run(cfg, engine_stop);
+                let _ = done_tx.send(());
+                out
+            })
+            .context("cannot start the engine thread")?;
+        let mut interrupts = 0;
+        loop {
+            tokio::select! {
+                _ = &mut done_rx => break,
+                _ = sigint.recv() => interrupts += 1,
+                _ = sigterm.recv() => interrupts += 1,
+            }
+            if interrupts == 1 {
+                stop.request(Termination::Interrupted);
+                eprintln!(
+                    "[shrike] interrupted: finishing in-flight requests (up to {}s) and writing the result; interrupt again to exit immediately",
+                    grace.as_secs_f64()
+                );
+            } else {
+                eprintln!("[shrike] interrupted twice: exiting without a result");
+                std::process::exit(130);
+            }
+        }
+        let out = engine
+            .join()
+            .map_err(|_| anyhow::anyhow!("the engine thread crashed"))?
+            .context("the run could not start")?;
+        Ok(out)
+    })
+}

@@ -1,0 +1,172 @@
+//! Helpers for end-to-end tests: run the real `shrike` binary with a hard time limit, start
+//! its test server on 127.0.0.1:0, and read JSON results back.
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn shrike() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_shrike"))
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+}
+
+/// Waits for `child` up to `limit`, killing it (and failing the test) if it overruns.
+pub fn wait_limited(mut child: Child, limit: Duration) -> Output {
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = err_reader.join().unwrap_or_default();
+            panic!("process did not finish within {limit:?}; stderr:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// Runs `shrike <args>` to completion within `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let child = shrike()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shrike");
+    wait_limited(child, limit)
+}
+
+/// `shrike serve` on 127.0.0.1:0; the bound address is read from its first stdout line.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Server {
+        let mut child = shrike()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server printed its address");
+        let addr = line.trim().to_string();
+        assert!(
+            addr.starts_with("127.0.0.1:"),
+            "unexpected first line {addr:?}"
+        );
+        Server { child, addr }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stdout:\n{}\nstderr:\n{}",
+            out.stdout, out.stderr
+        )
+    })
+}
+
+/// The `global` result of a JSON output.
+pub fn global(v: &serde_json::Value) -> &serde_json::Value {
+    v["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "global"))
+        .expect("a global result")
+}
+
+/// A counter's value in a result (0 when absent: only non-zero counters are written).
+pub fn counter(result: &serde_json::Value, name: &str) -> u64 {
+    result["counters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .map(|c| {
+            c["value"]
+                .as_str()
+                .expect("uint64 as string")
+                .parse()
+                .expect("number")
+        })
+        .unwrap_or(0)
+}
+
+pub fn statistic<'a>(result: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    result["statistics"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["id"] == id))
+        .unwrap_or_else(|| panic!("statistic {id} present"))
+}
+
+/// The duration (seconds) at a percentile of a statistic, from the JSON percentile list.
+pub fn percentile_secs(stat: &serde_json::Value, q: f64) -> f64 {
+    let ps = stat["percentiles"].as_array().expect("percentiles");
+    let p = ps
+        .iter()
+        .find(|p| p["percentile"].as_f64().expect("percentile") >= q)
+        .expect("percentile point");
+    secs(&p["duration"])
+}
+
+pub fn secs(v: &serde_json::Value) -> f64 {
+    v.as_str()
+        .and_then(|s| s.strip_suffix('s'))
+        .and_then(|s| s.parse().ok())
+        .expect("duration")
+}
