@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Shrike vs its peers, side by side in one run, on this machine's loopback.
+
+Runs wrk, ab and `shrike run` (closed loop, saturating) against nginx and against Shrike's own
+test server, each client pinned to one CPU and each server to the other, and prints throughput
+and client CPU per request with ratios against wrk. Client CPU comes from getrusage of the
+client process alone, so it is independent of how busy the server is.
+
+    cargo build --release && python3 bench/compare.py [--duration 10] [--connections 50]
+
+Results are printed and appended as a dated Markdown table to bench/results/.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHRIKE = os.path.join(ROOT, "target", "release", "shrike")
+BODY = 100  # bytes per response body, for both servers
+CLIENT_CPU, SERVER_CPU = "0", "1"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"server on port {port} did not come up")
+
+
+def start_nginx(tmp):
+    port = free_port()
+    html = os.path.join(tmp, "html")
+    os.makedirs(html, exist_ok=True)
+    os.makedirs(os.path.join(tmp, "logs"), exist_ok=True)
+    with open(os.path.join(html, "file"), "wb") as f:
+        f.write(b"a" * BODY)
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off; master_process off; worker_processes 1;
+pid {tmp}/nginx.pid; error_log {tmp}/logs/error.log;
+events {{ worker_connections 4096; }}
+http {{ access_log off; keepalive_requests 10000000;
+  client_body_temp_path {tmp}/t; proxy_temp_path {tmp}/t; fastcgi_temp_path {tmp}/t;
+  uwsgi_temp_path {tmp}/t; scgi_temp_path {tmp}/t;
+  server {{ listen 127.0.0.1:{port}; root {html}; }} }}
+""")
+    p = subprocess.Popen(["taskset", "-c", SERVER_CPU, "nginx", "-p", tmp, "-c", conf],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return p, f"http://127.0.0.1:{port}/file"
+
+
+def start_shrike_server():
+    p = subprocess.Popen(["taskset", "-c", SERVER_CPU, SHRIKE, "serve", "--listen", "127.0.0.1:0",
+                          "--concurrency", "1", "--response-body-size", str(BODY)],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    addr = p.stdout.readline().strip()
+    return p, f"http://{addr}/"
+
+
+def timed(cmd):
+    """Runs cmd pinned to the client CPU; returns (stdout, cpu seconds of the client)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(["taskset", "-c", CLIENT_CPU] + cmd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if out.returncode != 0:
+        print(f"warning: {' '.join(cmd)} exited {out.returncode}: {out.stderr.strip()[:300]}",
+              file=sys.stderr)
+    return out.stdout, cpu
+
+
+def run_wrk(url, c, d):
+    out, cpu = timed(["wrk", "-t1", f"-c{c}", f"-d{d}s", url])
+    n = int(re.search(r"(\d+) requests in", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return n, rps, cpu
+
+
+def run_ab(url, c, d):
+    out, cpu = timed(["ab", "-q", "-k", "-c", str(c), "-t", str(d), "-n", "100000000", url])
+    n = int(re.search(r"Complete requests:\s+(\d+)", out).group(1))
+    rps = float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
+    return n, rps, cpu
+
+
+def run_shrike(url, c, d, rps="1000000"):
+    out, cpu = timed([SHRIKE, "run", url, "--rps", rps, "--connections", str(c),
+                      "--duration", str(d), "--concurrency", "1", "--output-format", "json",
+                      "-v", "error"])
+    v = json.loads(out)
+    g = next(r for r in v["results"] if r["name"] == "global")
+    n = sum(int(x["value"]) for x in g["counters"] if x["name"].startswith("benchmark.http_"))
+    dur = float(g["execution_duration"].rstrip("s"))
+    return n, n / dur, cpu
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--no-record", action="store_true", help="do not write bench/results/")
+    a = ap.parse_args()
+    for tool in ["wrk", "ab", "nginx", "taskset"]:
+        if not shutil.which(tool):
+            sys.exit(f"{tool} not found: apt-get install wrk apache2-utils nginx-light util-linux")
+    if not os.path.exists(SHRIKE):
+        sys.exit("build first: cargo build --release")
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for target, starter in [("nginx", lambda: start_nginx(tmp)),
+                                ("shrike serve", start_shrike_server)]:
+            server, url = starter()
+            try:
+                time.sleep(0.5)
+                for name, fn in [("wrk", run_wrk), ("ab -k", run_ab), ("shrike", run_shrike)]:
+                    n, rps, cpu = fn(url, a.connections, a.duration)
+                    rows.append((target, name, n, rps, cpu, cpu / max(n, 1) * 1e6))
+                    print(f"{target:13} {name:7} {n:9d} req {rps:10.0f} rps  "
+                          f"client cpu {cpu:6.2f}s  {rows[-1][5]:6.2f} us/req", flush=True)
+            finally:
+                server.terminate()
+                server.wait()
+
+    lines = [f"| target | client | requests | req/s | client CPU µs/req | CPU/req vs wrk | req/s vs wrk |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for target in ["nginx", "shrike serve"]:
+        base = next(r for r in rows if r[0] == target and r[1] == "wrk")
+        for r in (r for r in rows if r[0] == target):
+            lines.append(f"| {target} | {r[1]} | {r[2]} | {r[3]:.0f} | {r[5]:.2f} | "
+                         f"{r[5] / base[5]:.2f}× | {r[3] / base[3]:.2f}× |")
+    cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                      if l.startswith("model name")), "unknown CPU")
+    header = (f"## {datetime.date.today().isoformat()} — {os.cpu_count()} vCPU {cpu_model}, "
+              f"Linux {platform.release()}\n\nClosed loop, {a.connections} connections, "
+              f"{a.duration}s per run, {BODY}-byte bodies; client pinned to CPU {CLIENT_CPU}, "
+              f"server to CPU {SERVER_CPU}. shrike: `--rps 1000000 --concurrency 1` "
+              f"(saturating closed loop).\n")
+    table = header + "\n" + "\n".join(lines) + "\n"
+    print("\n" + table)
+    if not a.no_record:
+        path = os.path.join(ROOT, "bench", "results", "h1-closed-loop.md")
+        with open(path, "a") as f:
+            f.write(table + "\n")
+        print(f"appended to {os.path.relpath(path, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
