@@ -84,11 +84,17 @@ impl ReleaseTimer {
             let mut buf = [0u8; 8];
             // WouldBlock (readiness left over from an abandoned arm) clears the readiness; the
             // loop then re-arms and waits again.
-            if let Ok(Err(_)) = guard.try_io(|inner| {
+            match guard.try_io(|inner| {
                 rustix::io::read(inner.get_ref(), &mut buf).map_err(std::io::Error::from)
             }) {
-                tokio::time::sleep_until(deadline.into()).await;
-                return;
+                // The expiry is consumed: clear readiness now, or the next sleep would see it,
+                // pay a read that fails with EAGAIN, and re-arm the timer a second time.
+                Ok(Ok(_)) => guard.clear_ready(),
+                Ok(Err(_)) => {
+                    tokio::time::sleep_until(deadline.into()).await;
+                    return;
+                }
+                Err(_would_block) => {}
             }
         }
     }
