@@ -44,18 +44,12 @@ impl RequestSpec {
                 return Err(ConfigError::Header(format!("{k}: {v}")));
             }
         }
-        Ok(RequestSpec {
-            method: method.to_ascii_uppercase(),
-            headers,
-            body_size,
-        })
+        Ok(RequestSpec { method: method.to_ascii_uppercase(), headers, body_size })
     }
 
     /// Parses a raw `name: value` header as given on the command line.
     pub fn parse_header(raw: &str) -> Result<(String, String), ConfigError> {
-        let (k, v) = raw
-            .split_once(':')
-            .ok_or_else(|| ConfigError::Header(raw.to_string()))?;
+        let (k, v) = raw.split_once(':').ok_or_else(|| ConfigError::Header(raw.to_string()))?;
         let k = k.trim();
         if k.is_empty() || !k.bytes().all(is_token_byte) {
             return Err(ConfigError::Header(raw.to_string()));
@@ -114,10 +108,7 @@ mod tests {
     #[test]
     fn request_validation() {
         assert!(RequestSpec::try_new("get", vec![], 0).is_ok());
-        assert_eq!(
-            RequestSpec::try_new("get", vec![], 0).map(|r| r.method),
-            Ok("GET".into())
-        );
+        assert_eq!(RequestSpec::try_new("get", vec![], 0).map(|r| r.method), Ok("GET".into()));
         assert!(RequestSpec::try_new("G ET", vec![], 0).is_err());
         assert!(RequestSpec::try_new("", vec![], 0).is_err());
         assert!(RequestSpec::try_new("GET", vec![("x".into(), "a\r\nb".into())], 0).is_err());
@@ -126,14 +117,8 @@ mod tests {
 
     #[test]
     fn header_parsing() {
-        assert_eq!(
-            RequestSpec::parse_header("x-a: 1"),
-            Ok(("x-a".into(), "1".into()))
-        );
-        assert_eq!(
-            RequestSpec::parse_header("x-a:1:2"),
-            Ok(("x-a".into(), "1:2".into()))
-        );
+        assert_eq!(RequestSpec::parse_header("x-a: 1"), Ok(("x-a".into(), "1".into())));
+        assert_eq!(RequestSpec::parse_header("x-a:1:2"), Ok(("x-a".into(), "1:2".into())));
         assert!(RequestSpec::parse_header("novalue").is_err());
         assert!(RequestSpec::parse_header(": v").is_err());
     }

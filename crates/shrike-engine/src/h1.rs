@@ -27,20 +27,12 @@ pub fn encode_request(target: &Target, spec: &RequestSpec) -> Vec<u8> {
     out.push(b' ');
     out.extend_from_slice(target.path.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let has = |name: &str| {
-        spec.headers()
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case(name))
-    };
+    let has = |name: &str| spec.headers().iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
     if !has("host") {
         push_header(&mut out, "host", &target.authority);
     }
     if !has("user-agent") {
-        push_header(
-            &mut out,
-            "user-agent",
-            concat!("shrike/", env!("CARGO_PKG_VERSION")),
-        );
+        push_header(&mut out, "user-agent", concat!("shrike/", env!("CARGO_PKG_VERSION")));
     }
     for (k, v) in spec.headers() {
         if k.eq_ignore_ascii_case("content-length") {
@@ -111,11 +103,7 @@ impl Default for ResponseReader {
 
 impl ResponseReader {
     pub fn new() -> Self {
-        ResponseReader {
-            buf: vec![0u8; READ_BUF].into_boxed_slice(),
-            start: 0,
-            end: 0,
-        }
+        ResponseReader { buf: vec![0u8; READ_BUF].into_boxed_slice(), start: 0, end: 0 }
     }
 
     /// Bytes received beyond the last complete response (should be 0 without pipelining).
@@ -155,12 +143,7 @@ impl ResponseReader {
                 Framing::UntilClose => self.skip_to_eof(io, rx_bytes).await?,
             };
             let close = close || framing == Framing::UntilClose;
-            return Ok(ResponseInfo {
-                status,
-                header_bytes,
-                body_bytes,
-                close,
-            });
+            return Ok(ResponseInfo { status, header_bytes, body_bytes, close });
         }
     }
 
@@ -190,9 +173,7 @@ impl ResponseReader {
                     ))
                 })?;
                 if length.is_some_and(|l| l != v) {
-                    return Err(ReadError::Protocol(
-                        "conflicting content-length headers".into(),
-                    ));
+                    return Err(ReadError::Protocol("conflicting content-length headers".into()));
                 }
                 length = Some(v);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
@@ -247,9 +228,7 @@ impl ResponseReader {
         }
         let n = io.read(&mut self.buf[self.end..]).await?;
         if n == 0 {
-            return Err(ReadError::Closed {
-                received: received || self.end > self.start,
-            });
+            return Err(ReadError::Closed { received: received || self.end > self.start });
         }
         self.end += n;
         *rx_bytes += n as u64;
@@ -325,10 +304,7 @@ impl ResponseReader {
         rx_bytes: &mut u64,
     ) -> Result<(usize, usize), ReadError> {
         loop {
-            if let Some(i) = self.buf[self.start..self.end]
-                .iter()
-                .position(|&b| b == b'\n')
-            {
+            if let Some(i) = self.buf[self.start..self.end].iter().position(|&b| b == b'\n') {
                 let a = self.start;
                 let mut b = a + i;
                 self.start = b + 1;
@@ -347,19 +323,12 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    v.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
+    v.iter().try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
 }
 
 fn parse_chunk_size(line: &[u8]) -> Result<u64, ReadError> {
     let hex = trim(line.split(|&b| b == b';').next().unwrap_or_default());
-    let bad = || {
-        ReadError::Protocol(format!(
-            "bad chunk size {:?}",
-            String::from_utf8_lossy(line)
-        ))
-    };
+    let bad = || ReadError::Protocol(format!("bad chunk size {:?}", String::from_utf8_lossy(line)));
     if hex.is_empty() || hex.len() > 15 {
         return Err(bad());
     }
@@ -427,12 +396,7 @@ mod tests {
         body_bytes: u64,
         close: bool,
     ) -> Result<ResponseInfo, String> {
-        Ok(ResponseInfo {
-            status,
-            header_bytes,
-            body_bytes,
-            close,
-        })
+        Ok(ResponseInfo { status, header_bytes, body_bytes, close })
     }
 
     #[tokio::test]
@@ -441,11 +405,7 @@ mod tests {
         let input = [&one[..], &one[..]].concat();
         for chunk in [1, 3, 7, 1000] {
             let got = read_all(&input, false, chunk).await;
-            assert_eq!(
-                got,
-                vec![ok(200, 38, 5, false), ok(200, 38, 5, false)],
-                "chunk {chunk}"
-            );
+            assert_eq!(got, vec![ok(200, 38, 5, false), ok(200, 38, 5, false)], "chunk {chunk}");
         }
     }
 
@@ -455,14 +415,8 @@ mod tests {
         for chunk in [1, 2, 5, 4096] {
             let got = read_all(input, false, chunk).await;
             assert_eq!(got.len(), 2, "chunk {chunk}: {got:?}");
-            assert_eq!(
-                got[0].as_ref().map(|i| (i.status, i.body_bytes)),
-                Ok((200, 15))
-            );
-            assert_eq!(
-                got[1].as_ref().map(|i| (i.status, i.body_bytes)),
-                Ok((204, 0))
-            );
+            assert_eq!(got[0].as_ref().map(|i| (i.status, i.body_bytes)), Ok((200, 15)));
+            assert_eq!(got[1].as_ref().map(|i| (i.status, i.body_bytes)), Ok((204, 0)));
         }
     }
 
@@ -496,16 +450,8 @@ mod tests {
             );
         }
         // Truncated body: closed mid-response.
-        let got = read_all(
-            b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc",
-            false,
-            5,
-        )
-        .await;
-        assert!(
-            matches!(got.last(), Some(Err(e)) if e.contains("mid-response")),
-            "{got:?}"
-        );
+        let got = read_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", false, 5).await;
+        assert!(matches!(got.last(), Some(Err(e)) if e.contains("mid-response")), "{got:?}");
         // Oversized head.
         let mut big = b"HTTP/1.1 200 OK\r\n".to_vec();
         while big.len() < MAX_HEAD + 100 {

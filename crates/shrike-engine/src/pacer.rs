@@ -53,11 +53,7 @@ impl Pacer {
         let group = self.released / self.burst;
         self.released += 1;
         let base = self.phase_ns + (group * self.burst) as f64 * self.interval_ns;
-        let jitter = if self.jitter_ns == 0 {
-            0
-        } else {
-            self.rng.next() % (self.jitter_ns + 1)
-        };
+        let jitter = if self.jitter_ns == 0 { 0 } else { self.rng.next() % (self.jitter_ns + 1) };
         Duration::from_nanos(base as u64 + jitter)
     }
 
@@ -102,25 +98,13 @@ mod tests {
 
     #[test]
     fn linear_spacing() {
-        let mut p = Pacer::linear(
-            Rate::try_new(1000.0).expect("rate"),
-            1,
-            Duration::ZERO,
-            0.0,
-            1,
-        );
+        let mut p = Pacer::linear(Rate::try_new(1000.0).expect("rate"), 1, Duration::ZERO, 0.0, 1);
         assert_eq!(offsets(&mut p, 4), vec![0, 1_000_000, 2_000_000, 3_000_000]);
     }
 
     #[test]
     fn bursts_release_in_groups() {
-        let mut p = Pacer::linear(
-            Rate::try_new(100.0).expect("rate"),
-            3,
-            Duration::ZERO,
-            0.0,
-            1,
-        );
+        let mut p = Pacer::linear(Rate::try_new(100.0).expect("rate"), 3, Duration::ZERO, 0.0, 1);
         // 3 requests every 30 ms keeps the average at 100 rps.
         assert_eq!(
             offsets(&mut p, 7),
@@ -153,13 +137,7 @@ mod tests {
 
     #[test]
     fn planned_count_matches_rate_times_duration() {
-        let p = Pacer::linear(
-            Rate::try_new(250.0).expect("rate"),
-            1,
-            Duration::ZERO,
-            0.0,
-            1,
-        );
+        let p = Pacer::linear(Rate::try_new(250.0).expect("rate"), 1, Duration::ZERO, 0.0, 1);
         assert_eq!(p.planned_before(Duration::from_secs(2)), 500);
         let p = Pacer::linear(Rate::try_new(0.5).expect("rate"), 1, Duration::ZERO, 0.0, 1);
         assert_eq!(p.planned_before(Duration::from_secs(3)), 2);

@@ -114,11 +114,7 @@ async fn connect(ctx: &WorkerCtx) -> Option<Conn> {
                 let mut st = ctx.state.borrow_mut();
                 st.counters.inc(Counter::CxTotal);
                 st.counters.inc(Counter::CxHttp1Total);
-                return Some(Conn {
-                    stream,
-                    reader: ResponseReader::new(),
-                    requests: 0,
-                });
+                return Some(Conn { stream, reader: ResponseReader::new(), requests: 0 });
             }
             Ok(Err(e)) => last_err = format!("connect to {addr}: {e}"),
             Err(_) => {
@@ -160,9 +156,7 @@ async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
         let outcome = match c.stream.write_all(&ctx.request).await {
             Ok(()) => {
                 tx = ctx.request.len() as u64;
-                c.reader
-                    .read_response(&mut c.stream, ctx.head_request, &mut rx)
-                    .await
+                c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
             }
             Err(e) => Err(ReadError::Io(e)),
         };
@@ -188,10 +182,8 @@ async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
                 s.record(StatId::ResponseHeaderSize, info.header_bytes);
                 s.record(StatId::ResponseBodySize, info.body_bytes);
                 st.counters.inc(Counter::for_status(info.status));
-                let limit_hit = ctx
-                    .cfg
-                    .max_requests_per_connection
-                    .is_some_and(|m| c.requests >= m.get());
+                let limit_hit =
+                    ctx.cfg.max_requests_per_connection.is_some_and(|m| c.requests >= m.get());
                 if info.close || c.reader.buffered() > 0 {
                     // Bytes beyond the response mean the server sent something we did not
                     // ask for; the connection's framing can no longer be trusted.

@@ -25,11 +25,7 @@ pub enum PredicateError {
     #[error("invalid predicate {0:?}: expected COUNTER:THRESHOLD, e.g. benchmark.http_5xx:0")]
     Syntax(String),
     #[error("invalid predicate {input:?}: unknown counter {name:?}; known counters: {known}")]
-    UnknownCounter {
-        input: String,
-        name: String,
-        known: String,
-    },
+    UnknownCounter { input: String, name: String, known: String },
     #[error("invalid predicate {0:?}: the threshold must be a whole number from 0 to 18446744073709551615")]
     Threshold(String),
 }
@@ -45,38 +41,19 @@ impl Predicate {
         let counter = Counter::from_name(name).ok_or_else(|| PredicateError::UnknownCounter {
             input: input.to_string(),
             name: name.to_string(),
-            known: Counter::ALL
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: Counter::ALL.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
         })?;
-        let threshold = n
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| PredicateError::Threshold(input.to_string()))?;
-        Ok(Predicate {
-            counter,
-            threshold,
-            kind,
-        })
+        let threshold =
+            n.trim().parse::<u64>().map_err(|_| PredicateError::Threshold(input.to_string()))?;
+        Ok(Predicate { counter, threshold, kind })
     }
 
     /// Nighthawk's defaults: no error status, connection failure or stream reset is tolerated.
     pub fn default_failures() -> Vec<Predicate> {
-        [
-            Counter::Http4xx,
-            Counter::Http5xx,
-            Counter::PoolConnectionFailure,
-            Counter::StreamResets,
-        ]
-        .into_iter()
-        .map(|counter| Predicate {
-            counter,
-            threshold: 0,
-            kind: PredicateKind::Failure,
-        })
-        .collect()
+        [Counter::Http4xx, Counter::Http5xx, Counter::PoolConnectionFailure, Counter::StreamResets]
+            .into_iter()
+            .map(|counter| Predicate { counter, threshold: 0, kind: PredicateKind::Failure })
+            .collect()
     }
 
     #[inline]
@@ -103,17 +80,8 @@ mod tests {
 
     #[test]
     fn rejects_bad() {
-        for bad in [
-            "",
-            "benchmark.http_5xx",
-            "benchmark.http_5xx:-1",
-            "nope:1",
-            "x:y",
-        ] {
-            assert!(
-                Predicate::parse(bad, PredicateKind::Failure).is_err(),
-                "{bad}"
-            );
+        for bad in ["", "benchmark.http_5xx", "benchmark.http_5xx:-1", "nope:1", "x:y"] {
+            assert!(Predicate::parse(bad, PredicateKind::Failure).is_err(), "{bad}");
         }
     }
 

@@ -56,10 +56,7 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
     let cfg = Arc::new(cfg);
     let request: Arc<[u8]> = h1::encode_request(&cfg.target, &cfg.request).into();
     let n = cfg.workers.get();
-    let gate = Arc::new(StartGate {
-        barrier: Barrier::new(n),
-        start: OnceLock::new(),
-    });
+    let gate = Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new() });
     let mut handles = Vec::with_capacity(n);
     for index in 0..n {
         let (w_cfg, w_stop, w_gate, w_request) =
@@ -127,9 +124,5 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
         errors.insert(e.to_string(), 1);
     }
     let termination = stop.reason().unwrap_or(Termination::Completed);
-    Ok(RunOutput {
-        workers,
-        termination,
-        errors,
-    })
+    Ok(RunOutput { workers, termination, errors })
 }

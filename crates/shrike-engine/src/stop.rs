@@ -33,18 +33,14 @@ impl StopHandle {
             return false;
         }
         *guard = Some(reason);
-        self.inner
-            .stopped
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.stopped.store(true, std::sync::atomic::Ordering::Release);
         self.inner.notify.notify_waiters();
         true
     }
 
     #[inline]
     pub fn is_stopped(&self) -> bool {
-        self.inner
-            .stopped
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.inner.stopped.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn reason(&self) -> Option<Termination> {

@@ -38,11 +38,7 @@ pub enum TargetError {
     #[error("invalid URL {url:?}: {reason}")]
     Invalid { url: String, reason: &'static str },
     #[error("cannot resolve host {host:?} of {url:?}: {reason}")]
-    Resolve {
-        url: String,
-        host: String,
-        reason: String,
-    },
+    Resolve { url: String, host: String, reason: String },
 }
 
 impl Target {
@@ -75,10 +71,7 @@ impl Target {
 
     /// Parses without resolving (used by tests and for validation of syntax alone).
     pub fn parse_unresolved(url: &str) -> Result<Target, TargetError> {
-        let bad = |reason| TargetError::Invalid {
-            url: url.to_string(),
-            reason,
-        };
+        let bad = |reason| TargetError::Invalid { url: url.to_string(), reason };
         let (scheme, rest) = if let Some(r) = strip_prefix_ci(url, "http://") {
             (Scheme::Http, r)
         } else if let Some(r) = strip_prefix_ci(url, "https://") {
@@ -102,9 +95,7 @@ impl Target {
             return Err(bad("the host is missing"));
         }
         let (host, port) = if let Some(r) = authority.strip_prefix('[') {
-            let end = r
-                .find(']')
-                .ok_or_else(|| bad("unterminated IPv6 address"))?;
+            let end = r.find(']').ok_or_else(|| bad("unterminated IPv6 address"))?;
             let host = &r[..end];
             let after = &r[end + 1..];
             let port = match after.strip_prefix(':') {
@@ -138,24 +129,10 @@ impl Target {
                 Err(_) => return Err(bad("the port must be a number from 1 to 65535")),
             },
         };
-        let host_hdr = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        let authority = if port == scheme.default_port() {
-            host_hdr
-        } else {
-            format!("{host_hdr}:{port}")
-        };
-        Ok(Target {
-            scheme,
-            host: host.to_string(),
-            port,
-            authority,
-            path,
-            addrs: Vec::new(),
-        })
+        let host_hdr = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+        let authority =
+            if port == scheme.default_port() { host_hdr } else { format!("{host_hdr}:{port}") };
+        Ok(Target { scheme, host: host.to_string(), port, authority, path, addrs: Vec::new() })
     }
 
     pub fn url(&self) -> String {
@@ -182,16 +159,10 @@ mod tests {
     #[test]
     fn parses_forms() {
         let t = Target::parse_unresolved("http://127.0.0.1:8080/a/b?x=1").expect("ok");
-        assert_eq!(
-            (t.host.as_str(), t.port, t.path.as_str()),
-            ("127.0.0.1", 8080, "/a/b?x=1")
-        );
+        assert_eq!((t.host.as_str(), t.port, t.path.as_str()), ("127.0.0.1", 8080, "/a/b?x=1"));
         assert_eq!(t.authority, "127.0.0.1:8080");
         let t = Target::parse_unresolved("HTTP://localhost").expect("ok");
-        assert_eq!(
-            (t.port, t.path.as_str(), t.authority.as_str()),
-            (80, "/", "localhost")
-        );
+        assert_eq!((t.port, t.path.as_str(), t.authority.as_str()), (80, "/", "localhost"));
         let t = Target::parse_unresolved("http://[::1]:9/x#frag").expect("ok");
         assert_eq!((t.host.as_str(), t.port, t.path.as_str()), ("::1", 9, "/x"));
         assert_eq!(t.authority, "[::1]:9");
@@ -214,10 +185,7 @@ mod tests {
             "http://u@h/",
             "http://h/a b",
         ] {
-            assert!(
-                Target::parse_unresolved(bad).is_err(),
-                "{bad:?} should be rejected"
-            );
+            assert!(Target::parse_unresolved(bad).is_err(), "{bad:?} should be rejected");
         }
     }
 

@@ -63,10 +63,7 @@ impl ReleaseTimer {
             }
             let d = deadline - now;
             let spec = Itimerspec {
-                it_interval: Timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
+                it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
                 it_value: Timespec {
                     tv_sec: d.as_secs() as _,
                     // Never all-zero: a zero it_value disarms the timer instead of firing it.
@@ -115,8 +112,7 @@ mod tests {
             assert!(Instant::now() >= deadline);
         }
         // A deadline in the past returns immediately.
-        t.sleep_until(Instant::now() - Duration::from_millis(1))
-            .await;
+        t.sleep_until(Instant::now() - Duration::from_millis(1)).await;
     }
 
     #[tokio::test]

@@ -177,10 +177,7 @@ pub(crate) async fn run_worker(
     result.execution_duration = end.saturating_duration_since(start);
     result.stats = std::mem::take(&mut st.stats);
     result.counters = std::mem::take(&mut st.counters);
-    WorkerOutput {
-        result,
-        errors: std::mem::take(&mut st.errors),
-    }
+    WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
 }
 
 /// The release loop: wait for each due time, hand the request to the pool, until stopped.
@@ -192,10 +189,8 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
     // like one even stream at N×R rather than N simultaneous clumps.
     let phase = index as f64 / workers as f64;
     let seed = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos() as u64;
+        ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos()
+            as u64;
     let mut pacer = Pacer::linear(cfg.rate, cfg.burst.get(), cfg.jitter, phase, seed);
     let timer = ReleaseTimer::new();
     loop {
@@ -225,15 +220,7 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
 /// Returns false when the run ended (stop or deadline) while waiting: the request is not sent.
 async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Instant>) -> bool {
     let released = Instant::now();
-    if pool::try_dispatch(
-        ctx,
-        Ticket {
-            scheduled,
-            released,
-        },
-    )
-    .is_ok()
-    {
+    if pool::try_dispatch(ctx, Ticket { scheduled, released }).is_ok() {
         return true;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
@@ -259,25 +246,11 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Inst
         let now = Instant::now();
         let blocked = nanos(now - released);
         if ended || ctx.stopping.get() {
-            ctx.state
-                .borrow_mut()
-                .stats
-                .record(StatId::SequencerBlocking, blocked);
+            ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
             return false;
         }
-        if pool::try_dispatch(
-            ctx,
-            Ticket {
-                scheduled,
-                released: now,
-            },
-        )
-        .is_ok()
-        {
-            ctx.state
-                .borrow_mut()
-                .stats
-                .record(StatId::SequencerBlocking, blocked);
+        if pool::try_dispatch(ctx, Ticket { scheduled, released: now }).is_ok() {
+            ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
             return true;
         }
     }

@@ -49,21 +49,14 @@ pub fn render(result: &RunResult) -> String {
 
 fn header(result: &RunResult, s: &mut String) {
     let g = &result.global;
-    s.push_str(concat!(
-        "Shrike ",
-        env!("CARGO_PKG_VERSION"),
-        ": layer 7 load test results\n\n"
-    ));
+    s.push_str(concat!("Shrike ", env!("CARGO_PKG_VERSION"), ": layer 7 load test results\n\n"));
     let mut rows: Vec<(&str, String)> = Vec::new();
     if let Some(target) = target(&result.options) {
         rows.push(("Target:", target));
     }
     rows.push(("Termination:", result.termination.describe()));
     rows.push(("Started:", format_rfc3339(g.execution_start)));
-    rows.push((
-        "Duration:",
-        format_human_ns(g.execution_duration.as_nanos() as f64),
-    ));
+    rows.push(("Duration:", format_human_ns(g.execution_duration.as_nanos() as f64)));
     rows.push(("Workers:", result.workers.len().to_string()));
     for (label, value) in rows {
         // Writing into a String cannot fail.
@@ -120,11 +113,7 @@ fn statistic(id: StatId, stat: &Statistic, s: &mut String) {
         // [min, max], so clamping only moves a value closer to the truth.
         // Not `clamp`, which panics if min > max (possible in a hand-built `Statistic`).
         let v = p.value.max(stat.min()).min(stat.max());
-        t.row(vec![
-            format!("{q}"),
-            p.count.to_string(),
-            value(kind, v as f64),
-        ]);
+        t.row(vec![format!("{q}"), p.count.to_string(), value(kind, v as f64)]);
     }
     t.render("  ", s);
     s.push('\n');
@@ -144,11 +133,7 @@ fn counters(g: &WorkerResult, s: &mut String) {
     ]);
     for (c, v) in counters {
         // A zero-length window has no meaningful rate; print a dash rather than "inf".
-        let rate = if secs > 0.0 {
-            format!("{:.2}", v as f64 / secs)
-        } else {
-            "-".into()
-        };
+        let rate = if secs > 0.0 { format!("{:.2}", v as f64 / secs) } else { "-".into() };
         t.row(vec![c.name().to_string(), v.to_string(), rate]);
     }
     t.render("", s);

@@ -56,10 +56,7 @@ impl fmt::Display for OutputFormat {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown output format {given:?} (expected one of: {})",
-    expected_formats()
-)]
+#[error("unknown output format {given:?} (expected one of: {})", expected_formats())]
 pub struct UnknownFormat {
     pub given: String,
 }
@@ -78,9 +75,7 @@ impl FromStr for OutputFormat {
             .iter()
             .copied()
             .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| UnknownFormat {
-                given: s.to_string(),
-            })
+            .ok_or_else(|| UnknownFormat { given: s.to_string() })
     }
 }
 

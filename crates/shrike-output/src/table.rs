@@ -18,10 +18,7 @@ pub(crate) struct Table {
 
 impl Table {
     pub(crate) fn new(headers: &[(&'static str, Align)]) -> Self {
-        Table {
-            headers: headers.to_vec(),
-            rows: Vec::new(),
-        }
+        Table { headers: headers.to_vec(), rows: Vec::new() }
     }
 
     /// Adds a row; missing cells render empty and extra cells are ignored.
@@ -85,9 +82,6 @@ mod tests {
         t.row(vec!["µs".into()]);
         let mut out = String::new();
         t.render("  ", &mut out);
-        assert_eq!(
-            out,
-            "  Name    Value\n  a           1\n  longer  12345\n  µs\n"
-        );
+        assert_eq!(out, "  Name    Value\n  a           1\n  longer  12345\n  µs\n");
     }
 }

@@ -108,20 +108,14 @@ fn digits(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 9 || !b.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(
-        b.iter()
-            .fold(0u64, |acc, &c| acc * 10 + u64::from(c - b'0')),
-    )
+    Some(b.iter().fold(0u64, |acc, &c| acc * 10 + u64::from(c - b'0')))
 }
 
 /// Seconds since the epoch (negative before 1970, saturating far outside any real clock) and
 /// the non-negative nanosecond part.
 fn split_unix(t: SystemTime) -> (i64, u32) {
     match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => (
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            d.subsec_nanos(),
-        ),
+        Ok(d) => (i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d.subsec_nanos()),
         Err(e) => {
             let d = e.duration();
             let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
@@ -201,14 +195,8 @@ mod tests {
             format_rfc3339(at(1_795_238_872, 123_456_789)),
             "2026-11-21T05:27:52.123456789Z"
         );
-        assert_eq!(
-            format_rfc3339(at(1_795_238_872, 120_000_000)),
-            "2026-11-21T05:27:52.120Z"
-        );
-        assert_eq!(
-            format_rfc3339(at(1_795_238_872, 123_000)),
-            "2026-11-21T05:27:52.000123Z"
-        );
+        assert_eq!(format_rfc3339(at(1_795_238_872, 120_000_000)), "2026-11-21T05:27:52.120Z");
+        assert_eq!(format_rfc3339(at(1_795_238_872, 123_000)), "2026-11-21T05:27:52.000123Z");
         let before = SystemTime::UNIX_EPOCH - Duration::new(1, 500_000_000);
         assert_eq!(format_rfc3339(before), "1969-12-31T23:59:58.500Z");
     }
@@ -219,12 +207,7 @@ mod tests {
         // Steps by a prime number of seconds so every month, leap years and 2100 are covered.
         while secs < 5_000_000_000 {
             let t = at(secs, (secs % 1_000_000_007) as u32 % NANOS_PER_SEC);
-            assert_eq!(
-                parse_rfc3339(&format_rfc3339(t)),
-                Ok(t),
-                "{}",
-                format_rfc3339(t)
-            );
+            assert_eq!(parse_rfc3339(&format_rfc3339(t)), Ok(t), "{}", format_rfc3339(t));
             secs += 7_776_013;
         }
         let old = SystemTime::UNIX_EPOCH - Duration::new(86_400 * 400, 1);
@@ -237,10 +220,7 @@ mod tests {
         assert_eq!(parse_rfc3339("2026-11-21T07:27:52+02:00"), z);
         assert_eq!(parse_rfc3339("2026-11-21T00:57:52-04:30"), z);
         assert_eq!(parse_rfc3339("2026-11-21t05:27:52z"), z);
-        assert_eq!(
-            parse_rfc3339("2026-11-21T05:27:52.5Z"),
-            Ok(at(1_795_238_872, 500_000_000))
-        );
+        assert_eq!(parse_rfc3339("2026-11-21T05:27:52.5Z"), Ok(at(1_795_238_872, 500_000_000)));
     }
 
     #[test]

@@ -13,32 +13,21 @@ use shrike_stats::{StatId, StatKind};
 /// The rows (whitespace-split cells) of the table whose header line starts with `header_start`.
 fn table_after<'a>(text: &'a str, header_start: &str) -> Vec<Vec<&'a str>> {
     let mut lines = text.lines().skip_while(|l| !l.starts_with(header_start));
-    lines
-        .next()
-        .unwrap_or_else(|| panic!("no line starts with {header_start:?}"));
-    lines
-        .take_while(|l| !l.trim().is_empty())
-        .map(|l| l.split_whitespace().collect())
-        .collect()
+    lines.next().unwrap_or_else(|| panic!("no line starts with {header_start:?}"));
+    lines.take_while(|l| !l.trim().is_empty()).map(|l| l.split_whitespace().collect()).collect()
 }
 
 #[test]
 fn header_names_target_termination_and_duration() {
     let text = common::human_text(&common::sample());
     let line = |label: &str| {
-        text.lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("{label}"))
-            .to_string()
+        text.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("{label}")).to_string()
     };
     assert_eq!(line("Target:"), "Target:      http://127.0.0.1:8080/");
     assert_eq!(line("Termination:"), "Termination: completed");
     assert_eq!(line("Duration:"), "Duration:    2.000s");
     assert_eq!(line("Workers:"), "Workers:     2");
-    assert_eq!(
-        line("Started:"),
-        "Started:     2026-11-21T05:27:52.123456789Z"
-    );
+    assert_eq!(line("Started:"), "Started:     2026-11-21T05:27:52.123456789Z");
 }
 
 #[test]
@@ -69,15 +58,8 @@ fn every_non_empty_statistic_has_its_block() {
             ("min:", fmt(stat.min() as f64)),
             ("max:", fmt(stat.max() as f64)),
         ] {
-            let line = block
-                .iter()
-                .find(|l| l.trim_start().starts_with(label))
-                .unwrap();
-            assert_eq!(
-                line.split_whitespace().nth(1),
-                Some(want.as_str()),
-                "{heading} {label}"
-            );
+            let line = block.iter().find(|l| l.trim_start().starts_with(label)).unwrap();
+            assert_eq!(line.split_whitespace().nth(1), Some(want.as_str()), "{heading} {label}");
         }
 
         // The percentile table right after this heading.
@@ -90,10 +72,7 @@ fn every_non_empty_statistic_has_its_block() {
             .map(|l| l.split_whitespace().collect())
             .collect();
         let labels: Vec<&str> = rows.iter().map(|r| r[0]).collect();
-        assert_eq!(
-            labels,
-            ["0", "0.5", "0.75", "0.8", "0.9", "0.95", "0.99", "0.999", "1"]
-        );
+        assert_eq!(labels, ["0", "0.5", "0.75", "0.8", "0.9", "0.95", "0.99", "0.999", "1"]);
         for (row, q) in rows.iter().zip(shrike_output::human::QUANTILES) {
             let p = stat.percentile(q);
             assert_eq!(row[1], p.count.to_string(), "{heading} q={q}");
@@ -102,10 +81,8 @@ fn every_non_empty_statistic_has_its_block() {
         }
     }
     // Sizes print plain bytes.
-    assert!(text.contains(&format!(
-        "Response header size in bytes [{}]",
-        StatId::ResponseHeaderSize.id()
-    )));
+    assert!(text
+        .contains(&format!("Response header size in bytes [{}]", StatId::ResponseHeaderSize.id())));
     assert!(text.contains("  mean:    150\n"));
 }
 
@@ -133,23 +110,14 @@ fn notes_appear_only_when_relevant() {
 
     let skewed = common::human_text(&common::skewed());
     assert!(skewed.contains("Termination: failure predicate benchmark.pool_overflow:10 fired"));
-    assert!(skewed.contains(&format!(
-        "{} [sequencer.blocking]",
-        StatId::SequencerBlocking.title()
-    )));
+    assert!(skewed.contains(&format!("{} [sequencer.blocking]", StatId::SequencerBlocking.title())));
     let notes = skewed.split("\nNotes:\n").nth(1).expect("notes section");
     assert!(notes.lines().all(|l| l.chars().count() <= 90), "{notes}");
     let notes = notes.split_whitespace().collect::<Vec<_>>().join(" ");
     // 2 workers x 3 blocked requests of 2ms + 3ms + 5ms each.
-    assert!(
-        notes.contains("before 6 requests, 20.00ms in total"),
-        "{notes}"
-    );
+    assert!(notes.contains("before 6 requests, 20.00ms in total"), "{notes}");
     assert!(notes.contains("Results are skewed"), "{notes}");
-    assert!(
-        notes.contains("42 requests were dropped by open-loop overflow"),
-        "{notes}"
-    );
+    assert!(notes.contains("42 requests were dropped by open-loop overflow"), "{notes}");
 }
 
 #[test]
@@ -175,8 +143,5 @@ fn matches_golden_file() {
         std::fs::write(path, &text).unwrap();
     }
     let golden = std::fs::read_to_string(path).expect("golden file; run with SHRIKE_BLESS=1");
-    assert_eq!(
-        text, golden,
-        "human output changed; rerun with SHRIKE_BLESS=1 and review"
-    );
+    assert_eq!(text, golden, "human output changed; rerun with SHRIKE_BLESS=1 and review");
 }

@@ -21,8 +21,7 @@ fn error_after(edit: impl FnOnce(&mut Value)) -> (String, Option<String>) {
 }
 
 fn set(d: &mut Value, pointer: &str, v: Value) {
-    *d.pointer_mut(pointer)
-        .unwrap_or_else(|| panic!("{pointer}")) = v;
+    *d.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = v;
 }
 
 #[test]
@@ -50,28 +49,16 @@ fn nighthawk_output_is_recognised() {
 
 #[test]
 fn bad_histogram_names_its_path() {
-    let (msg, path) = error_after(|d| {
-        set(
-            d,
-            "/results/2/statistics/5/shrike_histogram",
-            json!("not base64!"),
-        )
-    });
+    let (msg, path) =
+        error_after(|d| set(d, "/results/2/statistics/5/shrike_histogram", json!("not base64!")));
     assert!(
         msg.starts_with("results[2].statistics[5].shrike_histogram: histogram is not valid base64"),
         "{msg}"
     );
-    assert_eq!(
-        path.as_deref(),
-        Some("results[2].statistics[5].shrike_histogram")
-    );
+    assert_eq!(path.as_deref(), Some("results[2].statistics[5].shrike_histogram"));
 
     let (msg, _) = error_after(|d| {
-        set(
-            d,
-            "/results/0/statistics/1/shrike_histogram",
-            json!("aGVsbG8gd29ybGQ="),
-        )
+        set(d, "/results/0/statistics/1/shrike_histogram", json!("aGVsbG8gd29ybGQ="))
     });
     assert!(
         msg.starts_with("results[0].statistics[1].shrike_histogram: histogram payload is not"),
@@ -92,17 +79,11 @@ fn histogram_must_agree_with_count() {
 fn unknown_names_are_errors() {
     let (msg, path) =
         error_after(|d| set(d, "/results/1/statistics/3/id", json!("benchmark.bogus")));
-    assert_eq!(
-        msg,
-        "results[1].statistics[3].id: unknown statistic id \"benchmark.bogus\""
-    );
+    assert_eq!(msg, "results[1].statistics[3].id: unknown statistic id \"benchmark.bogus\"");
     assert_eq!(path.as_deref(), Some("results[1].statistics[3].id"));
     let (msg, _) =
         error_after(|d| set(d, "/results/2/counters/0/name", json!("benchmark.http_9xx")));
-    assert_eq!(
-        msg,
-        "results[2].counters[0].name: unknown counter \"benchmark.http_9xx\""
-    );
+    assert_eq!(msg, "results[2].counters[0].name: unknown counter \"benchmark.http_9xx\"");
 }
 
 #[test]
@@ -120,16 +101,9 @@ fn duplicates_are_errors() {
     );
     let (msg, _) = error_after(|d| {
         let first = d.pointer("/results/0/counters/0").unwrap().clone();
-        d.pointer_mut("/results/0/counters")
-            .unwrap()
-            .as_array_mut()
-            .unwrap()
-            .push(first);
+        d.pointer_mut("/results/0/counters").unwrap().as_array_mut().unwrap().push(first);
     });
-    assert_eq!(
-        msg,
-        "results[0].counters[4].name: counter \"benchmark.http_2xx\" appears twice"
-    );
+    assert_eq!(msg, "results[0].counters[4].name: counter \"benchmark.http_2xx\" appears twice");
     let (msg, _) = error_after(|d| set(d, "/results/0/name", json!("global")));
     assert_eq!(msg, "results[2].name: a second result is named \"global\"");
 }
@@ -177,34 +151,20 @@ fn mistyped_fields_name_path_and_types() {
 #[test]
 fn bad_durations_and_timestamps_are_explained() {
     let (msg, _) = error_after(|d| set(d, "/results/0/execution_duration", json!("5")));
-    assert!(
-        msg.starts_with("results[0].execution_duration: invalid duration \"5\""),
-        "{msg}"
-    );
+    assert!(msg.starts_with("results[0].execution_duration: invalid duration \"5\""), "{msg}");
     let (msg, _) = error_after(|d| set(d, "/results/1/statistics/1/max", json!("-1s")));
     assert!(msg.starts_with("results[1].statistics[1].max: "), "{msg}");
     let (msg, _) = error_after(|d| set(d, "/timestamp", json!("yesterday")));
-    assert!(
-        msg.starts_with("timestamp: invalid RFC 3339 timestamp \"yesterday\""),
-        "{msg}"
-    );
-    let (msg, _) = error_after(|d| {
-        set(
-            d,
-            "/results/2/execution_start",
-            json!("2026-02-30T00:00:00Z"),
-        )
-    });
+    assert!(msg.starts_with("timestamp: invalid RFC 3339 timestamp \"yesterday\""), "{msg}");
+    let (msg, _) =
+        error_after(|d| set(d, "/results/2/execution_start", json!("2026-02-30T00:00:00Z")));
     assert!(msg.contains("day is out of range"), "{msg}");
 }
 
 #[test]
 fn inconsistent_moments_are_rejected() {
     let (msg, _) = error_after(|d| set(d, "/results/0/statistics/1/min", json!("9s")));
-    assert_eq!(
-        msg,
-        "results[0].statistics[1]: min 9000000000 is greater than max 5000000000"
-    );
+    assert_eq!(msg, "results[0].statistics[1]: min 9000000000 is greater than max 5000000000");
 }
 
 #[test]
@@ -214,53 +174,25 @@ fn missing_fields_are_named() {
         ("", "options", "options: missing"),
         ("", "results", "results: missing"),
         ("/shrike", "termination", "shrike.termination: missing"),
-        (
-            "/shrike/termination",
-            "kind",
-            "shrike.termination.kind: missing",
-        ),
-        (
-            "/results/0",
-            "execution_start",
-            "results[0].execution_start: missing",
-        ),
+        ("/shrike/termination", "kind", "shrike.termination.kind: missing"),
+        ("/results/0", "execution_start", "results[0].execution_start: missing"),
         (
             "/results/1/statistics/2",
             "shrike_histogram",
             "results[1].statistics[2].shrike_histogram: missing",
         ),
-        (
-            "/results/1/statistics/10",
-            "raw_max",
-            "results[1].statistics[10].raw_max: missing",
-        ),
-        (
-            "/results/2/counters/3",
-            "value",
-            "results[2].counters[3].value: missing",
-        ),
+        ("/results/1/statistics/10", "raw_max", "results[1].statistics[10].raw_max: missing"),
+        ("/results/2/counters/3", "value", "results[2].counters[3].value: missing"),
     ] {
         let (msg, _) = error_after(|d| {
-            d.pointer_mut(parent)
-                .unwrap()
-                .as_object_mut()
-                .unwrap()
-                .remove(key)
-                .unwrap();
+            d.pointer_mut(parent).unwrap().as_object_mut().unwrap().remove(key).unwrap();
         });
         assert_eq!(msg, want);
     }
     let (msg, _) = error_after(|d| {
-        set(
-            d,
-            "/shrike/termination",
-            json!({"kind": "failure_predicate", "detail": ""}),
-        )
+        set(d, "/shrike/termination", json!({"kind": "failure_predicate", "detail": ""}))
     });
-    assert_eq!(
-        msg,
-        "shrike.termination.detail: a predicate termination must name the predicate"
-    );
+    assert_eq!(msg, "shrike.termination.detail: a predicate termination must name the predicate");
 }
 
 #[test]
@@ -269,19 +201,10 @@ fn tolerated_variations_still_read() {
     // Plain integers for uint64 (proto3 parsers accept both), unknown extra fields, and a
     // statistic missing entirely (written by a build with fewer statistics).
     set(&mut d, "/results/0/counters/0/value", json!(600));
-    d.as_object_mut()
-        .unwrap()
-        .insert("future_field".into(), json!({"x": 1}));
-    d.pointer_mut("/results/1/statistics")
-        .unwrap()
-        .as_array_mut()
-        .unwrap()
-        .remove(14);
+    d.as_object_mut().unwrap().insert("future_field".into(), json!({"x": 1}));
+    d.pointer_mut("/results/1/statistics").unwrap().as_array_mut().unwrap().remove(14);
     let r = from_json(&d.to_string()).unwrap();
-    assert_eq!(
-        r.workers[0].counters.get(shrike_stats::Counter::Http2xx),
-        600
-    );
+    assert_eq!(r.workers[0].counters.get(shrike_stats::Counter::Http2xx), 600);
 }
 
 #[test]
@@ -290,10 +213,7 @@ fn truncated_input_never_panics() {
     let step = (text.len() / 400).max(1);
     for end in (0..text.len()).step_by(step) {
         if text.is_char_boundary(end) {
-            assert!(
-                from_json(&text[..end]).is_err(),
-                "truncated at {end} was accepted"
-            );
+            assert!(from_json(&text[..end]).is_err(), "truncated at {end} was accepted");
         }
     }
 }
@@ -311,15 +231,7 @@ fn garbage_bytes_never_panic() {
             let _ = from_json(&String::from_utf8_lossy(&mutated));
         }
     }
-    for junk in [
-        "null",
-        "0",
-        "\"x\"",
-        "{}",
-        "{\"shrike\": []}",
-        "{\"shrike\": {}}",
-        "\u{0}",
-    ] {
+    for junk in ["null", "0", "\"x\"", "{}", "{\"shrike\": []}", "{\"shrike\": {}}", "\u{0}"] {
         assert!(from_json(junk).is_err(), "{junk:?}");
     }
 }
@@ -331,15 +243,8 @@ fn mistyped_values_anywhere_never_panic() {
     let base: Value = serde_json::from_str(&common::json_text(&common::tiny())).unwrap();
     let mut pointers = Vec::new();
     collect_pointers(&base, String::new(), &mut pointers);
-    let replacements = [
-        json!(null),
-        json!(true),
-        json!(-1),
-        json!(1.5e300),
-        json!("x"),
-        json!([]),
-        json!({}),
-    ];
+    let replacements =
+        [json!(null), json!(true), json!(-1), json!(1.5e300), json!("x"), json!([]), json!({})];
     let mut rejected = 0;
     for p in &pointers {
         // Percentile entries are derived data that reading ignores; skip most of them to keep
@@ -355,10 +260,7 @@ fn mistyped_values_anywhere_never_panic() {
             }
         }
     }
-    assert!(
-        rejected > pointers.len(),
-        "suspiciously few rejections: {rejected}"
-    );
+    assert!(rejected > pointers.len(), "suspiciously few rejections: {rejected}");
 }
 
 fn collect_pointers(v: &Value, at: String, out: &mut Vec<String>) {

@@ -18,11 +18,7 @@ fn assert_close(a: f64, b: f64, what: &str) {
 fn assert_worker_eq(orig: &WorkerResult, back: &WorkerResult) {
     assert_eq!(orig.name, back.name);
     assert_eq!(orig.execution_start, back.execution_start, "{}", orig.name);
-    assert_eq!(
-        orig.execution_duration, back.execution_duration,
-        "{}",
-        orig.name
-    );
+    assert_eq!(orig.execution_duration, back.execution_duration, "{}", orig.name);
     assert_eq!(orig.counters, back.counters, "{}", orig.name);
     for &id in StatId::ALL {
         let (o, b) = (orig.stats.get(id), back.stats.get(id));
@@ -59,10 +55,7 @@ fn everything_round_trips() {
     assert_worker_eq(&orig.global, &back.global);
     // Sanity: the fixture really exercises both kinds and a multi-second outlier.
     assert!(orig.global.stats.get(StatId::ResponseBodySize).count() == 1000);
-    assert_eq!(
-        orig.global.stats.get(StatId::RequestToResponse).max(),
-        5_000_000_000
-    );
+    assert_eq!(orig.global.stats.get(StatId::RequestToResponse).max(), 5_000_000_000);
 }
 
 #[test]
@@ -86,10 +79,7 @@ fn global_histogram_is_the_exact_merge_of_the_workers() {
         assert_eq!(merged.histogram(), g.histogram(), "{}", id.id());
         assert_eq!(merged.count(), g.count(), "{}", id.id());
     }
-    assert_eq!(
-        back.global.counters.get(shrike_stats::Counter::Http2xx),
-        1000
-    );
+    assert_eq!(back.global.counters.get(shrike_stats::Counter::Http2xx), 1000);
 }
 
 #[test]
@@ -108,12 +98,7 @@ fn printed_percentiles_are_reproducible_from_the_histogram() {
                 let q = p["percentile"].as_f64().unwrap();
                 let v = hist.value_at_quantile(q);
                 let want_count = hist.count_between(0, v).to_string();
-                assert_eq!(
-                    p["count"].as_str(),
-                    Some(want_count.as_str()),
-                    "{} q={q}",
-                    id.id()
-                );
+                assert_eq!(p["count"].as_str(), Some(want_count.as_str()), "{} q={q}", id.id());
                 match id.kind() {
                     StatKind::Duration => {
                         assert_eq!(p["duration"].as_str(), Some(format_proto_ns(v).as_str()));

@@ -9,23 +9,17 @@ use shrike_stats::duration::parse_proto;
 use shrike_stats::{StatId, StatKind};
 
 fn is_uint_string(v: &Value) -> bool {
-    v.as_str()
-        .is_some_and(|s| !s.is_empty() && s.parse::<u64>().is_ok())
+    v.as_str().is_some_and(|s| !s.is_empty() && s.parse::<u64>().is_ok())
 }
 
 fn is_duration_string(v: &Value) -> bool {
-    v.as_str()
-        .is_some_and(|s| s.ends_with('s') && parse_proto(s).is_ok())
+    v.as_str().is_some_and(|s| s.ends_with('s') && parse_proto(s).is_ok())
 }
 
 #[test]
 fn top_level_shape() {
     let text = common::json_text(&common::sample());
-    assert!(
-        text.starts_with("{\n  \"timestamp\": "),
-        "2-space pretty print:\n{}",
-        &text[..40]
-    );
+    assert!(text.starts_with("{\n  \"timestamp\": "), "2-space pretty print:\n{}", &text[..40]);
     assert!(text.ends_with("}\n"));
     // Nighthawk's field order, not alphabetical.
     let pos = |k: &str| text.find(&format!("\n  \"{k}\":")).unwrap();
@@ -39,10 +33,7 @@ fn top_level_shape() {
     assert_eq!(doc["options"]["uri"], "http://127.0.0.1:8080/");
     assert_eq!(doc["options"]["connections"], 4);
     let v = &doc["version"]["version"];
-    let want: Vec<u64> = env!("CARGO_PKG_VERSION")
-        .split('.')
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let want: Vec<u64> = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse().unwrap()).collect();
     assert_eq!(
         [&v["major_number"], &v["minor_number"], &v["patch"]].map(|x| x.as_u64().unwrap()),
         [want[0], want[1], want[2]]
@@ -60,12 +51,8 @@ fn top_level_shape() {
 #[test]
 fn results_are_workers_then_global() {
     let doc: Value = serde_json::from_str(&common::json_text(&common::sample())).unwrap();
-    let names: Vec<&str> = doc["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> =
+        doc["results"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["worker_0", "worker_1", "global"]);
     let global = &doc["results"][2];
     assert_eq!(global["execution_start"], "2026-11-21T05:27:52.123456789Z");
@@ -98,9 +85,7 @@ fn statistics_use_strings_durations_and_raw_fields() {
         assert_eq!(ids, want);
         for (stat, &id) in stats.iter().zip(StatId::ALL) {
             assert!(is_uint_string(&stat["count"]), "{stat}");
-            assert!(stat["shrike_histogram"]
-                .as_str()
-                .is_some_and(|h| !h.is_empty()));
+            assert!(stat["shrike_histogram"].as_str().is_some_and(|h| !h.is_empty()));
             let o = stat.as_object().unwrap();
             match id.kind() {
                 StatKind::Duration => {

@@ -187,10 +187,7 @@ struct RawHeaderOption<'a> {
 }
 
 #[derive(Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a header like {\"key\": \"k\", \"value\": \"v\"}"
-)]
+#[serde(deny_unknown_fields, expecting = "a header like {\"key\": \"k\", \"value\": \"v\"}")]
 struct RawHeader<'a> {
     #[serde(borrow)]
     key: Cow<'a, str>,
@@ -272,8 +269,7 @@ impl<'a> Overrides<'a> {
         for option in raw.response_headers.into_iter().flatten() {
             let RawHeader { key, value } = option.header;
             headers::validate(&key, &value)?;
-            self.response_headers
-                .push((key, value, option.append.unwrap_or(false)));
+            self.response_headers.push((key, value, option.append.unwrap_or(false)));
         }
         if let Some(echo) = raw.echo_request_headers {
             self.echo_request_headers = Some(echo);
@@ -315,15 +311,10 @@ impl<'a> Overrides<'a> {
 
     fn resolve(self, config: &'a ServerConfig) -> Plan<'a> {
         let mut plan = Plan::defaults(config);
-        if self
-            .echo_request_headers
-            .unwrap_or(config.echo_request_headers())
-        {
+        if self.echo_request_headers.unwrap_or(config.echo_request_headers()) {
             plan.body = Body::Echo;
         } else {
-            let size = self
-                .response_body_size
-                .unwrap_or(config.response_body_size());
+            let size = self.response_body_size.unwrap_or(config.response_body_size());
             plan.body = Body::Filler(size);
         }
         if !self.response_headers.is_empty() {
@@ -347,10 +338,7 @@ impl<'a> Overrides<'a> {
         if let Some(status) = self.response_status {
             plan.status = status;
         }
-        Plan {
-            delta_header: self.delta_header.flatten(),
-            ..plan
-        }
+        Plan { delta_header: self.delta_header.flatten(), ..plan }
     }
 }
 
@@ -378,20 +366,16 @@ mod tests {
         let config = ServerConfig::default();
         let p = plan(
             &config,
-            &[
-                r#"{"response_body_size": 3, "response_status": 503, "static_delay": "250ms",
+            &[r#"{"response_body_size": 3, "response_status": 503, "static_delay": "250ms",
                   "emit_previous_request_delta_in_response_header": "x-delta",
-                  "response_headers": [{"header": {"key": "x-a", "value": "1"}}]}"#,
-            ],
+                  "response_headers": [{"header": {"key": "x-a", "value": "1"}}]}"#],
         )
         .unwrap();
         assert_eq!(p.body, Body::Filler(3));
         assert_eq!(p.status, 503);
         assert_eq!(p.delay, Delay::Static(Duration::from_millis(250)));
         assert_eq!(p.delta_header.as_deref(), Some("x-delta"));
-        let Headers::Custom(list) = p.headers else {
-            panic!("expected custom headers")
-        };
+        let Headers::Custom(list) = p.headers else { panic!("expected custom headers") };
         assert_eq!(list.entries.len(), 2);
         assert!(list.date);
     }
@@ -411,31 +395,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.body, Body::Filler(7));
-        let linear = Delay::Linear {
-            minimal: Duration::from_millis(10),
-            factor: Duration::from_millis(1),
-        };
+        let linear =
+            Delay::Linear { minimal: Duration::from_millis(10), factor: Duration::from_millis(1) };
         assert_eq!(p.delay, linear);
         assert_eq!(linear.duration(5), Duration::from_millis(15));
-        let Headers::Custom(list) = p.headers else {
-            panic!("expected custom headers")
-        };
-        let xa: Vec<_> = list
-            .entries
-            .iter()
-            .filter(|(n, _)| n == "x-a")
-            .map(|(_, v)| &**v)
-            .collect();
+        let Headers::Custom(list) = p.headers else { panic!("expected custom headers") };
+        let xa: Vec<_> =
+            list.entries.iter().filter(|(n, _)| n == "x-a").map(|(_, v)| &**v).collect();
         assert_eq!(xa, ["1", "2"]);
     }
 
     #[test]
     fn echo_wins_over_size() {
         let config = ServerConfig::default();
-        let p = plan(
-            &config,
-            &[r#"{"echo_request_headers": true, "response_body_size": 5}"#],
-        );
+        let p = plan(&config, &[r#"{"echo_request_headers": true, "response_body_size": 5}"#]);
         assert_eq!(p.unwrap().body, Body::Echo);
     }
 
@@ -458,10 +431,7 @@ mod tests {
             (r#"{"response_body_size": [1]}"#, "invalid type: sequence"),
             (r#"{"static_delay": "soon"}"#, "invalid static_delay"),
             (r#"{"response_status": 42}"#, "response_status 42"),
-            (
-                r#"{"response_body_size": 4194305}"#,
-                "exceeds the server's max body size",
-            ),
+            (r#"{"response_body_size": 4194305}"#, "exceeds the server's max body size"),
             (r#"{"response_body_size": -1}"#, "invalid value"),
             (
                 r#"{"response_headers": [{"header": {"key": "a b", "value": "v"}}]}"#,
@@ -475,17 +445,11 @@ mod tests {
                 r#"{"concurrency_based_linear_delay": {"minimal_delay": "x"}}"#,
                 "invalid concurrency_based_linear_delay.minimal_delay",
             ),
-            (
-                r#"{response_body_sise: 3}"#,
-                "unknown field `response_body_sise`",
-            ),
+            (r#"{response_body_sise: 3}"#, "unknown field `response_body_sise`"),
         ];
         for (input, needle) in cases {
             let err = plan(&config, &[input]).unwrap_err();
-            assert!(
-                err.starts_with("invalid x-nighthawk-test-server-config: "),
-                "{err}"
-            );
+            assert!(err.starts_with("invalid x-nighthawk-test-server-config: "), "{err}");
             assert!(err.contains(needle), "{input}: {err}");
         }
     }

@@ -40,10 +40,7 @@ pub enum ConfigError {
     #[error("header {0:?} is managed by the server (framing or connection control) and cannot be configured")]
     ManagedHeader(String),
     #[error("invalid {field}: {error}")]
-    InvalidDuration {
-        field: &'static str,
-        error: DurationError,
-    },
+    InvalidDuration { field: &'static str, error: DurationError },
     #[error("static_delay and concurrency_based_linear_delay are mutually exclusive; set one")]
     ConflictingDelays,
     #[error("max_connections must be at least 1")]
@@ -145,10 +142,7 @@ impl Default for ServerConfig {
 }
 
 fn base_headers() -> HeaderList<'static> {
-    HeaderList {
-        entries: vec![("server".into(), "shrike".into())],
-        date: true,
-    }
+    HeaderList { entries: vec![("server".into(), "shrike".into())], date: true }
 }
 
 /// Collects settings; [`build`](Self::build) validates them together (the body size is only
@@ -268,10 +262,7 @@ mod tests {
         assert_eq!(c.response_status(), 200);
         assert_eq!(c.max_body_size(), 4_194_304);
         assert_eq!(c.max_connections().get(), 10_000);
-        assert_eq!(
-            c.response_headers().collect::<Vec<_>>(),
-            [("server", "shrike")]
-        );
+        assert_eq!(c.response_headers().collect::<Vec<_>>(), [("server", "shrike")]);
         assert!(c.emits_date());
         let d = ServerConfig::default();
         assert_eq!(d.max_connections(), c.max_connections());
@@ -279,24 +270,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_values() {
-        let too_big = ServerConfig::builder()
-            .max_body_size(100)
-            .response_body_size(101)
-            .build();
-        assert_eq!(
-            too_big.unwrap_err(),
-            ConfigError::BodySizeTooLarge {
-                size: 101,
-                max: 100
-            }
-        );
+        let too_big = ServerConfig::builder().max_body_size(100).response_body_size(101).build();
+        assert_eq!(too_big.unwrap_err(), ConfigError::BodySizeTooLarge { size: 101, max: 100 });
         let status = ServerConfig::builder().response_status(42).build();
         assert_eq!(status.unwrap_err(), ConfigError::InvalidStatus(42));
         let conns = ServerConfig::builder().max_connections(0).build();
         assert_eq!(conns.unwrap_err(), ConfigError::ZeroMaxConnections);
-        let header = ServerConfig::builder()
-            .response_header("connection", "close")
-            .build();
+        let header = ServerConfig::builder().response_header("connection", "close").build();
         assert!(matches!(header.unwrap_err(), ConfigError::ManagedHeader(_)));
     }
 

@@ -22,16 +22,11 @@ thread_local! {
 /// Appends the current time as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
 pub(crate) fn append_now(out: &mut Vec<u8>) {
     // A clock before 1970 is a broken host; the epoch is as good an answer as any.
-    let second = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let second = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let text = CACHE.with(|cache| {
         let mut cached = cache.get();
         if cached.second != second {
-            cached = Cached {
-                second,
-                text: format(second),
-            };
+            cached = Cached { second, text: format(second) };
             cache.set(cached);
         }
         cached.text

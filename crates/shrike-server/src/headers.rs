@@ -56,9 +56,7 @@ pub(crate) fn validate(name: &str, value: &str) -> Result<(), ConfigError> {
     // HTAB is the only control character a field value may carry; CR and LF would let a
     // configuration inject headers or split the response.
     if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-        return Err(ConfigError::InvalidHeaderValue {
-            name: name.to_string(),
-        });
+        return Err(ConfigError::InvalidHeaderValue { name: name.to_string() });
     }
     Ok(())
 }
@@ -127,20 +125,13 @@ mod tests {
 
     #[test]
     fn replace_and_append() {
-        let mut list = HeaderList {
-            entries: vec![("server".into(), "shrike".into())],
-            date: true,
-        };
+        let mut list = HeaderList { entries: vec![("server".into(), "shrike".into())], date: true };
         list.apply("foo".into(), "1".into(), false);
         list.apply("foo".into(), "2".into(), true);
         list.apply("Server".into(), "other".into(), false);
         list.apply("date".into(), "fixed".into(), false);
         assert!(!list.date);
-        let got: Vec<_> = list
-            .entries
-            .iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
+        let got: Vec<_> = list.entries.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(got, ["foo=1", "foo=2", "Server=other", "date=fixed"]);
     }
 }

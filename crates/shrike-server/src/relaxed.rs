@@ -29,9 +29,7 @@ pub(crate) fn to_json(input: &str) -> Option<String> {
                 rest = &rest[len..];
             }
             _ => {
-                let end = rest
-                    .find([',', ':', '{', '}', '[', ']'])
-                    .unwrap_or(rest.len());
+                let end = rest.find([',', ':', '{', '}', '[', ']']).unwrap_or(rest.len());
                 let token = rest[..end].trim_end();
                 if is_json_literal(token) {
                     out.push_str(token);

@@ -36,11 +36,8 @@ pub async fn run(
     config: Arc<ServerConfig>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let shared = Arc::new(Shared {
-        h1: h1::Prepared::new(&config),
-        state: ServerState::new(),
-        config,
-    });
+    let shared =
+        Arc::new(Shared { h1: h1::Prepared::new(&config), state: ServerState::new(), config });
     let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
     // Connections wait on `changed()`, which completes when the sender is dropped.
     let (notify, watch) = watch::channel(());
@@ -78,10 +75,7 @@ pub async fn run(
     drop(listener);
     drop(notify);
     let drain = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(shared.config.drain_timeout(), drain)
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(shared.config.drain_timeout(), drain).await.is_err() {
         connections.shutdown().await;
     }
     Ok(())

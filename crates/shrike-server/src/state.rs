@@ -40,9 +40,8 @@ impl ServerState {
     /// header too). Every request must call this, or the next delta would span several.
     pub(crate) fn arrival(&self, want_delta: bool) -> Option<u64> {
         // +1 keeps 0 free to mean "no request yet" even for an arrival at the epoch itself.
-        let now = u64::try_from(self.epoch.elapsed().as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_add(1);
+        let now =
+            u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_add(1);
         if !want_delta {
             // A plain store is cheaper than a swap and loses nothing: only a request asking
             // for the delta needs the previous value.
@@ -51,11 +50,7 @@ impl ServerState {
         }
         let previous = self.last_arrival.swap(now, Ordering::Relaxed);
         // Another core may have stored a later instant between our clock read and the swap.
-        let delta = if previous == 0 {
-            0
-        } else {
-            now.saturating_sub(previous)
-        };
+        let delta = if previous == 0 { 0 } else { now.saturating_sub(previous) };
         (delta > 0).then_some(delta)
     }
 

@@ -17,9 +17,7 @@ fn response_body_size_is_exact() {
     let server = server();
     let mut client = server.connect();
     for size in [0, 1, 4096, 16 * 1024, 16 * 1024 + 1, 200_000] {
-        client
-            .get_with_config(&format!(r#"{{"response_body_size": {size}}}"#))
-            .assert_filler(size);
+        client.get_with_config(&format!(r#"{{"response_body_size": {size}}}"#)).assert_filler(size);
     }
 }
 
@@ -77,10 +75,7 @@ fn echo_request_headers_returns_them_as_the_body() {
             r#"x-nighthawk-test-server-config: {"echo_request_headers": true}"#,
         ]
     );
-    assert_eq!(
-        r.header("content-length"),
-        Some(body.len().to_string().as_str())
-    );
+    assert_eq!(r.header("content-length"), Some(body.len().to_string().as_str()));
 }
 
 fn timed(client: &mut Client, json: &str) -> Duration {
@@ -102,10 +97,7 @@ fn static_delay_holds_the_response() {
 #[test]
 fn server_default_delay_can_be_cancelled_per_request() {
     let server = TestServer::start(
-        ServerConfig::builder()
-            .static_delay(Duration::from_secs(1))
-            .build()
-            .expect("config"),
+        ServerConfig::builder().static_delay(Duration::from_secs(1)).build().expect("config"),
     );
     let mut client = server.connect();
     let elapsed = timed(&mut client, "{}");
@@ -131,16 +123,10 @@ fn concurrency_based_linear_delay_grows_with_active_requests() {
             std::thread::spawn(move || timed(&mut Client::connect(addr), config))
         })
         .collect();
-    let elapsed: Vec<Duration> = threads
-        .into_iter()
-        .map(|t| t.join().expect("client"))
-        .collect();
+    let elapsed: Vec<Duration> = threads.into_iter().map(|t| t.join().expect("client")).collect();
     let longest = elapsed.iter().max().copied().unwrap_or_default();
     assert!(longest >= Duration::from_millis(200), "{elapsed:?}");
-    assert!(
-        elapsed.iter().all(|e| *e >= Duration::from_millis(100)),
-        "{elapsed:?}"
-    );
+    assert!(elapsed.iter().all(|e| *e >= Duration::from_millis(100)), "{elapsed:?}");
 }
 
 #[test]
@@ -153,21 +139,14 @@ fn previous_request_delta_header() {
     assert_eq!(first.header("x-delta"), None);
     std::thread::sleep(Duration::from_millis(50));
     let second = client.get_with_config(config);
-    let delta: u64 = second
-        .header("x-delta")
-        .expect("delta header")
-        .parse()
-        .expect("numeric delta");
+    let delta: u64 =
+        second.header("x-delta").expect("delta header").parse().expect("numeric delta");
     assert!(delta >= 50_000_000, "{delta}");
     // Requests without the config header still move the reference point.
     std::thread::sleep(Duration::from_millis(100));
     client.get("").assert_filler(10);
     let third = client.get_with_config(config);
-    let delta: u64 = third
-        .header("x-delta")
-        .expect("delta header")
-        .parse()
-        .expect("numeric");
+    let delta: u64 = third.header("x-delta").expect("delta header").parse().expect("numeric");
     assert!(delta < 100_000_000, "{delta}");
 }
 
@@ -198,9 +177,7 @@ fn multiple_config_headers_merge_in_order() {
 fn nighthawk_documentation_syntax_is_accepted() {
     let server = server();
     let mut client = server.connect();
-    client
-        .get_with_config(r#"{response_body_size:20, static_delay: "0s"}"#)
-        .assert_filler(20);
+    client.get_with_config(r#"{response_body_size:20, static_delay: "0s"}"#).assert_filler(20);
 }
 
 #[test]
@@ -211,15 +188,9 @@ fn bad_configs_get_500_naming_the_problem_and_keep_the_connection() {
         (r#"{"response_body_size": "#, "EOF while parsing"),
         (r#"{"foo": 1}"#, "unknown field `foo`"),
         (r#"{"static_delay": "soon"}"#, "invalid static_delay"),
-        (
-            r#"{"response_body_size": 4194305}"#,
-            "exceeds the server's max body size",
-        ),
+        (r#"{"response_body_size": 4194305}"#, "exceeds the server's max body size"),
         (r#"{"response_body_size": 18446744073709551615}"#, "exceeds"),
-        (
-            r#"{"response_status": 42}"#,
-            "response_status 42 is out of range",
-        ),
+        (r#"{"response_status": 42}"#, "response_status 42 is out of range"),
         (
             r#"{"response_headers": [{"header": {"key": "content-length", "value": "1"}}]}"#,
             "managed by the server",
@@ -230,16 +201,9 @@ fn bad_configs_get_500_naming_the_problem_and_keep_the_connection() {
         let r = client.get_with_config(json);
         assert_eq!(r.status, 500, "{json}");
         let text = r.text();
-        assert!(
-            text.starts_with("invalid x-nighthawk-test-server-config: "),
-            "{text}"
-        );
+        assert!(text.starts_with("invalid x-nighthawk-test-server-config: "), "{text}");
         assert!(text.contains(needle), "{json}: {text}");
-        assert_eq!(
-            r.header("connection"),
-            None,
-            "a bad config must not close the connection"
-        );
+        assert_eq!(r.header("connection"), None, "a bad config must not close the connection");
         client.get("").assert_filler(10);
     }
 }

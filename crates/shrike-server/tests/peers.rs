@@ -15,11 +15,7 @@ fn stdout_of(command: &mut Command) -> String {
     let output = run_tool(command, TOOL_TIMEOUT);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}\n{stdout}\n{stderr}",
-        output.status
-    );
+    assert!(output.status.success(), "{command:?} failed: {}\n{stdout}\n{stderr}", output.status);
     stdout
 }
 
@@ -64,37 +60,19 @@ fn curl_uploads_with_expect_continue_and_chunked() {
     let data = format!("@{}", file.display());
     let output = run_tool(
         Command::new(&curl)
-            .args([
-                "-sS",
-                "-v",
-                "--max-time",
-                "10",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-            ])
+            .args(["-sS", "-v", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
             .args(["--expect100-timeout", "5", "--data-binary", &data])
             .arg(server.url("/upload")),
         TOOL_TIMEOUT,
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "200", "{stderr}");
-    assert!(
-        stderr.contains("HTTP/1.1 100 Continue"),
-        "no interim response:\n{stderr}"
-    );
+    assert!(stderr.contains("HTTP/1.1 100 Continue"), "no interim response:\n{stderr}");
 
     // The same file streamed chunked, followed by a second URL on the same connection.
     let out = stdout_of(
         Command::new(&curl)
-            .args([
-                "-sS",
-                "--max-time",
-                "10",
-                "-H",
-                "transfer-encoding: chunked",
-            ])
+            .args(["-sS", "--max-time", "10", "-H", "transfer-encoding: chunked"])
             .args(["-o", "/dev/null", "-w", "%{http_code} %{num_connects}\\n"])
             .args(["--data-binary", &data])
             .arg(server.url("/a"))
@@ -102,10 +80,7 @@ fn curl_uploads_with_expect_continue_and_chunked() {
             .arg(server.url("/b")),
     );
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(
-        out, "200 1\n200 0\n",
-        "second request must reuse the connection"
-    );
+    assert_eq!(out, "200 1\n200 0\n", "second request must reuse the connection");
 }
 
 #[test]
@@ -113,9 +88,7 @@ fn apache_bench_keep_alive() {
     let ab = require_tool("ab", "apache2-utils");
     let server = TestServer::start_multi(ServerConfig::default(), 2);
     let out = stdout_of(
-        Command::new(&ab)
-            .args(["-k", "-n", "2000", "-c", "8", "-s", "10"])
-            .arg(server.url("/")),
+        Command::new(&ab).args(["-k", "-n", "2000", "-c", "8", "-s", "10"]).arg(server.url("/")),
     );
     assert_eq!(field(&out, "Complete requests:"), "2000", "{out}");
     assert_eq!(field(&out, "Failed requests:"), "0", "{out}");
@@ -129,9 +102,7 @@ fn apache_bench_without_keep_alive() {
     let ab = require_tool("ab", "apache2-utils");
     let server = TestServer::start(ServerConfig::default());
     let out = stdout_of(
-        Command::new(&ab)
-            .args(["-n", "300", "-c", "4", "-s", "10"])
-            .arg(server.url("/")),
+        Command::new(&ab).args(["-n", "300", "-c", "4", "-s", "10"]).arg(server.url("/")),
     );
     assert_eq!(field(&out, "Complete requests:"), "300", "{out}");
     assert_eq!(field(&out, "Failed requests:"), "0", "{out}");

@@ -48,10 +48,7 @@ fn in_flight_delayed_request_completes_during_shutdown() {
 #[test]
 fn drain_timeout_aborts_stragglers() {
     let mut server = TestServer::start(
-        ServerConfig::builder()
-            .drain_timeout(Duration::from_millis(200))
-            .build()
-            .expect("config"),
+        ServerConfig::builder().drain_timeout(Duration::from_millis(200)).build().expect("config"),
     );
     let mut client = server.connect();
     client.send(
@@ -67,21 +64,14 @@ fn drain_timeout_aborts_stragglers() {
 
 #[test]
 fn max_connections_caps_concurrent_connections() {
-    let server = TestServer::start(
-        ServerConfig::builder()
-            .max_connections(1)
-            .build()
-            .expect("config"),
-    );
+    let server =
+        TestServer::start(ServerConfig::builder().max_connections(1).build().expect("config"));
     let mut first = server.connect();
     first.get("").assert_filler(10);
     // The kernel completes the handshake, but the server does not take the connection on.
     let mut second = server.connect();
     second.send("GET / HTTP/1.1\r\nhost: t\r\n\r\n");
-    assert!(
-        second.silent_for(Duration::from_millis(300)),
-        "second connection was served"
-    );
+    assert!(second.silent_for(Duration::from_millis(300)), "second connection was served");
     drop(first);
     second.response().assert_filler(10);
 }

@@ -87,10 +87,7 @@ fn content_length_body_is_consumed_not_parsed() {
 
     // A body larger than the read buffer, sent in pieces.
     let body = vec![b'z'; 300_000];
-    client.send(format!(
-        "POST / HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    ));
+    client.send(format!("POST / HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n", body.len()));
     for piece in body.chunks(70_000) {
         client.send(piece);
     }
@@ -155,27 +152,20 @@ fn expect_100_continue_gets_an_interim_response() {
 #[test]
 fn large_and_empty_bodies() {
     let server = TestServer::start(
-        ServerConfig::builder()
-            .response_body_size(1 << 20)
-            .build()
-            .expect("config"),
+        ServerConfig::builder().response_body_size(1 << 20).build().expect("config"),
     );
     let mut client = server.connect();
     client.get("").assert_filler(1 << 20);
     let r = client.get_with_config(r#"{"response_status": 204}"#);
     assert_eq!(r.status, 204);
     assert_eq!(r.header("content-length"), None);
-    client
-        .get_with_config(r#"{"response_body_size": 0}"#)
-        .assert_filler(0);
+    client.get_with_config(r#"{"response_body_size": 0}"#).assert_filler(0);
     client.get("").assert_filler(1 << 20);
 }
 
 fn small_cap() -> TestServer {
     TestServer::start(common::build(
-        ServerConfig::builder()
-            .max_body_size(1000)
-            .response_body_size(10),
+        ServerConfig::builder().max_body_size(1000).response_body_size(10),
     ))
 }
 
@@ -207,11 +197,7 @@ fn oversize_chunked_body_gets_413_and_close() {
     client.send(format!("1f5\r\n{}\r\n", "x".repeat(501)));
     let r = client.response();
     assert_eq!(r.status, 413);
-    assert!(
-        r.text().contains("max body size of 1000 bytes"),
-        "{}",
-        r.text()
-    );
+    assert!(r.text().contains("max body size of 1000 bytes"), "{}", r.text());
     assert!(client.closed());
 }
 
@@ -221,34 +207,21 @@ fn assert_refused(request: &[u8], status: u16, needle: &str) {
     client.send(request);
     let r = client.response();
     assert_eq!(r.status, status, "{}", r.text());
-    assert!(
-        r.text().contains(needle),
-        "{:?}: {}",
-        String::from_utf8_lossy(request),
-        r.text()
-    );
+    assert!(r.text().contains(needle), "{:?}: {}", String::from_utf8_lossy(request), r.text());
     assert_eq!(r.header("connection"), Some("close"));
     assert!(client.closed(), "connection must close after {status}");
 }
 
 #[test]
 fn garbage_gets_400_and_close() {
-    assert_refused(
-        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
-        400,
-        "malformed",
-    );
+    assert_refused(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400, "malformed");
     assert_refused(b"GET / HTTP/1.1\r\nbad header\r\n\r\n", 400, "malformed");
     assert_refused(
         b"POST / HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n",
         400,
         "both content-length and transfer-encoding",
     );
-    assert_refused(
-        b"POST / HTTP/1.1\r\ncontent-length: 1x\r\n\r\n",
-        400,
-        "invalid content-length",
-    );
+    assert_refused(b"POST / HTTP/1.1\r\ncontent-length: 1x\r\n\r\n", 400, "invalid content-length");
     assert_refused(
         b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
         400,

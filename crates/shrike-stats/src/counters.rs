@@ -103,11 +103,8 @@ impl Counters {
     }
     /// Non-zero counters in name order (how every format prints them).
     pub fn non_zero(&self) -> Vec<(Counter, u64)> {
-        let mut v: Vec<(Counter, u64)> = Counter::ALL
-            .iter()
-            .map(|&c| (c, self.get(c)))
-            .filter(|&(_, n)| n > 0)
-            .collect();
+        let mut v: Vec<(Counter, u64)> =
+            Counter::ALL.iter().map(|&c| (c, self.get(c))).filter(|&(_, n)| n > 0).collect();
         v.sort_by_key(|(c, _)| c.name());
         v
     }
@@ -138,9 +135,6 @@ mod tests {
         b.inc(Counter::CxTotal);
         a.merge(&b);
         assert_eq!(a.get(Counter::Http2xx), 7);
-        assert_eq!(
-            a.non_zero(),
-            vec![(Counter::Http2xx, 7), (Counter::CxTotal, 1)]
-        );
+        assert_eq!(a.non_zero(), vec![(Counter::Http2xx, 7), (Counter::CxTotal, 1)]);
     }
 }

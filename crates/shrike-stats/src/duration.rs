@@ -41,9 +41,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     if num.starts_with('-') {
         return Err(DurationError::Negative(input.to_string()));
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| DurationError::Invalid(input.to_string()))?;
+    let value: f64 = num.parse().map_err(|_| DurationError::Invalid(input.to_string()))?;
     if !value.is_finite() {
         return Err(DurationError::Invalid(input.to_string()));
     }
@@ -128,15 +126,7 @@ mod tests {
 
     #[test]
     fn proto_round_trip() {
-        for ns in [
-            0u64,
-            1,
-            1000,
-            1_000_000,
-            123_456_789,
-            5_000_000_000,
-            1_500_000_000,
-        ] {
+        for ns in [0u64, 1, 1000, 1_000_000, 123_456_789, 5_000_000_000, 1_500_000_000] {
             let s = format_proto_ns(ns);
             assert_eq!(parse_proto(&s), Ok(Duration::from_nanos(ns)), "{s}");
         }

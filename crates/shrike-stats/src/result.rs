@@ -96,13 +96,7 @@ impl RunResult {
         termination: Termination,
     ) -> Self {
         let global = WorkerResult::merge_all("global", &workers);
-        RunResult {
-            timestamp: SystemTime::now(),
-            options,
-            workers,
-            global,
-            termination,
-        }
+        RunResult { timestamp: SystemTime::now(), options, workers, global, termination }
     }
 }
 

@@ -144,14 +144,7 @@ impl Statistic {
     }
 
     fn with_histogram(hist: Histogram<u64>) -> Self {
-        Statistic {
-            hist,
-            count: 0,
-            mean: 0.0,
-            m2: 0.0,
-            min: u64::MAX,
-            max: 0,
-        }
+        Statistic { hist, count: 0, mean: 0.0, m2: 0.0, min: u64::MAX, max: 0 }
     }
 
     /// Records one sample. Never drops it: the histogram grows if the value is out of range.
@@ -232,16 +225,8 @@ impl Statistic {
     /// One percentile point, with the number of samples at or below its value.
     pub fn percentile(&self, q: f64) -> Percentile {
         let value = self.value_at_quantile(q);
-        let count = if self.count == 0 {
-            0
-        } else {
-            self.hist.count_between(0, value)
-        };
-        Percentile {
-            quantile: q,
-            count,
-            value,
-        }
+        let count = if self.count == 0 { 0 } else { self.hist.count_between(0, value) };
+        Percentile { quantile: q, count, value }
     }
 
     /// The HdrHistogram percentile spectrum (5 ticks per half distance, as Nighthawk and
@@ -279,10 +264,7 @@ impl Statistic {
         let mut buf = Vec::new();
         // Serializing into a Vec only fails on an internal invariant violation (it performs
         // no I/O); an empty string then decodes as an error rather than as wrong data.
-        if V2DeflateSerializer::new()
-            .serialize(&self.hist, &mut buf)
-            .is_err()
-        {
+        if V2DeflateSerializer::new().serialize(&self.hist, &mut buf).is_err() {
             return String::new();
         }
         base64::engine::general_purpose::STANDARD.encode(buf)
@@ -335,9 +317,7 @@ impl Default for Stats {
 
 impl Stats {
     pub fn new() -> Self {
-        Stats {
-            stats: (0..StatId::COUNT).map(|_| Statistic::new()).collect(),
-        }
+        Stats { stats: (0..StatId::COUNT).map(|_| Statistic::new()).collect() }
     }
     #[inline]
     pub fn record(&mut self, id: StatId, value: u64) {

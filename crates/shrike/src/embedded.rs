@@ -51,11 +51,7 @@ impl EmbeddedServer {
                 });
             })
             .context("cannot start the built-in test server's thread")?;
-        Ok(EmbeddedServer {
-            addr,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        })
+        Ok(EmbeddedServer { addr, shutdown: Some(tx), thread: Some(thread) })
     }
 }
 

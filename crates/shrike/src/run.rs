@@ -27,23 +27,13 @@ pub struct RunArgs {
     pub url: Option<String>,
 
     /// Target requests per second, per worker (fractional allowed).
-    #[arg(
-        long,
-        default_value = "5",
-        value_name = "RATE",
-        allow_negative_numbers = true
-    )]
+    #[arg(long, default_value = "5", value_name = "RATE", allow_negative_numbers = true)]
     pub rps: f64,
     /// Maximum connections per worker.
     #[arg(long, default_value_t = 100)]
     pub connections: u32,
     /// Test duration: seconds, or with a unit (500ms, 30s, 2m).
-    #[arg(
-        long,
-        default_value = "5",
-        value_name = "DURATION",
-        conflicts_with = "no_duration"
-    )]
+    #[arg(long, default_value = "5", value_name = "DURATION", conflicts_with = "no_duration")]
     pub duration: String,
     /// Run until stopped by a predicate or Ctrl-C. Default failure predicates still apply.
     #[arg(long)]
@@ -123,25 +113,15 @@ fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
         // available_parallelism honours the process's CPU affinity (taskset), as Nighthawk does.
         return Ok(std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
     }
-    s.trim()
-        .parse::<usize>()
-        .ok()
-        .and_then(NonZeroUsize::new)
-        .ok_or_else(|| {
-            usage(format!(
-                "--concurrency: expected a positive number or 'auto', got {s:?}"
-            ))
-        })
+    s.trim().parse::<usize>().ok().and_then(NonZeroUsize::new).ok_or_else(|| {
+        usage(format!("--concurrency: expected a positive number or 'auto', got {s:?}"))
+    })
 }
 
 /// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
 pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConfig> {
-    let rate = Rate::try_new(args.rps).ok_or_else(|| {
-        usage(format!(
-            "--rps must be a number greater than 0, got {}",
-            args.rps
-        ))
-    })?;
+    let rate = Rate::try_new(args.rps)
+        .ok_or_else(|| usage(format!("--rps must be a number greater than 0, got {}", args.rps)))?;
     let connections = NonZeroU32::new(args.connections)
         .ok_or_else(|| usage("--connections must be at least 1"))?;
     let duration = if args.no_duration {
@@ -174,22 +154,11 @@ pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConf
         NonZeroU64::new(args.max_requests_per_connection)
             .ok_or_else(|| usage("--max-requests-per-connection must be at least 1"))?,
     );
-    let mut predicates = if args.no_default_failure_predicates {
-        Vec::new()
-    } else {
-        Predicate::default_failures()
-    };
+    let mut predicates =
+        if args.no_default_failure_predicates { Vec::new() } else { Predicate::default_failures() };
     for (list, kind, flag) in [
-        (
-            &args.failure_predicates,
-            PredicateKind::Failure,
-            "failure-predicate",
-        ),
-        (
-            &args.termination_predicates,
-            PredicateKind::Termination,
-            "termination-predicate",
-        ),
+        (&args.failure_predicates, PredicateKind::Failure, "failure-predicate"),
+        (&args.termination_predicates, PredicateKind::Termination, "termination-predicate"),
     ] {
         for p in list {
             let p = Predicate::parse(p, kind).map_err(|e| usage(format!("--{flag}: {e}")))?;
@@ -269,10 +238,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             let server = EmbeddedServer::start()?;
             let url = format!("http://{}/", server.addr);
             info!("no URL given: benchmarking the built-in test server at {url}");
-            (
-                Target::parse(&url).map_err(|e| usage(e.to_string()))?,
-                Some(server),
-            )
+            (Target::parse(&url).map_err(|e| usage(e.to_string()))?, Some(server))
         }
     };
     let cfg = build_config(&args, target)?;
@@ -313,10 +279,7 @@ fn announce(cfg: &EngineConfig) {
         Some(d) => format!("{}s", d.as_secs_f64()),
         None => "until stopped".to_string(),
     };
-    info!(
-        "starting {n} worker(s). Test duration: {duration}. Target: {}",
-        cfg.target.url()
-    );
+    info!("starting {n} worker(s). Test duration: {duration}. Target: {}", cfg.target.url());
     info!(
         "global targets: {} connections and {} calls per second",
         cfg.connections.get() as usize * n,

@@ -78,9 +78,7 @@ async fn serve(
     config: ServerConfig,
 ) -> anyhow::Result<ExitCode> {
     let listener = bind(listen).await?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
+    let addr = listener.local_addr().context("cannot read the bound address")?;
     // Installed before the address is announced, so a script that signals as soon as it has
     // read the address still gets a graceful shutdown.
     let mut signals = Signals::install()?;
@@ -117,9 +115,7 @@ async fn serve(
 
 async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
     let addrs = tokio::net::lookup_host(listen).await.map_err(|e| {
-        usage(format!(
-            "--listen {listen:?}: {e} (expected ADDR:PORT, e.g. 127.0.0.1:10000)"
-        ))
+        usage(format!("--listen {listen:?}: {e} (expected ADDR:PORT, e.g. 127.0.0.1:10000)"))
     })?;
     let mut failure = None;
     for addr in addrs {
@@ -128,9 +124,7 @@ async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
             Err(e) => failure = Some(format!("--listen {listen:?}: cannot bind {addr}: {e}")),
         }
     }
-    Err(usage(failure.unwrap_or_else(|| {
-        format!("--listen {listen:?}: resolves to no address")
-    })))
+    Err(usage(failure.unwrap_or_else(|| format!("--listen {listen:?}: resolves to no address"))))
 }
 
 fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
@@ -138,15 +132,9 @@ fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
         // Honours the process's CPU affinity (taskset) and cgroup quota.
         return Ok(std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
     }
-    s.trim()
-        .parse::<usize>()
-        .ok()
-        .and_then(NonZeroUsize::new)
-        .ok_or_else(|| {
-            usage(format!(
-                "--concurrency: expected a positive number or 'auto', got {s:?}"
-            ))
-        })
+    s.trim().parse::<usize>().ok().and_then(NonZeroUsize::new).ok_or_else(|| {
+        usage(format!("--concurrency: expected a positive number or 'auto', got {s:?}"))
+    })
 }
 
 fn flag_duration(flag: &str, value: &str) -> anyhow::Result<Duration> {
@@ -171,9 +159,7 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
             .map(|(n, v)| (n.trim(), v.trim()))
             .filter(|(n, _)| !n.is_empty())
             .ok_or_else(|| {
-                usage(format!(
-                    "--response-header: expected 'name: value', got {header:?}"
-                ))
+                usage(format!("--response-header: expected 'name: value', got {header:?}"))
             })?;
         let name = name.to_ascii_lowercase();
         builder = if seen.contains(&name) {
@@ -183,9 +169,7 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
             builder.response_header(name, value)
         };
     }
-    builder
-        .build()
-        .map_err(|e| usage(format!("invalid server configuration: {e}")))
+    builder.build().map_err(|e| usage(format!("invalid server configuration: {e}")))
 }
 
 /// SIGINT and SIGTERM as one stream.
@@ -239,9 +223,7 @@ mod tests {
     }
 
     fn args(argv: &[&str]) -> ServeArgs {
-        Cli::try_parse_from(std::iter::once("serve").chain(argv.iter().copied()))
-            .unwrap()
-            .args
+        Cli::try_parse_from(std::iter::once("serve").chain(argv.iter().copied())).unwrap().args
     }
 
     #[test]
@@ -281,10 +263,7 @@ mod tests {
             &["--drain-timeout=-1s"],
         ] {
             let err = build_config(&args(argv)).unwrap_err();
-            assert!(
-                err.downcast_ref::<UsageError>().is_some(),
-                "{argv:?}: {err:#}"
-            );
+            assert!(err.downcast_ref::<UsageError>().is_some(), "{argv:?}: {err:#}");
         }
         for bad in ["0", "-1", "many"] {
             assert!(parse_concurrency(bad).is_err(), "{bad}");
@@ -293,10 +272,7 @@ mod tests {
 
     #[test]
     fn bind_failures_name_the_address() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = taken.local_addr().unwrap().to_string();

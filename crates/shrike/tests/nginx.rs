@@ -61,17 +61,10 @@ impl Nginx {
             .expect("spawn nginx");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nginx did not start listening on {port}"
-            );
+            assert!(Instant::now() < deadline, "nginx did not start listening on {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Nginx {
-            child,
-            port,
-            _dir: TempDir(dir),
-        }
+        Nginx { child, port, _dir: TempDir(dir) }
     }
 }
 
@@ -107,16 +100,9 @@ fn shrike_against_nginx_static_file() {
     let g = global(&json(&out)).clone();
     assert_eq!(counter(&g, "benchmark.http_2xx"), 400);
     let body = statistic(&g, "benchmark_http_client.response_body_size");
-    assert_eq!(
-        (body["raw_min"].as_str(), body["raw_max"].as_str()),
-        (Some("4321"), Some("4321"))
-    );
+    assert_eq!((body["raw_min"].as_str(), body["raw_max"].as_str()), (Some("4321"), Some("4321")));
     let hdr = statistic(&g, "benchmark_http_client.response_header_size");
-    let min_hdr: u64 = hdr["raw_min"]
-        .as_str()
-        .expect("raw_min")
-        .parse()
-        .expect("n");
+    let min_hdr: u64 = hdr["raw_min"].as_str().expect("raw_min").parse().expect("n");
     assert!(min_hdr > 100, "nginx sends server/date/etag/... headers");
     assert!(counter(&g, "upstream_cx_rx_bytes_total") >= 400 * (4321 + min_hdr));
 }
@@ -126,24 +112,11 @@ fn nginx_404_fires_default_failure_predicate() {
     let nginx = Nginx::start();
     let url = format!("http://127.0.0.1:{}/missing", nginx.port);
     let out = run(
-        &[
-            "run",
-            &url,
-            "--rps",
-            "50",
-            "--duration",
-            "2",
-            "--output-format",
-            "json",
-        ],
+        &["run", &url, "--rps", "50", "--duration", "2", "--output-format", "json"],
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
-    assert!(
-        out.stderr.contains("benchmark.http_4xx:0"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("benchmark.http_4xx:0"), "{}", out.stderr);
     let g = global(&json(&out)).clone();
     assert!(counter(&g, "benchmark.http_4xx") >= 1);
 }

@@ -83,14 +83,7 @@ fn closed_loop_scheduled_latency_exposes_queueing_that_service_time_hides() {
     assert!(p99 > 10.0 * p50);
     // The pacer was blocked waiting for the connection.
     let blocking = statistic(g, "sequencer.blocking");
-    assert!(
-        blocking["count"]
-            .as_str()
-            .expect("count")
-            .parse::<u64>()
-            .expect("n")
-            > 10
-    );
+    assert!(blocking["count"].as_str().expect("count").parse::<u64>().expect("n") > 10);
     // And it honestly sent fewer requests than scheduled (closed loop) — but still some.
     let ok = counter(g, "benchmark.http_2xx");
     assert!((30..=45).contains(&ok), "2xx = {ok}");
@@ -124,11 +117,7 @@ fn open_loop_counts_overflow_instead_of_waiting() {
     let overflow = counter(g, "benchmark.pool_overflow");
     // 2 connections × 20 rps each can carry ~40 of the 200 scheduled requests.
     assert!((30..=50).contains(&ok), "2xx = {ok}");
-    assert_eq!(
-        ok + overflow,
-        200,
-        "every scheduled request is either sent or counted"
-    );
+    assert_eq!(ok + overflow, 200, "every scheduled request is either sent or counted");
     // Open loop never blocks.
     assert_eq!(statistic(g, "sequencer.blocking")["count"], "0");
 }
@@ -179,42 +168,25 @@ fn server_errors_fire_default_failure_predicate_with_exit_1() {
         a
     };
     let a = args(&[]);
-    let out = run(
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-        Duration::from_secs(30),
-    );
+    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(30));
     assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
-    assert!(
-        out.stderr.contains("benchmark.http_5xx:0"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("benchmark.http_5xx:0"), "{}", out.stderr);
     // The result is still written, with the 5xx that fired it.
     let g = global(&json(&out)).clone();
     assert!(counter(&g, "benchmark.http_5xx") >= 1);
     assert!(counter(&g, "benchmark.http_5xx") < 10, "stopped promptly");
 
     let a = args(&["--no-default-failure-predicates"]);
-    let out = run(
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-        Duration::from_secs(30),
-    );
+    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(30));
     assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
     assert_eq!(counter(global(&json(&out)), "benchmark.http_5xx"), 100);
 }
 
 #[test]
 fn no_url_benchmarks_the_built_in_server() {
-    let out = run(
-        &["run", "--duration", "1", "--rps", "20"],
-        Duration::from_secs(30),
-    );
+    let out = run(&["run", "--duration", "1", "--rps", "20"], Duration::from_secs(30));
     assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    assert!(
-        out.stderr.contains("built-in test server"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains("built-in test server"), "{}", out.stderr);
     // Human report: the 2xx counter row shows all 20 scheduled requests.
     let row = out
         .stdout
@@ -222,9 +194,7 @@ fn no_url_benchmarks_the_built_in_server() {
         .find(|l| l.trim_start().starts_with("benchmark.http_2xx"))
         .unwrap_or_else(|| panic!("no 2xx row in:\n{}", out.stdout));
     assert_eq!(row.split_whitespace().nth(1), Some("20"), "{row}");
-    assert!(out
-        .stdout
-        .contains("benchmark_http_client.scheduled_to_response"));
+    assert!(out.stdout.contains("benchmark_http_client.scheduled_to_response"));
 }
 
 #[test]

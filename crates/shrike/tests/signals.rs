@@ -12,15 +12,7 @@ use common::*;
 fn sigint_mid_run_still_writes_the_result() {
     let server = Server::start(&[]);
     let child = shrike()
-        .args([
-            "run",
-            &server.url("/"),
-            "--no-duration",
-            "--rps",
-            "50",
-            "--output-format",
-            "json",
-        ])
+        .args(["run", &server.url("/"), "--no-duration", "--rps", "50", "--output-format", "json"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -66,10 +58,7 @@ fn second_sigint_exits_at_once_even_with_requests_stuck() {
     std::thread::sleep(Duration::from_millis(1000));
     let pid = child.id().to_string();
     for _ in 0..2 {
-        std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .expect("kill");
+        std::process::Command::new("kill").args(["-INT", &pid]).status().expect("kill");
         std::thread::sleep(Duration::from_millis(200));
     }
     // Without the second signal it would wait up to 60 s for the stuck requests.

@@ -30,11 +30,7 @@ pub enum ReadError {
     #[error("{path}: missing")]
     Missing { path: String },
     #[error("{path}: expected {expected}, found {found}")]
-    WrongType {
-        path: String,
-        expected: &'static str,
-        found: &'static str,
-    },
+    WrongType { path: String, expected: &'static str, found: &'static str },
     #[error("{path}: {reason}")]
     Invalid { path: String, reason: String },
     #[error("{path}: unknown statistic id {id:?}")]
@@ -42,16 +38,9 @@ pub enum ReadError {
     #[error("{path}: unknown counter {name:?}")]
     UnknownCounter { path: String, name: String },
     #[error("{path}: {source}")]
-    Histogram {
-        path: String,
-        source: HistogramDecodeError,
-    },
+    Histogram { path: String, source: HistogramDecodeError },
     #[error("{path}: unsupported schema version {found} (this build reads version {supported})")]
-    UnsupportedSchema {
-        path: String,
-        found: u64,
-        supported: u64,
-    },
+    UnsupportedSchema { path: String, found: u64, supported: u64 },
     #[error(
         "shrike: missing; this is not a Shrike result (Nighthawk's JSON lacks the histograms \
          needed to rebuild statistics exactly)"
@@ -103,41 +92,26 @@ pub fn from_json(input: &str) -> Result<RunResult> {
             supported: SCHEMA_VERSION,
         });
     }
-    let termination = termination(
-        field(shrike, "shrike", "termination")?,
-        "shrike.termination",
-    )?;
+    let termination = termination(field(shrike, "shrike", "termination")?, "shrike.termination")?;
     let timestamp = time(field(top, "", "timestamp")?, "timestamp")?;
     let options = field(top, "", "options")?;
     object(options, "options")?;
 
     let mut workers = Vec::new();
     let mut global = None;
-    for (i, v) in array(field(top, "", "results")?, "results")?
-        .iter()
-        .enumerate()
-    {
+    for (i, v) in array(field(top, "", "results")?, "results")?.iter().enumerate() {
         let path = format!("results[{i}]");
         let r = worker(v, &path)?;
         if r.name != "global" {
             workers.push(r);
         } else if global.is_some() {
-            return Err(invalid(
-                format!("{path}.name"),
-                "a second result is named \"global\"",
-            ));
+            return Err(invalid(format!("{path}.name"), "a second result is named \"global\""));
         } else {
             global = Some(r);
         }
     }
     let global = global.ok_or(ReadError::NoGlobal)?;
-    Ok(RunResult {
-        timestamp,
-        options: options.clone(),
-        workers,
-        global,
-        termination,
-    })
+    Ok(RunResult { timestamp, options: options.clone(), workers, global, termination })
 }
 
 fn termination(v: &Value, path: &str) -> Result<Termination> {
@@ -148,10 +122,7 @@ fn termination(v: &Value, path: &str) -> Result<Termination> {
         let detail_path = join(path, "detail");
         let d = string(field(o, path, "detail")?, &detail_path)?;
         if d.is_empty() {
-            return Err(invalid(
-                detail_path,
-                "a predicate termination must name the predicate",
-            ));
+            return Err(invalid(detail_path, "a predicate termination must name the predicate"));
         }
         Ok(d.to_string())
     };
@@ -181,10 +152,7 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
     let mut stats = Stats::new();
     let mut seen_stats = [false; StatId::COUNT];
     let stats_path = join(path, "statistics");
-    for (i, sv) in array(field(o, path, "statistics")?, &stats_path)?
-        .iter()
-        .enumerate()
-    {
+    for (i, sv) in array(field(o, path, "statistics")?, &stats_path)?.iter().enumerate() {
         let spath = format!("{stats_path}[{i}]");
         let (id, stat) = statistic(sv, &spath)?;
         if std::mem::replace(&mut seen_stats[id as usize], true) {
@@ -197,10 +165,7 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
     let mut counters = Counters::new();
     let mut seen_counters = [false; Counter::COUNT];
     let counters_path = join(path, "counters");
-    for (i, cv) in array(field(o, path, "counters")?, &counters_path)?
-        .iter()
-        .enumerate()
-    {
+    for (i, cv) in array(field(o, path, "counters")?, &counters_path)?.iter().enumerate() {
         let cpath = format!("{counters_path}[{i}]");
         let co = object(cv, &cpath)?;
         let name_path = join(&cpath, "name");
@@ -210,15 +175,9 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
             name: name.into(),
         })?;
         if std::mem::replace(&mut seen_counters[counter as usize], true) {
-            return Err(invalid(
-                name_path,
-                format!("counter {name:?} appears twice"),
-            ));
+            return Err(invalid(name_path, format!("counter {name:?} appears twice")));
         }
-        counters.set(
-            counter,
-            uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?,
-        );
+        counters.set(counter, uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?);
     }
 
     Ok(WorkerResult {
@@ -234,17 +193,13 @@ fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
     let o = object(v, path)?;
     let id_path = join(path, "id");
     let id_str = string(field(o, path, "id")?, &id_path)?;
-    let id = StatId::from_id(id_str).ok_or_else(|| ReadError::UnknownStatistic {
-        path: id_path,
-        id: id_str.into(),
-    })?;
+    let id = StatId::from_id(id_str)
+        .ok_or_else(|| ReadError::UnknownStatistic { path: id_path, id: id_str.into() })?;
     let count = uint(field(o, path, "count")?, &join(path, "count"))?;
     let hist_path = join(path, "shrike_histogram");
     let encoded = string(field(o, path, "shrike_histogram")?, &hist_path)?;
-    let hist = Statistic::decode_histogram(encoded).map_err(|source| ReadError::Histogram {
-        path: hist_path.clone(),
-        source,
-    })?;
+    let hist = Statistic::decode_histogram(encoded)
+        .map_err(|source| ReadError::Histogram { path: hist_path.clone(), source })?;
     if hist.len() != count {
         let reason = format!("holds {} samples but count is {count}", hist.len());
         return Err(invalid(hist_path, reason));
@@ -258,12 +213,7 @@ fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
                 let d = duration(v, &p)?;
                 u64::try_from(d.as_nanos()).map_err(|_| invalid(p, "duration is too large"))
             };
-            (
-                ns("mean")? as f64,
-                ns("pstdev")? as f64,
-                ns("min")?,
-                ns("max")?,
-            )
+            (ns("mean")? as f64, ns("pstdev")? as f64, ns("min")?, ns("max")?)
         }
         StatKind::Size => {
             let moment = |key: &str| -> Result<f64> {
@@ -275,24 +225,13 @@ fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
                 Ok(x)
             };
             let whole = |key: &str| get(key).and_then(|(v, p)| uint(v, &p));
-            (
-                moment("raw_mean")?,
-                moment("raw_pstdev")?,
-                whole("raw_min")?,
-                whole("raw_max")?,
-            )
+            (moment("raw_mean")?, moment("raw_pstdev")?, whole("raw_min")?, whole("raw_max")?)
         }
     };
     if count > 0 && min > max {
-        return Err(invalid(
-            path.to_string(),
-            format!("min {min} is greater than max {max}"),
-        ));
+        return Err(invalid(path.to_string(), format!("min {min} is greater than max {max}")));
     }
-    Ok((
-        id,
-        Statistic::from_parts(hist, count, mean, pstdev, min, max),
-    ))
+    Ok((id, Statistic::from_parts(hist, count, mean, pstdev, min, max)))
 }
 
 // ---- typed accessors: each names the path of what it reads in its error ----
@@ -306,10 +245,7 @@ fn join(path: &str, key: &str) -> String {
 }
 
 fn invalid(path: String, reason: impl Into<String>) -> ReadError {
-    ReadError::Invalid {
-        path,
-        reason: reason.into(),
-    }
+    ReadError::Invalid { path, reason: reason.into() }
 }
 
 fn kind_name(v: &Value) -> &'static str {
@@ -324,22 +260,15 @@ fn kind_name(v: &Value) -> &'static str {
 }
 
 fn wrong_type(v: &Value, path: &str, expected: &'static str) -> ReadError {
-    ReadError::WrongType {
-        path: path.to_string(),
-        expected,
-        found: kind_name(v),
-    }
+    ReadError::WrongType { path: path.to_string(), expected, found: kind_name(v) }
 }
 
 fn field<'a>(o: &'a Map<String, Value>, path: &str, key: &str) -> Result<&'a Value> {
-    o.get(key).ok_or_else(|| ReadError::Missing {
-        path: join(path, key),
-    })
+    o.get(key).ok_or_else(|| ReadError::Missing { path: join(path, key) })
 }
 
 fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
-    v.as_object()
-        .ok_or_else(|| wrong_type(v, path, "an object"))
+    v.as_object().ok_or_else(|| wrong_type(v, path, "an object"))
 }
 
 fn array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>> {
@@ -357,10 +286,9 @@ fn uint(v: &Value, path: &str) -> Result<u64> {
         Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s
             .parse()
             .map_err(|_| invalid(path.to_string(), format!("{s:?} does not fit in a uint64"))),
-        Value::String(s) => Err(invalid(
-            path.to_string(),
-            format!("{s:?} is not an unsigned integer"),
-        )),
+        Value::String(s) => {
+            Err(invalid(path.to_string(), format!("{s:?} is not an unsigned integer")))
+        }
         Value::Number(n) => n
             .as_u64()
             .ok_or_else(|| invalid(path.to_string(), format!("{n} is not an unsigned integer"))),

@@ -127,12 +127,8 @@ pub fn to_json_value(result: &RunResult) -> Value {
 }
 
 fn document(result: &RunResult) -> OutputDoc<'_> {
-    let results = result
-        .workers
-        .iter()
-        .chain(std::iter::once(&result.global))
-        .map(result_doc)
-        .collect();
+    let results =
+        result.workers.iter().chain(std::iter::once(&result.global)).map(result_doc).collect();
     OutputDoc {
         timestamp: format_rfc3339(result.timestamp),
         options: &result.options,
@@ -175,11 +171,7 @@ fn termination_doc(t: &Termination) -> TerminationDoc {
         Termination::FailurePredicate(p) => (KIND_FAILURE_PREDICATE, p.clone()),
         Termination::Interrupted => (KIND_INTERRUPTED, String::new()),
     };
-    TerminationDoc {
-        kind,
-        detail,
-        description: t.describe(),
-    }
+    TerminationDoc { kind, detail, description: t.describe() }
 }
 
 fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
@@ -190,10 +182,7 @@ fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
             .counters
             .non_zero()
             .into_iter()
-            .map(|(c, v)| CounterDoc {
-                name: c.name(),
-                value: v.to_string(),
-            })
+            .map(|(c, v)| CounterDoc { name: c.name(), value: v.to_string() })
             .collect(),
         execution_start: format_rfc3339(w.execution_start),
         execution_duration: format_proto(w.execution_duration),

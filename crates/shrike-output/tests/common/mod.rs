@@ -16,10 +16,8 @@ pub fn t0() -> SystemTime {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 =
+            self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
     }
 }
@@ -31,21 +29,14 @@ fn worker(name: &str, start: SystemTime, dur: Duration, seed: u64, n: u64) -> Wo
     for i in 0..n {
         // Mostly ~100us with a long tail up to ~50ms, and one 5s outlier per worker.
         let base = 60_000 + rng.next() % 80_000;
-        let latency = if i % 97 == 0 {
-            base * (1 + rng.next() % 400)
-        } else {
-            base
-        };
+        let latency = if i % 97 == 0 { base * (1 + rng.next() % 400) } else { base };
         let latency = if i == n / 2 { 5_000_000_000 } else { latency };
         w.stats.record(StatId::RequestToResponse, latency);
-        w.stats
-            .record(StatId::ScheduledToResponse, latency + rng.next() % 5_000);
+        w.stats.record(StatId::ScheduledToResponse, latency + rng.next() % 5_000);
         w.stats.record(StatId::Latency2xx, latency);
-        w.stats
-            .record(StatId::QueueToConnect, 1_000 + rng.next() % 3_000);
+        w.stats.record(StatId::QueueToConnect, 1_000 + rng.next() % 3_000);
         w.stats.record(StatId::ResponseHeaderSize, 150);
-        w.stats
-            .record(StatId::ResponseBodySize, 100 + rng.next() % 1_100);
+        w.stats.record(StatId::ResponseBodySize, 100 + rng.next() % 1_100);
     }
     w
 }
@@ -102,11 +93,8 @@ pub fn tiny() -> RunResult {
     }
     w.counters.add(Counter::Http2xx, 5);
     w.counters.add(Counter::Http5xx, 1);
-    let mut r = RunResult::new(
-        json!({"uri": "http://127.0.0.1:1/"}),
-        vec![w],
-        Termination::Completed,
-    );
+    let mut r =
+        RunResult::new(json!({"uri": "http://127.0.0.1:1/"}), vec![w], Termination::Completed);
     r.timestamp = t0();
     r
 }

@@ -45,10 +45,7 @@ pub(crate) struct ChunkedDecoder {
 impl ChunkedDecoder {
     pub(crate) fn new(max_body: u64) -> Self {
         Self {
-            state: State::Size {
-                value: 0,
-                digits: 0,
-            },
+            state: State::Size { value: 0, digits: 0 },
             line: 0,
             trailers: 0,
             pending: 0,
@@ -70,11 +67,8 @@ impl ChunkedDecoder {
                 let available = (input.len() - i) as u64;
                 let take = remaining.min(available);
                 i += take as usize;
-                self.state = if take == remaining {
-                    State::DataCr
-                } else {
-                    State::Data(remaining - take)
-                };
+                self.state =
+                    if take == remaining { State::DataCr } else { State::Data(remaining - take) };
                 continue;
             }
             self.state = self.step(input[i])?;
@@ -97,10 +91,7 @@ impl ChunkedDecoder {
                             return Err(Malformed("chunk size too large"));
                         }
                         let digit = u64::from((b as char).to_digit(16).unwrap_or(0));
-                        State::Size {
-                            value: value << 4 | digit,
-                            digits: digits + 1,
-                        }
+                        State::Size { value: value << 4 | digit, digits: digits + 1 }
                     }
                     _ if digits == 0 => return Err(Malformed("chunk size is not hexadecimal")),
                     b';' | b' ' | b'\t' => {
@@ -140,10 +131,7 @@ impl ChunkedDecoder {
                 _ => return Err(Malformed("chunk data must be followed by CRLF")),
             },
             State::DataLf => match b {
-                b'\n' => State::Size {
-                    value: 0,
-                    digits: 0,
-                },
+                b'\n' => State::Size { value: 0, digits: 0 },
                 _ => return Err(Malformed("chunk data must be followed by CRLF")),
             },
             State::TrailerStart | State::Trailer => {
@@ -227,10 +215,7 @@ mod tests {
         let mut d = ChunkedDecoder::new(u64::MAX);
         assert!(d.feed(b"ffffffffffffffff\r\n").is_ok());
         let mut d = ChunkedDecoder::new(u64::MAX);
-        assert!(matches!(
-            d.feed(b"10000000000000000\r\n"),
-            Err(ChunkedError::Malformed(_))
-        ));
+        assert!(matches!(d.feed(b"10000000000000000\r\n"), Err(ChunkedError::Malformed(_))));
     }
 
     #[test]
@@ -245,10 +230,7 @@ mod tests {
             b"-1\r\n",
         ] {
             let mut d = ChunkedDecoder::new(1 << 20);
-            assert!(
-                matches!(d.feed(bad), Err(ChunkedError::Malformed(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(d.feed(bad), Err(ChunkedError::Malformed(_))), "{bad:?}");
         }
     }
 

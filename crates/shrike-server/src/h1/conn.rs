@@ -121,14 +121,7 @@ impl Connection<'_> {
             }
             Ok(httparse::Status::Complete(len)) => {
                 let closing = self.shutdown.has_changed().is_err();
-                prepare(
-                    &req,
-                    len,
-                    buf.len() - len,
-                    self.shared,
-                    &mut self.wbuf,
-                    closing,
-                )
+                prepare(&req, len, buf.len() - len, self.shared, &mut self.wbuf, closing)
             }
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
                 Step::Reject(Reject::HeadTooLarge)
@@ -359,10 +352,7 @@ fn prepare(
     }
     let held = wbuf.len();
     let plan = if framing.has_config {
-        let values = req
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
+        let values = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
         Plan::from_config_headers(config, values.map(|h| h.value))
     } else {
         Ok(Plan::defaults(config))
@@ -375,10 +365,7 @@ fn prepare(
                 connection,
                 delta_ns: shared.state.arrival(plan.delta_header.is_some()),
             };
-            (
-                plan.delay,
-                response::encode(wbuf, &shared.h1, &plan, &exchange),
-            )
+            (plan.delay, response::encode(wbuf, &shared.h1, &plan, &exchange))
         }
         Err(e) => {
             shared.state.arrival(false);

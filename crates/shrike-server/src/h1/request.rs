@@ -104,20 +104,14 @@ pub(crate) fn framing(req: &httparse::Request<'_, '_>) -> Result<Framing, Reject
         }
     }
     if length.is_some() && transfer_encoding != TransferEncoding::Absent {
-        return Err(Reject::BadRequest(
-            "both content-length and transfer-encoding",
-        ));
+        return Err(Reject::BadRequest("both content-length and transfer-encoding"));
     }
     let body = match transfer_encoding {
         TransferEncoding::Other => {
-            return Err(Reject::BadRequest(
-                "transfer-encoding must end with chunked",
-            ));
+            return Err(Reject::BadRequest("transfer-encoding must end with chunked"));
         }
         TransferEncoding::Chunked if http10 => {
-            return Err(Reject::BadRequest(
-                "transfer-encoding in an HTTP/1.0 request",
-            ));
+            return Err(Reject::BadRequest("transfer-encoding in an HTTP/1.0 request"));
         }
         TransferEncoding::Chunked => BodyFraming::Chunked,
         TransferEncoding::Absent => match length {
@@ -170,27 +164,16 @@ fn parse_length(value: &[u8]) -> Result<u64, Reject> {
     if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
         return Err(INVALID);
     }
-    Ok(digits
-        .iter()
-        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+    Ok(digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
 fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(trim)
-        .filter(|t| !t.is_empty())
+    value.split(|&b| b == b',').map(trim).filter(|t| !t.is_empty())
 }
 
 fn trim(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(start, |i| i + 1);
+    let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |i| i + 1);
     &v[start..end]
 }
 
@@ -253,10 +236,7 @@ mod tests {
             "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n\r\n",
             "POST / HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n",
         ] {
-            assert!(
-                matches!(frame(head), Err(Reject::BadRequest(_))),
-                "{head:?}"
-            );
+            assert!(matches!(frame(head), Err(Reject::BadRequest(_))), "{head:?}");
         }
     }
 }

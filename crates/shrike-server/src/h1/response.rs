@@ -29,12 +29,7 @@ impl Prepared {
         for (name, value) in config.response_headers() {
             write_header(&mut headers, name.as_bytes(), value.as_bytes());
         }
-        Self {
-            status: config.response_status(),
-            status_line,
-            headers,
-            date: config.emits_date(),
-        }
+        Self { status: config.response_status(), status_line, headers, date: config.emits_date() }
     }
 }
 
@@ -98,10 +93,7 @@ pub(crate) fn encode(
     }
     let connection_at = out.len();
     out.extend_from_slice(connection_header(x.connection));
-    let mut encoded = Encoded {
-        connection_at,
-        deferred_body: 0,
-    };
+    let mut encoded = Encoded { connection_at, deferred_body: 0 };
     if !status::allows_body(plan.status) {
         out.extend_from_slice(b"\r\n");
         return encoded;
@@ -143,10 +135,7 @@ pub(crate) fn encode_text(
         out.extend_from_slice(message.as_bytes());
         out.push(b'\n');
     }
-    Encoded {
-        connection_at,
-        deferred_body: 0,
-    }
+    Encoded { connection_at, deferred_body: 0 }
 }
 
 pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -182,10 +171,7 @@ fn write_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// Echo bodies list the request headers as received, one `name: value\n` line each.
 fn echo_len(headers: &[httparse::Header<'_>]) -> u64 {
-    headers
-        .iter()
-        .map(|h| (h.name.len() + h.value.len() + 3) as u64)
-        .sum()
+    headers.iter().map(|h| (h.name.len() + h.value.len() + 3) as u64).sum()
 }
 
 fn write_echo(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) {
@@ -218,10 +204,7 @@ mod tests {
     fn itoa_edges() {
         assert_eq!(itoa(&mut [0; 20], 0), b"0");
         assert_eq!(itoa(&mut [0; 20], 1234), b"1234");
-        assert_eq!(
-            itoa(&mut [0; 20], u64::MAX),
-            u64::MAX.to_string().as_bytes()
-        );
+        assert_eq!(itoa(&mut [0; 20], u64::MAX), u64::MAX.to_string().as_bytes());
     }
 
     fn exchange<'r, 'b>(headers: &'r [httparse::Header<'b>]) -> Exchange<'r, 'b> {
@@ -238,12 +221,7 @@ mod tests {
         let config = ServerConfig::default();
         let prepared = Prepared::new(&config);
         let mut out = Vec::new();
-        let encoded = encode(
-            &mut out,
-            &prepared,
-            &Plan::defaults(&config),
-            &exchange(&[]),
-        );
+        let encoded = encode(&mut out, &prepared, &Plan::defaults(&config), &exchange(&[]));
         assert_eq!(encoded.deferred_body, 0);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\ndate: "), "{text}");
@@ -265,10 +243,7 @@ mod tests {
         assert!(out.ends_with(b"content-length: 16385\r\n\r\n"));
         plan.status = 204;
         out.clear();
-        assert_eq!(
-            encode(&mut out, &prepared, &plan, &exchange(&[])).deferred_body,
-            0
-        );
+        assert_eq!(encode(&mut out, &prepared, &plan, &exchange(&[])).deferred_body, 0);
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.starts_with("HTTP/1.1 204 No Content\r\n") && !text.contains("content-length")
@@ -277,32 +252,15 @@ mod tests {
 
     #[test]
     fn echo_body_matches_its_length() {
-        let config = ServerConfig::builder()
-            .echo_request_headers(true)
-            .build()
-            .unwrap();
+        let config = ServerConfig::builder().echo_request_headers(true).build().unwrap();
         let prepared = Prepared::new(&config);
         let headers = [
-            httparse::Header {
-                name: "Host",
-                value: b"x",
-            },
-            httparse::Header {
-                name: "a",
-                value: b"b c",
-            },
+            httparse::Header { name: "Host", value: b"x" },
+            httparse::Header { name: "a", value: b"b c" },
         ];
         let mut out = Vec::new();
-        encode(
-            &mut out,
-            &prepared,
-            &Plan::defaults(&config),
-            &exchange(&headers),
-        );
+        encode(&mut out, &prepared, &Plan::defaults(&config), &exchange(&headers));
         let text = String::from_utf8(out).unwrap();
-        assert!(
-            text.ends_with("content-length: 15\r\n\r\nHost: x\na: b c\n"),
-            "{text}"
-        );
+        assert!(text.ends_with("content-length: 15\r\n\r\nHost: x\na: b c\n"), "{text}");
     }
 }

@@ -44,9 +44,7 @@ impl TestServer {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let runtime = match workers {
-                None => tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?,
+                None => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
                 Some(n) => tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(n)
                     .enable_all()
@@ -54,9 +52,7 @@ impl TestServer {
             };
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                addr_tx
-                    .send(listener.local_addr()?)
-                    .map_err(io::Error::other)?;
+                addr_tx.send(listener.local_addr()?).map_err(io::Error::other)?;
                 let shutdown = async move {
                     // A dropped sender (the test panicked) also means stop.
                     let _ = stopped.await;
@@ -64,14 +60,8 @@ impl TestServer {
                 shrike_server::run(listener, Arc::new(config), shutdown).await
             })
         });
-        let addr = addr_rx
-            .recv_timeout(IO_TIMEOUT)
-            .expect("server did not start");
-        Self {
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        let addr = addr_rx.recv_timeout(IO_TIMEOUT).expect("server did not start");
+        Self { addr, stop: Some(stop), thread: Some(thread) }
     }
 
     /// Completes the shutdown future.
@@ -86,10 +76,7 @@ impl TestServer {
         let started = Instant::now();
         let thread = self.thread.take().expect("already joined");
         while !thread.is_finished() {
-            assert!(
-                started.elapsed() < limit,
-                "server did not stop within {limit:?}"
-            );
+            assert!(started.elapsed() < limit, "server did not stop within {limit:?}");
             std::thread::sleep(Duration::from_millis(5));
         }
         match thread.join() {
@@ -131,10 +118,7 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     pub fn all(&self, name: &str) -> Vec<&str> {
@@ -151,10 +135,7 @@ impl Response {
 
     pub fn assert_filler(&self, len: usize) {
         assert_eq!(self.status, 200, "{}", self.text());
-        assert_eq!(
-            self.header("content-length"),
-            Some(len.to_string().as_str())
-        );
+        assert_eq!(self.header("content-length"), Some(len.to_string().as_str()));
         assert_eq!(self.body.len(), len);
         assert!(self.body.iter().all(|&b| b == b'a'), "body is not all 'a'");
     }
@@ -173,10 +154,7 @@ impl Client {
         stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
         stream.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
         stream.set_nodelay(true).expect("nodelay");
-        Self {
-            stream,
-            buf: Vec::new(),
-        }
+        Self { stream, buf: Vec::new() }
     }
 
     pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
@@ -217,19 +195,12 @@ impl Client {
                     break (parsed.code.expect("status"), headers, n);
                 }
                 httparse::Status::Partial => {
-                    assert!(
-                        self.fill() > 0,
-                        "connection closed before a complete response head"
-                    );
+                    assert!(self.fill() > 0, "connection closed before a complete response head");
                 }
             }
         };
         self.buf.drain(..head_len);
-        let mut response = Response {
-            status,
-            headers,
-            body: Vec::new(),
-        };
+        let mut response = Response { status, headers, body: Vec::new() };
         let no_body = head_request || matches!(status, 100..=199 | 204 | 304);
         if !no_body {
             let len: usize = response
@@ -271,14 +242,9 @@ impl Client {
         let mut byte = [0u8; 1];
         let silent = match self.stream.read(&mut byte) {
             Ok(_) => false,
-            Err(e) => matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ),
+            Err(e) => matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
         };
-        self.stream
-            .set_read_timeout(Some(IO_TIMEOUT))
-            .expect("timeout");
+        self.stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
         silent
     }
 }
@@ -286,9 +252,7 @@ impl Client {
 /// Finds a peer tool, failing with the Debian package to install when it is missing.
 pub fn require_tool(binary: &str, package: &str) -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(binary))
-            .find(|p| p.is_file())
+        std::env::split_paths(&paths).map(|dir| dir.join(binary)).find(|p| p.is_file())
     });
     found.unwrap_or_else(|| {
         panic!("`{binary}` is not installed: install the Debian package `{package}` (apt-get install {package})")

@@ -92,14 +92,9 @@ impl Server {
             let _ = BufReader::new(stdout).read_line(&mut line);
             let _ = tx.send(line);
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server printed its address");
+        let line = rx.recv_timeout(Duration::from_secs(10)).expect("server printed its address");
         let addr = line.trim().to_string();
-        assert!(
-            addr.starts_with("127.0.0.1:"),
-            "unexpected first line {addr:?}"
-        );
+        assert!(addr.starts_with("127.0.0.1:"), "unexpected first line {addr:?}");
         Server { child, addr }
     }
 
@@ -117,10 +112,7 @@ impl Drop for Server {
 
 pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}); stdout:\n{}\nstderr:\n{}",
-            out.stdout, out.stderr
-        )
+        panic!("stdout is not JSON ({e}); stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr)
     })
 }
 
@@ -137,13 +129,7 @@ pub fn counter(result: &serde_json::Value, name: &str) -> u64 {
     result["counters"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["name"] == name))
-        .map(|c| {
-            c["value"]
-                .as_str()
-                .expect("uint64 as string")
-                .parse()
-                .expect("number")
-        })
+        .map(|c| c["value"].as_str().expect("uint64 as string").parse().expect("number"))
         .unwrap_or(0)
 }
 
@@ -165,8 +151,5 @@ pub fn percentile_secs(stat: &serde_json::Value, q: f64) -> f64 {
 }
 
 pub fn secs(v: &serde_json::Value) -> f64 {
-    v.as_str()
-        .and_then(|s| s.strip_suffix('s'))
-        .and_then(|s| s.parse().ok())
-        .expect("duration")
+    v.as_str().and_then(|s| s.strip_suffix('s')).and_then(|s| s.parse().ok()).expect("duration")
 }
