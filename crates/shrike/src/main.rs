@@ -4,6 +4,7 @@
 //! Exit codes: 0 ok, 1 the run failed (a failure predicate fired, or the engine could not run),
 //! 2 usage or configuration error.
 
+mod args;
 mod embedded;
 mod log;
 mod run;

@@ -1,7 +1,7 @@
 //! `shrike run`: Nighthawk's client flags → a validated [`EngineConfig`] → the engine → a sink.
 
 use std::io::Write as _;
-use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::num::{NonZeroU32, NonZeroU64};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,12 +11,12 @@ use serde_json::json;
 use shrike_engine::pacer::Rate;
 use shrike_engine::{EngineConfig, Predicate, PredicateKind, RequestSpec, StopHandle, Target};
 use shrike_output::OutputFormat;
-use shrike_stats::duration::{format_proto, parse_duration};
+use shrike_stats::duration::format_proto;
 use shrike_stats::{RunResult, Termination};
 
+use crate::args::{flag_duration, parse_concurrency, usage};
 use crate::embedded::EmbeddedServer;
 use crate::log::{self, info, warning, Level};
-use crate::UsageError;
 
 /// Nighthawk's default for --max-requests-per-connection (effectively unlimited).
 const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
@@ -98,24 +98,6 @@ pub struct RunArgs {
 
 fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
     s.parse::<OutputFormat>().map_err(|e| e.to_string())
-}
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
-}
-
-fn flag_duration(flag: &str, value: &str) -> anyhow::Result<Duration> {
-    parse_duration(value).map_err(|e| usage(format!("--{flag}: {e}")))
-}
-
-fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
-    if s.eq_ignore_ascii_case("auto") {
-        // available_parallelism honours the process's CPU affinity (taskset), as Nighthawk does.
-        return Ok(std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
-    }
-    s.trim().parse::<usize>().ok().and_then(NonZeroUsize::new).ok_or_else(|| {
-        usage(format!("--concurrency: expected a positive number or 'auto', got {s:?}"))
-    })
 }
 
 /// Validates the flags into the engine's config. Every problem is a usage error (exit 2).

@@ -8,15 +8,15 @@ use std::io::Write as _;
 use std::num::NonZeroUsize;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use shrike_server::{ServerConfig, DEFAULT_MAX_BODY_SIZE, DEFAULT_RESPONSE_BODY_SIZE};
-use shrike_stats::duration::parse_duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+use crate::args::{flag_duration, parse_concurrency, usage};
+#[cfg(test)]
 use crate::UsageError;
 
 #[derive(Args, Debug)]
@@ -54,10 +54,6 @@ pub struct ServeArgs {
     /// After a shutdown signal, how long in-flight requests may take before connections are cut.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub drain_timeout: String,
-}
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -125,20 +121,6 @@ async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
         }
     }
     Err(usage(failure.unwrap_or_else(|| format!("--listen {listen:?}: resolves to no address"))))
-}
-
-fn parse_concurrency(s: &str) -> anyhow::Result<NonZeroUsize> {
-    if s.eq_ignore_ascii_case("auto") {
-        // Honours the process's CPU affinity (taskset) and cgroup quota.
-        return Ok(std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
-    }
-    s.trim().parse::<usize>().ok().and_then(NonZeroUsize::new).ok_or_else(|| {
-        usage(format!("--concurrency: expected a positive number or 'auto', got {s:?}"))
-    })
-}
-
-fn flag_duration(flag: &str, value: &str) -> anyhow::Result<Duration> {
-    parse_duration(value).map_err(|e| usage(format!("--{flag}: {e}")))
 }
 
 fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {

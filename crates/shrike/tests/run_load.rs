@@ -10,25 +10,18 @@ use common::*;
 #[test]
 fn fixed_rate_count_matches_rps_times_duration_times_concurrency() {
     let server = Server::start(&[]);
-    let out = run(
-        &[
-            "run",
-            &server.url("/"),
-            "--rps",
-            "100",
-            "--duration",
-            "2",
-            "--concurrency",
-            "2",
-            "--connections",
-            "4",
-            "--output-format",
-            "json",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    let v = json(&out);
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "100",
+        "--duration",
+        "2",
+        "--concurrency",
+        "2",
+        "--connections",
+        "4",
+    ]);
     let g = global(&v);
     let ok = counter(g, "benchmark.http_2xx");
     // 100 rps × 2 s × 2 workers. The schedule is exact, so only a request whose response is
@@ -52,25 +45,18 @@ fn fixed_rate_count_matches_rps_times_duration_times_concurrency() {
 #[test]
 fn closed_loop_scheduled_latency_exposes_queueing_that_service_time_hides() {
     let server = Server::start(&[]);
-    let out = run(
-        &[
-            "run",
-            &server.url("/"),
-            "--rps",
-            "100",
-            "--duration",
-            "2",
-            "--connections",
-            "1",
-            "--request-header",
-            r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
-            "--output-format",
-            "json",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    let v = json(&out);
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "100",
+        "--duration",
+        "2",
+        "--connections",
+        "1",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
+    ]);
     let g = global(&v);
     let service = statistic(g, "benchmark_http_client.request_to_response");
     let scheduled = statistic(g, "benchmark_http_client.scheduled_to_response");
@@ -92,26 +78,19 @@ fn closed_loop_scheduled_latency_exposes_queueing_that_service_time_hides() {
 #[test]
 fn open_loop_counts_overflow_instead_of_waiting() {
     let server = Server::start(&[]);
-    let out = run(
-        &[
-            "run",
-            &server.url("/"),
-            "--rps",
-            "200",
-            "--duration",
-            "1",
-            "--connections",
-            "2",
-            "--open-loop",
-            "--request-header",
-            r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
-            "--output-format",
-            "json",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    let v = json(&out);
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "200",
+        "--duration",
+        "1",
+        "--connections",
+        "2",
+        "--open-loop",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
+    ]);
     let g = global(&v);
     let ok = counter(g, "benchmark.http_2xx");
     let overflow = counter(g, "benchmark.pool_overflow");

@@ -153,3 +153,12 @@ pub fn percentile_secs(stat: &serde_json::Value, q: f64) -> f64 {
 pub fn secs(v: &serde_json::Value) -> f64 {
     v.as_str().and_then(|s| s.strip_suffix('s')).and_then(|s| s.parse().ok()).expect("duration")
 }
+
+/// Runs `shrike <args> --output-format json`, asserts exit code 0, and returns the JSON.
+pub fn run_json_ok(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let out = run(&all, Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    json(&out)
+}
