@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::json;
 use shrike_engine::pacer::Rate;
+use shrike_engine::target::Scheme;
 use shrike_engine::{EngineConfig, Predicate, PredicateKind, RequestSpec, StopHandle, Target};
 use shrike_output::OutputFormat;
 use shrike_stats::duration::format_proto;
@@ -102,6 +103,12 @@ fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
 
 /// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
 pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConfig> {
+    if target.scheme == Scheme::Https {
+        return Err(usage(format!(
+            "{}: https:// targets need TLS, which this build does not support yet; use http://",
+            target.url()
+        )));
+    }
     let rate = Rate::try_new(args.rps)
         .ok_or_else(|| usage(format!("--rps must be a number greater than 0, got {}", args.rps)))?;
     let connections = NonZeroU32::new(args.connections)
