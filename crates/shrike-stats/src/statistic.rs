@@ -4,6 +4,8 @@
 //! compare means across runs, so we also keep exact moments (Welford on the hot path, Chan's
 //! parallel formula when merging), as Nighthawk's StreamingStatistic does.
 
+use std::io::Read as _;
+
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
@@ -13,6 +15,20 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// Initial upper bound (1 hour in ns). Larger values still record: the histogram auto-resizes.
 /// Pre-sizing keeps resizing (an allocation) off the hot path for every realistic latency.
 const INITIAL_HIGHEST: u64 = 3_600_000_000_000;
+
+/// HdrHistogram's V2 encoding cookies (base cookie | 0x10 for 8-byte words, as every
+/// implementation writes them) and its fixed header size (cookie, payload length, normalizing
+/// offset, significant digits, lowest, highest, integer-to-double ratio).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+const V2_HEADER_BYTES: usize = 40;
+/// A real histogram (3 digits, 1 ns … 1 h) decodes to well under 1 MiB.
+const MAX_DECODED_BYTES: u64 = 16 << 20;
+
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
 
 /// Whether a statistic holds durations (ns) or sizes (bytes); decides how it is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,11 +286,42 @@ impl Statistic {
         base64::engine::general_purpose::STANDARD.encode(buf)
     }
 
-    /// Decodes a histogram written by [`Statistic::encode_histogram`].
+    /// Decodes a histogram written by [`Statistic::encode_histogram`] (or any HdrHistogram V2
+    /// encoding, compressed or not).
+    ///
+    /// Stored results come from files users pass around, so the input is untrusted. The
+    /// hdrhistogram deserializer allocates whatever payload length the header claims (up to
+    /// 4 GiB) before reading it; we decompress under a cap ourselves and check the claimed length
+    /// against the bytes actually present before handing it the plain V2 payload.
     pub fn decode_histogram(encoded: &str) -> Result<Histogram<u64>, HistogramDecodeError> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
+        let bad = |why: &str| HistogramDecodeError::Hdr(why.to_string());
+        let plain = match read_u32(&bytes, 0) {
+            Some(V2_COMPRESSED_COOKIE) => {
+                let len = read_u32(&bytes, 4).ok_or_else(|| bad("truncated header"))? as usize;
+                let body = bytes.get(8..8 + len).ok_or_else(|| bad("truncated payload"))?;
+                let mut out = Vec::new();
+                flate2::read::ZlibDecoder::new(body)
+                    .take(MAX_DECODED_BYTES + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| bad(&format!("corrupt compressed payload: {e}")))?;
+                if out.len() as u64 > MAX_DECODED_BYTES {
+                    return Err(bad("decompressed histogram is implausibly large"));
+                }
+                out
+            }
+            Some(V2_COOKIE) => bytes,
+            _ => return Err(bad("not an HdrHistogram V2 encoding")),
+        };
+        if read_u32(&plain, 0) != Some(V2_COOKIE) || plain.len() < V2_HEADER_BYTES {
+            return Err(bad("not an HdrHistogram V2 encoding"));
+        }
+        let claimed = read_u32(&plain, 4).unwrap_or(u32::MAX) as usize;
+        if claimed > plain.len() - V2_HEADER_BYTES {
+            return Err(bad("counts payload is shorter than its header claims"));
+        }
         let mut h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
+            .deserialize(&mut plain.as_slice())
             .map_err(|e| HistogramDecodeError::Hdr(format!("{e:?}")))?;
         h.auto(true);
         Ok(h)
@@ -395,6 +442,38 @@ mod tests {
         assert_eq!(&h, s.histogram());
         assert!(Statistic::decode_histogram("not base64!").is_err());
         assert!(Statistic::decode_histogram("aGVsbG8=").is_err());
+    }
+
+    #[test]
+    fn forged_lengths_are_rejected_without_allocating() {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        // An uncompressed V2 header claiming a 4 GiB counts payload, followed by nothing.
+        let mut forged = Vec::new();
+        forged.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        forged.extend_from_slice(&u32::MAX.to_be_bytes());
+        forged.extend_from_slice(&0u32.to_be_bytes());
+        forged.extend_from_slice(&3u32.to_be_bytes());
+        forged.extend_from_slice(&1u64.to_be_bytes());
+        forged.extend_from_slice(&1_000_000u64.to_be_bytes());
+        forged.extend_from_slice(&1.0f64.to_be_bytes());
+        let err = Statistic::decode_histogram(&b64(&forged)).expect_err("forged length");
+        assert!(err.to_string().contains("shorter than its header claims"), "{err}");
+        // The compressed wrapper claiming more bytes than present.
+        let mut wrapper = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+        wrapper.extend_from_slice(&1000u32.to_be_bytes());
+        wrapper.extend_from_slice(b"short");
+        assert!(Statistic::decode_histogram(&b64(&wrapper)).is_err());
+        // Every truncation of a real encoding is an error, never a panic.
+        let mut s = Statistic::new();
+        for i in 1..100u64 {
+            s.record(i * 12345);
+        }
+        let raw =
+            base64::engine::general_purpose::STANDARD.decode(s.encode_histogram()).expect("b64");
+        for cut in 0..raw.len() {
+            assert!(Statistic::decode_histogram(&b64(&raw[..cut])).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]
