@@ -1,8 +1,10 @@
 //! Per-request behaviour: what the response looks like and when it is sent.
 //!
-//! This is the protocol-neutral half of the server. A front end (HTTP/1.1 today, HTTP/2 and
-//! HTTP/3 later) hands over the values of the request's `x-nighthawk-test-server-config`
-//! headers and gets a [`Plan`] back; it then only has to put the plan on its wire.
+//! This is the protocol-neutral half of the server. A front end (HTTP/1.1 or HTTP/2) hands over
+//! the values of the request's `x-nighthawk-test-server-config` headers and gets a [`Plan`]
+//! back ([`Plan::for_request`]); it then only has to put the plan on its wire. Config merging,
+//! arrival bookkeeping, delays and the texts of server-generated errors live here, so the front
+//! ends cannot drift apart.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -13,8 +15,13 @@ use shrike_stats::duration::parse_duration;
 use crate::config::{validate_body_size, validate_status, ConfigError, ServerConfig};
 use crate::headers::{self, HeaderList};
 use crate::relaxed;
+use crate::state::ServerState;
 
 pub(crate) const CONFIG_HEADER: &str = "x-nighthawk-test-server-config";
+
+/// Response bodies are slices of this: Nighthawk's filler byte, shared by every response of
+/// every protocol, so no response allocates its body.
+pub(crate) static FILLER: [u8; 64 * 1024] = [b'a'; 64 * 1024];
 
 /// When to answer, relative to the request's completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +46,15 @@ impl Delay {
 
     pub(crate) fn is_none(self) -> bool {
         self == Delay::None
+    }
+
+    /// How long to wait now, given the requests currently in flight server-wide.
+    pub(crate) fn now(self, state: &ServerState) -> Duration {
+        match self {
+            Delay::None => Duration::ZERO,
+            Delay::Static(d) => d,
+            Delay::Linear { .. } => self.duration(state.active()),
+        }
     }
 
     /// `active` counts the requests in flight server-wide, this one included (Nighthawk counts
@@ -98,6 +114,34 @@ impl Plan<'static> {
 }
 
 impl<'a> Plan<'a> {
+    /// The plan for one request, and the nanoseconds since the previous request when the plan
+    /// asks for them. `config_headers` is `None` when the request has no config header (the
+    /// HTTP/1.1 front end knows that from its framing pass and skips a second scan).
+    ///
+    /// Records the request's arrival whatever the outcome: every request must, or the next
+    /// delta would span several requests.
+    pub(crate) fn for_request<I>(
+        config: &'a ServerConfig,
+        state: &ServerState,
+        config_headers: Option<I>,
+    ) -> Result<(Self, Option<u64>), RequestConfigError>
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+    {
+        let plan = match config_headers {
+            None => Plan::defaults(config),
+            Some(values) => match Self::from_config_headers(config, values) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    state.arrival(false);
+                    return Err(e);
+                }
+            },
+        };
+        let delta = state.arrival(plan.delta_header.is_some());
+        Ok((plan, delta))
+    }
+
     /// Merges the config headers in order over the server defaults. Scalars set later win;
     /// `response_headers` lists concatenate, as protobuf's merge does for Nighthawk.
     pub(crate) fn from_config_headers<I>(
@@ -112,6 +156,16 @@ impl<'a> Plan<'a> {
             overrides.merge(parse(value)?, config.max_body_size())?;
         }
         Ok(overrides.resolve(config))
+    }
+}
+
+/// The message of a 413: `declared` is the request's content-length when it gave one.
+pub(crate) fn body_too_large(declared: Option<u64>, max_body: u64) -> String {
+    match declared {
+        Some(len) => format!(
+            "request body of {len} bytes exceeds the server's max body size of {max_body} bytes"
+        ),
+        None => format!("request body exceeds the server's max body size of {max_body} bytes"),
     }
 }
 

@@ -1,11 +1,12 @@
 //! Server-wide defaults, validated once at construction.
 
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
 use shrike_stats::duration::DurationError;
 
 use crate::headers::{HeaderList, ResponseHeader};
+use crate::tls::TlsConfig;
 
 /// Nighthawk's test server answers with 10 bytes when nothing else is asked for.
 pub const DEFAULT_RESPONSE_BODY_SIZE: u64 = 10;
@@ -15,6 +16,14 @@ pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = match NonZeroUsize::new(10_000
     Some(n) => n,
     None => unreachable!(),
 };
+/// HTTP/2 streams a client may have open on one connection. h2load users routinely ask for
+/// 100+ per connection (`-m`); a lower cap would silently queue them client-side.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: NonZeroU32 = match NonZeroU32::new(1000) {
+    Some(n) => n,
+    None => unreachable!(),
+};
+/// How long a client may take to complete the TLS handshake before its connection is closed.
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`run`](crate::run) waits for in-flight requests after shutdown before it closes
 /// the remaining connections.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,6 +54,8 @@ pub enum ConfigError {
     ConflictingDelays,
     #[error("max_connections must be at least 1")]
     ZeroMaxConnections,
+    #[error("max_concurrent_streams must be at least 1")]
+    ZeroMaxConcurrentStreams,
 }
 
 pub(crate) fn validate_status(status: u64) -> Result<u16, ConfigError> {
@@ -74,7 +85,10 @@ pub struct ServerConfig {
     response_status: u16,
     max_body_size: u64,
     max_connections: NonZeroUsize,
+    max_concurrent_streams: NonZeroU32,
     drain_timeout: Duration,
+    tls: Option<TlsConfig>,
+    tls_handshake_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -117,8 +131,21 @@ impl ServerConfig {
         self.max_connections
     }
 
+    pub fn max_concurrent_streams(&self) -> NonZeroU32 {
+        self.max_concurrent_streams
+    }
+
     pub fn drain_timeout(&self) -> Duration {
         self.drain_timeout
+    }
+
+    /// With TLS every connection is TLS; the protocol is chosen by ALPN.
+    pub fn tls(&self) -> Option<&TlsConfig> {
+        self.tls.as_ref()
+    }
+
+    pub fn tls_handshake_timeout(&self) -> Duration {
+        self.tls_handshake_timeout
     }
 
     pub(crate) fn header_list(&self) -> &HeaderList<'static> {
@@ -136,7 +163,10 @@ impl Default for ServerConfig {
             response_status: 200,
             max_body_size: DEFAULT_MAX_BODY_SIZE,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            tls: None,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -156,7 +186,10 @@ pub struct ServerConfigBuilder {
     response_status: u64,
     max_body_size: u64,
     max_connections: usize,
+    max_concurrent_streams: u32,
     drain_timeout: Duration,
+    tls: Option<TlsConfig>,
+    tls_handshake_timeout: Duration,
 }
 
 impl Default for ServerConfigBuilder {
@@ -169,7 +202,10 @@ impl Default for ServerConfigBuilder {
             response_status: 200,
             max_body_size: DEFAULT_MAX_BODY_SIZE,
             max_connections: DEFAULT_MAX_CONNECTIONS.get(),
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS.get(),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            tls: None,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -223,8 +259,25 @@ impl ServerConfigBuilder {
         self
     }
 
+    /// HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub fn max_concurrent_streams(mut self, streams: u32) -> Self {
+        self.max_concurrent_streams = streams;
+        self
+    }
+
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
+        self
+    }
+
+    /// Serves TLS on every connection instead of plaintext.
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.tls_handshake_timeout = timeout;
         self
     }
 
@@ -233,6 +286,8 @@ impl ServerConfigBuilder {
         let response_status = validate_status(self.response_status)?;
         let max_connections =
             NonZeroUsize::new(self.max_connections).ok_or(ConfigError::ZeroMaxConnections)?;
+        let max_concurrent_streams = NonZeroU32::new(self.max_concurrent_streams)
+            .ok_or(ConfigError::ZeroMaxConcurrentStreams)?;
         let mut headers = base_headers();
         for (name, value, append) in self.headers {
             let (name, value) = ResponseHeader::try_new(name, value)?.into_parts();
@@ -246,7 +301,10 @@ impl ServerConfigBuilder {
             response_status,
             max_body_size: self.max_body_size,
             max_connections,
+            max_concurrent_streams,
             drain_timeout: self.drain_timeout,
+            tls: self.tls,
+            tls_handshake_timeout: self.tls_handshake_timeout,
         })
     }
 }
@@ -276,6 +334,8 @@ mod tests {
         assert_eq!(status.unwrap_err(), ConfigError::InvalidStatus(42));
         let conns = ServerConfig::builder().max_connections(0).build();
         assert_eq!(conns.unwrap_err(), ConfigError::ZeroMaxConnections);
+        let streams = ServerConfig::builder().max_concurrent_streams(0).build();
+        assert_eq!(streams.unwrap_err(), ConfigError::ZeroMaxConcurrentStreams);
         let header = ServerConfig::builder().response_header("connection", "close").build();
         assert!(matches!(header.unwrap_err(), ConfigError::ManagedHeader(_)));
     }

@@ -21,8 +21,7 @@ thread_local! {
 
 /// Appends the current time as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
 pub(crate) fn append_now(out: &mut Vec<u8>) {
-    // A clock before 1970 is a broken host; the epoch is as good an answer as any.
-    let second = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let second = unix_now();
     let text = CACHE.with(|cache| {
         let mut cached = cache.get();
         if cached.second != second {
@@ -32,6 +31,12 @@ pub(crate) fn append_now(out: &mut Vec<u8>) {
         cached.text
     });
     out.extend_from_slice(&text);
+}
+
+/// Whole seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    // A clock before 1970 is a broken host; the epoch is as good an answer as any.
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub(crate) fn format(unix_seconds: u64) -> [u8; HTTP_DATE_LEN] {

@@ -1,4 +1,5 @@
-//! Shrike's test server: a Nighthawk-compatible origin for load tests.
+//! Shrike's test server: a Nighthawk-compatible origin for load tests, over HTTP/1.1 and HTTP/2,
+//! in plaintext or TLS.
 //!
 //! Every response is shaped by server-wide defaults ([`ServerConfig`]) that each request may
 //! override with an `x-nighthawk-test-server-config` header, using Nighthawk's field names:
@@ -7,30 +8,39 @@
 //! Shrike's `response_status`. A bad header gets a 500 that names the problem, and the
 //! connection stays usable.
 //!
-//! The crate has two halves: the protocol-neutral behaviour (configuration, header merging,
-//! delays, server-wide counters) and the HTTP/1.1 front end, a hand-written codec built for low
-//! CPU per request: pipelined requests are parsed in place and answered with one write, bodies
-//! are served from one shared buffer of `a` bytes and request bodies are counted, never stored.
+//! The crate has three parts: the protocol-neutral behaviour (configuration, header merging,
+//! delays, server-wide counters); the HTTP/1.1 front end, a hand-written codec built for low
+//! CPU per request (pipelined requests are parsed in place and answered with one write); and the
+//! HTTP/2 front end on the `h2` crate. Both serve bodies from one shared buffer of `a` bytes and
+//! count request bodies without storing them. A plaintext port serves both protocols (HTTP/2 by
+//! prior knowledge); with [`TlsConfig`] the protocol is negotiated by ALPN.
 //!
 //! [`run`] takes a bound listener and a shutdown future, so the library never binds ports or
 //! reads signals itself.
 
 mod behaviour;
 mod config;
+mod conn;
 mod date;
 mod h1;
 mod headers;
+mod http2;
 mod relaxed;
+mod rewind;
 mod server;
 mod state;
 mod status;
+mod tls;
 
 pub use config::{
     ConfigError, ServerConfig, ServerConfigBuilder, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_BODY_SIZE,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_RESPONSE_BODY_SIZE,
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_CONNECTIONS, DEFAULT_RESPONSE_BODY_SIZE,
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT,
 };
 pub use headers::ResponseHeader;
 pub use server::run;
+pub use state::ServerTotals;
+pub use tls::{SelfSignedCert, TlsConfig, TlsError};
 
 /// The request header that carries per-request configuration.
 pub const CONFIG_HEADER: &str = behaviour::CONFIG_HEADER;

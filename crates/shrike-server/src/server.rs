@@ -9,24 +9,31 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::state::ServerState;
-use crate::{h1, ServerConfig};
+use crate::state::{ServerState, ServerTotals};
+use crate::{conn, h1, http2, ServerConfig};
 
 /// Everything a connection needs, shared by all of them.
-#[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) state: ServerState,
     pub(crate) h1: h1::Prepared,
+    pub(crate) h2: http2::Prepared,
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
-/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then drains.
+/// Serves HTTP/1.1 and HTTP/2 on `listener` until `shutdown` completes, then drains.
+///
+/// Without TLS in `config`, each connection speaks HTTP/1.1, or HTTP/2 when it opens with the
+/// HTTP/2 preface (prior knowledge, "h2c"). With TLS, ALPN picks the protocol (`h2` or
+/// `http/1.1`; no ALPN means HTTP/1.1). A failed or timed-out TLS handshake closes only its
+/// own connection and is counted in the returned totals.
 ///
 /// Works on current-thread and multi-thread runtimes alike; each connection is its own task.
-/// Shutdown has two phases: when `shutdown` completes the listener is closed, idle keep-alive
-/// connections close at once and busy ones after their current response (which says
-/// `connection: close`). `run` returns when all have finished, or after the configured drain
-/// timeout, when the stragglers are aborted.
+/// Shutdown has two phases: when `shutdown` completes the listener is closed, idle connections
+/// close at once, busy HTTP/1.1 ones after their current response (which says
+/// `connection: close`) and HTTP/2 ones send GOAWAY and finish the streams already accepted.
+/// `run` returns when all have finished, or after the configured drain timeout, when the
+/// stragglers are aborted.
 ///
 /// Accept errors (a peer resetting before it was accepted, running out of file descriptors)
 /// are retried with a back-off rather than ending the server: a load test should see a slow
@@ -35,9 +42,14 @@ pub async fn run(
     listener: TcpListener,
     config: Arc<ServerConfig>,
     shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    let shared =
-        Arc::new(Shared { h1: h1::Prepared::new(&config), state: ServerState::new(), config });
+) -> io::Result<ServerTotals> {
+    let shared = Arc::new(Shared {
+        h1: h1::Prepared::new(&config),
+        h2: http2::Prepared::new(&config),
+        tls: config.tls().map(|tls| tls.acceptor()),
+        state: ServerState::new(),
+        config,
+    });
     let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
     // Connections wait on `changed()`, which completes when the sender is dropped.
     let (notify, watch) = watch::channel(());
@@ -53,7 +65,7 @@ pub async fn run(
             accepted = accept(&listener, &limit) => match accepted {
                 Ok((stream, permit)) => {
                     backoff = Duration::ZERO;
-                    let task = h1::serve(stream, shared.clone(), watch.clone());
+                    let task = conn::serve(stream, shared.clone(), watch.clone());
                     connections.spawn(async move {
                         task.await;
                         drop(permit);
@@ -78,7 +90,7 @@ pub async fn run(
     if tokio::time::timeout(shared.config.drain_timeout(), drain).await.is_err() {
         connections.shutdown().await;
     }
-    Ok(())
+    Ok(shared.state.totals().snapshot())
 }
 
 async fn accept(

@@ -1,5 +1,5 @@
 //! Server-wide mutable state shared by every connection: the few atomics Nighthawk's
-//! per-request behaviours need.
+//! per-request behaviours need, and per-connection totals.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,6 +24,46 @@ pub(crate) struct ServerState {
     /// Nanoseconds after `epoch` at which the latest request arrived; 0 before the first.
     last_arrival: CachePadded<AtomicU64>,
     active: CachePadded<AtomicUsize>,
+    /// Touched once or twice per connection, never per request.
+    totals: CachePadded<Totals>,
+}
+
+/// Connection-level counts, reported by [`run`](crate::run) when it returns.
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) http1: AtomicU64,
+    pub(crate) http2: AtomicU64,
+    pub(crate) tls_handshakes: AtomicU64,
+    pub(crate) tls_handshake_failures: AtomicU64,
+}
+
+impl Totals {
+    pub(crate) fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> ServerTotals {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ServerTotals {
+            http1_connections: get(&self.http1),
+            http2_connections: get(&self.http2),
+            tls_handshakes: get(&self.tls_handshakes),
+            tls_handshake_failures: get(&self.tls_handshake_failures),
+        }
+    }
+}
+
+/// What a server did over its lifetime, returned by [`run`](crate::run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerTotals {
+    /// Connections that spoke HTTP/1.1 (over TLS or not).
+    pub http1_connections: u64,
+    /// Connections that spoke HTTP/2: by ALPN over TLS, by prior knowledge in plaintext.
+    pub http2_connections: u64,
+    pub tls_handshakes: u64,
+    /// Handshakes that failed or timed out; each closed only its own connection.
+    pub tls_handshake_failures: u64,
 }
 
 impl ServerState {
@@ -32,6 +72,7 @@ impl ServerState {
             epoch: Instant::now(),
             last_arrival: CachePadded::default(),
             active: CachePadded::default(),
+            totals: CachePadded::default(),
         }
     }
 
@@ -58,6 +99,10 @@ impl ServerState {
     pub(crate) fn begin_active(&self) -> ActiveGuard<'_> {
         self.active.fetch_add(1, Ordering::Relaxed);
         ActiveGuard(&self.active)
+    }
+
+    pub(crate) fn totals(&self) -> &Totals {
+        &self.totals
     }
 
     pub(crate) fn active(&self) -> usize {

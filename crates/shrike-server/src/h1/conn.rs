@@ -9,19 +9,18 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::chunked::{ChunkedDecoder, ChunkedError};
 use super::request::{self, BodyFraming, Reject, MAX_HEAD, MAX_HEADERS};
-use super::response::{self, ConnectionHeader, Exchange, CONTINUE, FILLER};
-use crate::behaviour::{Delay, Plan, CONFIG_HEADER};
+use super::response::{self, ConnectionHeader, Exchange, CONTINUE};
+use crate::behaviour::{Delay, Plan, CONFIG_HEADER, FILLER};
 use crate::server::Shared;
 
 /// Initial read buffer; most request heads fit, larger ones grow it up to [`MAX_HEAD`].
-const READ_BUF: usize = 8 * 1024;
+pub(crate) const READ_BUF: usize = 8 * 1024;
 /// Below this much spare room a read would return too little to be worth a syscall.
 const MIN_READ: usize = 1024;
 /// Pipelined responses are batched up to about this size before a write is forced.
@@ -31,25 +30,24 @@ const WRITE_BATCH: usize = 64 * 1024;
 const LINGER_TIME: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 256 * 1024;
 
-pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<()>) {
-    // Responses are already batched per read; Nagle would only hold back the last segment of a
-    // response until the peer acknowledges the previous one.
-    let _ = stream.set_nodelay(true);
-    let mut conn = Connection {
-        stream,
-        shared: &shared,
-        shutdown,
-        rbuf: Vec::with_capacity(READ_BUF),
-        start: 0,
-        wbuf: Vec::new(),
-        held: 0,
-    };
+/// Serves HTTP/1.1 on `stream` (plain TCP or TLS). `rbuf` holds the bytes already read while
+/// the protocol was being detected; they are parsed first, so detection costs no extra read.
+pub(crate) async fn serve<S>(
+    stream: S,
+    rbuf: Vec<u8>,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<()>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut conn =
+        Connection { stream, shared: &shared, shutdown, rbuf, start: 0, wbuf: Vec::new(), held: 0 };
     // An error here means the peer went away mid-exchange: there is nobody left to answer.
     let _ = conn.run().await;
 }
 
-struct Connection<'s> {
-    stream: TcpStream,
+struct Connection<'s, S> {
+    stream: S,
     shared: &'s Shared,
     shutdown: watch::Receiver<()>,
     rbuf: Vec<u8>,
@@ -84,7 +82,7 @@ struct Pending {
     linger: bool,
 }
 
-impl Connection<'_> {
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
     async fn run(&mut self) -> io::Result<()> {
         loop {
             match self.step() {
@@ -157,7 +155,7 @@ impl Connection<'_> {
             return Ok(false);
         }
         if !p.delay.is_none() {
-            let delay = p.delay.duration(state.active());
+            let delay = p.delay.now(state);
             if !delay.is_zero() {
                 self.flush_held().await?;
                 tokio::time::sleep(delay).await;
@@ -351,24 +349,19 @@ fn prepare(
         wbuf.extend_from_slice(CONTINUE);
     }
     let held = wbuf.len();
-    let plan = if framing.has_config {
-        let values = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
-        Plan::from_config_headers(config, values.map(|h| h.value))
-    } else {
-        Ok(Plan::defaults(config))
-    };
-    let (delay, encoded) = match plan {
-        Ok(plan) => {
+    let values = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
+    let values = framing.has_config.then(|| values.map(|h| h.value));
+    let (delay, encoded) = match Plan::for_request(config, &shared.state, values) {
+        Ok((plan, delta_ns)) => {
             let exchange = Exchange {
                 request_headers: req.headers,
                 head_only: framing.head,
                 connection,
-                delta_ns: shared.state.arrival(plan.delta_header.is_some()),
+                delta_ns,
             };
             (plan.delay, response::encode(wbuf, &shared.h1, &plan, &exchange))
         }
         Err(e) => {
-            shared.state.arrival(false);
             let message = e.to_string();
             let encoded = response::encode_text(wbuf, 500, &message, framing.head, connection);
             (Delay::None, encoded)

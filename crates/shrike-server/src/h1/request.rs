@@ -1,6 +1,6 @@
 //! Request-head interpretation: message framing and connection semantics (RFC 9112).
 
-use crate::behaviour::CONFIG_HEADER;
+use crate::behaviour::{self, CONFIG_HEADER};
 
 /// Largest request head (request line plus headers) the server buffers.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
@@ -55,12 +55,7 @@ impl Reject {
             Reject::TooManyHeaders => {
                 format!("request header fields too large: more than {MAX_HEADERS} header fields")
             }
-            Reject::BodyTooLarge(Some(len)) => format!(
-                "request body of {len} bytes exceeds the server's max body size of {max_body} bytes"
-            ),
-            Reject::BodyTooLarge(None) => {
-                format!("request body exceeds the server's max body size of {max_body} bytes")
-            }
+            Reject::BodyTooLarge(declared) => behaviour::body_too_large(declared, max_body),
         }
     }
 }

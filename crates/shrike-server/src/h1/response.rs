@@ -1,13 +1,10 @@
 //! Response encoding: a [`Plan`] onto the HTTP/1.1 wire, appended to the connection's write
 //! buffer so pipelined responses leave in one write.
 
-use crate::behaviour::{Body, Headers, Plan};
+use crate::behaviour::{Body, Headers, Plan, FILLER};
 use crate::date;
 use crate::status;
 use crate::ServerConfig;
-
-/// Response bodies are slices of this: Nighthawk's filler byte, shared by every response.
-pub(crate) static FILLER: [u8; 64 * 1024] = [b'a'; 64 * 1024];
 /// Bodies up to this size are copied behind their head so both leave in one write; larger ones
 /// are written straight from [`FILLER`], where a copy would cost more than the extra syscall.
 pub(crate) const INLINE_BODY_MAX: u64 = 16 * 1024;

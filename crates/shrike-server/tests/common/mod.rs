@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use shrike_server::{ServerConfig, ServerConfigBuilder};
+use shrike_server::{ServerConfig, ServerConfigBuilder, ServerTotals};
 
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -25,7 +25,9 @@ pub fn build(builder: ServerConfigBuilder) -> ServerConfig {
 pub struct TestServer {
     pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    thread: Option<JoinHandle<io::Result<ServerTotals>>>,
+    /// What `run` returned, once joined.
+    pub totals: Option<ServerTotals>,
 }
 
 impl TestServer {
@@ -61,7 +63,7 @@ impl TestServer {
             })
         });
         let addr = addr_rx.recv_timeout(IO_TIMEOUT).expect("server did not start");
-        Self { addr, stop: Some(stop), thread: Some(thread) }
+        Self { addr, stop: Some(stop), thread: Some(thread), totals: None }
     }
 
     /// Completes the shutdown future.
@@ -80,7 +82,7 @@ impl TestServer {
             std::thread::sleep(Duration::from_millis(5));
         }
         match thread.join() {
-            Ok(result) => result.expect("run returned an error"),
+            Ok(result) => self.totals = Some(result.expect("run returned an error")),
             Err(panic) => std::panic::resume_unwind(panic),
         }
         started.elapsed()

@@ -1,0 +1,131 @@
+//! One accepted connection: the TLS handshake when configured, then the choice of protocol.
+//!
+//! Over TLS, ALPN decides: `h2` gets HTTP/2. Otherwise (plaintext, or TLS that negotiated
+//! `http/1.1` or nothing) the first bytes decide: the HTTP/2 connection preface means HTTP/2 with
+//! prior knowledge, as `curl --http2-prior-knowledge` and `h2load` send it; anything else is
+//! HTTP/1.1. The bytes read to decide are handed on, so neither protocol loses any and HTTP/1.1
+//! pays no extra read: detection is its first read.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::rewind::Rewind;
+use crate::server::Shared;
+use crate::state::Totals;
+use crate::{h1, http2, tls};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<()>) {
+    // Responses are batched per read (HTTP/1.1) or per flush (HTTP/2); Nagle would only hold
+    // back the last segment of a response until the peer acknowledges the previous one.
+    let _ = stream.set_nodelay(true);
+    match &shared.tls {
+        None => detect(stream, shared, shutdown).await,
+        Some(acceptor) => {
+            let Some(stream) = handshake(acceptor, stream, &shared, shutdown.clone()).await else {
+                return;
+            };
+            if stream.get_ref().1.alpn_protocol() == Some(tls::ALPN_H2) {
+                Totals::count(&shared.state.totals().http2);
+                http2::serve(stream, shared, shutdown).await;
+            } else {
+                detect(stream, shared, shutdown).await;
+            }
+        }
+    }
+}
+
+async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    shared: &Shared,
+    mut shutdown: watch::Receiver<()>,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let totals = shared.state.totals();
+    let timeout = shared.config.tls_handshake_timeout();
+    let outcome = tokio::select! {
+        biased;
+        // Nothing has been served on this connection yet, so shutdown can drop it outright.
+        _ = shutdown.changed() => return None,
+        outcome = tokio::time::timeout(timeout, acceptor.accept(stream)) => outcome,
+    };
+    match outcome {
+        Ok(Ok(stream)) => {
+            Totals::count(&totals.tls_handshakes);
+            Some(stream)
+        }
+        // A peer that is not speaking TLS, distrusts our certificate or stalls: only this
+        // connection is affected, and it is counted rather than logged (a misconfigured
+        // client would otherwise flood stderr with one line per connection).
+        Ok(Err(_)) | Err(_) => {
+            Totals::count(&totals.tls_handshake_failures);
+            None
+        }
+    }
+}
+
+/// Reads until the first bytes tell HTTP/2's preface from an HTTP/1.1 request, then serves.
+async fn detect<S>(mut stream: S, shared: Arc<Shared>, mut shutdown: watch::Receiver<()>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut buf = Vec::with_capacity(h1::READ_BUF);
+    let http2 = loop {
+        let read = tokio::select! {
+            biased;
+            read = stream.read_buf(&mut buf) => read,
+            // An idle connection closes at once on shutdown, as HTTP/1.1 keep-alive ones do.
+            _ = shutdown.changed() => return,
+        };
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if let Some(http2) = is_preface(&buf) {
+            break http2;
+        }
+    };
+    if http2 {
+        Totals::count(&shared.state.totals().http2);
+        http2::serve(Rewind::new(buf, stream), shared, shutdown).await;
+    } else {
+        Totals::count(&shared.state.totals().http1);
+        h1::serve(stream, buf, shared, shutdown).await;
+    }
+}
+
+/// `Some(true)` for the HTTP/2 preface, `Some(false)` as soon as the bytes diverge from it,
+/// `None` while they are a strict prefix of it. No HTTP/1.1 method starts with "PRI ", so one
+/// read nearly always decides.
+fn is_preface(buf: &[u8]) -> Option<bool> {
+    let n = buf.len().min(PREFACE.len());
+    if buf[..n] != PREFACE[..n] {
+        Some(false)
+    } else if n == PREFACE.len() {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preface_detection() {
+        assert_eq!(is_preface(b"GET / HTTP/1.1\r\n"), Some(false));
+        assert_eq!(is_preface(b"P"), None);
+        assert_eq!(is_preface(b"POST / HTTP/1.1\r\n"), Some(false));
+        assert_eq!(is_preface(b"PRI * HTTP/2.0\r\n"), None);
+        assert_eq!(is_preface(PREFACE), Some(true));
+        let mut with_settings = PREFACE.to_vec();
+        with_settings.extend_from_slice(&[0, 0, 0, 4]);
+        assert_eq!(is_preface(&with_settings), Some(true));
+        assert_eq!(is_preface(b"PRI * HTTP/1.1\r\n\r\n"), Some(false));
+    }
+}
