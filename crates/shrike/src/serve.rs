@@ -1,17 +1,25 @@
 //! `shrike serve`: the test server on a multi-thread runtime until SIGINT or SIGTERM.
 //!
-//! The bound address is the first line on stdout (so `--listen 127.0.0.1:0` is scriptable);
-//! everything else goes to stderr. The first signal drains in-flight requests and exits 0; a
+//! One port serves HTTP/1.1 and HTTP/2: in plaintext HTTP/2 is spoken by prior knowledge (h2c),
+//! over TLS (`--tls`, or `--tls-cert`/`--tls-key`) ALPN negotiates it.
+//!
+//! The bound address is the first line on stdout (so `--listen 127.0.0.1:0` is scriptable); with
+//! a generated certificate the second line is `tls-ca: PATH`, the certificate to trust.
+//! Everything else goes to stderr. The first signal drains in-flight requests and exits 0; a
 //! second one exits at once with 1.
 
 use std::io::Write as _;
 use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use shrike_server::{ServerConfig, DEFAULT_MAX_BODY_SIZE, DEFAULT_RESPONSE_BODY_SIZE};
+use shrike_server::{
+    SelfSignedCert, ServerConfig, ServerTotals, TlsConfig, DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_RESPONSE_BODY_SIZE,
+};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -51,40 +59,153 @@ pub struct ServeArgs {
     /// Most connections served at once; further ones wait in the listen backlog.
     #[arg(long, default_value_t = shrike_server::DEFAULT_MAX_CONNECTIONS.get(), value_name = "N")]
     pub max_connections: usize,
+    /// Most HTTP/2 streams one connection may have open at once.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONCURRENT_STREAMS.get(), value_name = "N")]
+    pub max_concurrent_streams: u32,
     /// After a shutdown signal, how long in-flight requests may take before connections are cut.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub drain_timeout: String,
+    /// Serve TLS (HTTP/2 or HTTP/1.1 by ALPN). Without --tls-cert, a self-signed certificate
+    /// for localhost, 127.0.0.1 and ::1 is generated; its path is printed on stdout after the
+    /// address as 'tls-ca: PATH' (pass it to --tls-ca or curl --cacert).
+    #[arg(long)]
+    pub tls: bool,
+    /// PEM certificate chain (leaf first) to serve TLS with; implies --tls. Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Where to write the generated cert.pem and key.pem (default: a new temporary directory).
+    #[arg(long, value_name = "DIR", conflicts_with = "tls_cert")]
+    pub tls_cert_out: Option<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let workers = parse_concurrency(&args.concurrency)?;
-    let config = build_config(&args)?;
+    let tls = tls_setup(&args)?;
+    let config = build_config(&args, tls.as_ref().map(|t| t.config.clone()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.get())
         .thread_name("shrike-serve")
         .enable_all()
         .build()
         .context("cannot start the server runtime")?;
-    runtime.block_on(serve(&args.listen, workers, config))
+    runtime.block_on(serve(&args.listen, workers, config, tls))
+}
+
+/// The TLS side of the configuration, and where a generated certificate was written.
+struct TlsSetup {
+    config: TlsConfig,
+    generated: Option<PathBuf>,
+}
+
+fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let config = TlsConfig::from_pem_files(cert, key)
+            .map_err(|e| usage(format!("--tls-cert/--tls-key: {e}")))?;
+        return Ok(Some(TlsSetup { config, generated: None }));
+    }
+    if !args.tls {
+        if args.tls_cert_out.is_some() {
+            return Err(usage(
+                "--tls-cert-out needs --tls (it names where the generated certificate goes)",
+            ));
+        }
+        return Ok(None);
+    }
+    let cert = SelfSignedCert::generate(&SelfSignedCert::LOOPBACK_NAMES)
+        .context("cannot generate a self-signed certificate")?;
+    let dir = match &args.tls_cert_out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("--tls-cert-out: cannot create {}", dir.display()))?;
+            dir.clone()
+        }
+        None => new_temp_dir()?,
+    };
+    let cert_path = dir.join("cert.pem");
+    write_file(&cert_path, cert.cert_pem(), 0o644)?;
+    write_file(&dir.join("key.pem"), cert.key_pem(), 0o600)?;
+    let config = cert.tls_config().context("the generated certificate is unusable")?;
+    Ok(Some(TlsSetup { config, generated: Some(cert_path) }))
+}
+
+/// A directory of our own under the system temp dir (no tempfile crate for one call: the name
+/// carries the pid and the time, and `create_dir` refuses to reuse an existing one).
+fn new_temp_dir() -> anyhow::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let mut last_error = None;
+    for attempt in 0..16u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = base.join(format!("shrike-tls-{}-{nanos:09}-{attempt}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    let e = last_error.map_or_else(|| "unknown error".to_string(), |e| e.to_string());
+    anyhow::bail!("cannot create a temporary directory in {}: {e}", base.display())
+}
+
+/// Writes `contents` to a new or truncated file; `mode` applies on Unix (the key stays private).
+fn write_file(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    options
+        .open(path)
+        .and_then(|mut file| file.write_all(contents.as_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 async fn serve(
     listen: &str,
     workers: NonZeroUsize,
     config: ServerConfig,
+    tls: Option<TlsSetup>,
 ) -> anyhow::Result<ExitCode> {
     let listener = bind(listen).await?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
     // Installed before the address is announced, so a script that signals as soon as it has
     // read the address still gets a graceful shutdown.
     let mut signals = Signals::install()?;
+    let generated = tls.as_ref().and_then(|t| t.generated.as_deref());
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{addr}")
+            .and_then(|()| match generated {
+                Some(path) => writeln!(stdout, "tls-ca: {}", path.display()),
+                None => Ok(()),
+            })
             .and_then(|()| stdout.flush())
             .context("cannot write to stdout")?;
     }
-    eprintln!("[shrike] serving HTTP/1.1 on http://{addr} with {workers} worker thread(s)");
+    if tls.is_some() {
+        eprintln!(
+            "[shrike] serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr} with {workers} \
+             worker thread(s)"
+        );
+    } else {
+        eprintln!(
+            "[shrike] serving HTTP/1.1 and HTTP/2 (prior knowledge) on http://{addr} with \
+             {workers} worker thread(s)"
+        );
+    }
+    if let Some(path) = generated {
+        let path = path.display();
+        eprintln!(
+            "[shrike] self-signed certificate for {}: {path} (trust it with --tls-ca {path} or \
+             curl --cacert {path})",
+            SelfSignedCert::LOOPBACK_NAMES.join(", ")
+        );
+    }
+    let with_tls = tls.is_some();
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (force_tx, force_rx) = oneshot::channel::<()>();
@@ -101,8 +222,8 @@ async fn serve(
     };
     tokio::select! {
         served = shrike_server::run(listener, Arc::new(config), shutdown) => {
-            served.context("the server failed")?;
-            eprintln!("[shrike] stopped");
+            let totals = served.context("the server failed")?;
+            eprintln!("[shrike] stopped: {}", summary(&totals, with_tls));
             Ok(ExitCode::SUCCESS)
         }
         Ok(()) = force_rx => Ok(ExitCode::FAILURE),
@@ -123,14 +244,30 @@ async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
     Err(usage(failure.unwrap_or_else(|| format!("--listen {listen:?}: resolves to no address"))))
 }
 
-fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+/// One line on what the server did, for the stop message.
+fn summary(totals: &ServerTotals, tls: bool) -> String {
+    let mut line = format!(
+        "served {} HTTP/1.1 and {} HTTP/2 connection(s)",
+        totals.http1_connections, totals.http2_connections
+    );
+    if tls {
+        line.push_str(&format!("; {} TLS handshake(s) failed", totals.tls_handshake_failures));
+    }
+    line
+}
+
+fn build_config(args: &ServeArgs, tls: Option<TlsConfig>) -> anyhow::Result<ServerConfig> {
     let mut builder = ServerConfig::builder()
         .response_body_size(args.response_body_size)
         .echo_request_headers(args.echo_request_headers)
         .response_status(args.response_status)
         .max_body_size(args.max_body_size)
         .max_connections(args.max_connections)
+        .max_concurrent_streams(args.max_concurrent_streams)
         .drain_timeout(flag_duration("drain-timeout", &args.drain_timeout)?);
+    if let Some(tls) = tls {
+        builder = builder.tls(tls);
+    }
     if let Some(delay) = &args.static_delay {
         builder = builder.static_delay(flag_duration("static-delay", delay)?);
     }
@@ -212,7 +349,7 @@ mod tests {
     fn defaults() {
         let a = args(&[]);
         assert_eq!(a.listen, "127.0.0.1:10000");
-        let c = build_config(&a).unwrap();
+        let c = build_config(&a, None).unwrap();
         assert_eq!(c.response_body_size(), 10);
         assert_eq!(c.max_body_size(), 4 << 20);
         assert!(parse_concurrency(&a.concurrency).is_ok());
@@ -228,7 +365,7 @@ mod tests {
             "--response-header",
             "x-a:2",
         ]);
-        let c = build_config(&a).unwrap();
+        let c = build_config(&a, None).unwrap();
         let headers: Vec<_> = c.response_headers().collect();
         assert_eq!(headers, [("server", "test"), ("x-a", "1"), ("x-a", "2")]);
     }
@@ -242,9 +379,10 @@ mod tests {
             &["--response-body-size", "5000000"],
             &["--response-status", "42"],
             &["--max-connections", "0"],
+            &["--max-concurrent-streams", "0"],
             &["--drain-timeout=-1s"],
         ] {
-            let err = build_config(&args(argv)).unwrap_err();
+            let err = build_config(&args(argv), None).unwrap_err();
             assert!(err.downcast_ref::<UsageError>().is_some(), "{argv:?}: {err:#}");
         }
         for bad in ["0", "-1", "many"] {
