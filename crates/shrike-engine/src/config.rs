@@ -7,6 +7,55 @@ use std::time::Duration;
 use crate::pacer::Rate;
 use crate::predicate::Predicate;
 use crate::target::Target;
+use crate::tls::TlsClient;
+
+/// The HTTP version a run speaks. A protocol is a pool policy ([`crate::pool`]), not a loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    /// `http://` targets use h2c with prior knowledge; `https://` targets negotiate `h2`
+    /// with ALPN and fail the connection if the server picks anything else.
+    Http2,
+}
+
+impl Protocol {
+    /// Nighthawk's name for it (the `protocol` option).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::Http2 => "http2",
+        }
+    }
+
+    /// The ALPN id offered over TLS.
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            Protocol::Http1 => b"http/1.1",
+            Protocol::Http2 => b"h2",
+        }
+    }
+}
+
+/// Multiplexing limits for HTTP/2 (ignored by HTTP/1.1, which carries one request per
+/// connection at a time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Streams per connection; the server's SETTINGS_MAX_CONCURRENT_STREAMS also bounds it.
+    pub max_concurrent_streams: NonZeroU32,
+    /// Requests in flight per worker across all its connections (Nighthawk's
+    /// `--max-active-requests`).
+    pub max_active_requests: NonZeroU32,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        // Nighthawk's defaults: streams limited only by the server; 100 active requests.
+        StreamLimits {
+            max_concurrent_streams: NonZeroU32::new(2_147_483_647).unwrap_or(NonZeroU32::MAX),
+            max_active_requests: NonZeroU32::new(100).unwrap_or(NonZeroU32::MIN),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -77,6 +126,10 @@ fn is_token_byte(b: u8) -> bool {
 pub struct EngineConfig {
     pub target: Target,
     pub request: RequestSpec,
+    pub protocol: Protocol,
+    pub streams: StreamLimits,
+    /// Required for `https://` targets: the client TLS configuration, built once per run.
+    pub tls: Option<TlsClient>,
     pub workers: NonZeroUsize,
     /// Per-worker request rate.
     pub rate: Rate,

@@ -8,7 +8,9 @@
 //! - **pacer** ([`pacer`]): when each request is *scheduled* to start;
 //! - **pool** ([`pool`]): which connection carries it, and what happens when none is free
 //!   (closed loop waits and records `sequencer.blocking`; open loop counts overflow);
-//! - **protocol** ([`h1`]): the wire codec a connection speaks;
+//! - **protocol**: the pool is the protocol policy (h1: one request per connection at a time;
+//!   h2: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the `h2`
+//!   crate, and both run over [`transport`] (TCP or TLS via rustls, see [`tls`]);
 //! - **stop condition** ([`stop`]): duration, predicates, or a signal.
 //!
 //! Every request carries its scheduled time, so the engine records both service time
@@ -23,10 +25,13 @@ pub mod runner;
 pub mod stop;
 pub mod target;
 pub mod timer;
+pub mod tls;
+pub(crate) mod transport;
 pub mod worker;
 
-pub use config::{ConfigError, EngineConfig, RequestSpec};
+pub use config::{ConfigError, EngineConfig, Protocol, RequestSpec, StreamLimits};
 pub use predicate::{Predicate, PredicateKind};
 pub use runner::{run, RunOutput};
 pub use stop::StopHandle;
 pub use target::Target;
+pub use tls::{TlsClient, TlsError, TlsOptions, TlsVersion};

@@ -8,9 +8,11 @@ use std::time::Instant;
 
 use shrike_stats::{Termination, WorkerResult};
 
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, Protocol};
 use crate::h1;
+use crate::pool::h2::RequestTemplate;
 use crate::stop::StopHandle;
+use crate::target::Scheme;
 use crate::worker::{run_worker, WorkerOutput};
 
 /// What a run produced.
@@ -31,6 +33,10 @@ pub enum EngineError {
     Runtime(std::io::Error),
     #[error("worker {0} crashed; its results are lost")]
     WorkerPanicked(usize),
+    #[error("invalid request for HTTP/2: {0}")]
+    Request(String),
+    #[error("{0} is an https:// target but the run has no TLS configuration")]
+    NoTls(String),
 }
 
 /// All workers pass this together, so every pacer counts from the same instant (interleaving
@@ -53,14 +59,21 @@ impl StartGate {
 /// Runs the benchmark described by `cfg` until it completes or `stop` is requested. Blocks the
 /// calling thread; signal handling belongs to the caller, which requests stops via `stop`.
 pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError> {
+    if cfg.target.scheme == Scheme::Https && cfg.tls.is_none() {
+        return Err(EngineError::NoTls(cfg.target.url()));
+    }
+    let h2_request = match cfg.protocol {
+        Protocol::Http1 => None,
+        Protocol::Http2 => Some(RequestTemplate::new(&cfg).map_err(EngineError::Request)?),
+    };
     let cfg = Arc::new(cfg);
     let request: Arc<[u8]> = h1::encode_request(&cfg.target, &cfg.request).into();
     let n = cfg.workers.get();
     let gate = Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new() });
     let mut handles = Vec::with_capacity(n);
     for index in 0..n {
-        let (w_cfg, w_stop, w_gate, w_request) =
-            (cfg.clone(), stop.clone(), gate.clone(), request.clone());
+        let (w_cfg, w_stop, w_gate, w_request, w_h2) =
+            (cfg.clone(), stop.clone(), gate.clone(), request.clone(), h2_request.clone());
         let h = std::thread::Builder::new()
             .name(format!("shrike-worker-{index}"))
             .spawn(move || -> Result<WorkerOutput, EngineError> {
@@ -81,7 +94,7 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
                 let request: Rc<[u8]> = Rc::from(&w_request[..]);
                 let out = local.block_on(
                     &rt,
-                    run_worker(index, w_cfg, request, w_stop, move || w_gate.wait()),
+                    run_worker(index, w_cfg, request, w_h2, w_stop, move || w_gate.wait()),
                 );
                 Ok(out)
             })

@@ -1,6 +1,7 @@
 //! The one worker loop. It is composed from policies and knows no modes:
-//! the [`Pacer`] says when a request is due, the pool ([`crate::pool`]) says which connection
-//! carries it or that none can (then closed loop waits and open loop counts overflow), and the
+//! the [`Pacer`] says when a request is due, the pool ([`crate::pool`], h1 or h2) says which
+//! connection carries it or that none can (then closed loop waits and open loop counts
+//! overflow), and the
 //! stop policy (deadline, predicates, signal) ends the loop. Then in-flight requests drain for
 //! up to `timeout` and the worker hands back its statistics.
 
@@ -15,7 +16,8 @@ use tokio::sync::Notify;
 
 use crate::config::EngineConfig;
 use crate::pacer::Pacer;
-use crate::pool::{self, Slot};
+use crate::pool::h2::RequestTemplate;
+use crate::pool::{self, Pool};
 use crate::predicate::PredicateKind;
 use crate::stop::StopHandle;
 use crate::timer::ReleaseTimer;
@@ -25,6 +27,9 @@ use crate::timer::ReleaseTimer;
 pub(crate) struct Ticket {
     pub scheduled: Instant,
     pub released: Instant,
+    /// Set once the request was re-dispatched after a connection refused it unprocessed
+    /// (h2 GOAWAY / REFUSED_STREAM); a request is retried at most once.
+    pub retried: bool,
 }
 
 /// Distinct error messages are kept (with counts) so a failed run can say what went wrong;
@@ -37,8 +42,6 @@ pub(crate) struct WorkerState {
     pub counters: Counters,
     /// Released requests waiting for a connection (bounded by `max_pending_requests`).
     pub queue: VecDeque<Ticket>,
-    /// Idle connection slots; the most recently used is at the end (MRU reuse).
-    pub idle: Vec<usize>,
     /// Requests assigned or queued and not yet finished.
     pub outstanding: usize,
     pub errors: BTreeMap<String, u64>,
@@ -63,7 +66,8 @@ pub(crate) struct WorkerCtx {
     pub request: Rc<[u8]>,
     pub head_request: bool,
     pub state: RefCell<WorkerState>,
-    pub slots: Box<[Slot]>,
+    /// The protocol policy: which connection carries each request.
+    pub pool: Pool,
     /// Signalled when a connection goes idle while the pacer is blocked (closed loop).
     pub capacity: Notify,
     pub pacer_blocked: Cell<bool>,
@@ -73,8 +77,6 @@ pub(crate) struct WorkerCtx {
     pub wake: Notify,
     /// No new requests are released once set.
     pub stopping: Cell<bool>,
-    /// Idle connections exit once set.
-    pub closing: Cell<bool>,
     pub stop: StopHandle,
 }
 
@@ -120,25 +122,20 @@ pub(crate) async fn run_worker(
     index: usize,
     cfg: Arc<EngineConfig>,
     request: Rc<[u8]>,
+    h2_request: Option<RequestTemplate>,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
 ) -> WorkerOutput {
-    let n_conns = cfg.connections.get() as usize;
     let ctx = Rc::new(WorkerCtx {
         head_request: cfg.request.method() == "HEAD",
         request,
-        state: RefCell::new(WorkerState {
-            // Slot 0 ends up on top of the stack, so it is the first connection used.
-            idle: (0..n_conns).rev().collect(),
-            ..WorkerState::default()
-        }),
-        slots: (0..n_conns).map(|_| Slot::default()).collect(),
+        state: RefCell::new(WorkerState::default()),
+        pool: Pool::new(&cfg, h2_request),
         capacity: Notify::new(),
         pacer_blocked: Cell::new(false),
         drained: Notify::new(),
         wake: Notify::new(),
         stopping: Cell::new(false),
-        closing: Cell::new(false),
         stop: stop.clone(),
         cfg,
     });
@@ -152,14 +149,7 @@ pub(crate) async fn run_worker(
         });
     }
 
-    let initial = if ctx.cfg.prefetch_connections {
-        pool::prefetch(&ctx).await
-    } else {
-        (0..n_conns).map(|_| None).collect()
-    };
-    for (id, conn) in initial.into_iter().enumerate() {
-        tokio::task::spawn_local(pool::connection_task(ctx.clone(), id, conn));
-    }
+    Pool::start(&ctx).await;
 
     let start = start_gate();
     let wall_start = SystemTime::now();
@@ -167,12 +157,10 @@ pub(crate) async fn run_worker(
     drain(&ctx).await;
     let end = Instant::now();
 
-    // Wake idle connections so they exit and close their sockets.
-    ctx.closing.set(true);
-    for s in ctx.slots.iter() {
-        s.notify.notify_one();
-    }
+    // Let idle connections exit and close their sockets.
+    ctx.pool.close();
     let mut st = ctx.state.borrow_mut();
+    ctx.pool.flush_counters(&mut st.counters);
     let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
     result.execution_duration = end.saturating_duration_since(start);
     result.stats = std::mem::take(&mut st.stats);
@@ -220,7 +208,7 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
 /// Returns false when the run ended (stop or deadline) while waiting: the request is not sent.
 async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Instant>) -> bool {
     let released = Instant::now();
-    if pool::try_dispatch(ctx, Ticket { scheduled, released }).is_ok() {
+    if pool::try_dispatch(ctx, Ticket { scheduled, released, retried: false }).is_ok() {
         return true;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
@@ -249,7 +237,7 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Inst
             ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
             return false;
         }
-        if pool::try_dispatch(ctx, Ticket { scheduled, released: now }).is_ok() {
+        if pool::try_dispatch(ctx, Ticket { scheduled, released: now, retried: false }).is_ok() {
             ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
             return true;
         }

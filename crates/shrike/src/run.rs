@@ -10,7 +10,10 @@ use clap::Args;
 use serde_json::json;
 use shrike_engine::pacer::Rate;
 use shrike_engine::target::Scheme;
-use shrike_engine::{EngineConfig, Predicate, PredicateKind, RequestSpec, StopHandle, Target};
+use shrike_engine::{
+    EngineConfig, Predicate, PredicateKind, Protocol, RequestSpec, StopHandle, StreamLimits,
+    Target, TlsClient, TlsOptions, TlsVersion,
+};
 use shrike_output::OutputFormat;
 use shrike_stats::duration::format_proto;
 use shrike_stats::{RunResult, Termination};
@@ -24,8 +27,45 @@ const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// URL to benchmark (http://). Omit it to benchmark the built-in test server.
+    /// URL to benchmark (http:// or https://). Omit it to benchmark the built-in test server.
     pub url: Option<String>,
+
+    /// HTTP version: http1 or http2 (h2c with prior knowledge for http://, ALPN for https://).
+    #[arg(short = 'p', long, value_name = "http1|http2", conflicts_with = "h2")]
+    pub protocol: Option<String>,
+    /// Deprecated: same as --protocol http2.
+    #[arg(long)]
+    pub h2: bool,
+    /// HTTP/2: streams per connection (the server's SETTINGS_MAX_CONCURRENT_STREAMS also
+    /// applies).
+    #[arg(long, default_value_t = 2_147_483_647, value_name = "N")]
+    pub max_concurrent_streams: u32,
+    /// HTTP/2: requests in flight per worker across all its connections.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_active_requests: u32,
+
+    /// TLS: extra trust roots (PEM file), added to the system's.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// TLS: do not verify the server's certificate (handshake signatures are still checked).
+    #[arg(long)]
+    pub tls_insecure: bool,
+    /// TLS: server name to send (SNI) and verify. Default: the URL host (no SNI for an IP).
+    #[arg(long, value_name = "NAME")]
+    pub tls_sni: Option<String>,
+    /// TLS: lowest protocol version to offer (1.2 or 1.3).
+    #[arg(long, value_name = "1.2|1.3")]
+    pub tls_min_version: Option<String>,
+    /// TLS: highest protocol version to offer (1.2 or 1.3).
+    #[arg(long, value_name = "1.2|1.3")]
+    pub tls_max_version: Option<String>,
+    /// TLS: cipher suites to offer, comma separated rustls names (e.g.
+    /// TLS13_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256).
+    #[arg(long, value_name = "LIST")]
+    pub tls_cipher_suites: Option<String>,
+    /// TLS: never resume sessions, so every connection pays a full handshake.
+    #[arg(long)]
+    pub tls_no_session_resumption: bool,
 
     /// Target requests per second, per worker (fractional allowed).
     #[arg(long, default_value = "5", value_name = "RATE", allow_negative_numbers = true)]
@@ -101,14 +141,72 @@ fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
     s.parse::<OutputFormat>().map_err(|e| e.to_string())
 }
 
+fn parse_protocol(args: &RunArgs) -> anyhow::Result<Protocol> {
+    if args.h2 {
+        return Ok(Protocol::Http2);
+    }
+    match args.protocol.as_deref().map(|p| p.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("http1") => Ok(Protocol::Http1),
+        Some("http2") => Ok(Protocol::Http2),
+        Some("http3") => {
+            Err(usage("--protocol http3: HTTP/3 is not supported yet; use http1 or http2"))
+        }
+        Some(other) => Err(usage(format!("--protocol: expected http1 or http2, got {other:?}"))),
+    }
+}
+
+fn tls_version(flag: &str, v: &Option<String>) -> anyhow::Result<Option<TlsVersion>> {
+    v.as_deref()
+        .map(|s| {
+            TlsVersion::parse(s)
+                .ok_or_else(|| usage(format!("--{flag}: expected 1.2 or 1.3, got {s:?}")))
+        })
+        .transpose()
+}
+
+/// The TLS options as given; `None` when no TLS flag was used.
+fn tls_options(args: &RunArgs) -> anyhow::Result<TlsOptions> {
+    Ok(TlsOptions {
+        ca_file: args.tls_ca.clone(),
+        insecure: args.tls_insecure,
+        sni: args.tls_sni.clone(),
+        min_version: tls_version("tls-min-version", &args.tls_min_version)?,
+        max_version: tls_version("tls-max-version", &args.tls_max_version)?,
+        cipher_suites: args
+            .tls_cipher_suites
+            .iter()
+            .flat_map(|l| l.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        no_session_resumption: args.tls_no_session_resumption,
+    })
+}
+
 /// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
 pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConfig> {
-    if target.scheme == Scheme::Https {
-        return Err(usage(format!(
-            "{}: https:// targets need TLS, which this build does not support yet; use http://",
-            target.url()
-        )));
-    }
+    let protocol = parse_protocol(args)?;
+    let tls_opts = tls_options(args)?;
+    let tls = match target.scheme {
+        Scheme::Https => Some(
+            TlsClient::build(&tls_opts, &target.host, protocol)
+                .map_err(|e| usage(format!("TLS: {e}")))?,
+        ),
+        Scheme::Http if tls_opts != TlsOptions::default() => {
+            return Err(usage(format!(
+                "--tls-* options need an https:// target, got {}",
+                target.url()
+            )));
+        }
+        Scheme::Http => None,
+    };
+    let streams = StreamLimits {
+        max_concurrent_streams: NonZeroU32::new(args.max_concurrent_streams)
+            .ok_or_else(|| usage("--max-concurrent-streams must be at least 1"))?,
+        max_active_requests: NonZeroU32::new(args.max_active_requests)
+            .ok_or_else(|| usage("--max-active-requests must be at least 1"))?,
+    };
     let rate = Rate::try_new(args.rps)
         .ok_or_else(|| usage(format!("--rps must be a number greater than 0, got {}", args.rps)))?;
     let connections = NonZeroU32::new(args.connections)
@@ -160,6 +258,9 @@ pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConf
     Ok(EngineConfig {
         target,
         request,
+        protocol,
+        streams,
+        tls,
         workers: parse_concurrency(&args.concurrency)?,
         rate,
         burst: NonZeroU32::new(args.burst_size.max(1)).unwrap_or(NonZeroU32::MIN),
@@ -194,7 +295,18 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
         "timeout": format_proto(cfg.timeout),
         "concurrency": args.concurrency,
         "workers": cfg.workers.get(),
-        "protocol": "http1",
+        "protocol": cfg.protocol.name(),
+        "max_concurrent_streams": cfg.streams.max_concurrent_streams.get(),
+        "max_active_requests": cfg.streams.max_active_requests.get(),
+        "tls": {
+            "ca": args.tls_ca.as_ref().map(|p| p.display().to_string()),
+            "insecure": args.tls_insecure,
+            "sni": args.tls_sni,
+            "min_version": args.tls_min_version,
+            "max_version": args.tls_max_version,
+            "cipher_suites": args.tls_cipher_suites,
+            "session_resumption": !args.tls_no_session_resumption,
+        },
         "request_options": {
             "request_method": cfg.request.method(),
             "request_headers": cfg.request.headers().iter()

@@ -23,7 +23,6 @@ fn usage_errors_exit_2_with_a_clear_message() {
     let u = "http://127.0.0.1:9/";
     expect(&["run", "not a url"], 2, "scheme must be http");
     expect(&["run", "ftp://127.0.0.1/"], 2, "scheme must be http");
-    expect(&["run", "https://127.0.0.1:9/"], 2, "need TLS");
     expect(&["run", "http://127.0.0.1:99999/"], 2, "port");
     expect(&["run", "http://no-such-host.invalid/"], 2, "cannot resolve");
     expect(&["run", u, "--rps", "0"], 2, "--rps must be");

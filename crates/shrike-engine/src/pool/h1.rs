@@ -1,0 +1,212 @@
+//! The HTTP/1.1 pool: up to `connections` connections per worker, each carrying one request at
+//! a time. Connections open lazily (or up front with prefetch) and idle ones are reused
+//! most-recently-used first, so a lightly loaded run keeps few sockets hot.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
+
+use shrike_stats::Counter;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+
+use super::{record_connection_failure, record_failure, record_response, request_finished};
+use super::{Exchange, Pool};
+use crate::h1::{ReadError, ResponseReader};
+use crate::transport::{self, Transport};
+use crate::worker::{Ticket, WorkerCtx};
+
+/// Where the pacer hands a request to one specific idle connection.
+#[derive(Debug, Default)]
+struct Slot {
+    ticket: Cell<Option<Ticket>>,
+    notify: Notify,
+}
+
+pub(crate) struct H1Pool {
+    slots: Box<[Slot]>,
+    /// Idle connection slots; the most recently used is at the end (MRU reuse).
+    idle: RefCell<Vec<usize>>,
+    /// Idle connections exit once set.
+    closing: Cell<bool>,
+}
+
+/// An open connection and its reusable read buffer.
+#[derive(Debug)]
+struct Conn {
+    stream: Transport,
+    reader: ResponseReader,
+    requests: u64,
+}
+
+impl H1Pool {
+    pub fn new(connections: usize) -> H1Pool {
+        H1Pool {
+            slots: (0..connections).map(|_| Slot::default()).collect(),
+            // Slot 0 ends up on top of the stack, so it is the first connection used.
+            idle: RefCell::new((0..connections).rev().collect()),
+            closing: Cell::new(false),
+        }
+    }
+
+    /// Gives the ticket to an idle connection, if there is one.
+    #[inline]
+    pub fn try_start(&self, ticket: Ticket) -> Result<(), Ticket> {
+        let Some(id) = self.idle.borrow_mut().pop() else { return Err(ticket) };
+        self.slots[id].ticket.set(Some(ticket));
+        self.slots[id].notify.notify_one();
+        Ok(())
+    }
+
+    pub fn close(&self) {
+        self.closing.set(true);
+        for s in self.slots.iter() {
+            s.notify.notify_one();
+        }
+    }
+}
+
+fn pool(ctx: &WorkerCtx) -> &H1Pool {
+    match &ctx.pool {
+        Pool::H1(p) => p,
+        // Invariant: h1 connection tasks are only spawned by `start` for an h1 pool.
+        Pool::H2(_) => unreachable!("h1 connection task in an h2 pool"),
+    }
+}
+
+/// Opens every connection first if `--prefetch-connections`, then starts one task per slot.
+pub(crate) async fn start(ctx: &Rc<WorkerCtx>) {
+    let n = pool(ctx).slots.len();
+    let initial: Vec<Option<Conn>> = if ctx.cfg.prefetch_connections {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let ctx = ctx.clone();
+                tokio::task::spawn_local(async move { connect(&ctx).await })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(n);
+        for h in handles {
+            out.push(h.await.ok().flatten());
+        }
+        out
+    } else {
+        (0..n).map(|_| None).collect()
+    };
+    for (id, conn) in initial.into_iter().enumerate() {
+        tokio::task::spawn_local(connection_task(ctx.clone(), id, conn));
+    }
+}
+
+/// One connection's life: wait for a ticket, serve it, take the next queued one or go idle.
+async fn connection_task(ctx: Rc<WorkerCtx>, id: usize, mut conn: Option<Conn>) {
+    let p = pool(&ctx);
+    loop {
+        let mut ticket = loop {
+            if let Some(t) = p.slots[id].ticket.take() {
+                break t;
+            }
+            if p.closing.get() {
+                return;
+            }
+            p.slots[id].notify.notified().await;
+        };
+        loop {
+            serve(&ctx, &mut conn, ticket).await;
+            request_finished(&ctx);
+            // Taking the next queued request here, on this connection, is the hot path under
+            // load: no wake-up of another task, no pool search.
+            if let Some(next) = ctx.state.borrow_mut().queue.pop_front() {
+                ticket = next;
+                continue;
+            }
+            p.idle.borrow_mut().push(id);
+            if ctx.pacer_blocked.get() {
+                ctx.capacity.notify_one();
+            }
+            break;
+        }
+    }
+}
+
+async fn connect(ctx: &WorkerCtx) -> Option<Conn> {
+    let stream = transport::connect(ctx).await?;
+    ctx.state.borrow_mut().counters.inc(Counter::CxHttp1Total);
+    Some(Conn { stream, reader: ResponseReader::new(), requests: 0 })
+}
+
+/// Serves one request on this connection (connecting first if needed) and records it.
+async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
+    let mut retried = false;
+    loop {
+        let reused = conn.is_some();
+        if conn.is_none() {
+            *conn = connect(ctx).await;
+        }
+        let Some(c) = conn.as_mut() else {
+            record_connection_failure(ctx);
+            return;
+        };
+        let t_send = Instant::now();
+        let mut rx = 0u64;
+        let mut tx = 0u64;
+        let outcome = match c.stream.write_all(&ctx.request).await {
+            Ok(()) => {
+                tx = ctx.request.len() as u64;
+                c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
+            }
+            Err(e) => Err(ReadError::Io(e)),
+        };
+        let t_end = Instant::now();
+        let mut st = ctx.state.borrow_mut();
+        st.counters.add(Counter::CxRxBytesTotal, rx);
+        st.counters.add(Counter::CxTxBytesTotal, tx);
+        match outcome {
+            Ok(info) => {
+                c.requests += 1;
+                let limit_hit =
+                    ctx.cfg.max_requests_per_connection.is_some_and(|m| c.requests >= m.get());
+                if info.close || c.reader.buffered() > 0 {
+                    // Bytes beyond the response mean the server sent something we did not
+                    // ask for; the connection's framing can no longer be trusted.
+                    if c.reader.buffered() > 0 {
+                        st.counters.inc(Counter::CxProtocolError);
+                        st.note_error(|| "server sent bytes beyond the response".into());
+                    }
+                    st.counters.inc(Counter::CxDestroyRemote);
+                    *conn = None;
+                } else if limit_hit {
+                    st.counters.inc(Counter::CxDestroyLocal);
+                    *conn = None;
+                }
+                drop(st);
+                record_response(
+                    ctx,
+                    &Exchange {
+                        ticket,
+                        sent: t_send,
+                        done: t_end,
+                        status: info.status,
+                        header_bytes: info.header_bytes,
+                        body_bytes: info.body_bytes,
+                    },
+                );
+                return;
+            }
+            // The server closed an idle keep-alive connection just as we reused it: nothing of
+            // the request was processed, so retry once on a fresh connection, as browsers and
+            // Envoy do. Not a failure of the server under test.
+            Err(ReadError::Closed { received: false }) if reused && !retried => {
+                st.counters.inc(Counter::CxDestroyRemote);
+                *conn = None;
+                retried = true;
+            }
+            Err(e) => {
+                st.counters.inc(Counter::CxDestroyRemote);
+                drop(st);
+                *conn = None;
+                record_failure(ctx, matches!(e, ReadError::Protocol(_)), || e.to_string());
+                return;
+            }
+        }
+    }
+}

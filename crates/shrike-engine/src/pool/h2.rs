@@ -1,0 +1,530 @@
+//! The HTTP/2 pool (the `h2` crate's client): requests are streams multiplexed over up to
+//! `connections` connections per worker.
+//!
+//! - A request goes to the first open connection with a free stream (so load concentrates on
+//!   few connections, as Envoy's pool does). A connection's stream limit is
+//!   `max_concurrent_streams`, further bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS.
+//! - When every connection is full, a new one opens, up to `connections`.
+//! - The worker's in-flight budget is `max_active_requests`; beyond it the shared dispatch
+//!   logic queues, overflows or blocks the pacer, exactly as for HTTP/1.1.
+//! - `max_requests_per_connection` retires a connection after that many streams; a GOAWAY
+//!   retires it too (`upstream_cx_close_notify`). A retired connection finishes its streams
+//!   and then closes; new streams go elsewhere.
+//!
+//! Each stream runs as its own local task. Response bodies are counted and their flow-control
+//! capacity is released as data arrives; nothing is stored.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use h2::Reason;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use shrike_stats::{Counter, Counters};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{capacity_freed, record_connection_failure, record_failure, record_response};
+use super::{request_finished, Exchange, Pool};
+use crate::config::EngineConfig;
+use crate::target::Scheme;
+use crate::transport;
+use crate::worker::{Ticket, WorkerCtx};
+
+/// Receive windows. Bodies are consumed as they arrive, so the window only bounds how much a
+/// server may send ahead of the reader; large windows keep flow control out of the
+/// measurement for big responses (Envoy defaults to 256 MiB for both).
+const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+
+/// HPACK's per-entry overhead (RFC 7541 §4.1), used to size response headers.
+const HPACK_ENTRY_OVERHEAD: u64 = 32;
+
+/// The request, built once per run; each stream clones the parts (cheap for the URI and body,
+/// one small map clone for the headers, which `h2` takes by value).
+#[derive(Clone, Debug)]
+pub struct RequestTemplate {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// HTTP/1.1 connection-specific headers have no meaning in HTTP/2 (RFC 9113 §8.2.2) and
+/// `h2` rejects them; they are dropped rather than failing every request.
+const CONNECTION_HEADERS: &[&str] =
+    &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+
+impl RequestTemplate {
+    /// Builds the template. A `host` header becomes the `:authority`, as h2 requires.
+    pub fn new(cfg: &EngineConfig) -> Result<RequestTemplate, String> {
+        let spec = &cfg.request;
+        let method = Method::from_bytes(spec.method().as_bytes())
+            .map_err(|e| format!("request method {:?}: {e}", spec.method()))?;
+        let mut authority = cfg.target.authority.clone();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_static(concat!("shrike/", env!("CARGO_PKG_VERSION"))),
+        );
+        for (k, v) in spec.headers() {
+            let lower = k.to_ascii_lowercase();
+            if lower == "host" {
+                authority = v.clone();
+                continue;
+            }
+            if lower == "content-length" || CONNECTION_HEADERS.contains(&lower.as_str()) {
+                continue;
+            }
+            let name = HeaderName::from_bytes(lower.as_bytes())
+                .map_err(|e| format!("request header {k:?}: {e}"))?;
+            let value = HeaderValue::from_bytes(v.as_bytes())
+                .map_err(|e| format!("request header {k:?} value {v:?}: {e}"))?;
+            if name == http::header::USER_AGENT {
+                headers.insert(name, value);
+            } else {
+                headers.append(name, value);
+            }
+        }
+        let body_size = spec.body_size() as usize;
+        if body_size > 0 || matches!(spec.method(), "POST" | "PUT" | "PATCH") {
+            headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body_size));
+        }
+        let scheme = match cfg.target.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        let uri = Uri::builder()
+            .scheme(scheme)
+            .authority(authority.as_str())
+            .path_and_query(cfg.target.path.as_str())
+            .build()
+            .map_err(|e| format!("request URI {scheme}://{authority}{}: {e}", cfg.target.path))?;
+        Ok(RequestTemplate { method, uri, headers, body: Bytes::from(vec![b'a'; body_size]) })
+    }
+
+    fn request(&self) -> Request<()> {
+        let mut r = Request::new(());
+        *r.method_mut() = self.method.clone();
+        *r.uri_mut() = self.uri.clone();
+        *r.headers_mut() = self.headers.clone();
+        r
+    }
+}
+
+enum ConnState {
+    /// Connecting or in the h2 handshake; requests assigned meanwhile wait here.
+    Connecting(Vec<Ticket>),
+    Ready(SendRequest<Bytes>),
+    /// No sender is held: once its streams end, `h2` closes the connection gracefully.
+    Closed,
+}
+
+struct H2Conn {
+    state: RefCell<ConnState>,
+    /// Streams assigned and not finished.
+    active: Cell<u32>,
+    /// Streams ever assigned (for `max_requests_per_connection`).
+    started: Cell<u64>,
+    /// Takes no new streams (limit reached, GOAWAY, closed); no longer in the pool's list.
+    retired: Cell<bool>,
+    goaway: Cell<bool>,
+}
+
+impl H2Conn {
+    fn stream_limit(&self, configured: u32) -> u32 {
+        match &*self.state.borrow() {
+            Ready(s) => {
+                configured.min(u32::try_from(s.current_max_send_streams()).unwrap_or(u32::MAX))
+            }
+            _ => configured,
+        }
+    }
+}
+
+use ConnState::{Closed, Connecting, Ready};
+
+/// Socket bytes, counted under the h2 codec (it owns the stream) and folded into the worker's
+/// counters at the end.
+#[derive(Debug, Default)]
+struct IoBytes {
+    rx: Cell<u64>,
+    tx: Cell<u64>,
+}
+
+pub(crate) struct H2Pool {
+    /// Connections that take new streams, in opening order.
+    conns: RefCell<Vec<Rc<H2Conn>>>,
+    /// Streams in flight in this worker.
+    active: Cell<u32>,
+    max_active: u32,
+    max_streams: u32,
+    max_conns: usize,
+    template: RequestTemplate,
+    io: Rc<IoBytes>,
+    closing: Cell<bool>,
+}
+
+impl H2Pool {
+    pub fn new(cfg: &EngineConfig, template: RequestTemplate) -> H2Pool {
+        H2Pool {
+            conns: RefCell::new(Vec::new()),
+            active: Cell::new(0),
+            max_active: cfg.streams.max_active_requests.get(),
+            max_streams: cfg.streams.max_concurrent_streams.get(),
+            max_conns: cfg.connections.get() as usize,
+            template,
+            io: Rc::new(IoBytes::default()),
+            closing: Cell::new(false),
+        }
+    }
+
+    /// Starts a stream on a connection with room, opening a connection if all are full.
+    pub fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
+        if self.closing.get() || self.active.get() >= self.max_active {
+            return Err(ticket);
+        }
+        let pick = self
+            .conns
+            .borrow()
+            .iter()
+            .find(|c| c.active.get() < c.stream_limit(self.max_streams))
+            .cloned();
+        let conn = match pick {
+            Some(c) => c,
+            None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
+            None => return Err(ticket),
+        };
+        self.assign(ctx, &conn, ticket);
+        Ok(())
+    }
+
+    fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<H2Conn> {
+        let conn = Rc::new(H2Conn {
+            state: RefCell::new(Connecting(Vec::new())),
+            active: Cell::new(0),
+            started: Cell::new(0),
+            retired: Cell::new(false),
+            goaway: Cell::new(false),
+        });
+        self.conns.borrow_mut().push(conn.clone());
+        tokio::task::spawn_local(connection_task(ctx.clone(), conn.clone(), self.io.clone()));
+        conn
+    }
+
+    fn assign(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<H2Conn>, ticket: Ticket) {
+        conn.active.set(conn.active.get() + 1);
+        conn.started.set(conn.started.get() + 1);
+        self.active.set(self.active.get() + 1);
+        if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
+            self.retire(conn);
+        }
+        match &mut *conn.state.borrow_mut() {
+            Connecting(waiting) => waiting.push(ticket),
+            Ready(sender) => {
+                tokio::task::spawn_local(stream_task(
+                    ctx.clone(),
+                    conn.clone(),
+                    sender.clone(),
+                    ticket,
+                ));
+            }
+            // Invariant: closed connections are retired first, and retired ones are not
+            // in `conns`, so `try_start` never picks one.
+            Closed => unreachable!("stream assigned to a closed h2 connection"),
+        }
+    }
+
+    /// Takes the connection out of rotation; it closes once its last stream ends.
+    fn retire(&self, conn: &Rc<H2Conn>) {
+        if !conn.retired.replace(true) {
+            self.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, conn));
+        }
+        if conn.active.get() == 0 {
+            let mut state = conn.state.borrow_mut();
+            if matches!(*state, Ready(_)) {
+                *state = Closed;
+            }
+        }
+    }
+
+    pub fn close(&self) {
+        self.closing.set(true);
+        for c in self.conns.take() {
+            c.retired.set(true);
+            *c.state.borrow_mut() = Closed;
+        }
+    }
+
+    pub fn flush_counters(&self, counters: &mut Counters) {
+        counters.add(Counter::CxRxBytesTotal, self.io.rx.take());
+        counters.add(Counter::CxTxBytesTotal, self.io.tx.take());
+    }
+}
+
+fn pool(ctx: &WorkerCtx) -> &H2Pool {
+    match &ctx.pool {
+        Pool::H2(p) => p,
+        // Invariant: h2 tasks are only spawned by an h2 pool.
+        Pool::H1(_) => unreachable!("h2 task in an h1 pool"),
+    }
+}
+
+/// A connection's life: connect (TCP, TLS with ALPN h2, or h2c prior knowledge), start the
+/// streams that waited for it, then drive the connection until it closes.
+async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBytes>) {
+    let p = pool(&ctx);
+    let handshake = async {
+        let io = transport::connect(&ctx).await?;
+        let io = Counted { io, bytes: io_bytes };
+        let res = h2::client::Builder::new()
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .enable_push(false)
+            .handshake::<_, Bytes>(io)
+            .await;
+        match res {
+            Ok(pair) => Some(pair),
+            Err(e) => {
+                let mut st = ctx.state.borrow_mut();
+                st.counters.inc(Counter::CxConnectFail);
+                st.counters.inc(Counter::CxProtocolError);
+                st.note_error(|| format!("HTTP/2 handshake with {}: {e}", ctx.cfg.target.url()));
+                None
+            }
+        }
+    };
+    let Some((sender, connection)) = handshake.await else {
+        // Everything that waited for this connection fails as a connection failure, as on
+        // the h1 path.
+        let waiting = match conn.state.replace(Closed) {
+            Connecting(w) => w,
+            _ => Vec::new(),
+        };
+        p.retire(&conn);
+        for _ in waiting {
+            conn.active.set(conn.active.get() - 1);
+            p.active.set(p.active.get() - 1);
+            record_connection_failure(&ctx);
+            request_finished(&ctx);
+        }
+        capacity_freed(&ctx);
+        return;
+    };
+    ctx.state.borrow_mut().counters.inc(Counter::CxHttp2Total);
+    let waiting = match conn.state.replace(Ready(sender.clone())) {
+        Connecting(w) => w,
+        _ => Vec::new(),
+    };
+    for t in waiting {
+        tokio::task::spawn_local(stream_task(ctx.clone(), conn.clone(), sender.clone(), t));
+    }
+    drop(sender);
+    if conn.retired.get() && conn.active.get() == 0 {
+        conn.state.replace(Closed);
+    }
+    let result = connection.await;
+    conn.state.replace(Closed);
+    match result {
+        Ok(()) => {}
+        Err(e) if e.is_go_away() && e.is_remote() => note_goaway(&ctx, &conn),
+        Err(e) => {
+            let mut st = ctx.state.borrow_mut();
+            if e.is_io() {
+                st.counters.inc(Counter::CxDestroyRemote);
+            } else {
+                st.counters.inc(Counter::CxProtocolError);
+            }
+            st.note_error(|| format!("HTTP/2 connection to {}: {e}", ctx.cfg.target.url()));
+        }
+    }
+    p.retire(&conn);
+    // A connection slot is free again.
+    capacity_freed(&ctx);
+}
+
+fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H2Conn>) {
+    if !conn.goaway.replace(true) {
+        ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
+    }
+    pool(ctx).retire(conn);
+}
+
+/// What went wrong with a stream, and whether the server can have processed it.
+struct StreamError {
+    err: h2::Error,
+    /// True once the response head arrived: the request was certainly processed.
+    responded: bool,
+}
+
+impl From<h2::Error> for StreamError {
+    fn from(err: h2::Error) -> Self {
+        StreamError { err, responded: false }
+    }
+}
+
+async fn stream_task(
+    ctx: Rc<WorkerCtx>,
+    conn: Rc<H2Conn>,
+    sender: SendRequest<Bytes>,
+    ticket: Ticket,
+) {
+    let p = pool(&ctx);
+    let sent = Instant::now();
+    let result = exchange(sender, &p.template).await;
+    let done = Instant::now();
+    conn.active.set(conn.active.get() - 1);
+    p.active.set(p.active.get() - 1);
+    if conn.retired.get() {
+        p.retire(&conn);
+    }
+    match result {
+        Ok((status, header_bytes, body_bytes)) => {
+            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
+            record_response(&ctx, &x);
+            request_finished(&ctx);
+        }
+        Err(StreamError { err, responded }) => {
+            let goaway = err.is_go_away() && err.is_remote();
+            if goaway {
+                note_goaway(&ctx, &conn);
+            }
+            // A stream the server refused (REFUSED_STREAM, or cut off by GOAWAY before any
+            // response) was not processed: retry it once elsewhere, as Envoy does, rather than
+            // count a server that is shedding connections gracefully as failing.
+            let refused = goaway || err.reason() == Some(Reason::REFUSED_STREAM);
+            if refused && !responded && !ticket.retried && !ctx.stopping.get() {
+                let t = Ticket { retried: true, ..ticket };
+                if let Err(t) = p.try_start(&ctx, t) {
+                    ctx.state.borrow_mut().queue.push_front(t);
+                }
+            } else {
+                // Errors the server sent (resets, GOAWAY with an error) or the codec detected
+                // locally in the server's frames are protocol failures; I/O errors are not.
+                let protocol_error = !err.is_io() && !err.is_reset() && !goaway;
+                record_failure(&ctx, protocol_error, || format!("HTTP/2 stream: {err}"));
+                request_finished(&ctx);
+            }
+        }
+    }
+    capacity_freed(&ctx);
+}
+
+/// Sends the request and reads the response to its end. Returns (status, header bytes, body
+/// bytes). Header bytes are the HPACK size of the response head: for each field (`:status`
+/// included) name length + value length + 32 (RFC 7541 §4.1), independent of how well the
+/// server compressed it.
+async fn exchange(
+    sender: SendRequest<Bytes>,
+    tpl: &RequestTemplate,
+) -> Result<(u16, u64, u64), StreamError> {
+    let mut sender = sender.ready().await?;
+    let has_body = !tpl.body.is_empty();
+    let (response, mut stream) = sender.send_request(tpl.request(), !has_body)?;
+    drop(sender);
+    if has_body {
+        send_body(&mut stream, tpl.body.clone()).await?;
+    }
+    let response = response.await?;
+    let status = response.status().as_u16();
+    let header_bytes = response
+        .headers()
+        .iter()
+        .fold(":status".len() as u64 + 3 + HPACK_ENTRY_OVERHEAD, |acc, (k, v)| {
+            acc + (k.as_str().len() + v.len()) as u64 + HPACK_ENTRY_OVERHEAD
+        });
+    let mut body = response.into_body();
+    let mut body_bytes = 0u64;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|err| StreamError { err, responded: true })?;
+        body_bytes += chunk.len() as u64;
+        // Give the window back at once: the body is counted, never kept.
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    Ok((status, header_bytes, body_bytes))
+}
+
+/// Sends the body as flow control allows: each chunk waits for window from the server.
+async fn send_body(stream: &mut h2::SendStream<Bytes>, mut data: Bytes) -> Result<(), h2::Error> {
+    while !data.is_empty() {
+        stream.reserve_capacity(data.len());
+        let granted = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await;
+        let n = match granted {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => return Err(e),
+            // The stream closed under us (reset); the response future reports why.
+            None => return Ok(()),
+        };
+        if n == 0 {
+            continue;
+        }
+        let chunk = data.split_to(n.min(data.len()));
+        stream.send_data(chunk, data.is_empty())?;
+    }
+    Ok(())
+}
+
+/// Counts the bytes the h2 codec reads and writes on the socket.
+struct Counted<T> {
+    io: T,
+    bytes: Rc<IoBytes>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        this.bytes.rx.set(this.bytes.rx.get() + n);
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            this.bytes.tx.set(this.bytes.tx.get() + n as u64);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            this.bytes.tx.set(this.bytes.tx.get() + n as u64);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}

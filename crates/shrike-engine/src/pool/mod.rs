@@ -1,0 +1,181 @@
+//! Connection pools: the protocol policy of the worker loop.
+//!
+//! A pool answers one question for the pacer: can this request start now? ([`Pool::try_start`]).
+//! What happens when it cannot is the same for every protocol and lives here
+//! ([`try_dispatch`]): queue it if the pending budget allows, count it as overflow in open loop,
+//! or hand it back so the closed-loop pacer blocks until a pool reports capacity
+//! ([`capacity_freed`]).
+//!
+//! - [`h1`]: one request at a time per connection, up to `connections` per worker.
+//! - [`h2`]: multiplexed streams over up to `connections` per worker, bounded by
+//!   `max_concurrent_streams` per connection and `max_active_requests` per worker.
+
+pub(crate) mod h1;
+pub mod h2;
+
+use std::rc::Rc;
+
+use std::time::Instant;
+
+use shrike_stats::{Counter, Counters, StatId};
+
+use crate::config::EngineConfig;
+use crate::worker::{nanos, Ticket, WorkerCtx};
+
+/// What one completed exchange looked like, for [`record_response`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Exchange {
+    pub ticket: Ticket,
+    pub sent: Instant,
+    pub done: Instant,
+    pub status: u16,
+    pub header_bytes: u64,
+    pub body_bytes: u64,
+}
+
+/// Enum dispatch rather than `dyn`: the h1 hot path stays a direct, inlinable call. The h2
+/// pool is boxed because it is several times larger and only its pointer is touched per call.
+pub(crate) enum Pool {
+    H1(h1::H1Pool),
+    H2(Box<h2::H2Pool>),
+}
+
+impl Pool {
+    /// The runner builds the h2 request template exactly when `cfg.protocol` is HTTP/2.
+    pub fn new(cfg: &EngineConfig, h2_request: Option<h2::RequestTemplate>) -> Pool {
+        match h2_request {
+            Some(t) => Pool::H2(Box::new(h2::H2Pool::new(cfg, t))),
+            None => Pool::H1(h1::H1Pool::new(cfg.connections.get() as usize)),
+        }
+    }
+
+    /// Opens connections up front if asked (HTTP/1 only, as in Nighthawk: an h2 pool opens
+    /// connections as streams need them) and starts the pool's background tasks.
+    pub async fn start(ctx: &Rc<WorkerCtx>) {
+        match &ctx.pool {
+            Pool::H1(_) => h1::start(ctx).await,
+            Pool::H2(_) => {}
+        }
+    }
+
+    /// Starts the request now if a connection can carry it; otherwise hands it back.
+    #[inline]
+    fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
+        match self {
+            Pool::H1(p) => p.try_start(ticket),
+            Pool::H2(p) => p.try_start(ctx, ticket),
+        }
+    }
+
+    /// The run is over: let idle connections close.
+    pub fn close(&self) {
+        match self {
+            Pool::H1(p) => p.close(),
+            Pool::H2(p) => p.close(),
+        }
+    }
+
+    /// Adds what the pool counted outside the worker's counters (h2 socket bytes).
+    pub fn flush_counters(&self, counters: &mut Counters) {
+        if let Pool::H2(p) = self {
+            p.flush_counters(counters);
+        }
+    }
+}
+
+/// Gives the ticket to the pool, or queues it if the pending budget allows, or (open loop)
+/// drops it as overflow. `Err` hands the ticket back: closed loop must wait.
+pub(crate) fn try_dispatch(ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
+    // Queued requests were released first; a new one must not overtake them.
+    let ticket = if ctx.state.borrow().queue.is_empty() {
+        match ctx.pool.try_start(ctx, ticket) {
+            Ok(()) => {
+                ctx.state.borrow_mut().outstanding += 1;
+                return Ok(());
+            }
+            Err(t) => t,
+        }
+    } else {
+        ticket
+    };
+    let mut st = ctx.state.borrow_mut();
+    if st.queue.len() < ctx.cfg.max_pending_requests as usize {
+        st.outstanding += 1;
+        st.queue.push_back(ticket);
+        st.counters.inc(Counter::RqPendingTotal);
+        return Ok(());
+    }
+    if ctx.cfg.open_loop {
+        st.counters.inc(Counter::PoolOverflow);
+        let st = &mut *st;
+        ctx.check_predicates(&mut st.counters);
+        return Ok(());
+    }
+    Err(ticket)
+}
+
+/// A pool gained capacity (a stream or connection finished): start queued requests while it
+/// can, then wake a blocked closed-loop pacer.
+pub(crate) fn capacity_freed(ctx: &Rc<WorkerCtx>) {
+    loop {
+        let Some(t) = ctx.state.borrow_mut().queue.pop_front() else { break };
+        if let Err(t) = ctx.pool.try_start(ctx, t) {
+            ctx.state.borrow_mut().queue.push_front(t);
+            return;
+        }
+    }
+    if ctx.pacer_blocked.get() {
+        ctx.capacity.notify_one();
+    }
+}
+
+/// A request left the pool (answered, failed or abandoned).
+#[inline]
+pub(crate) fn request_finished(ctx: &WorkerCtx) {
+    let mut st = ctx.state.borrow_mut();
+    st.outstanding -= 1;
+    if st.outstanding == 0 {
+        ctx.drained.notify_one();
+    }
+}
+
+/// Records one answered request, identically for every protocol.
+#[inline]
+pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
+    let mut st = ctx.state.borrow_mut();
+    st.counters.inc(Counter::RqTotal);
+    let s = &mut st.stats;
+    s.record(StatId::QueueToConnect, nanos(x.sent - x.ticket.released));
+    s.record(StatId::SendLateness, nanos(x.sent.saturating_duration_since(x.ticket.scheduled)));
+    let service = nanos(x.done - x.sent);
+    s.record(StatId::RequestToResponse, service);
+    s.record(StatId::latency_for_status(x.status), service);
+    s.record(StatId::ScheduledToResponse, nanos(x.done - x.ticket.scheduled));
+    s.record(StatId::SequencerCallback, nanos(x.done - x.ticket.released));
+    s.record(StatId::ResponseHeaderSize, x.header_bytes);
+    s.record(StatId::ResponseBodySize, x.body_bytes);
+    st.counters.inc(Counter::for_status(x.status));
+    let st = &mut *st;
+    ctx.check_predicates(&mut st.counters);
+}
+
+/// Records a request that failed after it was sent (reset, protocol error, closed mid-way).
+pub(crate) fn record_failure(ctx: &WorkerCtx, protocol_error: bool, msg: impl FnOnce() -> String) {
+    let mut st = ctx.state.borrow_mut();
+    st.counters.inc(Counter::RqTotal);
+    if protocol_error {
+        st.counters.inc(Counter::CxProtocolError);
+    }
+    st.counters.inc(Counter::StreamResets);
+    st.note_error(msg);
+    let st = &mut *st;
+    ctx.check_predicates(&mut st.counters);
+}
+
+/// Records a request that never left because no connection could be opened.
+pub(crate) fn record_connection_failure(ctx: &WorkerCtx) {
+    let mut st = ctx.state.borrow_mut();
+    st.counters.inc(Counter::PoolConnectionFailure);
+    let st = &mut *st;
+    ctx.check_predicates(&mut st.counters);
+}

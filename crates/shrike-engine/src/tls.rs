@@ -1,0 +1,296 @@
+//! Client TLS (rustls with the ring provider), configured once per run.
+//!
+//! Unlike Nighthawk, Shrike validates server certificates by default, against the system
+//! roots plus any `--tls-ca` file: a benchmark that silently talks to the wrong server measures
+//! the wrong thing. `insecure` skips chain and name checks but still verifies the handshake
+//! signatures, so the session is at least bound to the certificate presented.
+//!
+//! The [`ClientConfig`] is built once and shared (`Arc`) by every worker; its session cache is
+//! shared too, so a connection opened by any worker can resume a session another one made.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::Resumption;
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+use crate::config::Protocol;
+
+/// A TLS protocol version a user can pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    /// Parses `1.2` / `1.3` (also `tls1.2`, `TLSv1.3`).
+    pub fn parse(s: &str) -> Option<TlsVersion> {
+        let t = s.trim().to_ascii_lowercase();
+        let t = t.strip_prefix("tlsv").or_else(|| t.strip_prefix("tls")).unwrap_or(&t);
+        match t {
+            "1.2" => Some(TlsVersion::Tls12),
+            "1.3" => Some(TlsVersion::Tls13),
+            _ => None,
+        }
+    }
+
+    fn rustls(self) -> &'static rustls::SupportedProtocolVersion {
+        match self {
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+        }
+    }
+}
+
+/// What the user asked for; [`TlsClient::build`] turns it into a validated rustls config.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Extra trust roots (PEM), added to the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate (handshake signatures are still verified).
+    pub insecure: bool,
+    /// Server name sent as SNI and checked against the certificate. Default: the URL host.
+    pub sni: Option<String>,
+    pub min_version: Option<TlsVersion>,
+    pub max_version: Option<TlsVersion>,
+    /// rustls cipher suite names (e.g. `TLS13_AES_128_GCM_SHA256`); empty: the defaults.
+    pub cipher_suites: Vec<String>,
+    pub no_session_resumption: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    #[error("cannot read CA file {path}: {reason}")]
+    CaFile { path: String, reason: String },
+    #[error("unknown TLS cipher suite {name:?}; valid suites: {valid}")]
+    UnknownSuite { name: String, valid: String },
+    #[error("invalid TLS version range: {0}")]
+    Versions(String),
+    #[error("invalid TLS server name {0:?}")]
+    ServerName(String),
+}
+
+/// A run's TLS client: the shared rustls config and the name to verify.
+#[derive(Clone)]
+pub struct TlsClient {
+    pub(crate) config: Arc<ClientConfig>,
+    pub(crate) server_name: ServerName<'static>,
+}
+
+impl fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsClient").field("server_name", &self.server_name).finish_non_exhaustive()
+    }
+}
+
+impl TlsClient {
+    /// Builds the client for `host` (the URL host) speaking `protocol`.
+    pub fn build(opts: &TlsOptions, host: &str, protocol: Protocol) -> Result<TlsClient, TlsError> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        if !opts.cipher_suites.is_empty() {
+            provider.cipher_suites = select_suites(&provider, &opts.cipher_suites)?;
+        }
+        let versions = select_versions(opts.min_version, opts.max_version)?;
+        let algorithms = provider.signature_verification_algorithms;
+        let builder = ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(&versions)
+            .map_err(|e| TlsError::Versions(e.to_string()))?;
+        let mut config = if opts.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(SignaturesOnly(algorithms)))
+                .with_no_client_auth()
+        } else {
+            builder.with_root_certificates(roots(opts.ca_file.as_deref())?).with_no_client_auth()
+        };
+        config.alpn_protocols = vec![protocol.alpn().to_vec()];
+        if opts.no_session_resumption {
+            config.resumption = Resumption::disabled();
+        }
+        let name = opts.sni.as_deref().unwrap_or(host);
+        // An IP literal becomes an IP server name: rustls then sends no SNI (RFC 6066 forbids
+        // literals there) and validates against the certificate's IP SANs.
+        let server_name = match name.parse::<IpAddr>() {
+            Ok(ip) => ServerName::IpAddress(ip.into()),
+            Err(_) => ServerName::try_from(name.to_string())
+                .map_err(|_| TlsError::ServerName(name.to_string()))?,
+        };
+        Ok(TlsClient { config: Arc::new(config), server_name })
+    }
+
+    /// How error messages name the peer: `(SNI name)` or `(no SNI)`.
+    pub(crate) fn describe_sni(&self) -> String {
+        match &self.server_name {
+            ServerName::DnsName(d) => format!("SNI {}", d.as_ref()),
+            _ => "no SNI".to_string(),
+        }
+    }
+}
+
+/// Names of every cipher suite the ring provider supports (for error messages and help).
+pub fn cipher_suite_names() -> Vec<String> {
+    rustls::crypto::ring::ALL_CIPHER_SUITES.iter().map(|s| format!("{:?}", s.suite())).collect()
+}
+
+fn select_suites(
+    provider: &CryptoProvider,
+    names: &[String],
+) -> Result<Vec<rustls::SupportedCipherSuite>, TlsError> {
+    let all = rustls::crypto::ring::ALL_CIPHER_SUITES;
+    names
+        .iter()
+        .map(|n| {
+            all.iter()
+                .find(|s| format!("{:?}", s.suite()).eq_ignore_ascii_case(n.trim()))
+                .copied()
+                .ok_or_else(|| TlsError::UnknownSuite {
+                    name: n.clone(),
+                    valid: cipher_suite_names().join(", "),
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|mut v| {
+            // Keep the provider's preference order rather than the order given.
+            v.sort_by_key(|s| {
+                provider.cipher_suites.iter().position(|p| p.suite() == s.suite()).unwrap_or(0)
+            });
+            v.dedup_by_key(|s| s.suite());
+            v
+        })
+}
+
+fn select_versions(
+    min: Option<TlsVersion>,
+    max: Option<TlsVersion>,
+) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, TlsError> {
+    let lo = min.unwrap_or(TlsVersion::Tls12);
+    let hi = max.unwrap_or(TlsVersion::Tls13);
+    if lo > hi {
+        return Err(TlsError::Versions(format!(
+            "the minimum ({lo:?}) is above the maximum ({hi:?})"
+        )));
+    }
+    Ok([TlsVersion::Tls13, TlsVersion::Tls12]
+        .into_iter()
+        .filter(|v| (lo..=hi).contains(v))
+        .map(TlsVersion::rustls)
+        .collect())
+}
+
+/// The system's trust roots plus `ca_file`'s certificates.
+fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, TlsError> {
+    let mut store = RootCertStore::empty();
+    // Unparsable system certificates are skipped, as every TLS client does; a missing system
+    // store just means only --tls-ca roots are trusted.
+    let native = rustls_native_certs::load_native_certs();
+    store.add_parsable_certificates(native.certs);
+    if let Some(path) = ca_file {
+        let err = |reason: String| TlsError::CaFile { path: path.display().to_string(), reason };
+        let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let certs = CertificateDer::pem_slice_iter(&bytes)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| err(format!("invalid PEM: {e}")))?;
+        if certs.is_empty() {
+            return Err(err("no PEM certificates (-----BEGIN CERTIFICATE-----) found".into()));
+        }
+        for c in certs {
+            store.add(c).map_err(|e| err(format!("invalid certificate: {e}")))?;
+        }
+    }
+    Ok(store)
+}
+
+/// `--tls-insecure`: any certificate chain and name is accepted, but the handshake signature
+/// must still be valid for the presented certificate.
+#[derive(Debug)]
+struct SignaturesOnly(WebPkiSupportedAlgorithms);
+
+impl ServerCertVerifier for SignaturesOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_range() {
+        assert_eq!(TlsVersion::parse("1.2"), Some(TlsVersion::Tls12));
+        assert_eq!(TlsVersion::parse("TLSv1.3"), Some(TlsVersion::Tls13));
+        assert_eq!(TlsVersion::parse("1.1"), None);
+        assert_eq!(select_versions(None, None).map(|v| v.len()).ok(), Some(2));
+        assert_eq!(select_versions(Some(TlsVersion::Tls13), None).map(|v| v.len()).ok(), Some(1));
+        assert!(select_versions(Some(TlsVersion::Tls13), Some(TlsVersion::Tls12)).is_err());
+    }
+
+    #[test]
+    fn suites_by_name() {
+        let opts = TlsOptions {
+            cipher_suites: vec!["tls13_aes_128_gcm_sha256".into()],
+            insecure: true,
+            ..TlsOptions::default()
+        };
+        let c = TlsClient::build(&opts, "localhost", Protocol::Http2).expect("valid");
+        assert_eq!(c.config.alpn_protocols, vec![b"h2".to_vec()]);
+        assert_eq!(c.describe_sni(), "SNI localhost");
+        let opts = TlsOptions { cipher_suites: vec!["RC4_MD5".into()], ..TlsOptions::default() };
+        let e = TlsClient::build(&opts, "localhost", Protocol::Http1).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("TLS13_AES_256_GCM_SHA384"), "{e}");
+        // A TLS 1.2-only suite with TLS 1.3 pinned leaves nothing to negotiate.
+        let opts = TlsOptions {
+            cipher_suites: vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into()],
+            min_version: Some(TlsVersion::Tls13),
+            ..TlsOptions::default()
+        };
+        assert!(TlsClient::build(&opts, "localhost", Protocol::Http1).is_err());
+    }
+
+    #[test]
+    fn ip_hosts_send_no_sni_and_ca_errors_are_clear() {
+        let c =
+            TlsClient::build(&TlsOptions::default(), "127.0.0.1", Protocol::Http1).expect("valid");
+        assert_eq!(c.describe_sni(), "no SNI");
+        let opts = TlsOptions { ca_file: Some("/no/such/ca.pem".into()), ..TlsOptions::default() };
+        let e = TlsClient::build(&opts, "h", Protocol::Http1).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("/no/such/ca.pem"), "{e}");
+    }
+}

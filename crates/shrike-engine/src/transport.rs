@@ -1,0 +1,191 @@
+//! Opening a connection: TCP, then TLS (with ALPN) for `https://` targets. Both pools use this,
+//! and both codecs run unchanged over either kind of stream through [`Transport`].
+//!
+//! The handshake happens inside the connect, so it is part of `queue_to_connect`, exactly as
+//! Nighthawk measures it.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use rustls::{AlertDescription, HandshakeKind};
+use shrike_stats::Counter;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+use crate::worker::WorkerCtx;
+
+/// A connected stream, plain or TLS. An enum rather than a boxed trait object so the h1 hot
+/// path stays statically dispatched.
+#[derive(Debug)]
+pub(crate) enum Transport {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Transport {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Transport {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Transport::Tcp(s) => s.is_write_vectored(),
+            Transport::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Connects to the target (trying each resolved address in order), then runs the TLS
+/// handshake if the run has TLS. Counts `upstream_cx_total` per TCP connection; a failure is
+/// counted in `upstream_cx_connect_fail` (or a TLS/ALPN failure also in
+/// `upstream_cx_protocol_error` when the server spoke the wrong protocol) and noted with a
+/// message that names the peer and the reason.
+pub(crate) async fn connect(ctx: &WorkerCtx) -> Option<Transport> {
+    let cfg = &ctx.cfg;
+    let mut last_err = String::new();
+    let mut timed_out = false;
+    for addr in &cfg.target.addrs {
+        let stream = match tokio::time::timeout(cfg.timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                last_err = format!("connect to {addr}: {e}");
+                continue;
+            }
+            Err(_) => {
+                timed_out = true;
+                last_err =
+                    format!("connect to {addr}: timed out after {}s", cfg.timeout.as_secs_f64());
+                continue;
+            }
+        };
+        // Requests are written whole; Nagle would only delay them.
+        let _ = stream.set_nodelay(true);
+        ctx.state.borrow_mut().counters.inc(Counter::CxTotal);
+        let Some(tls) = &cfg.tls else {
+            return Some(Transport::Tcp(stream));
+        };
+        let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+        let describe = || format!("TLS handshake with {addr} ({})", tls.describe_sni());
+        let handshake = connector.connect(tls.server_name.clone(), stream);
+        let fail = |ctx: &WorkerCtx, msg: String, protocol_error: bool| {
+            let mut st = ctx.state.borrow_mut();
+            st.counters.inc(Counter::CxConnectFail);
+            if protocol_error {
+                st.counters.inc(Counter::CxProtocolError);
+            }
+            st.note_error(|| msg);
+            None
+        };
+        let stream = match tokio::time::timeout(cfg.timeout, handshake).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                // OpenSSL-based servers refuse an ALPN list they share nothing with by alert
+                // rather than by picking another protocol; say what that means.
+                let no_alpn = matches!(
+                    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
+                    Some(rustls::Error::AlertReceived(AlertDescription::NoApplicationProtocol))
+                );
+                let hint = if no_alpn {
+                    format!(
+                        " (the server does not offer {} via ALPN {:?})",
+                        cfg.protocol.name(),
+                        String::from_utf8_lossy(cfg.protocol.alpn())
+                    )
+                } else {
+                    String::new()
+                };
+                return fail(ctx, format!("{} failed: {e}{hint}", describe()), no_alpn);
+            }
+            Err(_) => {
+                let mut st = ctx.state.borrow_mut();
+                st.counters.inc(Counter::CxConnectTimeout);
+                drop(st);
+                let msg = format!("{} timed out after {}s", describe(), cfg.timeout.as_secs_f64());
+                return fail(ctx, msg, false);
+            }
+        };
+        let (_, conn) = stream.get_ref();
+        let alpn = conn.alpn_protocol();
+        let wanted = cfg.protocol.alpn();
+        // A server without ALPN speaks HTTP/1.1 (RFC 7301 predates most of them); HTTP/2 over
+        // TLS is only ever negotiated (RFC 9113 §3.2), so its absence is a mismatch.
+        let ok = match alpn {
+            Some(p) => p == wanted,
+            None => cfg.protocol == crate::config::Protocol::Http1,
+        };
+        if !ok {
+            let got = alpn.map_or_else(
+                || "no protocol".to_string(),
+                |p| format!("{:?}", String::from_utf8_lossy(p)),
+            );
+            let msg = format!(
+                "{}: the server selected {got} via ALPN but {} was requested ({:?})",
+                describe(),
+                cfg.protocol.name(),
+                String::from_utf8_lossy(wanted)
+            );
+            return fail(ctx, msg, true);
+        }
+        let resumed = conn.handshake_kind() == Some(HandshakeKind::Resumed);
+        let mut st = ctx.state.borrow_mut();
+        st.counters.inc(Counter::SslHandshake);
+        if resumed {
+            st.counters.inc(Counter::SslSessionReused);
+        }
+        return Some(Transport::Tls(Box::new(stream)));
+    }
+    let mut st = ctx.state.borrow_mut();
+    st.counters.inc(Counter::CxConnectFail);
+    if timed_out {
+        st.counters.inc(Counter::CxConnectTimeout);
+    }
+    st.note_error(|| last_err);
+    None
+}
