@@ -1,0 +1,150 @@
+//! A private nginx (Debian's package) on a free loopback port, speaking HTTP/1.1, h2c, or
+//! TLS with HTTP/1.1 or HTTP/2, with a test CA and a `localhost`/127.0.0.1 certificate made by
+//! the `openssl` CLI. Locations: `/file` (4321 bytes), `/missing` (404), `/slow` (200 after
+//! 200 ms, via the echo module that Debian's nginx-light ships), `/upload` (reads the whole request
+//! body, then 200).
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listen {
+    Http1,
+    H2c,
+    Tls,
+    TlsH2,
+}
+
+pub struct Nginx {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+const ECHO_MODULE: &str = "/usr/lib/nginx/modules/ngx_http_echo_module.so";
+
+fn nginx_binary() -> &'static str {
+    for p in ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"] {
+        if Path::new(p).exists() {
+            return p;
+        }
+    }
+    panic!("nginx is not installed: install Debian's nginx-light (.ci/run does)");
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run openssl (Debian's openssl package)");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Writes `ca.pem` (a test CA) and `cert.pem`/`key.pem` (a leaf for localhost and 127.0.0.1
+/// signed by it) into `dir`.
+pub fn make_certs(dir: &Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Shrike Test CA"]);
+    openssl(dir, &ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=localhost"]);
+    openssl(dir, &csr);
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write ext");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "1",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+            "-out",
+            "cert.pem",
+        ],
+    );
+}
+
+impl Nginx {
+    pub fn start(listen: Listen) -> Nginx {
+        // nginx needs a port in its config; take a free one from the kernel.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind")
+            .port();
+        let dir = std::env::temp_dir().join(format!("shrike-nginx-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("html")).expect("mkdir");
+        std::fs::create_dir_all(dir.join("logs")).expect("mkdir");
+        std::fs::write(dir.join("html/file"), vec![b'x'; 4321]).expect("write");
+        let d = dir.display();
+        let (listen_params, tls) = match listen {
+            Listen::Http1 => ("", String::new()),
+            Listen::H2c => (" http2", String::new()),
+            Listen::Tls | Listen::TlsH2 => {
+                make_certs(&dir);
+                let tls = format!(
+                    "    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem;\n    ssl_session_cache shared:SSL:1m;\n    ssl_session_tickets on;\n"
+                );
+                (if listen == Listen::TlsH2 { " ssl http2" } else { " ssl" }, tls)
+            }
+        };
+        let echo = if Path::new(ECHO_MODULE).exists() {
+            format!("load_module {ECHO_MODULE};\n")
+        } else {
+            String::new()
+        };
+        let conf = format!(
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+        );
+        std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
+        let child = Command::new(nginx_binary())
+            .args(["-p", &d.to_string(), "-c", &dir.join("nginx.conf").display().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nginx");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            let log = std::fs::read_to_string(dir.join("logs/error.log")).unwrap_or_default();
+            assert!(Instant::now() < deadline, "nginx did not start on {port}:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nginx { child, port, dir }
+    }
+
+    pub fn ca(&self) -> String {
+        self.dir.join("ca.pem").display().to_string()
+    }
+
+    pub fn url(&self, scheme: &str, host: &str, path: &str) -> String {
+        format!("{scheme}://{host}:{}{path}", self.port)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

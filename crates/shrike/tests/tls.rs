@@ -1,0 +1,176 @@
+//! TLS through the real binary against nginx: certificates are verified by default, trust can
+//! be extended or (explicitly) skipped, and session resumption is measurable.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+#[path = "support/nginx.rs"]
+mod nginx;
+
+use std::time::Duration;
+
+use common::*;
+use nginx::{Listen, Nginx};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn shrike_run(args: &[&str]) -> Output {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--output-format", "json"]);
+    run(&all, LIMIT)
+}
+
+#[test]
+fn untrusted_certificate_fails_the_run_with_a_clear_error() {
+    let nginx = Nginx::start(Listen::Tls);
+    let url = nginx.url("https", "localhost", "/file");
+    let out = shrike_run(&[&url, "--rps", "20", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "an unverified server must not pass:\n{}", out.stderr);
+    assert!(out.stderr.contains("invalid peer certificate"), "{}", out.stderr);
+    assert!(out.stderr.contains("UnknownIssuer"), "{}", out.stderr);
+    assert!(out.stderr.contains("SNI localhost"), "{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 0);
+    assert!(counter(&g, "upstream_cx_connect_fail") >= 1);
+    assert_eq!(counter(&g, "ssl.handshake"), 0);
+}
+
+#[test]
+fn wrong_server_name_is_rejected() {
+    // Trusted CA, but the certificate is not for this name.
+    let nginx = Nginx::start(Listen::Tls);
+    let ca = nginx.ca();
+    let url = nginx.url("https", "127.0.0.1", "/file");
+    let out = shrike_run(&[&url, "--tls-ca", &ca, "--tls-sni", "example.com", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("not valid for name \"example.com\""), "{}", out.stderr);
+}
+
+#[test]
+fn tls_ca_and_tls_insecure_make_it_pass() {
+    let nginx = Nginx::start(Listen::Tls);
+    let ca = nginx.ca();
+    let url = nginx.url("https", "localhost", "/file");
+    for extra in [vec!["--tls-ca", ca.as_str()], vec!["--tls-insecure"]] {
+        let mut args = vec![url.as_str(), "--rps", "20", "--duration", "1"];
+        args.extend_from_slice(&extra);
+        let out = shrike_run(&args);
+        assert_eq!(out.code(), 0, "{extra:?}:\n{}", out.stderr);
+        let g = global(&json(&out)).clone();
+        assert_eq!(counter(&g, "benchmark.http_2xx"), 20, "{extra:?}");
+        assert!(counter(&g, "ssl.handshake") >= 1, "{extra:?}");
+    }
+}
+
+#[test]
+fn version_and_cipher_pinning_are_honoured() {
+    let nginx = Nginx::start(Listen::Tls);
+    let ca = nginx.ca();
+    let url = nginx.url("https", "localhost", "/file");
+    let out = shrike_run(&[
+        &url,
+        "--tls-ca",
+        &ca,
+        "--tls-max-version",
+        "1.2",
+        "--tls-cipher-suites",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "--rps",
+        "10",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // A suite the server's ECDSA key cannot use: the handshake must fail, not fall back.
+    let out = shrike_run(&[
+        &url,
+        "--tls-ca",
+        &ca,
+        "--tls-cipher-suites",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "--tls-max-version",
+        "1.2",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("TLS handshake"), "{}", out.stderr);
+}
+
+fn resumption_run(nginx: &Nginx, extra: &[&str]) -> serde_json::Value {
+    let ca = nginx.ca();
+    let url = nginx.url("https", "localhost", "/file");
+    let mut args = vec![
+        url.as_str(),
+        "--tls-ca",
+        &ca,
+        "--max-requests-per-connection",
+        "1",
+        "--connections",
+        "1",
+        "--rps",
+        "20",
+        "--duration",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let out = shrike_run(&args);
+    assert_eq!(out.code(), 0, "{extra:?}:\n{}", out.stderr);
+    global(&json(&out)).clone()
+}
+
+#[test]
+fn sessions_resume_unless_disabled() {
+    let nginx = Nginx::start(Listen::Tls);
+    for version in ["1.3", "1.2"] {
+        let g = resumption_run(&nginx, &["--tls-max-version", version]);
+        assert_eq!(counter(&g, "ssl.handshake"), 20, "TLS {version}: one connection per request");
+        let reused = counter(&g, "ssl.session_reused");
+        assert!(reused >= 10, "TLS {version}: recycled connections resume, got {reused}");
+        let g =
+            resumption_run(&nginx, &["--tls-max-version", version, "--tls-no-session-resumption"]);
+        assert_eq!(counter(&g, "ssl.handshake"), 20);
+        assert_eq!(counter(&g, "ssl.session_reused"), 0, "TLS {version}");
+    }
+}
+
+#[test]
+fn tls_usage_errors_exit_2() {
+    let dir = std::env::temp_dir().join(format!("shrike-tls-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let garbage = dir.join("garbage.pem");
+    std::fs::write(&garbage, "this is not a certificate\n").expect("write");
+    let bad_pem = dir.join("bad.pem");
+    std::fs::write(&bad_pem, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+        .expect("write");
+    let u = "https://127.0.0.1:9/";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--tls-cipher-suites", "RC4_MD5"], "TLS13_AES_128_GCM_SHA256"),
+        (vec!["--tls-ca", "/no/such/ca.pem"], "/no/such/ca.pem"),
+        (vec!["--tls-ca", garbage.to_str().unwrap()], "no PEM certificates"),
+        (vec!["--tls-ca", bad_pem.to_str().unwrap()], "bad.pem"),
+        (vec!["--tls-min-version", "1.1"], "--tls-min-version"),
+        (vec!["--tls-min-version", "1.3", "--tls-max-version", "1.2"], "version"),
+        (vec!["--protocol", "bogus"], "--protocol"),
+        (vec!["--protocol", "http3"], "not supported yet"),
+        (vec!["--protocol", "http2", "--h2"], "cannot be used with"),
+        (vec!["--max-active-requests", "0"], "--max-active-requests"),
+        (vec!["--max-concurrent-streams", "0"], "--max-concurrent-streams"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", u];
+        args.extend_from_slice(&extra);
+        let out = run(&args, LIMIT);
+        assert_eq!(out.code(), 2, "{extra:?}:\n{}", out.stderr);
+        assert!(
+            out.stderr.contains(needle),
+            "{extra:?} should mention {needle:?}:\n{}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    }
+    let out = run(&["run", "http://127.0.0.1:9/", "--tls-insecure"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("https://"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
