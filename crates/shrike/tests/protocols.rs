@@ -193,3 +193,15 @@ fn request_bodies_are_sent_over_h2() {
     assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
     assert!(counter(&g, "upstream_cx_tx_bytes_total") >= 20 * 100_000);
 }
+
+#[test]
+fn goaway_retires_the_connection_without_failing_requests() {
+    // nginx ends an h2 connection with GOAWAY after 10 streams.
+    let nginx = Nginx::start_with(Listen::H2c, 10);
+    let url = nginx.url("http", "127.0.0.1", "/file");
+    let g = run_ok(&[&url, "--protocol", "http2", "--rps", "50", "--duration", "1"]);
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
+    let cx = counter(&g, "upstream_cx_http2_total");
+    assert!(cx >= 5, "a new connection after each GOAWAY, got {cx}");
+    assert!(counter(&g, "upstream_cx_close_notify") >= 4, "GOAWAYs counted");
+}

@@ -328,11 +328,22 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
         conn.state.replace(Closed);
     }
     let result = connection.await;
-    conn.state.replace(Closed);
-    match result {
-        Ok(()) => {}
-        Err(e) if e.is_go_away() && e.is_remote() => note_goaway(&ctx, &conn),
-        Err(e) => {
+    match (conn.state.replace(Closed), result) {
+        // We still held the sender, so the server ended the connection. A graceful GOAWAY
+        // (NO_ERROR) ends the driver with Ok just like our own close; the sender tells them
+        // apart, since h2 keeps the GOAWAY as the connection's error for new requests.
+        (Ready(sender), Ok(())) => {
+            if let Err(e) = sender.ready().await {
+                if e.is_go_away() && e.is_remote() {
+                    note_goaway(&ctx, &conn);
+                } else {
+                    ctx.state.borrow_mut().counters.inc(Counter::CxDestroyRemote);
+                }
+            }
+        }
+        (_, Ok(())) => {}
+        (_, Err(e)) if e.is_go_away() && e.is_remote() => note_goaway(&ctx, &conn),
+        (_, Err(e)) => {
             let mut st = ctx.state.borrow_mut();
             if e.is_io() {
                 st.counters.inc(Counter::CxDestroyRemote);
