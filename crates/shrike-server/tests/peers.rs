@@ -1,5 +1,6 @@
 //! Real HTTP clients against the server: curl, ApacheBench and h2load (Debian packages `curl`,
-//! `apache2-utils`, `nghttp2-client`). A missing tool fails the test, naming the package.
+//! `apache2-utils`, `nghttp2-client`), over HTTP/1.1 and HTTP/2 with prior knowledge (h2c) on the
+//! same plaintext port. A missing tool fails the test, naming the package. TLS is in `tls.rs`.
 
 mod common;
 
@@ -112,10 +113,7 @@ fn h2load_succeeds(extra: &[&str]) {
     let h2load = require_tool("h2load", "nghttp2-client");
     let server = TestServer::start(ServerConfig::default());
     let out = stdout_of(
-        Command::new(&h2load)
-            .args(["--h1", "-n", "2000", "-c", "4"])
-            .args(extra)
-            .arg(server.url("/")),
+        Command::new(&h2load).args(["-n", "2000", "-c", "4"]).args(extra).arg(server.url("/")),
     );
     let requests = field(&out, "requests:");
     assert!(
@@ -128,11 +126,64 @@ fn h2load_succeeds(extra: &[&str]) {
 
 #[test]
 fn h2load_h1() {
-    h2load_succeeds(&[]);
+    h2load_succeeds(&["--h1"]);
 }
 
 #[test]
 fn h2load_h1_pipelined() {
     // h2load pipelines HTTP/1.1 requests when asked for several streams per connection.
-    h2load_succeeds(&["-m", "8"]);
+    h2load_succeeds(&["--h1", "-m", "8"]);
+}
+
+#[test]
+fn h2load_h2c() {
+    // Without --h1, h2load speaks HTTP/2 with prior knowledge to an http:// URL.
+    h2load_succeeds(&["-m", "10"]);
+}
+
+#[test]
+fn curl_http2_prior_knowledge_and_http1_share_the_port() {
+    let curl = require_tool("curl", "curl");
+    let server = TestServer::start(ServerConfig::default());
+    let config = r#"x-nighthawk-test-server-config: {"response_body_size": 1234, "response_headers": [{"header": {"key": "x-from-config", "value": "yes"}}]}"#;
+    let out = stdout_of(
+        Command::new(&curl)
+            .args(["-sS", "--max-time", "10", "--http2-prior-knowledge", "-H", config])
+            .args(["-D", "-", "-o", "/dev/null", "-w", "%{http_version} %{size_download}"])
+            .arg(server.url("/")),
+    );
+    assert!(out.starts_with("HTTP/2 200"), "{out}");
+    assert!(out.contains("\r\nx-from-config: yes\r\n"), "{out}");
+    assert!(out.contains("\r\ncontent-length: 1234\r\n"), "{out}");
+    assert!(out.ends_with("\r\n\r\n2 1234"), "{out}");
+    let out = stdout_of(
+        Command::new(&curl)
+            .args(["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_version}"])
+            .arg(server.url("/")),
+    );
+    assert_eq!(out, "1.1");
+}
+
+#[test]
+fn curl_h2c_uploads_are_consumed_and_capped() {
+    let curl = require_tool("curl", "curl");
+    let server = TestServer::start(ServerConfig::default());
+    let dir = std::env::temp_dir().join(format!("shrike-server-h2c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let upload = |name: &str, size: usize| {
+        let file = dir.join(name);
+        std::fs::write(&file, vec![b'u'; size]).expect("write upload");
+        stdout_of(
+            Command::new(&curl)
+                .args(["-sS", "--max-time", "10", "--http2-prior-knowledge", "-o", "/dev/null"])
+                .args(["-w", "%{http_version} %{http_code}"])
+                .args(["--data-binary", &format!("@{}", file.display())])
+                .arg(server.url("/upload")),
+        )
+    };
+    let within = upload("within.bin", 4 << 20);
+    let over = upload("over.bin", (4 << 20) + 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(within, "2 200");
+    assert_eq!(over, "2 413");
 }
