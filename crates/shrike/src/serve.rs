@@ -65,11 +65,18 @@ pub struct ServeArgs {
     /// After a shutdown signal, how long in-flight requests may take before connections are cut.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub drain_timeout: String,
+    #[command(flatten)]
+    pub tls: Box<TlsArgs>,
+}
+
+/// The TLS flags, boxed so `ServeArgs` stays small next to the other subcommands' arguments.
+#[derive(Args, Debug)]
+pub struct TlsArgs {
     /// Serve TLS (HTTP/2 or HTTP/1.1 by ALPN). Without --tls-cert, a self-signed certificate
     /// for localhost, 127.0.0.1 and ::1 is generated; its path is printed on stdout after the
     /// address as 'tls-ca: PATH' (pass it to --tls-ca or curl --cacert).
-    #[arg(long)]
-    pub tls: bool,
+    #[arg(long = "tls")]
+    pub enabled: bool,
     /// PEM certificate chain (leaf first) to serve TLS with; implies --tls. Needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -101,12 +108,13 @@ struct TlsSetup {
 }
 
 fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
+    let args = &*args.tls;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let config = TlsConfig::from_pem_files(cert, key)
             .map_err(|e| usage(format!("--tls-cert/--tls-key: {e}")))?;
         return Ok(Some(TlsSetup { config, generated: None }));
     }
-    if !args.tls {
+    if !args.enabled {
         if args.tls_cert_out.is_some() {
             return Err(usage(
                 "--tls-cert-out needs --tls (it names where the generated certificate goes)",
@@ -388,6 +396,76 @@ mod tests {
         for bad in ["0", "-1", "many"] {
             assert!(parse_concurrency(bad).is_err(), "{bad}");
         }
+    }
+
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("shrike-serve-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn plaintext_by_default() {
+        let a = args(&[]);
+        assert!(tls_setup(&a).unwrap().is_none());
+        let c = build_config(&a, None).unwrap();
+        assert!(c.tls().is_none());
+        assert_eq!(c.max_concurrent_streams(), DEFAULT_MAX_CONCURRENT_STREAMS);
+        let c = build_config(&args(&["--max-concurrent-streams", "128"]), None).unwrap();
+        assert_eq!(c.max_concurrent_streams().get(), 128);
+    }
+
+    #[test]
+    fn tls_generates_a_certificate_that_loads_back() {
+        let dir = scratch_dir("gen");
+        let out = dir.display().to_string();
+        let setup = tls_setup(&args(&["--tls", "--tls-cert-out", &out])).unwrap().unwrap();
+        let cert = dir.join("cert.pem");
+        assert_eq!(setup.generated.as_deref(), Some(cert.as_path()));
+        let key = dir.join("key.pem");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "the private key is readable by others: {mode:o}");
+        }
+        // The written files serve as --tls-cert/--tls-key.
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let a = args(&["--tls-cert", &cert, "--tls-key", &key]);
+        let reloaded = tls_setup(&a).unwrap().unwrap();
+        assert!(reloaded.generated.is_none());
+        assert!(build_config(&a, Some(reloaded.config)).unwrap().tls().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Without --tls-cert-out, a fresh directory of its own.
+        let setup = tls_setup(&args(&["--tls"])).unwrap().unwrap();
+        let generated = setup.generated.unwrap();
+        assert!(generated.ends_with("cert.pem") && generated.is_file());
+        let _ = std::fs::remove_dir_all(generated.parent().unwrap());
+    }
+
+    #[test]
+    fn bad_tls_flags_are_usage_errors() {
+        let err = tls_setup(&args(&["--tls-cert-out", "/tmp/x"])).err().unwrap();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
+        let missing = ["--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/k"];
+        let err = tls_setup(&args(&missing)).err().unwrap();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
+        assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err:#}");
+        // clap enforces the pairs.
+        let parse = |argv: &[&str]| {
+            Cli::try_parse_from(std::iter::once("serve").chain(argv.iter().copied())).is_err()
+        };
+        assert!(parse(&["--tls-cert", "c.pem"]));
+        assert!(parse(&["--tls-key", "k.pem"]));
+        assert!(parse(&["--tls-cert", "c", "--tls-key", "k", "--tls-cert-out", "d"]));
+    }
+
+    #[test]
+    fn summary_mentions_tls_only_when_serving_it() {
+        let totals = ServerTotals::default();
+        assert_eq!(summary(&totals, false), "served 0 HTTP/1.1 and 0 HTTP/2 connection(s)");
+        assert!(summary(&totals, true).ends_with("; 0 TLS handshake(s) failed"));
     }
 
     #[test]
