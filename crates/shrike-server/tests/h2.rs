@@ -227,7 +227,10 @@ fn delays_hold_only_their_own_stream() {
             .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         h2.get(&[]).await.assert_filler(10);
-        assert!(started.elapsed() < Duration::from_millis(450), "{:?}", started.elapsed());
+        assert!(
+            delayed.iter().all(|d| !d.is_finished()),
+            "a plain request waited for delayed ones"
+        );
         for d in delayed {
             d.await.unwrap();
         }

@@ -114,6 +114,20 @@ fn curl_verifies_the_certificate_and_negotiates_by_alpn() {
     );
     assert_eq!(stdout(&by_ip), "2", "{}", String::from_utf8_lossy(&by_ip.stderr));
 
+    // No ALPN means HTTP/1.1, unless the client opens with the HTTP/2 preface anyway.
+    for (flags, version) in
+        [(&["--no-alpn"][..], "1.1"), (&["--no-alpn", "--http2-prior-knowledge"], "2")]
+    {
+        let out = run_tool(
+            tls.curl()
+                .args(flags)
+                .args(["--cacert", &tls.ca, "-o", "/dev/null", "-w", "%{http_version}"])
+                .arg(tls.localhost()),
+            TOOL_TIMEOUT,
+        );
+        assert_eq!(stdout(&out), version, "{flags:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     // Without trusting it, curl must refuse: the certificate is really checked.
     let untrusted =
         run_tool(tls.curl().args(["-o", "/dev/null"]).arg(tls.localhost()), TOOL_TIMEOUT);
@@ -122,9 +136,9 @@ fn curl_verifies_the_certificate_and_negotiates_by_alpn() {
     tls.server.signal_shutdown();
     tls.server.join(Duration::from_secs(10));
     let totals = tls.server.totals.unwrap();
-    assert_eq!(totals.tls_handshakes, 3);
+    assert_eq!(totals.tls_handshakes, 5);
     assert_eq!(totals.tls_handshake_failures, 1);
-    assert_eq!((totals.http1_connections, totals.http2_connections), (1, 2));
+    assert_eq!((totals.http1_connections, totals.http2_connections), (2, 3));
 }
 
 #[test]
