@@ -36,6 +36,26 @@ impl Protocol {
     }
 }
 
+/// Which idle HTTP/1.1 connection takes the next request (Nighthawk's
+/// `--experimental-h1-connection-reuse-strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum H1Reuse {
+    /// Most recently used: a lightly loaded run keeps few connections hot.
+    #[default]
+    Mru,
+    /// Least recently used: requests rotate over every open connection.
+    Lru,
+}
+
+impl H1Reuse {
+    pub fn name(self) -> &'static str {
+        match self {
+            H1Reuse::Mru => "mru",
+            H1Reuse::Lru => "lru",
+        }
+    }
+}
+
 /// Multiplexing limits for HTTP/2 (ignored by HTTP/1.1, which carries one request per
 /// connection at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +159,7 @@ pub struct EngineConfig {
     pub jitter: Duration,
     /// Per-worker connection limit.
     pub connections: NonZeroU32,
+    pub h1_reuse: H1Reuse,
     /// `None` runs until stopped by a predicate or a signal.
     pub duration: Option<Duration>,
     /// Connect timeout, and the grace period for in-flight requests when the run stops.

@@ -32,6 +32,35 @@ impl Scheme {
     }
 }
 
+/// Which resolved addresses a run may connect to (Nighthawk's `--address-family`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AddressFamily {
+    /// Every address, IPv4 first.
+    #[default]
+    Auto,
+    V4,
+    V6,
+}
+
+impl AddressFamily {
+    pub fn parse(s: &str) -> Option<AddressFamily> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(AddressFamily::Auto),
+            "v4" => Some(AddressFamily::V4),
+            "v6" => Some(AddressFamily::V6),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AddressFamily::Auto => "auto",
+            AddressFamily::V4 => "v4",
+            AddressFamily::V6 => "v6",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TargetError {
@@ -45,6 +74,11 @@ impl Target {
     /// Parses and resolves `url`. Resolution happens here, once, so that a typo fails before the
     /// run starts and DNS never sits on the hot path.
     pub fn parse(url: &str) -> Result<Target, TargetError> {
+        Self::parse_with_family(url, AddressFamily::Auto)
+    }
+
+    /// [`Target::parse`], keeping only addresses of `family`.
+    pub fn parse_with_family(url: &str, family: AddressFamily) -> Result<Target, TargetError> {
         let mut t = Self::parse_unresolved(url)?;
         let addrs: Vec<SocketAddr> = (t.host.as_str(), t.port)
             .to_socket_addrs()
@@ -64,8 +98,28 @@ impl Target {
         // "auto" family preference: IPv4 first. Most servers under test listen on v4 only, and
         // `localhost` commonly resolves to ::1 first.
         let (mut v4, v6): (Vec<_>, Vec<_>) = addrs.into_iter().partition(|a| a.is_ipv4());
-        v4.extend(v6);
-        t.addrs = v4;
+        t.addrs = match family {
+            AddressFamily::Auto => {
+                v4.extend(v6);
+                v4
+            }
+            AddressFamily::V4 => v4,
+            AddressFamily::V6 => v6,
+        };
+        if t.addrs.is_empty() {
+            return Err(TargetError::Resolve {
+                url: url.to_string(),
+                host: t.host.clone(),
+                reason: format!(
+                    "no {} addresses (--address-family {})",
+                    match family {
+                        AddressFamily::V6 => "IPv6",
+                        _ => "IPv4",
+                    },
+                    family.name()
+                ),
+            });
+        }
         Ok(t)
     }
 
@@ -197,5 +251,19 @@ mod tests {
             assert!(t.addrs[0].is_ipv4());
         }
         assert!(Target::parse("http://no-such-host.invalid/").is_err());
+    }
+
+    #[test]
+    fn address_family_filters() {
+        let t = Target::parse_with_family("http://127.0.0.1:80/", AddressFamily::V4).expect("v4");
+        assert!(t.addrs.iter().all(|a| a.is_ipv4()));
+        let e = Target::parse_with_family("http://127.0.0.1:80/", AddressFamily::V6)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("no IPv6 addresses"), "{e}");
+        let t = Target::parse_with_family("http://[::1]:80/", AddressFamily::V6).expect("v6");
+        assert!(t.addrs.iter().all(|a| a.is_ipv6()));
+        assert_eq!(AddressFamily::parse("V4"), Some(AddressFamily::V4));
+        assert_eq!(AddressFamily::parse("v5"), None);
     }
 }

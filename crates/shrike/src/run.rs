@@ -11,8 +11,8 @@ use serde_json::json;
 use shrike_engine::pacer::Rate;
 use shrike_engine::target::Scheme;
 use shrike_engine::{
-    EngineConfig, Predicate, PredicateKind, Protocol, RequestSpec, StopHandle, StreamLimits,
-    Target, TlsClient, TlsOptions, TlsVersion,
+    AddressFamily, EngineConfig, H1Reuse, Predicate, PredicateKind, Protocol, RequestSpec,
+    StopHandle, StreamLimits, Target, TlsClient, TlsOptions, TlsVersion,
 };
 use shrike_output::OutputFormat;
 use shrike_stats::duration::format_proto;
@@ -43,6 +43,14 @@ pub struct RunArgs {
     /// HTTP/2: requests in flight per worker across all its connections.
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_active_requests: u32,
+
+    /// Which resolved addresses to use: auto (IPv4 first, then IPv6), v4 or v6.
+    #[arg(long, default_value = "auto", value_name = "auto|v4|v6")]
+    pub address_family: String,
+    /// HTTP/1.1: which idle connection takes the next request: mru (most recently used) or
+    /// lru (least recently used, spreading requests over every connection).
+    #[arg(long, default_value = "mru", value_name = "mru|lru")]
+    pub experimental_h1_connection_reuse_strategy: String,
 
     /// TLS: extra trust roots (PEM file), added to the system's.
     #[arg(long, value_name = "FILE")]
@@ -266,6 +274,14 @@ pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConf
         burst: NonZeroU32::new(args.burst_size.max(1)).unwrap_or(NonZeroU32::MIN),
         jitter,
         connections,
+        h1_reuse: match args.experimental_h1_connection_reuse_strategy.to_ascii_lowercase().as_str()
+        {
+            "mru" => H1Reuse::Mru,
+            "lru" => H1Reuse::Lru,
+            other => return Err(usage(format!(
+                "--experimental-h1-connection-reuse-strategy: expected mru or lru, got {other:?}"
+            ))),
+        },
         duration,
         timeout,
         max_pending_requests: args.max_pending_requests,
@@ -290,6 +306,8 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
         "uri": cfg.target.url(),
         "requests_per_second": cfg.rate.per_second(),
         "connections": cfg.connections.get(),
+        "address_family": args.address_family.to_ascii_lowercase(),
+        "experimental_h1_connection_reuse_strategy": cfg.h1_reuse.name(),
         "duration": cfg.duration.map(format_proto),
         "no_duration": cfg.duration.is_none(),
         "timeout": format_proto(cfg.timeout),
@@ -333,8 +351,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     log::set_level(args.verbosity);
     // Resolve the target (or start the built-in server) before anything else, so a typo fails
     // fast with exit 2 and no half-started run.
+    let family = AddressFamily::parse(&args.address_family).ok_or_else(|| {
+        usage(format!("--address-family: expected auto, v4 or v6, got {:?}", args.address_family))
+    })?;
     let (target, server) = match &args.url {
-        Some(url) => (Target::parse(url).map_err(|e| usage(e.to_string()))?, None),
+        Some(url) => {
+            (Target::parse_with_family(url, family).map_err(|e| usage(e.to_string()))?, None)
+        }
         None => {
             let server = EmbeddedServer::start()?;
             let url = format!("http://{}/", server.addr);

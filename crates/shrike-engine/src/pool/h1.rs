@@ -1,8 +1,10 @@
 //! The HTTP/1.1 pool: up to `connections` connections per worker, each carrying one request at
 //! a time. Connections open lazily (or up front with prefetch) and idle ones are reused
-//! most-recently-used first, so a lightly loaded run keeps few sockets hot.
+//! most-recently-used first by default, so a lightly loaded run keeps few sockets hot, or
+//! least-recently-used first to spread requests over every connection.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -12,6 +14,7 @@ use tokio::sync::Notify;
 
 use super::{record_connection_failure, record_failure, record_response, request_finished};
 use super::{Exchange, Pool};
+use crate::config::H1Reuse;
 use crate::h1::{ReadError, ResponseReader};
 use crate::transport::{self, Transport};
 use crate::worker::{Ticket, WorkerCtx};
@@ -25,8 +28,9 @@ struct Slot {
 
 pub(crate) struct H1Pool {
     slots: Box<[Slot]>,
-    /// Idle connection slots; the most recently used is at the end (MRU reuse).
-    idle: RefCell<Vec<usize>>,
+    /// Idle connection slots; the most recently used is at the back.
+    idle: RefCell<VecDeque<usize>>,
+    reuse: H1Reuse,
     /// Idle connections exit once set.
     closing: Cell<bool>,
 }
@@ -40,11 +44,16 @@ struct Conn {
 }
 
 impl H1Pool {
-    pub fn new(connections: usize) -> H1Pool {
+    pub fn new(connections: usize, reuse: H1Reuse) -> H1Pool {
+        // Either way, slot 0 is the first connection used.
+        let idle = match reuse {
+            H1Reuse::Mru => (0..connections).rev().collect(),
+            H1Reuse::Lru => (0..connections).collect(),
+        };
         H1Pool {
             slots: (0..connections).map(|_| Slot::default()).collect(),
-            // Slot 0 ends up on top of the stack, so it is the first connection used.
-            idle: RefCell::new((0..connections).rev().collect()),
+            idle: RefCell::new(idle),
+            reuse,
             closing: Cell::new(false),
         }
     }
@@ -52,7 +61,13 @@ impl H1Pool {
     /// Gives the ticket to an idle connection, if there is one.
     #[inline]
     pub fn try_start(&self, ticket: Ticket) -> Result<(), Ticket> {
-        let Some(id) = self.idle.borrow_mut().pop() else { return Err(ticket) };
+        let mut idle = self.idle.borrow_mut();
+        let next = match self.reuse {
+            H1Reuse::Mru => idle.pop_back(),
+            H1Reuse::Lru => idle.pop_front(),
+        };
+        drop(idle);
+        let Some(id) = next else { return Err(ticket) };
         self.slots[id].ticket.set(Some(ticket));
         self.slots[id].notify.notify_one();
         Ok(())
@@ -119,7 +134,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, id: usize, mut conn: Option<Conn>) 
                 ticket = next;
                 continue;
             }
-            p.idle.borrow_mut().push(id);
+            p.idle.borrow_mut().push_back(id);
             if ctx.pacer_blocked.get() {
                 ctx.capacity.notify_one();
             }

@@ -45,7 +45,7 @@ impl Pool {
     pub fn new(cfg: &EngineConfig, h2_request: Option<h2::RequestTemplate>) -> Pool {
         match h2_request {
             Some(t) => Pool::H2(Box::new(h2::H2Pool::new(cfg, t))),
-            None => Pool::H1(h1::H1Pool::new(cfg.connections.get() as usize)),
+            None => Pool::H1(h1::H1Pool::new(cfg.connections.get() as usize, cfg.h1_reuse)),
         }
     }
 
