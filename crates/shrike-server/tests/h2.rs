@@ -439,3 +439,22 @@ fn drain_timeout_bounds_stuck_streams() {
         .unwrap()
         .unwrap_err();
 }
+
+#[test]
+fn a_peer_breaking_the_protocol_loses_only_its_connection() {
+    let server = server();
+    let mut broken = Client::connect(server.addr);
+    // The preface, then bytes that are not a SETTINGS frame.
+    broken.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff");
+    let mut rest = Vec::new();
+    // The server answers with its SETTINGS and a GOAWAY, then closes.
+    let closed = match std::io::Read::read_to_end(&mut broken.stream, &mut rest) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "broken HTTP/2 connection left open");
+    block_on(async {
+        let (h2, _) = H2::connect(server.addr).await;
+        h2.get(&[]).await.assert_filler(10);
+    });
+}
