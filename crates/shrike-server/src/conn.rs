@@ -5,6 +5,10 @@
 //! prior knowledge, as `curl --http2-prior-knowledge` and `h2load` send it; anything else is
 //! HTTP/1.1. The bytes read to decide are handed on, so neither protocol loses any and HTTP/1.1
 //! pays no extra read: detection is its first read.
+//!
+//! `Upgrade: h2c` (what `curl --http2` sends to an http:// URL) is ignored and answered in
+//! HTTP/1.1, as RFC 9110 §7.8 allows; RFC 9113 deprecated that upgrade, and clients that want
+//! HTTP/2 in plaintext use prior knowledge.
 
 use std::sync::Arc;
 

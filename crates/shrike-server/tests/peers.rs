@@ -162,6 +162,14 @@ fn curl_http2_prior_knowledge_and_http1_share_the_port() {
             .arg(server.url("/")),
     );
     assert_eq!(out, "1.1");
+    // `Upgrade: h2c` is ignored: the answer is a plain HTTP/1.1 response.
+    let out = stdout_of(
+        Command::new(&curl)
+            .args(["-sS", "--max-time", "10", "--http2", "-o", "/dev/null"])
+            .args(["-w", "%{http_version} %{http_code}"])
+            .arg(server.url("/")),
+    );
+    assert_eq!(out, "1.1 200");
 }
 
 #[test]
