@@ -342,7 +342,20 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
             }
         }
         (_, Ok(())) => {}
-        (_, Err(e)) if e.is_go_away() && e.is_remote() => note_goaway(&ctx, &conn),
+        (_, Err(e)) if e.is_go_away() && e.is_remote() => {
+            note_goaway(&ctx, &conn);
+            // A GOAWAY carrying an error code is the server declaring a connection error.
+            if let Some(reason) = e.reason().filter(|r| *r != Reason::NO_ERROR) {
+                let mut st = ctx.state.borrow_mut();
+                st.counters.inc(Counter::CxProtocolError);
+                st.note_error(|| {
+                    format!(
+                        "HTTP/2 connection to {}: GOAWAY {reason:?} from the server",
+                        ctx.cfg.target.url()
+                    )
+                });
+            }
+        }
         (_, Err(e)) => {
             let mut st = ctx.state.borrow_mut();
             if e.is_io() {
@@ -417,12 +430,27 @@ async fn stream_task(
                 // Errors the server sent (resets, GOAWAY with an error) or the codec detected
                 // locally in the server's frames are protocol failures; I/O errors are not.
                 let protocol_error = !err.is_io() && !err.is_reset() && !goaway;
-                record_failure(&ctx, protocol_error, || format!("HTTP/2 stream: {err}"));
+                record_failure(&ctx, protocol_error, || describe(&err));
                 request_finished(&ctx);
             }
         }
     }
     capacity_freed(&ctx);
+}
+
+/// An error message that names the HTTP/2 error code, so distinct failures stay distinct in
+/// the run's error summary.
+fn describe(err: &h2::Error) -> String {
+    match err.reason() {
+        Some(r) if err.is_reset() && err.is_remote() => {
+            format!("HTTP/2 stream reset by the server: {r:?}")
+        }
+        Some(r) if err.is_go_away() && err.is_remote() => {
+            format!("HTTP/2 stream ended by the server's GOAWAY: {r:?}")
+        }
+        Some(r) => format!("HTTP/2 stream error {r:?}: {err}"),
+        None => format!("HTTP/2 stream: {err}"),
+    }
 }
 
 /// Sends the request and reads the response to its end. Returns (status, header bytes, body
