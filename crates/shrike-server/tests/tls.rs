@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{require_tool, run_tool, Client, TestServer};
+use common::{require_tool, run_tool, run_tool_with_input, Client, TestServer};
 use shrike_server::{SelfSignedCert, ServerConfig, ServerConfigBuilder};
 
 const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -203,4 +203,35 @@ fn failed_and_stalled_handshakes_only_close_their_own_connection() {
     tls.server.join(Duration::from_secs(10));
     let totals = tls.server.totals.unwrap();
     assert_eq!((totals.tls_handshakes, totals.tls_handshake_failures), (1, 2));
+}
+
+#[test]
+fn sessions_resume_with_tls_1_2_and_1_3() {
+    let openssl = require_tool("openssl", "openssl");
+    let tls = TlsServer::start(ServerConfig::builder());
+    let addr = tls.server.addr.to_string();
+    // `connection: close` ends the exchange, so s_client exits after reading the response (and,
+    // with TLS 1.3, the tickets sent after the handshake).
+    let request = b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n";
+    for version in ["-tls1_3", "-tls1_2"] {
+        let session = tls.dir.join(format!("session{version}.pem"));
+        let session = session.display().to_string();
+        let connect = |resume: &str| {
+            let output = run_tool_with_input(
+                Command::new(&openssl)
+                    .args(["s_client", version, "-connect", &addr, "-servername", "localhost"])
+                    .args(["-CAfile", &tls.ca, "-ign_eof", resume, &session]),
+                request,
+                TOOL_TIMEOUT,
+            );
+            stdout(&output)
+        };
+        let first = connect("-sess_out");
+        assert!(first.contains("\nNew, TLSv1."), "{version}: {first}");
+        assert!(first.contains("Verify return code: 0 (ok)"), "{version}: {first}");
+        assert!(first.contains("HTTP/1.1 200 OK"), "{version}: {first}");
+        let second = connect("-sess_in");
+        assert!(second.contains("\nReused, TLSv1."), "{version}: session not resumed\n{second}");
+        assert!(second.contains("HTTP/1.1 200 OK"), "{version}: {second}");
+    }
 }

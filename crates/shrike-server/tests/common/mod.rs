@@ -263,12 +263,21 @@ pub fn require_tool(binary: &str, package: &str) -> PathBuf {
 
 /// Runs a command to completion within `limit`, killing it and failing otherwise.
 pub fn run_tool(command: &mut Command, limit: Duration) -> Output {
+    run_tool_with_input(command, &[], limit)
+}
+
+/// [`run_tool`] with `input` written to the command's stdin, which is then closed.
+pub fn run_tool_with_input(command: &mut Command, input: &[u8], limit: Duration) -> Output {
     let mut child = command
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn peer tool");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // A tool that exits without reading its input is not an error here.
+    let _ = stdin.write_all(input);
+    drop(stdin);
     // Drain the pipes concurrently so a chatty tool cannot block on a full pipe.
     let mut stdout = child.stdout.take().expect("stdout");
     let mut stderr = child.stderr.take().expect("stderr");
