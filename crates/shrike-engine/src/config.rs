@@ -141,15 +141,24 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// One server requests go to: its URL and, for `https://`, its TLS client.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub target: Target,
+    /// Required for `https://` targets.
+    pub tls: Option<TlsClient>,
+}
+
 /// Everything a run needs. Rates and connection counts are per worker, as in Nighthawk.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    pub target: Target,
+    /// Where requests go: one endpoint for a URL, or several (Nighthawk's multi-target mode)
+    /// that requests rotate over round robin. Each endpoint has its own connection pool with
+    /// the limits below.
+    pub endpoints: Vec<Endpoint>,
     pub request: RequestSpec,
     pub protocol: Protocol,
     pub streams: StreamLimits,
-    /// Required for `https://` targets: the client TLS configuration, built once per run.
-    pub tls: Option<TlsClient>,
     pub workers: NonZeroUsize,
     /// Per-worker request rate.
     pub rate: Rate,

@@ -29,7 +29,9 @@ pub mod tls;
 pub(crate) mod transport;
 pub mod worker;
 
-pub use config::{ConfigError, EngineConfig, H1Reuse, Protocol, RequestSpec, StreamLimits};
+pub use config::{
+    ConfigError, Endpoint, EngineConfig, H1Reuse, Protocol, RequestSpec, StreamLimits,
+};
 pub use predicate::{Predicate, PredicateKind};
 pub use runner::{run, RunOutput};
 pub use stop::StopHandle;

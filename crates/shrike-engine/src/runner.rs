@@ -37,6 +37,8 @@ pub enum EngineError {
     Request(String),
     #[error("{0} is an https:// target but the run has no TLS configuration")]
     NoTls(String),
+    #[error("the run has no target endpoint")]
+    NoEndpoint,
 }
 
 /// All workers pass this together, so every pacer counts from the same instant (interleaving
@@ -59,21 +61,32 @@ impl StartGate {
 /// Runs the benchmark described by `cfg` until it completes or `stop` is requested. Blocks the
 /// calling thread; signal handling belongs to the caller, which requests stops via `stop`.
 pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError> {
-    if cfg.target.scheme == Scheme::Https && cfg.tls.is_none() {
-        return Err(EngineError::NoTls(cfg.target.url()));
+    if cfg.endpoints.is_empty() {
+        return Err(EngineError::NoEndpoint);
     }
-    let h2_request = match cfg.protocol {
-        Protocol::Http1 => None,
-        Protocol::Http2 => Some(RequestTemplate::new(&cfg).map_err(EngineError::Request)?),
-    };
+    let mut requests = Vec::with_capacity(cfg.endpoints.len());
+    for ep in &cfg.endpoints {
+        if ep.target.scheme == Scheme::Https && ep.tls.is_none() {
+            return Err(EngineError::NoTls(ep.target.url()));
+        }
+        // Encoded once per run, per endpoint (the host header / :authority differ).
+        let h2 = match cfg.protocol {
+            Protocol::Http1 => None,
+            Protocol::Http2 => {
+                Some(RequestTemplate::new(&ep.target, &cfg.request).map_err(EngineError::Request)?)
+            }
+        };
+        let h1: Arc<[u8]> = h1::encode_request(&ep.target, &cfg.request).into();
+        requests.push((h1, h2));
+    }
+    let requests = Arc::new(requests);
     let cfg = Arc::new(cfg);
-    let request: Arc<[u8]> = h1::encode_request(&cfg.target, &cfg.request).into();
     let n = cfg.workers.get();
     let gate = Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new() });
     let mut handles = Vec::with_capacity(n);
     for index in 0..n {
-        let (w_cfg, w_stop, w_gate, w_request, w_h2) =
-            (cfg.clone(), stop.clone(), gate.clone(), request.clone(), h2_request.clone());
+        let (w_cfg, w_stop, w_gate, w_requests) =
+            (cfg.clone(), stop.clone(), gate.clone(), requests.clone());
         let h = std::thread::Builder::new()
             .name(format!("shrike-worker-{index}"))
             .spawn(move || -> Result<WorkerOutput, EngineError> {
@@ -91,10 +104,12 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
                     }
                 };
                 let local = tokio::task::LocalSet::new();
-                let request: Rc<[u8]> = Rc::from(&w_request[..]);
+                // Worker-local copies: the hot path reads them without touching shared memory.
+                let requests: Vec<(Rc<[u8]>, Option<RequestTemplate>)> =
+                    w_requests.iter().map(|(h1, h2)| (Rc::from(&h1[..]), h2.clone())).collect();
                 let out = local.block_on(
                     &rt,
-                    run_worker(index, w_cfg, request, w_h2, w_stop, move || w_gate.wait()),
+                    run_worker(index, w_cfg, requests, w_stop, move || w_gate.wait()),
                 );
                 Ok(out)
             })

@@ -83,6 +83,7 @@ pub enum TlsError {
 pub struct TlsClient {
     pub(crate) config: Arc<ClientConfig>,
     pub(crate) server_name: ServerName<'static>,
+    sni_override: bool,
 }
 
 impl fmt::Debug for TlsClient {
@@ -115,15 +116,16 @@ impl TlsClient {
         if opts.no_session_resumption {
             config.resumption = Resumption::disabled();
         }
-        let name = opts.sni.as_deref().unwrap_or(host);
-        // An IP literal becomes an IP server name: rustls then sends no SNI (RFC 6066 forbids
-        // literals there) and validates against the certificate's IP SANs.
-        let server_name = match name.parse::<IpAddr>() {
-            Ok(ip) => ServerName::IpAddress(ip.into()),
-            Err(_) => ServerName::try_from(name.to_string())
-                .map_err(|_| TlsError::ServerName(name.to_string()))?,
-        };
-        Ok(TlsClient { config: Arc::new(config), server_name })
+        let server_name = server_name(opts.sni.as_deref().unwrap_or(host))?;
+        Ok(TlsClient { config: Arc::new(config), server_name, sni_override: opts.sni.is_some() })
+    }
+
+    /// The same configuration (and session cache) for another host, as multi-target runs
+    /// need; an explicit SNI override applies to every host.
+    pub fn for_host(&self, host: &str) -> Result<TlsClient, TlsError> {
+        let server_name =
+            if self.sni_override { self.server_name.clone() } else { server_name(host)? };
+        Ok(TlsClient { server_name, ..self.clone() })
     }
 
     /// How error messages name the peer: `(SNI name)` or `(no SNI)`.
@@ -132,6 +134,16 @@ impl TlsClient {
             ServerName::DnsName(d) => format!("SNI {}", d.as_ref()),
             _ => "no SNI".to_string(),
         }
+    }
+}
+
+/// An IP literal becomes an IP server name: rustls then sends no SNI (RFC 6066 forbids literals
+/// there) and validates against the certificate's IP SANs.
+fn server_name(name: &str) -> Result<ServerName<'static>, TlsError> {
+    match name.parse::<IpAddr>() {
+        Ok(ip) => Ok(ServerName::IpAddress(ip.into())),
+        Err(_) => ServerName::try_from(name.to_string())
+            .map_err(|_| TlsError::ServerName(name.to_string())),
     }
 }
 
@@ -289,6 +301,13 @@ mod tests {
         let c =
             TlsClient::build(&TlsOptions::default(), "127.0.0.1", Protocol::Http1).expect("valid");
         assert_eq!(c.describe_sni(), "no SNI");
+        assert_eq!(
+            c.for_host("example.com").map(|c| c.describe_sni()).ok().as_deref(),
+            Some("SNI example.com")
+        );
+        let opts = TlsOptions { sni: Some("fixed".into()), ..TlsOptions::default() };
+        let c = TlsClient::build(&opts, "a", Protocol::Http1).expect("valid");
+        assert_eq!(c.for_host("b").map(|c| c.describe_sni()).ok().as_deref(), Some("SNI fixed"));
         let opts = TlsOptions { ca_file: Some("/no/such/ca.pem".into()), ..TlsOptions::default() };
         let e = TlsClient::build(&opts, "h", Protocol::Http1).map(|_| ()).unwrap_err();
         assert!(e.to_string().contains("/no/such/ca.pem"), "{e}");

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+use crate::config::Endpoint;
 use crate::worker::WorkerCtx;
 
 /// A connected stream, plain or TLS. An enum rather than a boxed trait object so the h1 hot
@@ -87,11 +88,11 @@ impl AsyncWrite for Transport {
 /// counted in `upstream_cx_connect_fail` (or a TLS/ALPN failure also in
 /// `upstream_cx_protocol_error` when the server spoke the wrong protocol) and noted with a
 /// message that names the peer and the reason.
-pub(crate) async fn connect(ctx: &WorkerCtx) -> Option<Transport> {
+pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Transport> {
     let cfg = &ctx.cfg;
     let mut last_err = String::new();
     let mut timed_out = false;
-    for addr in &cfg.target.addrs {
+    for addr in &endpoint.target.addrs {
         let stream = match tokio::time::timeout(cfg.timeout, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
@@ -108,7 +109,7 @@ pub(crate) async fn connect(ctx: &WorkerCtx) -> Option<Transport> {
         // Requests are written whole; Nagle would only delay them.
         let _ = stream.set_nodelay(true);
         ctx.state.borrow_mut().counters.inc(Counter::CxTotal);
-        let Some(tls) = &cfg.tls else {
+        let Some(tls) = &endpoint.tls else {
             return Some(Transport::Tcp(stream));
         };
         let connector = tokio_rustls::TlsConnector::from(tls.config.clone());

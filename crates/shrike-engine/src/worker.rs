@@ -62,12 +62,12 @@ impl WorkerState {
 /// locks. Borrows of `state` are never held across an `.await`.
 pub(crate) struct WorkerCtx {
     pub cfg: Arc<EngineConfig>,
-    /// The request, encoded once.
-    pub request: Rc<[u8]>,
     pub head_request: bool,
     pub state: RefCell<WorkerState>,
-    /// The protocol policy: which connection carries each request.
-    pub pool: Pool,
+    /// The protocol policy, one pool per endpoint: which connection carries each request.
+    pub pools: Box<[Pool]>,
+    /// The endpoint the next request tries first (round robin).
+    pub next_pool: Cell<usize>,
     /// Signalled when a connection goes idle while the pacer is blocked (closed loop).
     pub capacity: Notify,
     pub pacer_blocked: Cell<bool>,
@@ -121,16 +121,19 @@ pub struct WorkerOutput {
 pub(crate) async fn run_worker(
     index: usize,
     cfg: Arc<EngineConfig>,
-    request: Rc<[u8]>,
-    h2_request: Option<RequestTemplate>,
+    requests: Vec<(Rc<[u8]>, Option<RequestTemplate>)>,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
 ) -> WorkerOutput {
     let ctx = Rc::new(WorkerCtx {
         head_request: cfg.request.method() == "HEAD",
-        request,
         state: RefCell::new(WorkerState::default()),
-        pool: Pool::new(&cfg, h2_request),
+        pools: requests
+            .into_iter()
+            .enumerate()
+            .map(|(i, (h1, h2))| Pool::new(&cfg, i, h1, h2))
+            .collect(),
+        next_pool: Cell::new(0),
         capacity: Notify::new(),
         pacer_blocked: Cell::new(false),
         drained: Notify::new(),
@@ -158,9 +161,11 @@ pub(crate) async fn run_worker(
     let end = Instant::now();
 
     // Let idle connections exit and close their sockets.
-    ctx.pool.close();
     let mut st = ctx.state.borrow_mut();
-    ctx.pool.flush_counters(&mut st.counters);
+    for p in ctx.pools.iter() {
+        p.close();
+        p.flush_counters(&mut st.counters);
+    }
     let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
     result.execution_duration = end.saturating_duration_since(start);
     result.stats = std::mem::take(&mut st.stats);

@@ -10,7 +10,8 @@ use std::time::Duration;
 use h2::Reason;
 use shrike_engine::pacer::Rate;
 use shrike_engine::{
-    EngineConfig, H1Reuse, Predicate, Protocol, RequestSpec, StopHandle, StreamLimits, Target,
+    Endpoint, EngineConfig, H1Reuse, Predicate, Protocol, RequestSpec, StopHandle, StreamLimits,
+    Target,
 };
 use shrike_stats::{Counter, Termination, WorkerResult};
 
@@ -69,11 +70,13 @@ async fn serve_conn(sock: tokio::net::TcpStream, fault: Fault) {
 
 fn config(addr: SocketAddr, default_predicates: bool) -> EngineConfig {
     EngineConfig {
-        target: Target::parse(&format!("http://{addr}/")).expect("target"),
+        endpoints: vec![Endpoint {
+            target: Target::parse(&format!("http://{addr}/")).expect("target"),
+            tls: None,
+        }],
         request: RequestSpec::try_new("GET", vec![], 0).expect("request"),
         protocol: Protocol::Http2,
         streams: StreamLimits::default(),
-        tls: None,
         workers: NonZeroUsize::MIN,
         rate: Rate::try_new(20.0).expect("rate"),
         burst: NonZeroU32::MIN,

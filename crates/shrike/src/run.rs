@@ -11,8 +11,8 @@ use serde_json::json;
 use shrike_engine::pacer::Rate;
 use shrike_engine::target::Scheme;
 use shrike_engine::{
-    AddressFamily, EngineConfig, H1Reuse, Predicate, PredicateKind, Protocol, RequestSpec,
-    StopHandle, StreamLimits, Target, TlsClient, TlsOptions, TlsVersion,
+    AddressFamily, Endpoint, EngineConfig, H1Reuse, Predicate, PredicateKind, Protocol,
+    RequestSpec, StopHandle, StreamLimits, Target, TlsClient, TlsOptions, TlsVersion,
 };
 use shrike_output::OutputFormat;
 use shrike_stats::duration::format_proto;
@@ -29,6 +29,18 @@ const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
 pub struct RunArgs {
     /// URL to benchmark (http:// or https://). Omit it to benchmark the built-in test server.
     pub url: Option<String>,
+
+    /// Multi-target mode: an endpoint HOST:PORT that requests rotate over round robin
+    /// (repeatable; each endpoint gets its own pool with the per-worker limits). Replaces
+    /// the URL.
+    #[arg(long = "multi-target-endpoint", value_name = "HOST:PORT", conflicts_with = "url")]
+    pub multi_target_endpoints: Vec<String>,
+    /// Multi-target mode: the request path (default /).
+    #[arg(long, value_name = "PATH")]
+    pub multi_target_path: Option<String>,
+    /// Multi-target mode: use https:// for every endpoint.
+    #[arg(long)]
+    pub multi_target_use_https: bool,
 
     /// HTTP version: http1 or http2 (h2c with prior knowledge for http://, ALPN for https://).
     #[arg(short = 'p', long, value_name = "http1|http2", conflicts_with = "h2")]
@@ -192,23 +204,67 @@ fn tls_options(args: &RunArgs) -> anyhow::Result<TlsOptions> {
     })
 }
 
+/// The multi-target endpoints as URLs, or `None` when the run has a single target.
+fn multi_target_urls(args: &RunArgs) -> anyhow::Result<Option<Vec<String>>> {
+    if args.multi_target_endpoints.is_empty() {
+        if args.multi_target_path.is_some() || args.multi_target_use_https {
+            return Err(usage(
+                "--multi-target-path and --multi-target-use-https need --multi-target-endpoint",
+            ));
+        }
+        return Ok(None);
+    }
+    let path = args.multi_target_path.as_deref().unwrap_or("/");
+    if !path.starts_with('/') {
+        return Err(usage(format!("--multi-target-path must start with '/', got {path:?}")));
+    }
+    let scheme = if args.multi_target_use_https { "https" } else { "http" };
+    args.multi_target_endpoints
+        .iter()
+        .map(|ep| {
+            let port_ok = ep.rsplit_once(':').is_some_and(|(h, p)| {
+                !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+            });
+            if !port_ok || ep.contains(['/', '?', '#', '@']) {
+                return Err(usage(format!(
+                    "--multi-target-endpoint: expected HOST:PORT (IPv6 as [::1]:PORT), got {ep:?}"
+                )));
+            }
+            Ok(format!("{scheme}://{ep}{path}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map(Some)
+}
+
 /// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
-pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConfig> {
+pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<EngineConfig> {
     let protocol = parse_protocol(args)?;
     let tls_opts = tls_options(args)?;
-    let tls = match target.scheme {
-        Scheme::Https => Some(
-            TlsClient::build(&tls_opts, &target.host, protocol)
-                .map_err(|e| usage(format!("TLS: {e}")))?,
-        ),
-        Scheme::Http if tls_opts != TlsOptions::default() => {
-            return Err(usage(format!(
-                "--tls-* options need an https:// target, got {}",
-                target.url()
-            )));
+    if tls_opts != TlsOptions::default() && targets.iter().all(|t| t.scheme == Scheme::Http) {
+        return Err(usage(format!(
+            "--tls-* options need an https:// target, got {}",
+            targets.first().map(Target::url).unwrap_or_default()
+        )));
+    }
+    // One rustls config (and session cache) for every endpoint; only the name differs.
+    let mut tls: Option<TlsClient> = None;
+    let mut endpoints = Vec::with_capacity(targets.len());
+    for target in targets {
+        let ep_tls = match (target.scheme, &tls) {
+            (Scheme::Http, _) => None,
+            (Scheme::Https, None) => Some(
+                TlsClient::build(&tls_opts, &target.host, protocol)
+                    .map_err(|e| usage(format!("TLS: {e}")))?,
+            ),
+            (Scheme::Https, Some(first)) => {
+                Some(first.for_host(&target.host).map_err(|e| usage(format!("TLS: {e}")))?)
+            }
+        };
+        if tls.is_none() {
+            tls = ep_tls.clone();
         }
-        Scheme::Http => None,
-    };
+        endpoints.push(Endpoint { target, tls: ep_tls });
+    }
     let streams = StreamLimits {
         max_concurrent_streams: NonZeroU32::new(args.max_concurrent_streams)
             .ok_or_else(|| usage("--max-concurrent-streams must be at least 1"))?,
@@ -264,11 +320,10 @@ pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConf
         }
     }
     Ok(EngineConfig {
-        target,
+        endpoints,
         request,
         protocol,
         streams,
-        tls,
         workers: parse_concurrency(&args.concurrency)?,
         rate,
         burst: NonZeroU32::new(args.burst_size.max(1)).unwrap_or(NonZeroU32::MIN),
@@ -278,9 +333,11 @@ pub fn build_config(args: &RunArgs, target: Target) -> anyhow::Result<EngineConf
         {
             "mru" => H1Reuse::Mru,
             "lru" => H1Reuse::Lru,
-            other => return Err(usage(format!(
+            other => {
+                return Err(usage(format!(
                 "--experimental-h1-connection-reuse-strategy: expected mru or lru, got {other:?}"
-            ))),
+            )))
+            }
         },
         duration,
         timeout,
@@ -303,7 +360,11 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
             .collect()
     };
     json!({
-        "uri": cfg.target.url(),
+        "uri": (args.multi_target_endpoints.is_empty())
+            .then(|| cfg.endpoints.first().map(|e| e.target.url())),
+        "multi_target_endpoints": args.multi_target_endpoints,
+        "multi_target_path": args.multi_target_path,
+        "multi_target_use_https": args.multi_target_use_https,
         "requests_per_second": cfg.rate.per_second(),
         "connections": cfg.connections.get(),
         "address_family": args.address_family.to_ascii_lowercase(),
@@ -354,18 +415,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let family = AddressFamily::parse(&args.address_family).ok_or_else(|| {
         usage(format!("--address-family: expected auto, v4 or v6, got {:?}", args.address_family))
     })?;
-    let (target, server) = match &args.url {
-        Some(url) => {
-            (Target::parse_with_family(url, family).map_err(|e| usage(e.to_string()))?, None)
-        }
-        None => {
+    let parse =
+        |url: &str| Target::parse_with_family(url, family).map_err(|e| usage(e.to_string()));
+    let (targets, server) = match (&args.url, multi_target_urls(&args)?) {
+        (_, Some(urls)) => (urls.iter().map(|u| parse(u)).collect::<anyhow::Result<_>>()?, None),
+        (Some(url), None) => (vec![parse(url)?], None),
+        (None, None) => {
             let server = EmbeddedServer::start()?;
             let url = format!("http://{}/", server.addr);
             info!("no URL given: benchmarking the built-in test server at {url}");
-            (Target::parse(&url).map_err(|e| usage(e.to_string()))?, Some(server))
+            (vec![Target::parse(&url).map_err(|e| usage(e.to_string()))?], Some(server))
         }
     };
-    let cfg = build_config(&args, target)?;
+    let cfg = build_config(&args, targets)?;
     let options = options_json(&args, &cfg);
     announce(&cfg);
 
@@ -403,7 +465,13 @@ fn announce(cfg: &EngineConfig) {
         Some(d) => format!("{}s", d.as_secs_f64()),
         None => "until stopped".to_string(),
     };
-    info!("starting {n} worker(s). Test duration: {duration}. Target: {}", cfg.target.url());
+    let urls: Vec<String> = cfg.endpoints.iter().map(|e| e.target.url()).collect();
+    let (label, urls) = if urls.len() == 1 {
+        ("Target", urls.join(""))
+    } else {
+        ("Targets (round robin)", urls.join(", "))
+    };
+    info!("starting {n} worker(s). Test duration: {duration}. {label}: {urls}");
     info!(
         "global targets: {} connections and {} calls per second",
         cfg.connections.get() as usize * n,

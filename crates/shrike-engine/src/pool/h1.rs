@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 use super::{record_connection_failure, record_failure, record_response, request_finished};
 use super::{Exchange, Pool};
-use crate::config::H1Reuse;
+use crate::config::{EngineConfig, H1Reuse};
 use crate::h1::{ReadError, ResponseReader};
 use crate::transport::{self, Transport};
 use crate::worker::{Ticket, WorkerCtx};
@@ -27,6 +27,10 @@ struct Slot {
 }
 
 pub(crate) struct H1Pool {
+    /// Which endpoint (`cfg.endpoints[index]`) this pool connects to.
+    index: usize,
+    /// The request, encoded once.
+    request: Rc<[u8]>,
     slots: Box<[Slot]>,
     /// Idle connection slots; the most recently used is at the back.
     idle: RefCell<VecDeque<usize>>,
@@ -44,13 +48,17 @@ struct Conn {
 }
 
 impl H1Pool {
-    pub fn new(connections: usize, reuse: H1Reuse) -> H1Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, request: Rc<[u8]>) -> H1Pool {
+        let connections = cfg.connections.get() as usize;
+        let reuse = cfg.h1_reuse;
         // Either way, slot 0 is the first connection used.
         let idle = match reuse {
             H1Reuse::Mru => (0..connections).rev().collect(),
             H1Reuse::Lru => (0..connections).collect(),
         };
         H1Pool {
+            index,
+            request,
             slots: (0..connections).map(|_| Slot::default()).collect(),
             idle: RefCell::new(idle),
             reuse,
@@ -81,8 +89,8 @@ impl H1Pool {
     }
 }
 
-fn pool(ctx: &WorkerCtx) -> &H1Pool {
-    match &ctx.pool {
+fn pool(ctx: &WorkerCtx, index: usize) -> &H1Pool {
+    match &ctx.pools[index] {
         Pool::H1(p) => p,
         // Invariant: h1 connection tasks are only spawned by `start` for an h1 pool.
         Pool::H2(_) => unreachable!("h1 connection task in an h2 pool"),
@@ -90,13 +98,13 @@ fn pool(ctx: &WorkerCtx) -> &H1Pool {
 }
 
 /// Opens every connection first if `--prefetch-connections`, then starts one task per slot.
-pub(crate) async fn start(ctx: &Rc<WorkerCtx>) {
-    let n = pool(ctx).slots.len();
+pub(crate) async fn start(ctx: &Rc<WorkerCtx>, index: usize) {
+    let n = pool(ctx, index).slots.len();
     let initial: Vec<Option<Conn>> = if ctx.cfg.prefetch_connections {
         let handles: Vec<_> = (0..n)
             .map(|_| {
                 let ctx = ctx.clone();
-                tokio::task::spawn_local(async move { connect(&ctx).await })
+                tokio::task::spawn_local(async move { connect(&ctx, index).await })
             })
             .collect();
         let mut out = Vec::with_capacity(n);
@@ -108,13 +116,13 @@ pub(crate) async fn start(ctx: &Rc<WorkerCtx>) {
         (0..n).map(|_| None).collect()
     };
     for (id, conn) in initial.into_iter().enumerate() {
-        tokio::task::spawn_local(connection_task(ctx.clone(), id, conn));
+        tokio::task::spawn_local(connection_task(ctx.clone(), index, id, conn));
     }
 }
 
 /// One connection's life: wait for a ticket, serve it, take the next queued one or go idle.
-async fn connection_task(ctx: Rc<WorkerCtx>, id: usize, mut conn: Option<Conn>) {
-    let p = pool(&ctx);
+async fn connection_task(ctx: Rc<WorkerCtx>, index: usize, id: usize, mut conn: Option<Conn>) {
+    let p = pool(&ctx, index);
     loop {
         let mut ticket = loop {
             if let Some(t) = p.slots[id].ticket.take() {
@@ -126,7 +134,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, id: usize, mut conn: Option<Conn>) 
             p.slots[id].notify.notified().await;
         };
         loop {
-            serve(&ctx, &mut conn, ticket).await;
+            serve(&ctx, p, &mut conn, ticket).await;
             request_finished(&ctx);
             // Taking the next queued request here, on this connection, is the hot path under
             // load: no wake-up of another task, no pool search.
@@ -143,19 +151,19 @@ async fn connection_task(ctx: Rc<WorkerCtx>, id: usize, mut conn: Option<Conn>) 
     }
 }
 
-async fn connect(ctx: &WorkerCtx) -> Option<Conn> {
-    let stream = transport::connect(ctx).await?;
+async fn connect(ctx: &WorkerCtx, index: usize) -> Option<Conn> {
+    let stream = transport::connect(ctx, &ctx.cfg.endpoints[index]).await?;
     ctx.state.borrow_mut().counters.inc(Counter::CxHttp1Total);
     Some(Conn { stream, reader: ResponseReader::new(), requests: 0 })
 }
 
 /// Serves one request on this connection (connecting first if needed) and records it.
-async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
+async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Ticket) {
     let mut retried = false;
     loop {
         let reused = conn.is_some();
         if conn.is_none() {
-            *conn = connect(ctx).await;
+            *conn = connect(ctx, p.index).await;
         }
         let Some(c) = conn.as_mut() else {
             record_connection_failure(ctx);
@@ -164,9 +172,9 @@ async fn serve(ctx: &WorkerCtx, conn: &mut Option<Conn>, ticket: Ticket) {
         let t_send = Instant::now();
         let mut rx = 0u64;
         let mut tx = 0u64;
-        let outcome = match c.stream.write_all(&ctx.request).await {
+        let outcome = match c.stream.write_all(&p.request).await {
             Ok(()) => {
-                tx = ctx.request.len() as u64;
+                tx = p.request.len() as u64;
                 c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
             }
             Err(e) => Err(ReadError::Io(e)),

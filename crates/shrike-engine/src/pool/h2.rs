@@ -30,8 +30,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{capacity_freed, record_connection_failure, record_failure, record_response};
 use super::{request_finished, Exchange, Pool};
-use crate::config::EngineConfig;
-use crate::target::Scheme;
+use crate::config::{EngineConfig, RequestSpec};
+use crate::target::{Scheme, Target};
 use crate::transport;
 use crate::worker::{Ticket, WorkerCtx};
 
@@ -61,11 +61,10 @@ const CONNECTION_HEADERS: &[&str] =
 
 impl RequestTemplate {
     /// Builds the template. A `host` header becomes the `:authority`, as h2 requires.
-    pub fn new(cfg: &EngineConfig) -> Result<RequestTemplate, String> {
-        let spec = &cfg.request;
+    pub fn new(target: &Target, spec: &RequestSpec) -> Result<RequestTemplate, String> {
         let method = Method::from_bytes(spec.method().as_bytes())
             .map_err(|e| format!("request method {:?}: {e}", spec.method()))?;
-        let mut authority = cfg.target.authority.clone();
+        let mut authority = target.authority.clone();
         let mut headers = HeaderMap::new();
         headers.insert(
             http::header::USER_AGENT,
@@ -94,16 +93,16 @@ impl RequestTemplate {
         if body_size > 0 || matches!(spec.method(), "POST" | "PUT" | "PATCH") {
             headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body_size));
         }
-        let scheme = match cfg.target.scheme {
+        let scheme = match target.scheme {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
         let uri = Uri::builder()
             .scheme(scheme)
             .authority(authority.as_str())
-            .path_and_query(cfg.target.path.as_str())
+            .path_and_query(target.path.as_str())
             .build()
-            .map_err(|e| format!("request URI {scheme}://{authority}{}: {e}", cfg.target.path))?;
+            .map_err(|e| format!("request URI {scheme}://{authority}{}: {e}", target.path))?;
         Ok(RequestTemplate { method, uri, headers, body: Bytes::from(vec![b'a'; body_size]) })
     }
 
@@ -125,6 +124,8 @@ enum ConnState {
 }
 
 struct H2Conn {
+    /// The endpoint's pool (`ctx.pools[pool]`) this connection belongs to.
+    pool: usize,
     state: RefCell<ConnState>,
     /// Streams assigned and not finished.
     active: Cell<u32>,
@@ -157,6 +158,7 @@ struct IoBytes {
 }
 
 pub(crate) struct H2Pool {
+    index: usize,
     /// Connections that take new streams, in opening order.
     conns: RefCell<Vec<Rc<H2Conn>>>,
     /// Streams in flight in this worker.
@@ -170,8 +172,9 @@ pub(crate) struct H2Pool {
 }
 
 impl H2Pool {
-    pub fn new(cfg: &EngineConfig, template: RequestTemplate) -> H2Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, template: RequestTemplate) -> H2Pool {
         H2Pool {
+            index,
             conns: RefCell::new(Vec::new()),
             active: Cell::new(0),
             max_active: cfg.streams.max_active_requests.get(),
@@ -205,6 +208,7 @@ impl H2Pool {
 
     fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<H2Conn> {
         let conn = Rc::new(H2Conn {
+            pool: self.index,
             state: RefCell::new(Connecting(Vec::new())),
             active: Cell::new(0),
             started: Cell::new(0),
@@ -266,8 +270,8 @@ impl H2Pool {
     }
 }
 
-fn pool(ctx: &WorkerCtx) -> &H2Pool {
-    match &ctx.pool {
+fn pool<'a>(ctx: &'a WorkerCtx, conn: &H2Conn) -> &'a H2Pool {
+    match &ctx.pools[conn.pool] {
         Pool::H2(p) => p,
         // Invariant: h2 tasks are only spawned by an h2 pool.
         Pool::H1(_) => unreachable!("h2 task in an h1 pool"),
@@ -277,9 +281,10 @@ fn pool(ctx: &WorkerCtx) -> &H2Pool {
 /// A connection's life: connect (TCP, TLS with ALPN h2, or h2c prior knowledge), start the
 /// streams that waited for it, then drive the connection until it closes.
 async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBytes>) {
-    let p = pool(&ctx);
+    let p = pool(&ctx, &conn);
+    let endpoint = &ctx.cfg.endpoints[conn.pool];
     let handshake = async {
-        let io = transport::connect(&ctx).await?;
+        let io = transport::connect(&ctx, endpoint).await?;
         let io = Counted { io, bytes: io_bytes };
         let res = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
@@ -293,7 +298,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
                 let mut st = ctx.state.borrow_mut();
                 st.counters.inc(Counter::CxConnectFail);
                 st.counters.inc(Counter::CxProtocolError);
-                st.note_error(|| format!("HTTP/2 handshake with {}: {e}", ctx.cfg.target.url()));
+                st.note_error(|| format!("HTTP/2 handshake with {}: {e}", endpoint.target.url()));
                 None
             }
         }
@@ -351,7 +356,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
                 st.note_error(|| {
                     format!(
                         "HTTP/2 connection to {}: GOAWAY {reason:?} from the server",
-                        ctx.cfg.target.url()
+                        endpoint.target.url()
                     )
                 });
             }
@@ -363,7 +368,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
             } else {
                 st.counters.inc(Counter::CxProtocolError);
             }
-            st.note_error(|| format!("HTTP/2 connection to {}: {e}", ctx.cfg.target.url()));
+            st.note_error(|| format!("HTTP/2 connection to {}: {e}", endpoint.target.url()));
         }
     }
     p.retire(&conn);
@@ -375,7 +380,7 @@ fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H2Conn>) {
     if !conn.goaway.replace(true) {
         ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
     }
-    pool(ctx).retire(conn);
+    pool(ctx, conn).retire(conn);
 }
 
 /// What went wrong with a stream, and whether the server can have processed it.
@@ -397,7 +402,7 @@ async fn stream_task(
     sender: SendRequest<Bytes>,
     ticket: Ticket,
 ) {
-    let p = pool(&ctx);
+    let p = pool(&ctx, &conn);
     let sent = Instant::now();
     let result = exchange(sender, &p.template).await;
     let done = Instant::now();

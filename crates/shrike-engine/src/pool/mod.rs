@@ -1,6 +1,8 @@
 //! Connection pools: the protocol policy of the worker loop.
 //!
 //! A pool answers one question for the pacer: can this request start now? ([`Pool::try_start`]).
+//! There is one pool per endpoint; with several (multi-target runs) requests rotate over them
+//! round robin, skipping an endpoint that has no capacity left.
 //! What happens when it cannot is the same for every protocol and lives here
 //! ([`try_dispatch`]): queue it if the pending budget allows, count it as overflow in open loop,
 //! or hand it back so the closed-loop pacer blocks until a pool reports capacity
@@ -41,20 +43,27 @@ pub(crate) enum Pool {
 }
 
 impl Pool {
-    /// The runner builds the h2 request template exactly when `cfg.protocol` is HTTP/2.
-    pub fn new(cfg: &EngineConfig, h2_request: Option<h2::RequestTemplate>) -> Pool {
+    /// The pool for endpoint `index`, with its pre-encoded request. The runner builds the h2
+    /// request template exactly when `cfg.protocol` is HTTP/2.
+    pub fn new(
+        cfg: &EngineConfig,
+        index: usize,
+        h1_request: Rc<[u8]>,
+        h2_request: Option<h2::RequestTemplate>,
+    ) -> Pool {
         match h2_request {
-            Some(t) => Pool::H2(Box::new(h2::H2Pool::new(cfg, t))),
-            None => Pool::H1(h1::H1Pool::new(cfg.connections.get() as usize, cfg.h1_reuse)),
+            Some(t) => Pool::H2(Box::new(h2::H2Pool::new(cfg, index, t))),
+            None => Pool::H1(h1::H1Pool::new(cfg, index, h1_request)),
         }
     }
 
     /// Opens connections up front if asked (HTTP/1 only, as in Nighthawk: an h2 pool opens
-    /// connections as streams need them) and starts the pool's background tasks.
+    /// connections as streams need them) and starts the pools' background tasks.
     pub async fn start(ctx: &Rc<WorkerCtx>) {
-        match &ctx.pool {
-            Pool::H1(_) => h1::start(ctx).await,
-            Pool::H2(_) => {}
+        for (i, p) in ctx.pools.iter().enumerate() {
+            if let Pool::H1(_) = p {
+                h1::start(ctx, i).await;
+            }
         }
     }
 
@@ -83,12 +92,33 @@ impl Pool {
     }
 }
 
+/// Starts the request on the next endpoint in round-robin order that has capacity.
+#[inline]
+fn try_start_any(ctx: &Rc<WorkerCtx>, mut ticket: Ticket) -> Result<(), Ticket> {
+    let n = ctx.pools.len();
+    if n == 1 {
+        return ctx.pools[0].try_start(ctx, ticket);
+    }
+    let first = ctx.next_pool.get();
+    for k in 0..n {
+        let i = (first + k) % n;
+        match ctx.pools[i].try_start(ctx, ticket) {
+            Ok(()) => {
+                ctx.next_pool.set((i + 1) % n);
+                return Ok(());
+            }
+            Err(t) => ticket = t,
+        }
+    }
+    Err(ticket)
+}
+
 /// Gives the ticket to the pool, or queues it if the pending budget allows, or (open loop)
 /// drops it as overflow. `Err` hands the ticket back: closed loop must wait.
 pub(crate) fn try_dispatch(ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
     // Queued requests were released first; a new one must not overtake them.
     let ticket = if ctx.state.borrow().queue.is_empty() {
-        match ctx.pool.try_start(ctx, ticket) {
+        match try_start_any(ctx, ticket) {
             Ok(()) => {
                 ctx.state.borrow_mut().outstanding += 1;
                 return Ok(());
@@ -119,7 +149,7 @@ pub(crate) fn try_dispatch(ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ti
 pub(crate) fn capacity_freed(ctx: &Rc<WorkerCtx>) {
     loop {
         let Some(t) = ctx.state.borrow_mut().queue.pop_front() else { break };
-        if let Err(t) = ctx.pool.try_start(ctx, t) {
+        if let Err(t) = try_start_any(ctx, t) {
             ctx.state.borrow_mut().queue.push_front(t);
             return;
         }
