@@ -197,11 +197,36 @@ fn request_bodies_are_sent_over_h2() {
 #[test]
 fn goaway_retires_the_connection_without_failing_requests() {
     // nginx ends an h2 connection with GOAWAY after 10 streams.
-    let nginx = Nginx::start_with(Listen::H2c, 10);
+    let nginx = Nginx::start_with(Listen::H2c, "keepalive_requests 10;");
     let url = nginx.url("http", "127.0.0.1", "/file");
     let g = run_ok(&[&url, "--protocol", "http2", "--rps", "50", "--duration", "1"]);
     assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
     let cx = counter(&g, "upstream_cx_http2_total");
     assert!(cx >= 5, "a new connection after each GOAWAY, got {cx}");
     assert!(counter(&g, "upstream_cx_close_notify") >= 4, "GOAWAYs counted");
+}
+
+#[test]
+fn the_servers_stream_limit_bounds_streams_per_connection() {
+    // nginx allows 2 concurrent streams per connection; ~20 requests are in flight (200 ms
+    // each at 100 rps, budget 20), so the pool must spread them over about 10 connections
+    // instead of queueing them on one. Streams sent before nginx's SETTINGS arrived may be
+    // refused; those are retried, never failed.
+    let nginx = Nginx::start_with(Listen::H2c, "http2_max_concurrent_streams 2;");
+    let url = nginx.url("http", "127.0.0.1", "/slow");
+    let g = run_ok(&[
+        &url,
+        "--protocol",
+        "http2",
+        "--max-active-requests",
+        "20",
+        "--rps",
+        "100",
+        "--duration",
+        "2",
+    ]);
+    let cx = counter(&g, "upstream_cx_http2_total");
+    assert!((8..=20).contains(&cx), "about 10 connections expected, got {cx}");
+    assert_eq!(counter(&g, "benchmark.stream_resets"), 0);
+    assert!(counter(&g, "benchmark.http_2xx") >= 150);
 }

@@ -86,11 +86,12 @@ pub fn make_certs(dir: &Path) {
 
 impl Nginx {
     pub fn start(listen: Listen) -> Nginx {
-        Nginx::start_with(listen, 100_000)
+        Nginx::start_with(listen, "")
     }
 
-    /// `keepalive_requests` also bounds HTTP/2 streams per connection: nginx then sends GOAWAY.
-    pub fn start_with(listen: Listen, keepalive_requests: u32) -> Nginx {
+    /// `extra` goes into the server block (e.g. `keepalive_requests 10;`, which for HTTP/2
+    /// makes nginx send GOAWAY after 10 streams).
+    pub fn start_with(listen: Listen, extra: &str) -> Nginx {
         // nginx needs a port in its config; take a free one from the kernel.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -119,7 +120,7 @@ impl Nginx {
             String::new()
         };
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests {keepalive_requests};\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
