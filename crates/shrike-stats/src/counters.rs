@@ -40,8 +40,8 @@ counters! {
     CxDestroyLocal => "upstream_cx_destroy_local";
     CxDestroyRemote => "upstream_cx_destroy_remote";
     CxProtocolError => "upstream_cx_protocol_error";
-    // Closed by the server's notice: HTTP/2 GOAWAY (Envoy's name; also h1 `connection: close`
-    // there, which Shrike counts in upstream_cx_destroy_remote as before).
+    // Closed on the server's notice: HTTP/1.1 `connection: close` or HTTP/2 GOAWAY (Envoy's
+    // name and meaning).
     CxCloseNotify => "upstream_cx_close_notify";
     CxRxBytesTotal => "upstream_cx_rx_bytes_total";
     CxTxBytesTotal => "upstream_cx_tx_bytes_total";

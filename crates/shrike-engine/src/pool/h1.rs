@@ -194,6 +194,10 @@ async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Tic
                     if c.reader.buffered() > 0 {
                         st.counters.inc(Counter::CxProtocolError);
                         st.note_error(|| "server sent bytes beyond the response".into());
+                    } else {
+                        // The server announced the close (`connection: close`), as Envoy
+                        // counts it; the h2 pool counts GOAWAY here too.
+                        st.counters.inc(Counter::CxCloseNotify);
                     }
                     st.counters.inc(Counter::CxDestroyRemote);
                     *conn = None;

@@ -333,7 +333,11 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
         conn.state.replace(Closed);
     }
     let result = connection.await;
-    match (conn.state.replace(Closed), result) {
+    // Out of rotation before anything below awaits: a closed connection must never be
+    // picked for a new stream (`assign` relies on it).
+    let state = conn.state.replace(Closed);
+    p.retire(&conn);
+    match (state, result) {
         // We still held the sender, so the server ended the connection. A graceful GOAWAY
         // (NO_ERROR) ends the driver with Ok just like our own close; the sender tells them
         // apart, since h2 keeps the GOAWAY as the connection's error for new requests.
@@ -371,7 +375,6 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
             st.note_error(|| format!("HTTP/2 connection to {}: {e}", endpoint.target.url()));
         }
     }
-    p.retire(&conn);
     // A connection slot is free again.
     capacity_freed(&ctx);
 }
