@@ -39,9 +39,11 @@ fn connections_used(server: &Server, strategy: &str) -> u64 {
 #[test]
 fn h1_reuse_strategy_mru_keeps_one_connection_hot_lru_rotates() {
     // 40 rps against a fast server: each request finishes long before the next is due, so
-    // most-recently-used reuse needs one connection and least-recently-used cycles all four.
+    // most-recently-used reuse needs one connection (two if a stall on a loaded machine makes
+    // requests overlap) and least-recently-used cycles all four regardless.
     let server = Server::start(&[]);
-    assert_eq!(connections_used(&server, "mru"), 1);
+    let mru = connections_used(&server, "mru");
+    assert!(mru <= 2, "mru opened {mru} connections");
     assert_eq!(connections_used(&server, "lru"), 4);
 }
 
