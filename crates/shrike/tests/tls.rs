@@ -174,3 +174,32 @@ fn tls_usage_errors_exit_2() {
     assert!(out.stderr.contains("https://"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn large_request_bodies_go_out_whole_over_tls() {
+    // 500 kB per request is far more than a socket buffer: the h1 path must flush what
+    // rustls buffers, and h2 must send it under flow control.
+    let nginx = Nginx::start_with(Listen::TlsH2, "client_max_body_size 2m;");
+    let ca = nginx.ca();
+    let url = nginx.url("https", "localhost", "/upload");
+    for protocol in ["http1", "http2"] {
+        let out = shrike_run(&[
+            &url,
+            "--protocol",
+            protocol,
+            "--tls-ca",
+            &ca,
+            "--request-method",
+            "POST",
+            "--request-body-size",
+            "500000",
+            "--rps",
+            "10",
+            "--duration",
+            "1",
+        ]);
+        assert_eq!(out.code(), 0, "{protocol}:\n{}", out.stderr);
+        let g = global(&json(&out)).clone();
+        assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{protocol}");
+    }
+}

@@ -172,7 +172,14 @@ async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Tic
         let t_send = Instant::now();
         let mut rx = 0u64;
         let mut tx = 0u64;
-        let outcome = match c.stream.write_all(&p.request).await {
+        // The flush matters for TLS only (a no-op on TCP): tokio-rustls accepts plaintext into
+        // rustls and may return before the socket took every record; nothing else would send
+        // them while we wait to read.
+        let write = async {
+            c.stream.write_all(&p.request).await?;
+            c.stream.flush().await
+        };
+        let outcome = match write.await {
             Ok(()) => {
                 tx = p.request.len() as u64;
                 c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
