@@ -33,7 +33,7 @@ pub use config::{
     ConfigError, Endpoint, EngineConfig, H1Reuse, Protocol, RequestSpec, StreamLimits,
 };
 pub use predicate::{Predicate, PredicateKind};
-pub use runner::{run, RunOutput};
+pub use runner::{run, validate, EngineError, RunOutput};
 pub use stop::StopHandle;
 pub use target::{AddressFamily, Target};
 pub use tls::{TlsClient, TlsError, TlsOptions, TlsVersion};

@@ -61,25 +61,7 @@ impl StartGate {
 /// Runs the benchmark described by `cfg` until it completes or `stop` is requested. Blocks the
 /// calling thread; signal handling belongs to the caller, which requests stops via `stop`.
 pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError> {
-    if cfg.endpoints.is_empty() {
-        return Err(EngineError::NoEndpoint);
-    }
-    let mut requests = Vec::with_capacity(cfg.endpoints.len());
-    for ep in &cfg.endpoints {
-        if ep.target.scheme == Scheme::Https && ep.tls.is_none() {
-            return Err(EngineError::NoTls(ep.target.url()));
-        }
-        // Encoded once per run, per endpoint (the host header / :authority differ).
-        let h2 = match cfg.protocol {
-            Protocol::Http1 => None,
-            Protocol::Http2 => {
-                Some(RequestTemplate::new(&ep.target, &cfg.request).map_err(EngineError::Request)?)
-            }
-        };
-        let h1: Arc<[u8]> = h1::encode_request(&ep.target, &cfg.request).into();
-        requests.push((h1, h2));
-    }
-    let requests = Arc::new(requests);
+    let requests = Arc::new(prepare(&cfg)?);
     let cfg = Arc::new(cfg);
     let n = cfg.workers.get();
     let gate = Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new() });
@@ -153,4 +135,36 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
     }
     let termination = stop.reason().unwrap_or(Termination::Completed);
     Ok(RunOutput { workers, termination, errors })
+}
+
+/// Checks what only the engine can check (every endpoint's request encodes, https endpoints
+/// have TLS) without starting anything, so callers can report problems as configuration
+/// errors before a run.
+pub fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
+    prepare(cfg).map(|_| ())
+}
+
+/// Per endpoint: the HTTP/1.1 request bytes and, for HTTP/2, the request template.
+type Prepared = Vec<(Arc<[u8]>, Option<RequestTemplate>)>;
+
+fn prepare(cfg: &EngineConfig) -> Result<Prepared, EngineError> {
+    if cfg.endpoints.is_empty() {
+        return Err(EngineError::NoEndpoint);
+    }
+    let mut requests = Vec::with_capacity(cfg.endpoints.len());
+    for ep in &cfg.endpoints {
+        if ep.target.scheme == Scheme::Https && ep.tls.is_none() {
+            return Err(EngineError::NoTls(ep.target.url()));
+        }
+        // Encoded once per run, per endpoint (the host header / :authority differ).
+        let h2 = match cfg.protocol {
+            Protocol::Http1 => None,
+            Protocol::Http2 => {
+                Some(RequestTemplate::new(&ep.target, &cfg.request).map_err(EngineError::Request)?)
+            }
+        };
+        let h1: Arc<[u8]> = h1::encode_request(&ep.target, &cfg.request).into();
+        requests.push((h1, h2));
+    }
+    Ok(requests)
 }

@@ -132,7 +132,8 @@ pub struct RunArgs {
     /// Uniform release jitter added to each scheduled time (e.g. .00001s or 10us).
     #[arg(long, value_name = "DURATION")]
     pub jitter_uniform: Option<String>,
-    /// Open every connection before the run starts.
+    /// Open every connection before the run starts (HTTP/1 only, as in Nighthawk: HTTP/2
+    /// opens connections as streams need them).
     #[arg(long)]
     pub prefetch_connections: bool,
 
@@ -319,7 +320,7 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
             predicates.push(p);
         }
     }
-    Ok(EngineConfig {
+    let cfg = EngineConfig {
         endpoints,
         request,
         protocol,
@@ -346,7 +347,11 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         open_loop: args.open_loop,
         prefetch_connections: args.prefetch_connections,
         predicates,
-    })
+    };
+    // What only the engine can judge (e.g. a host header that is no valid HTTP/2
+    // :authority) is still a configuration error: report it before anything starts.
+    shrike_engine::validate(&cfg).map_err(|e| usage(e.to_string()))?;
+    Ok(cfg)
 }
 
 /// The `options` object of the JSON result: every option with its effective value, under

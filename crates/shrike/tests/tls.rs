@@ -156,6 +156,7 @@ fn tls_usage_errors_exit_2() {
         (vec!["--protocol", "http2", "--h2"], "cannot be used with"),
         (vec!["--max-active-requests", "0"], "--max-active-requests"),
         (vec!["--max-concurrent-streams", "0"], "--max-concurrent-streams"),
+        (vec!["--protocol", "http2", "--tls-insecure", "--request-header", "host: a b"], "HTTP/2"),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["run", u];

@@ -575,3 +575,48 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(url: &str, method: &str, headers: &[(&str, &str)], body: u32) -> RequestTemplate {
+        let target = Target::parse_unresolved(url).expect("url");
+        let headers = headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let spec = RequestSpec::try_new(method, headers, body).expect("spec");
+        RequestTemplate::new(&target, &spec).expect("template")
+    }
+
+    #[test]
+    fn template_maps_h1_headers_to_h2() {
+        let t = template(
+            "http://127.0.0.1:8080/p?q=1",
+            "POST",
+            &[("Host", "example.com"), ("Connection", "keep-alive"), ("X-A", "1")],
+            3,
+        );
+        let r = t.request();
+        assert_eq!(r.method(), "POST");
+        // The host header becomes :authority; connection-specific headers are dropped.
+        assert_eq!(r.uri().to_string(), "http://example.com/p?q=1");
+        assert!(r.headers().get("host").is_none() && r.headers().get("connection").is_none());
+        assert_eq!(r.headers()["x-a"], "1");
+        assert_eq!(r.headers()["content-length"], "3");
+        assert!(r.headers()["user-agent"].to_str().is_ok_and(|v| v.starts_with("shrike/")));
+        assert_eq!(&t.body[..], b"aaa");
+        let t = template("https://h/", "GET", &[("user-agent", "custom")], 0);
+        let r = t.request();
+        assert_eq!(r.uri().to_string(), "https://h/");
+        assert_eq!(r.headers().get_all("user-agent").iter().count(), 1);
+        assert_eq!(r.headers()["user-agent"], "custom");
+        assert!(r.headers().get("content-length").is_none() && t.body.is_empty());
+    }
+
+    #[test]
+    fn invalid_authority_is_an_error_not_a_panic() {
+        let target = Target::parse_unresolved("http://h/").expect("url");
+        let spec =
+            RequestSpec::try_new("GET", vec![("host".into(), "a b".into())], 0).expect("spec");
+        assert!(RequestTemplate::new(&target, &spec).is_err());
+    }
+}
