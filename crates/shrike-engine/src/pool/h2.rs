@@ -406,8 +406,8 @@ async fn stream_task(
     ticket: Ticket,
 ) {
     let p = pool(&ctx, &conn);
-    let sent = Instant::now();
-    let result = exchange(sender, &p.template).await;
+    let mut sent = Instant::now();
+    let result = exchange(sender, &p.template, &mut sent).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
     p.active.set(p.active.get() - 1);
@@ -429,14 +429,20 @@ async fn stream_task(
             // response) was not processed: retry it once elsewhere, as Envoy does, rather than
             // count a server that is shedding connections gracefully as failing.
             let refused = goaway || err.reason() == Some(Reason::REFUSED_STREAM);
-            if refused && !responded && !ticket.retried && !ctx.stopping.get() {
+            let unprocessed = refused && !responded;
+            if unprocessed && ctx.stopping.get() {
+                // The run is draining: nothing new is sent, and a refusal is no failure.
+                ctx.state.borrow_mut().counters.inc(Counter::RqCancelled);
+                request_finished(&ctx);
+            } else if unprocessed && !ticket.retried {
                 let t = Ticket { retried: true, ..ticket };
                 if let Err(t) = p.try_start(&ctx, t) {
                     ctx.state.borrow_mut().queue.push_front(t);
                 }
             } else {
-                // Errors the server sent (resets, GOAWAY with an error) or the codec detected
-                // locally in the server's frames are protocol failures; I/O errors are not.
+                // Only errors our codec found in the server's frames count as connection
+                // protocol errors here: a reset is stream-level, a GOAWAY with an error code is
+                // counted once by the connection task, and I/O errors are neither.
                 let protocol_error = !err.is_io() && !err.is_reset() && !goaway;
                 record_failure(&ctx, protocol_error, || describe(&err));
                 request_finished(&ctx);
@@ -464,12 +470,15 @@ fn describe(err: &h2::Error) -> String {
 /// Sends the request and reads the response to its end. Returns (status, header bytes, body
 /// bytes). Header bytes are the HPACK size of the response head: for each field (`:status`
 /// included) name length + value length + 32 (RFC 7541 §4.1), independent of how well the
-/// server compressed it.
+/// server compressed it. `sent` is set when the stream is actually opened.
 async fn exchange(
     sender: SendRequest<Bytes>,
     tpl: &RequestTemplate,
+    sent: &mut Instant,
 ) -> Result<(u16, u64, u64), StreamError> {
     let mut sender = sender.ready().await?;
+    // Waiting for the connection to accept another stream is queueing, not service time.
+    *sent = Instant::now();
     let has_body = !tpl.body.is_empty();
     let (response, mut stream) = sender.send_request(tpl.request(), !has_body)?;
     drop(sender);
