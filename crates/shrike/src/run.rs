@@ -30,6 +30,56 @@ pub struct RunArgs {
     /// URL to benchmark (http:// or https://). Omit it to benchmark the built-in test server.
     pub url: Option<String>,
 
+    /// Target requests per second, per worker (fractional allowed).
+    #[arg(long, default_value = "5", value_name = "RATE", allow_negative_numbers = true)]
+    pub rps: f64,
+    /// Maximum connections per worker.
+    #[arg(long, default_value_t = 100)]
+    pub connections: u32,
+    /// Test duration: seconds, or with a unit (500ms, 30s, 2m).
+    #[arg(long, default_value = "5", value_name = "DURATION", conflicts_with = "no_duration")]
+    pub duration: String,
+    /// Run until stopped by a predicate or Ctrl-C. Default failure predicates still apply.
+    #[arg(long)]
+    pub no_duration: bool,
+    /// Number of workers (one thread and event loop each), or 'auto' for one per usable CPU.
+    /// Rates and connections are per worker.
+    #[arg(long, default_value = "1", value_name = "N|auto")]
+    pub concurrency: String,
+    /// Connect timeout, and the grace period for in-flight requests when the run stops.
+    #[arg(long, default_value = "30", value_name = "DURATION")]
+    pub timeout: String,
+
+    /// Request method.
+    #[arg(long, default_value = "GET", value_name = "METHOD")]
+    pub request_method: String,
+    /// Extra request header 'name: value' (repeatable).
+    #[arg(long = "request-header", value_name = "HEADER")]
+    pub request_headers: Vec<String>,
+    /// Request body size in bytes (a body of 'a's, as Nighthawk sends).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub request_body_size: u32,
+
+    /// Requests that may queue in the pool when every connection is busy (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub max_pending_requests: u32,
+    /// Close and replace a connection after this many requests.
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS_PER_CONNECTION)]
+    pub max_requests_per_connection: u64,
+    /// Open loop: never wait for a free connection; count such requests as pool overflow.
+    #[arg(long)]
+    pub open_loop: bool,
+    /// Release requests in bursts of this size (0 or 1: no bursts).
+    #[arg(long, default_value_t = 0)]
+    pub burst_size: u32,
+    /// Uniform release jitter added to each scheduled time (e.g. .00001s or 10us).
+    #[arg(long, value_name = "DURATION")]
+    pub jitter_uniform: Option<String>,
+    /// Open every connection before the run starts (HTTP/1 only, as in Nighthawk: HTTP/2
+    /// opens connections as streams need them).
+    #[arg(long)]
+    pub prefetch_connections: bool,
+
     /// Multi-target mode: an endpoint HOST:PORT that requests rotate over round robin
     /// (repeatable; each endpoint gets its own pool with the per-worker limits). Replaces
     /// the URL.
@@ -86,56 +136,6 @@ pub struct RunArgs {
     /// TLS: never resume sessions, so every connection pays a full handshake.
     #[arg(long)]
     pub tls_no_session_resumption: bool,
-
-    /// Target requests per second, per worker (fractional allowed).
-    #[arg(long, default_value = "5", value_name = "RATE", allow_negative_numbers = true)]
-    pub rps: f64,
-    /// Maximum connections per worker.
-    #[arg(long, default_value_t = 100)]
-    pub connections: u32,
-    /// Test duration: seconds, or with a unit (500ms, 30s, 2m).
-    #[arg(long, default_value = "5", value_name = "DURATION", conflicts_with = "no_duration")]
-    pub duration: String,
-    /// Run until stopped by a predicate or Ctrl-C. Default failure predicates still apply.
-    #[arg(long)]
-    pub no_duration: bool,
-    /// Number of workers (one thread and event loop each), or 'auto' for one per usable CPU.
-    /// Rates and connections are per worker.
-    #[arg(long, default_value = "1", value_name = "N|auto")]
-    pub concurrency: String,
-    /// Connect timeout, and the grace period for in-flight requests when the run stops.
-    #[arg(long, default_value = "30", value_name = "DURATION")]
-    pub timeout: String,
-
-    /// Request method.
-    #[arg(long, default_value = "GET", value_name = "METHOD")]
-    pub request_method: String,
-    /// Extra request header 'name: value' (repeatable).
-    #[arg(long = "request-header", value_name = "HEADER")]
-    pub request_headers: Vec<String>,
-    /// Request body size in bytes (a body of 'a's, as Nighthawk sends).
-    #[arg(long, default_value_t = 0, value_name = "BYTES")]
-    pub request_body_size: u32,
-
-    /// Requests that may queue in the pool when every connection is busy (0: none).
-    #[arg(long, default_value_t = 0)]
-    pub max_pending_requests: u32,
-    /// Close and replace a connection after this many requests.
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS_PER_CONNECTION)]
-    pub max_requests_per_connection: u64,
-    /// Open loop: never wait for a free connection; count such requests as pool overflow.
-    #[arg(long)]
-    pub open_loop: bool,
-    /// Release requests in bursts of this size (0 or 1: no bursts).
-    #[arg(long, default_value_t = 0)]
-    pub burst_size: u32,
-    /// Uniform release jitter added to each scheduled time (e.g. .00001s or 10us).
-    #[arg(long, value_name = "DURATION")]
-    pub jitter_uniform: Option<String>,
-    /// Open every connection before the run starts (HTTP/1 only, as in Nighthawk: HTTP/2
-    /// opens connections as streams need them).
-    #[arg(long)]
-    pub prefetch_connections: bool,
 
     /// Fail the run (exit 1) when COUNTER exceeds N (repeatable), e.g. benchmark.http_5xx:0.
     #[arg(long = "failure-predicate", value_name = "COUNTER:N")]
