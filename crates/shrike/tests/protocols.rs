@@ -169,6 +169,7 @@ fn max_requests_per_connection_recycles_h2_connections() {
     ]);
     assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 10);
+    assert_eq!(counter(&g, "upstream_cx_destroy_local"), 10);
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //!   logic queues, overflows or blocks the pacer, exactly as for HTTP/1.1.
 //! - `max_requests_per_connection` retires a connection after that many streams; a GOAWAY
 //!   retires it too (`upstream_cx_close_notify`). A retired connection finishes its streams
-//!   and then closes; new streams go elsewhere.
+//!   and then closes; new streams go elsewhere, and it no longer counts against
+//!   `connections` (so recycling never stalls the pool while old streams drain).
 //!
 //! Each stream runs as its own local task. Response bodies are counted and their flow-control
 //! capacity is released as data arrives; nothing is stored.
@@ -225,6 +226,8 @@ impl H2Pool {
         conn.started.set(conn.started.get() + 1);
         self.active.set(self.active.get() + 1);
         if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
+            // Closed by us once its streams finish, as the h1 pool counts its recycling.
+            ctx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
             self.retire(conn);
         }
         match &mut *conn.state.borrow_mut() {
