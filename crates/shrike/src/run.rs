@@ -433,6 +433,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let cfg = build_config(&args, targets)?;
+    if args.h2 {
+        warning!("--h2 is deprecated; use --protocol http2");
+    }
     let options = options_json(&args, &cfg);
     announce(&cfg);
 

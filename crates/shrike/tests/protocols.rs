@@ -58,7 +58,15 @@ fn h2c_prior_knowledge_against_nginx() {
 fn deprecated_h2_flag_means_http2() {
     let nginx = Nginx::start(Listen::H2c);
     let url = nginx.url("http", "127.0.0.1", "/file");
-    let g = run_ok(&[&url, "--h2", "--rps", "20", "--duration", "1"]);
+    let out = run(
+        &["run", &url, "--h2", "--rps", "20", "--duration", "1", "--output-format", "json"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stderr.contains("--h2 is deprecated"), "{}", out.stderr);
+    let v = json(&out);
+    assert_eq!(v["options"]["protocol"], "http2");
+    let g = global(&v).clone();
     assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
     assert!(counter(&g, "upstream_cx_http2_total") >= 1);
 }
