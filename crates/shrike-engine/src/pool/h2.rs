@@ -138,12 +138,19 @@ struct H2Conn {
 }
 
 impl H2Conn {
-    fn stream_limit(&self, configured: u32) -> u32 {
+    /// Whether another stream fits: under our limit first (a plain integer compare), and only
+    /// then under the server's SETTINGS_MAX_CONCURRENT_STREAMS, which `h2` reads under a
+    /// lock. Before the server's SETTINGS arrive only our limit is known; `h2` itself holds
+    /// back streams beyond the server's limit until then, and a server that refuses early
+    /// streams gets them retried.
+    fn has_room(&self, configured: u32) -> bool {
+        let active = self.active.get();
+        if active >= configured {
+            return false;
+        }
         match &*self.state.borrow() {
-            Ready(s) => {
-                configured.min(u32::try_from(s.current_max_send_streams()).unwrap_or(u32::MAX))
-            }
-            _ => configured,
+            Ready(s) => (active as usize) < s.current_max_send_streams(),
+            _ => true,
         }
     }
 }
@@ -192,12 +199,7 @@ impl H2Pool {
         if self.closing.get() || self.active.get() >= self.max_active {
             return Err(ticket);
         }
-        let pick = self
-            .conns
-            .borrow()
-            .iter()
-            .find(|c| c.active.get() < c.stream_limit(self.max_streams))
-            .cloned();
+        let pick = self.conns.borrow().iter().find(|c| c.has_room(self.max_streams)).cloned();
         let conn = match pick {
             Some(c) => c,
             None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
