@@ -42,6 +42,10 @@ use crate::worker::{Ticket, WorkerCtx};
 const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
 const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
 
+/// Streams `h2` opens before the server's SETTINGS tell the real limit: RFC 9113 §6.5.2
+/// recommends servers allow at least 100 (hyper's default too).
+const PRE_SETTINGS_STREAMS: usize = 100;
+
 /// HPACK's per-entry overhead (RFC 7541 §4.1), used to size response headers.
 const HPACK_ENTRY_OVERHEAD: u64 = 32;
 
@@ -140,9 +144,9 @@ struct H2Conn {
 impl H2Conn {
     /// Whether another stream fits: under our limit first (a plain integer compare), and only
     /// then under the server's SETTINGS_MAX_CONCURRENT_STREAMS, which `h2` reads under a
-    /// lock. Before the server's SETTINGS arrive only our limit is known; `h2` itself holds
-    /// back streams beyond the server's limit until then, and a server that refuses early
-    /// streams gets them retried.
+    /// lock. Before the server's SETTINGS arrive only our limit is known; until then `h2`
+    /// holds back streams beyond [`PRE_SETTINGS_STREAMS`], and streams a server with a lower
+    /// limit refuses are retried.
     fn has_room(&self, configured: u32) -> bool {
         let active = self.active.get();
         if active >= configured {
@@ -295,6 +299,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .enable_push(false)
+            .initial_max_send_streams(PRE_SETTINGS_STREAMS)
             .handshake::<_, Bytes>(io)
             .await;
         match res {
