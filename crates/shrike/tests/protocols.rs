@@ -251,3 +251,35 @@ fn h1_connection_close_is_counted_as_close_notify() {
     assert_eq!(counter(&g, "upstream_cx_close_notify"), 10);
     assert_eq!(counter(&g, "upstream_cx_http1_total"), 10);
 }
+
+#[test]
+fn h2c_against_shrikes_own_test_server() {
+    // The built-in server speaks h2c too; its per-request config header works over HTTP/2.
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    let g = run_ok(&[
+        &url,
+        "--protocol",
+        "http2",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"response_body_size":1000,"static_delay":"0.05s"}"#,
+        "--rps",
+        "40",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 40);
+    assert_eq!(counter(&g, "upstream_cx_http2_total"), 1);
+    let body = statistic(&g, "benchmark_http_client.response_body_size");
+    assert_eq!((body["raw_min"].as_str(), body["raw_max"].as_str()), (Some("1000"), Some("1000")));
+    // Every response waited the server's 50 ms delay.
+    let min = secs(&statistic(&g, "benchmark_http_client.request_to_response")["min"]);
+    assert!(min >= 0.049, "min latency {min}s");
+}
+
+#[test]
+fn no_url_benchmarks_the_built_in_server_over_h2c() {
+    let g = run_ok(&["--protocol", "http2", "--rps", "20", "--duration", "1"]);
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
+    assert_eq!(counter(&g, "upstream_cx_http2_total"), 1);
+}
