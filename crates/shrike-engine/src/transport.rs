@@ -5,6 +5,7 @@
 //! Nighthawk measures it.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -14,7 +15,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use crate::config::Endpoint;
+use crate::config::{Endpoint, Protocol};
+use crate::tls::TlsClient;
 use crate::worker::WorkerCtx;
 
 /// A connected stream, plain or TLS. An enum rather than a boxed trait object so the h1 hot
@@ -112,75 +114,7 @@ pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Tran
         let Some(tls) = &endpoint.tls else {
             return Some(Transport::Tcp(stream));
         };
-        let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-        let describe = || format!("TLS handshake with {addr} ({})", tls.describe_sni());
-        let handshake = connector.connect(tls.server_name.clone(), stream);
-        let fail = |ctx: &WorkerCtx, msg: String, protocol_error: bool| {
-            let mut st = ctx.state.borrow_mut();
-            st.counters.inc(Counter::CxConnectFail);
-            if protocol_error {
-                st.counters.inc(Counter::CxProtocolError);
-            }
-            st.note_error(|| msg);
-            None
-        };
-        let stream = match tokio::time::timeout(cfg.timeout, handshake).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                // OpenSSL-based servers refuse an ALPN list they share nothing with by alert
-                // rather than by picking another protocol; say what that means.
-                let no_alpn = matches!(
-                    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
-                    Some(rustls::Error::AlertReceived(AlertDescription::NoApplicationProtocol))
-                );
-                let hint = if no_alpn {
-                    format!(
-                        " (the server does not offer {} via ALPN {:?})",
-                        cfg.protocol.name(),
-                        String::from_utf8_lossy(cfg.protocol.alpn())
-                    )
-                } else {
-                    String::new()
-                };
-                return fail(ctx, format!("{} failed: {e}{hint}", describe()), no_alpn);
-            }
-            Err(_) => {
-                let mut st = ctx.state.borrow_mut();
-                st.counters.inc(Counter::CxConnectTimeout);
-                drop(st);
-                let msg = format!("{} timed out after {}s", describe(), cfg.timeout.as_secs_f64());
-                return fail(ctx, msg, false);
-            }
-        };
-        let (_, conn) = stream.get_ref();
-        let alpn = conn.alpn_protocol();
-        let wanted = cfg.protocol.alpn();
-        // A server without ALPN speaks HTTP/1.1 (RFC 7301 predates most of them); HTTP/2 over
-        // TLS is only ever negotiated (RFC 9113 §3.2), so its absence is a mismatch.
-        let ok = match alpn {
-            Some(p) => p == wanted,
-            None => cfg.protocol == crate::config::Protocol::Http1,
-        };
-        if !ok {
-            let got = alpn.map_or_else(
-                || "no protocol".to_string(),
-                |p| format!("{:?}", String::from_utf8_lossy(p)),
-            );
-            let msg = format!(
-                "{}: the server selected {got} via ALPN but {} was requested ({:?})",
-                describe(),
-                cfg.protocol.name(),
-                String::from_utf8_lossy(wanted)
-            );
-            return fail(ctx, msg, true);
-        }
-        let resumed = conn.handshake_kind() == Some(HandshakeKind::Resumed);
-        let mut st = ctx.state.borrow_mut();
-        st.counters.inc(Counter::SslHandshake);
-        if resumed {
-            st.counters.inc(Counter::SslSessionReused);
-        }
-        return Some(Transport::Tls(Box::new(stream)));
+        return tls_handshake(ctx, tls, addr, stream).await;
     }
     let mut st = ctx.state.borrow_mut();
     st.counters.inc(Counter::CxConnectFail);
@@ -189,4 +123,84 @@ pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Tran
     }
     st.note_error(|| last_err);
     None
+}
+
+/// The TLS half of [`connect`]: handshake, check the ALPN answer, count the handshake and
+/// whether it resumed a session.
+async fn tls_handshake(
+    ctx: &WorkerCtx,
+    tls: &TlsClient,
+    addr: &SocketAddr,
+    stream: TcpStream,
+) -> Option<Transport> {
+    let cfg = &ctx.cfg;
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    let describe = || format!("TLS handshake with {addr} ({})", tls.describe_sni());
+    let handshake = connector.connect(tls.server_name.clone(), stream);
+    let fail = |ctx: &WorkerCtx, msg: String, protocol_error: bool| {
+        let mut st = ctx.state.borrow_mut();
+        st.counters.inc(Counter::CxConnectFail);
+        if protocol_error {
+            st.counters.inc(Counter::CxProtocolError);
+        }
+        st.note_error(|| msg);
+        None
+    };
+    let stream = match tokio::time::timeout(cfg.timeout, handshake).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            // OpenSSL-based servers refuse an ALPN list they share nothing with by alert
+            // rather than by picking another protocol; say what that means.
+            let no_alpn = matches!(
+                e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
+                Some(rustls::Error::AlertReceived(AlertDescription::NoApplicationProtocol))
+            );
+            let hint = if no_alpn {
+                format!(
+                    " (the server does not offer {} via ALPN {:?})",
+                    cfg.protocol.name(),
+                    String::from_utf8_lossy(cfg.protocol.alpn())
+                )
+            } else {
+                String::new()
+            };
+            return fail(ctx, format!("{} failed: {e}{hint}", describe()), no_alpn);
+        }
+        Err(_) => {
+            let mut st = ctx.state.borrow_mut();
+            st.counters.inc(Counter::CxConnectTimeout);
+            drop(st);
+            let msg = format!("{} timed out after {}s", describe(), cfg.timeout.as_secs_f64());
+            return fail(ctx, msg, false);
+        }
+    };
+    let (_, conn) = stream.get_ref();
+    let alpn = conn.alpn_protocol();
+    let wanted = cfg.protocol.alpn();
+    // A server that ignores ALPN speaks HTTP/1.1, the protocol ALPN is optional for; HTTP/2
+    // over TLS is only ever negotiated (RFC 9113 §3.2), so no ALPN answer is a mismatch.
+    let ok = match alpn {
+        Some(p) => p == wanted,
+        None => cfg.protocol == Protocol::Http1,
+    };
+    if !ok {
+        let got = alpn.map_or_else(
+            || "no protocol".to_string(),
+            |p| format!("{:?}", String::from_utf8_lossy(p)),
+        );
+        let msg = format!(
+            "{}: the server selected {got} via ALPN but {} was requested ({:?})",
+            describe(),
+            cfg.protocol.name(),
+            String::from_utf8_lossy(wanted)
+        );
+        return fail(ctx, msg, true);
+    }
+    let resumed = conn.handshake_kind() == Some(HandshakeKind::Resumed);
+    let mut st = ctx.state.borrow_mut();
+    st.counters.inc(Counter::SslHandshake);
+    if resumed {
+        st.counters.inc(Counter::SslSessionReused);
+    }
+    Some(Transport::Tls(Box::new(stream)))
 }
