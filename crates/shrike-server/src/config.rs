@@ -151,6 +151,19 @@ impl ServerConfig {
     pub(crate) fn header_list(&self) -> &HeaderList<'static> {
         &self.headers
     }
+
+    /// This configuration with an `alt-svc` header advertising HTTP/3 on `port` (RFC 7838),
+    /// which is how browsers and curl learn to switch. A configured `alt-svc` is kept as is.
+    pub(crate) fn with_alt_svc(&self, port: u16) -> ServerConfig {
+        let mut config = self.clone();
+        let configured =
+            config.headers.entries.iter().any(|(n, _)| n.eq_ignore_ascii_case("alt-svc"));
+        if !configured {
+            let value = format!("h3=\":{port}\"; ma=86400");
+            config.headers.apply("alt-svc".into(), value.into(), true);
+        }
+        config
+    }
 }
 
 impl Default for ServerConfig {
@@ -338,6 +351,17 @@ mod tests {
         assert_eq!(streams.unwrap_err(), ConfigError::ZeroMaxConcurrentStreams);
         let header = ServerConfig::builder().response_header("connection", "close").build();
         assert!(matches!(header.unwrap_err(), ConfigError::ManagedHeader(_)));
+    }
+
+    #[test]
+    fn alt_svc_is_added_unless_configured() {
+        let c = ServerConfig::default().with_alt_svc(8443);
+        let headers: Vec<_> = c.response_headers().collect();
+        assert_eq!(headers, [("server", "shrike"), ("alt-svc", "h3=\":8443\"; ma=86400")]);
+        let own = ServerConfig::builder().response_header("Alt-Svc", "clear").build().unwrap();
+        let own = own.with_alt_svc(8443);
+        let kept: Vec<_> = own.response_headers().map(|(_, v)| v).collect();
+        assert_eq!(kept, ["shrike", "clear"]);
     }
 
     #[test]

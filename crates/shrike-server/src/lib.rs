@@ -1,5 +1,5 @@
 //! Shrike's test server: a Nighthawk-compatible origin for load tests, over HTTP/1.1 and HTTP/2,
-//! in plaintext or TLS.
+//! in plaintext or TLS, and HTTP/3 over QUIC.
 //!
 //! Every response is shaped by server-wide defaults ([`ServerConfig`]) that each request may
 //! override with an `x-nighthawk-test-server-config` header, using Nighthawk's field names:
@@ -8,15 +8,17 @@
 //! Shrike's `response_status`. A bad header gets a 500 that names the problem, and the
 //! connection stays usable.
 //!
-//! The crate has three parts: the protocol-neutral behaviour (configuration, header merging,
+//! The crate has four parts: the protocol-neutral behaviour (configuration, header merging,
 //! delays, server-wide counters); the HTTP/1.1 front end, a hand-written codec built for low
-//! CPU per request (pipelined requests are parsed in place and answered with one write); and the
-//! HTTP/2 front end on the `h2` crate. Both serve bodies from one shared buffer of `a` bytes and
-//! count request bodies without storing them. A plaintext port serves both protocols (HTTP/2 by
-//! prior knowledge); with [`TlsConfig`] the protocol is negotiated by ALPN.
+//! CPU per request (pipelined requests are parsed in place and answered with one write); the
+//! HTTP/2 front end on the `h2` crate; and the HTTP/3 front end on `h3` and `quinn`, which shares
+//! HTTP/2's response encoding. All serve bodies from one shared buffer of `a` bytes and count
+//! request bodies without storing them. A plaintext port serves HTTP/1.1 and HTTP/2 (by prior
+//! knowledge); with [`TlsConfig`] the protocol is negotiated by ALPN, and a UDP socket on the
+//! same port adds HTTP/3.
 //!
-//! [`run`] takes a bound listener and a shutdown future, so the library never binds ports or
-//! reads signals itself.
+//! [`run`] takes a bound listener and a shutdown future, and [`run_with_udp`] a UDP socket as
+//! well, so the library never binds ports or reads signals itself.
 
 mod behaviour;
 mod config;
@@ -25,6 +27,7 @@ mod date;
 mod h1;
 mod headers;
 mod http2;
+mod http3;
 mod relaxed;
 mod rewind;
 mod server;
@@ -38,7 +41,7 @@ pub use config::{
     DEFAULT_TLS_HANDSHAKE_TIMEOUT,
 };
 pub use headers::ResponseHeader;
-pub use server::run;
+pub use server::{run, run_with_udp};
 pub use state::ServerTotals;
 pub use tls::{SelfSignedCert, TlsConfig, TlsError};
 

@@ -1,7 +1,9 @@
-//! The accept loop: connection cap, per-connection tasks and two-phase shutdown.
+//! The accept loops (TCP, and QUIC when serving HTTP/3): connection cap, per-connection tasks
+//! and two-phase shutdown.
 
 use std::future::Future;
 use std::io;
+use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::state::{ServerState, ServerTotals};
-use crate::{conn, h1, http2, ServerConfig};
+use crate::{conn, h1, http2, http3, ServerConfig};
 
 /// Everything a connection needs, shared by all of them.
 pub(crate) struct Shared {
@@ -37,12 +39,38 @@ pub(crate) struct Shared {
 ///
 /// Accept errors (a peer resetting before it was accepted, running out of file descriptors)
 /// are retried with a back-off rather than ending the server: a load test should see a slow
-/// server, not a vanished one. The `io::Result` leaves room for front ends whose setup can fail.
+/// server, not a vanished one.
 pub async fn run(
     listener: TcpListener,
     config: Arc<ServerConfig>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<ServerTotals> {
+    run_with_udp(listener, None, config, shutdown).await
+}
+
+/// [`run`], plus HTTP/3 over QUIC on `udp` when given.
+///
+/// HTTP/3 needs TLS in `config` (an `InvalidInput` error otherwise, before anything is
+/// served). Bind `udp` to the listener's address so clients find HTTP/3 on the same port
+/// number; every TCP response then advertises it with `alt-svc: h3=":PORT"` (unless the
+/// configuration sets its own `alt-svc`). Both protocols share the connection cap, the
+/// server-wide request state (linear delay, previous-request delta) and the totals. On
+/// shutdown each QUIC connection sends GOAWAY, finishes the requests it has accepted and
+/// closes, within the same drain timeout as TCP.
+pub async fn run_with_udp(
+    listener: TcpListener,
+    udp: Option<UdpSocket>,
+    config: Arc<ServerConfig>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<ServerTotals> {
+    let (quic, config) = match udp {
+        None => (None, config),
+        Some(udp) => {
+            let port = udp.local_addr()?.port();
+            let quic = http3::Endpoint::new(udp, &config)?;
+            (Some(quic), Arc::new(config.with_alt_svc(port)))
+        }
+    };
     let shared = Arc::new(Shared {
         h1: h1::Prepared::new(&config),
         h2: http2::Prepared::new(&config),
@@ -51,21 +79,41 @@ pub async fn run(
         config,
     });
     let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
-    // Connections wait on `changed()`, which completes when the sender is dropped.
+    // Everything waits on `changed()`, which completes when the sender is dropped.
     let (notify, watch) = watch::channel(());
+    let signal = async move {
+        shutdown.await;
+        drop(notify);
+    };
+    let tcp = serve_tcp(listener, shared.clone(), limit.clone(), watch.clone());
+    let quic = async {
+        if let Some(quic) = quic {
+            quic.serve(shared.clone(), limit, watch).await;
+        }
+    };
+    tokio::join!(signal, tcp, quic);
+    Ok(shared.state.totals().snapshot())
+}
+
+/// The TCP accept loop and its drain.
+async fn serve_tcp(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    limit: Arc<Semaphore>,
+    mut shutdown: watch::Receiver<()>,
+) {
     let mut connections = JoinSet::new();
     let mut backoff = Duration::ZERO;
-    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             biased;
-            () = &mut shutdown => break,
+            _ = shutdown.changed() => break,
             // Reaping finished tasks here keeps the set from growing with every connection.
             Some(_) = connections.join_next() => {}
             accepted = accept(&listener, &limit) => match accepted {
                 Ok((stream, permit)) => {
                     backoff = Duration::ZERO;
-                    let task = conn::serve(stream, shared.clone(), watch.clone());
+                    let task = conn::serve(stream, shared.clone(), shutdown.clone());
                     connections.spawn(async move {
                         task.await;
                         drop(permit);
@@ -77,7 +125,7 @@ pub async fn run(
                     // resources, where spinning would burn the CPU they need.
                     backoff = (backoff * 2).clamp(Duration::from_millis(1), Duration::from_secs(1));
                     tokio::select! {
-                        () = &mut shutdown => break,
+                        _ = shutdown.changed() => break,
                         () = tokio::time::sleep(backoff) => {}
                     }
                 }
@@ -85,12 +133,10 @@ pub async fn run(
         }
     }
     drop(listener);
-    drop(notify);
     let drain = async { while connections.join_next().await.is_some() {} };
     if tokio::time::timeout(shared.config.drain_timeout(), drain).await.is_err() {
         connections.shutdown().await;
     }
-    Ok(shared.state.totals().snapshot())
 }
 
 async fn accept(

@@ -33,6 +33,7 @@ pub(crate) struct ServerState {
 pub(crate) struct Totals {
     pub(crate) http1: AtomicU64,
     pub(crate) http2: AtomicU64,
+    pub(crate) http3: AtomicU64,
     pub(crate) tls_handshakes: AtomicU64,
     pub(crate) tls_handshake_failures: AtomicU64,
 }
@@ -47,6 +48,7 @@ impl Totals {
         ServerTotals {
             http1_connections: get(&self.http1),
             http2_connections: get(&self.http2),
+            http3_connections: get(&self.http3),
             tls_handshakes: get(&self.tls_handshakes),
             tls_handshake_failures: get(&self.tls_handshake_failures),
         }
@@ -61,8 +63,11 @@ pub struct ServerTotals {
     pub http1_connections: u64,
     /// Connections that spoke HTTP/2: by ALPN over TLS, by prior knowledge in plaintext.
     pub http2_connections: u64,
+    /// QUIC connections that completed their handshake and spoke HTTP/3.
+    pub http3_connections: u64,
+    /// Completed TLS handshakes, over TCP and QUIC alike.
     pub tls_handshakes: u64,
-    /// Handshakes that failed or timed out; each closed only its own connection.
+    /// Handshakes (TCP or QUIC) that failed or timed out; each closed only its own connection.
     pub tls_handshake_failures: u64,
 }
 

@@ -1,5 +1,7 @@
 //! TLS for the test server: certificates from PEM or generated on the spot, rustls with the ring
-//! provider, and ALPN offering `h2` and `http/1.1` so one port serves both protocols.
+//! provider, and ALPN offering `h2` and `http/1.1` so one port serves both protocols. The same
+//! certificate serves HTTP/3, whose QUIC handshake needs a configuration of its own (TLS 1.3
+//! only, ALPN `h3`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +12,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// ALPN identifiers in preference order: a client offering both gets HTTP/2.
 pub(crate) const ALPN_H2: &[u8] = b"h2";
 const ALPN_HTTP1: &[u8] = b"http/1.1";
+/// RFC 9114's identifier; QUIC connections offering anything else are refused.
+const ALPN_H3: &[u8] = b"h3";
 
 /// Why a TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +47,8 @@ pub enum TlsError {
 #[derive(Debug, Clone)]
 pub struct TlsConfig {
     rustls: Arc<rustls::ServerConfig>,
+    /// For QUIC: the same certificate, TLS 1.3 only (QUIC has no other), ALPN `h3`.
+    quic: Arc<rustls::ServerConfig>,
 }
 
 impl TlsConfig {
@@ -74,26 +80,46 @@ impl TlsConfig {
         certs: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
     ) -> Result<Self, TlsError> {
-        let rejected = |e: rustls::Error| TlsError::Rejected(e.to_string());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(rejected)?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(rejected)?;
-        config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP1.to_vec()];
-        // Stateless tickets let clients resume without the server keeping a session cache
-        // whose size would have to track the connection count of the load test.
-        config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(rejected)?;
-        // Writes nothing unless SSLKEYLOGFILE is set.
-        config.key_log = Arc::new(rustls::KeyLogFile::new());
-        Ok(Self { rustls: Arc::new(config) })
+        let rustls = server_config(
+            &[&rustls::version::TLS13, &rustls::version::TLS12],
+            certs.clone(),
+            key.clone_key(),
+            &[ALPN_H2, ALPN_HTTP1],
+        )?;
+        let quic = server_config(&[&rustls::version::TLS13], certs, key, &[ALPN_H3])?;
+        Ok(Self { rustls: Arc::new(rustls), quic: Arc::new(quic) })
     }
 
     pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(self.rustls.clone())
     }
+
+    pub(crate) fn quic(&self) -> Arc<rustls::ServerConfig> {
+        self.quic.clone()
+    }
+}
+
+fn server_config(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    alpn: &[&[u8]],
+) -> Result<rustls::ServerConfig, TlsError> {
+    let rejected = |e: rustls::Error| TlsError::Rejected(e.to_string());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(rejected)?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(rejected)?;
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    // Stateless tickets let clients resume without the server keeping a session cache
+    // whose size would have to track the connection count of the load test.
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(rejected)?;
+    // Writes nothing unless SSLKEYLOGFILE is set.
+    config.key_log = Arc::new(rustls::KeyLogFile::new());
+    Ok(config)
 }
 
 /// A freshly generated self-signed certificate (ECDSA P-256) and its key, in PEM. Clients
@@ -158,6 +184,7 @@ mod tests {
         assert!(!format!("{cert:?}").contains("PRIVATE"));
         let tls = cert.tls_config().unwrap();
         assert_eq!(tls.rustls.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(tls.quic.alpn_protocols, [b"h3".to_vec()]);
     }
 
     #[test]

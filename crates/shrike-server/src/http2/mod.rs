@@ -5,7 +5,8 @@
 //! has already accepted and closes once they are done. New streams are refused by the GOAWAY.
 //! The accept loop's drain timeout bounds all of it.
 
-mod response;
+// HTTP/3 builds its responses with the same code.
+pub(crate) mod response;
 mod stream;
 
 use std::sync::Arc;

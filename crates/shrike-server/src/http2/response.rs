@@ -1,5 +1,5 @@
-//! Response heads and payloads for HTTP/2: a [`Plan`] as an `http::Response`, plus the body to
-//! stream after it.
+//! Response heads and payloads as `http` types: a [`Plan`] as an `http::Response`, plus the body
+//! to stream after it. HTTP/2 and HTTP/3 share them, so both encode a plan the same way.
 
 use std::cell::RefCell;
 
@@ -7,7 +7,8 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
-use crate::behaviour::{Body, Headers, Plan, FILLER};
+use crate::behaviour::{Body, Delay, Headers, Plan, CONFIG_HEADER, FILLER};
+use crate::server::Shared;
 use crate::{date, status, ServerConfig};
 
 /// The server-wide response headers, converted once per server.
@@ -74,6 +75,33 @@ pub(crate) struct Exchange<'r> {
     pub(crate) request: &'r http::request::Parts,
     pub(crate) head_only: bool,
     pub(crate) delta_ns: Option<u64>,
+}
+
+/// The response the request's configuration asks for, and when to send it. Records the
+/// request's arrival (see [`Plan::for_request`]).
+pub(crate) fn for_request(
+    parts: &http::request::Parts,
+    head_only: bool,
+    shared: &Shared,
+) -> (Reply, Delay) {
+    let values = parts.headers.get_all(CONFIG_HEADER);
+    let values = values.iter().next().is_some().then(|| values.iter().map(|v| v.as_bytes()));
+    match Plan::for_request(&shared.config, &shared.state, values) {
+        Ok((plan, delta_ns)) => {
+            let x = Exchange { request: parts, head_only, delta_ns };
+            (planned(&shared.h2, &plan, &x), plan.delay)
+        }
+        Err(e) => (text(500, &e.to_string(), head_only), Delay::None),
+    }
+}
+
+/// The request's `content-length`, when it declares a valid one.
+pub(crate) fn declared_length(parts: &http::request::Parts) -> Option<u64> {
+    parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// The response a plan describes. A configured header `http` cannot encode would be a bug in

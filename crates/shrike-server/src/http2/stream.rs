@@ -12,12 +12,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
-use http::header::CONTENT_LENGTH;
 use http::{Method, Request};
 use tokio::task::JoinSet;
 
-use super::response::{self, Exchange, Payload, Reply};
-use crate::behaviour::{self, Delay, Plan, CONFIG_HEADER};
+use super::response::{self, Payload, Reply};
+use crate::behaviour::{self, Delay};
 use crate::server::Shared;
 
 /// Largest credit asked for at once. The peer's window bounds what it grants anyway; this only
@@ -39,11 +38,7 @@ pub(crate) fn accept(
     let (parts, body) = request.into_parts();
     let max_body = shared.config.max_body_size();
     let head_only = parts.method == Method::HEAD;
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = response::declared_length(&parts);
     if let Some(len) = declared.filter(|&len| len > max_body) {
         // Refused before reading a byte, as HTTP/1.1 does. Dropping the body after the linger
         // makes h2 end the stream with RST_STREAM(NO_ERROR) if the peer is still sending.
@@ -52,7 +47,7 @@ pub(crate) fn accept(
         tasks.spawn(linger(body));
         return;
     }
-    let (reply, delay) = plan(&parts, head_only, shared);
+    let (reply, delay) = response::for_request(&parts, head_only, shared);
     if body.is_end_stream() && delay.is_none() {
         send_inline(respond, reply, tasks);
         return;
@@ -86,19 +81,6 @@ pub(crate) fn accept(
             linger(body).await;
         }
     });
-}
-
-/// The response the request's configuration asks for, and when to send it.
-fn plan(parts: &http::request::Parts, head_only: bool, shared: &Shared) -> (Reply, Delay) {
-    let values = parts.headers.get_all(CONFIG_HEADER);
-    let values = values.iter().next().is_some().then(|| values.iter().map(|v| v.as_bytes()));
-    match Plan::for_request(&shared.config, &shared.state, values) {
-        Ok((plan, delta_ns)) => {
-            let x = Exchange { request: parts, head_only, delta_ns };
-            (response::planned(&shared.h2, &plan, &x), plan.delay)
-        }
-        Err(e) => (response::text(500, &e.to_string(), head_only), Delay::None),
-    }
 }
 
 fn send_inline(mut respond: SendResponse<Bytes>, reply: Reply, tasks: &mut JoinSet<()>) {

@@ -33,15 +33,21 @@ pub struct TestServer {
 impl TestServer {
     /// A server on a current-thread runtime, as the load client embeds it.
     pub fn start(config: ServerConfig) -> Self {
-        Self::start_on(config, None)
+        Self::start_on(config, None, false)
     }
 
     /// A server on a multi-thread runtime, as `shrike serve` runs it.
     pub fn start_multi(config: ServerConfig, workers: usize) -> Self {
-        Self::start_on(config, Some(workers))
+        Self::start_on(config, Some(workers), false)
     }
 
-    fn start_on(config: ServerConfig, workers: Option<usize>) -> Self {
+    /// A server that also serves HTTP/3 on the same port number over UDP, as `shrike serve
+    /// --http3` runs it. `config` must have TLS.
+    pub fn start_h3(config: ServerConfig, workers: Option<usize>) -> Self {
+        Self::start_on(config, workers, true)
+    }
+
+    fn start_on(config: ServerConfig, workers: Option<usize>, h3: bool) -> Self {
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -54,12 +60,14 @@ impl TestServer {
             };
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                addr_tx.send(listener.local_addr()?).map_err(io::Error::other)?;
+                let addr = listener.local_addr()?;
+                let udp = if h3 { Some(std::net::UdpSocket::bind(addr)?) } else { None };
+                addr_tx.send(addr).map_err(io::Error::other)?;
                 let shutdown = async move {
                     // A dropped sender (the test panicked) also means stop.
                     let _ = stopped.await;
                 };
-                shrike_server::run(listener, Arc::new(config), shutdown).await
+                shrike_server::run_with_udp(listener, udp, Arc::new(config), shutdown).await
             })
         });
         let addr = addr_rx.recv_timeout(IO_TIMEOUT).expect("server did not start");
