@@ -33,7 +33,7 @@ use super::{capacity_freed, record_connection_failure, record_failure, record_re
 use super::{request_finished, Exchange, Pool};
 use crate::config::{EngineConfig, RequestSpec};
 use crate::target::{Scheme, Target};
-use crate::transport;
+use crate::transport::{self, Transport};
 use crate::worker::{Ticket, WorkerCtx};
 
 /// Receive windows. Bodies are consumed as they arrive, so the window only bounds how much a
@@ -291,29 +291,7 @@ fn pool<'a>(ctx: &'a WorkerCtx, conn: &H2Conn) -> &'a H2Pool {
 /// streams that waited for it, then drive the connection until it closes.
 async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBytes>) {
     let p = pool(&ctx, &conn);
-    let endpoint = &ctx.cfg.endpoints[conn.pool];
-    let handshake = async {
-        let io = transport::connect(&ctx, endpoint).await?;
-        let io = Counted { io, bytes: io_bytes };
-        let res = h2::client::Builder::new()
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .enable_push(false)
-            .initial_max_send_streams(PRE_SETTINGS_STREAMS)
-            .handshake::<_, Bytes>(io)
-            .await;
-        match res {
-            Ok(pair) => Some(pair),
-            Err(e) => {
-                let mut st = ctx.state.borrow_mut();
-                st.counters.inc(Counter::CxConnectFail);
-                st.counters.inc(Counter::CxProtocolError);
-                st.note_error(|| format!("HTTP/2 handshake with {}: {e}", endpoint.target.url()));
-                None
-            }
-        }
-    };
-    let Some((sender, connection)) = handshake.await else {
+    let Some((sender, connection)) = handshake(&ctx, &conn, io_bytes).await else {
         // Everything that waited for this connection fails as a connection failure, as on
         // the h1 path.
         let waiting = match conn.state.replace(Closed) {
@@ -347,6 +325,46 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
     // picked for a new stream (`assign` relies on it).
     let state = conn.state.replace(Closed);
     p.retire(&conn);
+    connection_ended(&ctx, &conn, state, result).await;
+    // A connection slot is free again.
+    capacity_freed(&ctx);
+}
+
+type Handshaken = (SendRequest<Bytes>, h2::client::Connection<Counted<Transport>, Bytes>);
+
+/// Connects (TCP, then TLS with ALPN h2, or h2c with prior knowledge) and starts HTTP/2.
+async fn handshake(ctx: &WorkerCtx, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Option<Handshaken> {
+    let endpoint = &ctx.cfg.endpoints[conn.pool];
+    let io = transport::connect(ctx, endpoint).await?;
+    let io = Counted { io, bytes: io_bytes };
+    let res = h2::client::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .enable_push(false)
+        .initial_max_send_streams(PRE_SETTINGS_STREAMS)
+        .handshake::<_, Bytes>(io)
+        .await;
+    match res {
+        Ok(pair) => Some(pair),
+        Err(e) => {
+            let mut st = ctx.state.borrow_mut();
+            st.counters.inc(Counter::CxConnectFail);
+            st.counters.inc(Counter::CxProtocolError);
+            st.note_error(|| format!("HTTP/2 handshake with {}: {e}", endpoint.target.url()));
+            None
+        }
+    }
+}
+
+/// Counts why a connection's driver ended: our close, the server's GOAWAY (with or without
+/// an error code), an I/O failure, or a protocol error.
+async fn connection_ended(
+    ctx: &WorkerCtx,
+    conn: &Rc<H2Conn>,
+    state: ConnState,
+    result: Result<(), h2::Error>,
+) {
+    let url = || ctx.cfg.endpoints[conn.pool].target.url();
     match (state, result) {
         // We still held the sender, so the server ended the connection. A graceful GOAWAY
         // (NO_ERROR) ends the driver with Ok just like our own close; the sender tells them
@@ -354,7 +372,7 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
         (Ready(sender), Ok(())) => {
             if let Err(e) = sender.ready().await {
                 if e.is_go_away() && e.is_remote() {
-                    note_goaway(&ctx, &conn);
+                    note_goaway(ctx, conn);
                 } else {
                     ctx.state.borrow_mut().counters.inc(Counter::CxDestroyRemote);
                 }
@@ -362,16 +380,13 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
         }
         (_, Ok(())) => {}
         (_, Err(e)) if e.is_go_away() && e.is_remote() => {
-            note_goaway(&ctx, &conn);
+            note_goaway(ctx, conn);
             // A GOAWAY carrying an error code is the server declaring a connection error.
             if let Some(reason) = e.reason().filter(|r| *r != Reason::NO_ERROR) {
                 let mut st = ctx.state.borrow_mut();
                 st.counters.inc(Counter::CxProtocolError);
                 st.note_error(|| {
-                    format!(
-                        "HTTP/2 connection to {}: GOAWAY {reason:?} from the server",
-                        endpoint.target.url()
-                    )
+                    format!("HTTP/2 connection to {}: GOAWAY {reason:?} from the server", url())
                 });
             }
         }
@@ -382,11 +397,9 @@ async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBy
             } else {
                 st.counters.inc(Counter::CxProtocolError);
             }
-            st.note_error(|| format!("HTTP/2 connection to {}: {e}", endpoint.target.url()));
+            st.note_error(|| format!("HTTP/2 connection to {}: {e}", url()));
         }
     }
-    // A connection slot is free again.
-    capacity_freed(&ctx);
 }
 
 fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H2Conn>) {
