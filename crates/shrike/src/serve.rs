@@ -1,7 +1,8 @@
 //! `shrike serve`: the test server on a multi-thread runtime until SIGINT or SIGTERM.
 //!
 //! One port serves HTTP/1.1 and HTTP/2: in plaintext HTTP/2 is spoken by prior knowledge (h2c),
-//! over TLS (`--tls`, or `--tls-cert`/`--tls-key`) ALPN negotiates it.
+//! over TLS (`--tls`, or `--tls-cert`/`--tls-key`) ALPN negotiates it. With `--http3` (TLS only)
+//! the same port number serves HTTP/3 over UDP too.
 //!
 //! The bound address is the first line on stdout (so `--listen 127.0.0.1:0` is scriptable); with
 //! a generated certificate the second line is `tls-ca: PATH`, the certificate to trust.
@@ -9,6 +10,7 @@
 //! second one exits at once with 1.
 
 use std::io::Write as _;
+use std::net::{SocketAddr, UdpSocket};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -65,6 +67,10 @@ pub struct ServeArgs {
     /// After a shutdown signal, how long in-flight requests may take before connections are cut.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub drain_timeout: String,
+    /// Also serve HTTP/3 over QUIC on the same port number (UDP). Needs TLS (--tls or
+    /// --tls-cert/--tls-key); TCP responses then advertise it with alt-svc.
+    #[arg(long)]
+    pub http3: bool,
     #[command(flatten)]
     pub tls: Box<TlsArgs>,
 }
@@ -91,6 +97,12 @@ pub struct TlsArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let workers = parse_concurrency(&args.concurrency)?;
     let tls = tls_setup(&args)?;
+    if args.http3 && tls.is_none() {
+        return Err(usage(
+            "--http3 needs TLS: add --tls (self-signed) or --tls-cert/--tls-key \
+             (QUIC has no plaintext form)",
+        ));
+    }
     let config = build_config(&args, tls.as_ref().map(|t| t.config.clone()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.get())
@@ -98,7 +110,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the server runtime")?;
-    runtime.block_on(serve(&args.listen, workers, config, tls))
+    runtime.block_on(serve(&args.listen, args.http3, workers, config, tls))
 }
 
 /// The TLS side of the configuration, and where a generated certificate was written.
@@ -174,12 +186,14 @@ fn write_file(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
 
 async fn serve(
     listen: &str,
+    http3: bool,
     workers: NonZeroUsize,
     config: ServerConfig,
     tls: Option<TlsSetup>,
 ) -> anyhow::Result<ExitCode> {
     let listener = bind(listen).await?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
+    let udp = if http3 { Some(bind_udp(addr)?) } else { None };
     // Installed before the address is announced, so a script that signals as soon as it has
     // read the address still gets a graceful shutdown.
     let mut signals = Signals::install()?;
@@ -194,7 +208,13 @@ async fn serve(
             .and_then(|()| stdout.flush())
             .context("cannot write to stdout")?;
     }
-    if tls.is_some() {
+    if http3 {
+        eprintln!(
+            "[shrike] serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr}, and HTTP/3 on \
+             udp/{}, with {workers} worker thread(s)",
+            addr.port()
+        );
+    } else if tls.is_some() {
         eprintln!(
             "[shrike] serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr} with {workers} \
              worker thread(s)"
@@ -229,9 +249,9 @@ async fn serve(
         let _ = stop_rx.await;
     };
     tokio::select! {
-        served = shrike_server::run(listener, Arc::new(config), shutdown) => {
+        served = shrike_server::run_with_udp(listener, udp, Arc::new(config), shutdown) => {
             let totals = served.context("the server failed")?;
-            eprintln!("[shrike] stopped: {}", summary(&totals, with_tls));
+            eprintln!("[shrike] stopped: {}", summary(&totals, with_tls, http3));
             Ok(ExitCode::SUCCESS)
         }
         Ok(()) = force_rx => Ok(ExitCode::FAILURE),
@@ -252,12 +272,28 @@ async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
     Err(usage(failure.unwrap_or_else(|| format!("--listen {listen:?}: resolves to no address"))))
 }
 
+/// HTTP/3 on the TCP listener's own address and port, so `--listen 127.0.0.1:0` gives one port
+/// number for both. Bound before anything is announced, so a taken UDP port is a clear error
+/// rather than a server that silently lacks HTTP/3.
+fn bind_udp(addr: SocketAddr) -> anyhow::Result<UdpSocket> {
+    UdpSocket::bind(addr).map_err(|e| {
+        usage(format!("--http3: cannot bind UDP {addr} (the TCP listener's address) for QUIC: {e}"))
+    })
+}
+
 /// One line on what the server did, for the stop message.
-fn summary(totals: &ServerTotals, tls: bool) -> String {
-    let mut line = format!(
-        "served {} HTTP/1.1 and {} HTTP/2 connection(s)",
-        totals.http1_connections, totals.http2_connections
-    );
+fn summary(totals: &ServerTotals, tls: bool, http3: bool) -> String {
+    let mut line = if http3 {
+        format!(
+            "served {} HTTP/1.1, {} HTTP/2 and {} HTTP/3 connection(s)",
+            totals.http1_connections, totals.http2_connections, totals.http3_connections
+        )
+    } else {
+        format!(
+            "served {} HTTP/1.1 and {} HTTP/2 connection(s)",
+            totals.http1_connections, totals.http2_connections
+        )
+    };
     if tls {
         line.push_str(&format!("; {} TLS handshake(s) failed", totals.tls_handshake_failures));
     }
@@ -464,8 +500,28 @@ mod tests {
     #[test]
     fn summary_mentions_tls_only_when_serving_it() {
         let totals = ServerTotals::default();
-        assert_eq!(summary(&totals, false), "served 0 HTTP/1.1 and 0 HTTP/2 connection(s)");
-        assert!(summary(&totals, true).ends_with("; 0 TLS handshake(s) failed"));
+        assert_eq!(summary(&totals, false, false), "served 0 HTTP/1.1 and 0 HTTP/2 connection(s)");
+        assert!(summary(&totals, true, false).ends_with("; 0 TLS handshake(s) failed"));
+        assert_eq!(
+            summary(&totals, true, true),
+            "served 0 HTTP/1.1, 0 HTTP/2 and 0 HTTP/3 connection(s); 0 TLS handshake(s) failed"
+        );
+    }
+
+    #[test]
+    fn http3_needs_tls_and_a_free_udp_port() {
+        let err = run(args(&["--http3", "--listen", "127.0.0.1:0"])).unwrap_err();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
+        assert!(err.to_string().contains("--http3 needs TLS"), "{err:#}");
+        assert!(!args(&[]).http3);
+
+        let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let err = bind_udp(addr).unwrap_err();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
+        assert!(err.to_string().contains(&addr.to_string()), "{err:#}");
+        drop(taken);
+        assert!(bind_udp(addr).is_ok());
     }
 
     #[test]
