@@ -176,6 +176,16 @@ fn parse_protocol(args: &RunArgs) -> anyhow::Result<Protocol> {
     }
 }
 
+fn parse_h1_reuse(s: &str) -> anyhow::Result<H1Reuse> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "mru" => Ok(H1Reuse::Mru),
+        "lru" => Ok(H1Reuse::Lru),
+        other => Err(usage(format!(
+            "--experimental-h1-connection-reuse-strategy: expected mru or lru, got {other:?}"
+        ))),
+    }
+}
+
 fn tls_version(flag: &str, v: &Option<String>) -> anyhow::Result<Option<TlsVersion>> {
     v.as_deref()
         .map(|s| {
@@ -237,9 +247,13 @@ fn multi_target_urls(args: &RunArgs) -> anyhow::Result<Option<Vec<String>>> {
         .map(Some)
 }
 
-/// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
-pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<EngineConfig> {
-    let protocol = parse_protocol(args)?;
+/// Pairs each target with its TLS client: one rustls config (and session cache) for every
+/// endpoint; only the server name differs.
+fn endpoints(
+    args: &RunArgs,
+    targets: Vec<Target>,
+    protocol: Protocol,
+) -> anyhow::Result<Vec<Endpoint>> {
     let tls_opts = tls_options(args)?;
     if tls_opts != TlsOptions::default() && targets.iter().all(|t| t.scheme == Scheme::Http) {
         return Err(usage(format!(
@@ -247,25 +261,51 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
             targets.first().map(Target::url).unwrap_or_default()
         )));
     }
-    // One rustls config (and session cache) for every endpoint; only the name differs.
-    let mut tls: Option<TlsClient> = None;
+    let mut first: Option<TlsClient> = None;
     let mut endpoints = Vec::with_capacity(targets.len());
     for target in targets {
-        let ep_tls = match (target.scheme, &tls) {
+        let tls = match (target.scheme, &first) {
             (Scheme::Http, _) => None,
             (Scheme::Https, None) => Some(
                 TlsClient::build(&tls_opts, &target.host, protocol)
                     .map_err(|e| usage(format!("TLS: {e}")))?,
             ),
-            (Scheme::Https, Some(first)) => {
-                Some(first.for_host(&target.host).map_err(|e| usage(format!("TLS: {e}")))?)
+            (Scheme::Https, Some(c)) => {
+                Some(c.for_host(&target.host).map_err(|e| usage(format!("TLS: {e}")))?)
             }
         };
-        if tls.is_none() {
-            tls = ep_tls.clone();
+        if first.is_none() {
+            first = tls.clone();
         }
-        endpoints.push(Endpoint { target, tls: ep_tls });
+        endpoints.push(Endpoint { target, tls });
     }
+    Ok(endpoints)
+}
+
+/// The default failure predicates plus the user's; a user predicate on a counter replaces
+/// the default one on it.
+fn predicates(args: &RunArgs) -> anyhow::Result<Vec<Predicate>> {
+    let mut predicates =
+        if args.no_default_failure_predicates { Vec::new() } else { Predicate::default_failures() };
+    for (list, kind, flag) in [
+        (&args.failure_predicates, PredicateKind::Failure, "failure-predicate"),
+        (&args.termination_predicates, PredicateKind::Termination, "termination-predicate"),
+    ] {
+        for p in list {
+            let p = Predicate::parse(p, kind).map_err(|e| usage(format!("--{flag}: {e}")))?;
+            // A user-given predicate on the same counter replaces the default (Nighthawk
+            // users write `--failure-predicate benchmark.http_5xx:100` to tolerate some 5xx).
+            predicates.retain(|q| !(q.counter == p.counter && q.kind == p.kind));
+            predicates.push(p);
+        }
+    }
+    Ok(predicates)
+}
+
+/// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
+pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<EngineConfig> {
+    let protocol = parse_protocol(args)?;
+    let endpoints = endpoints(args, targets, protocol)?;
     let streams = StreamLimits {
         max_concurrent_streams: NonZeroU32::new(args.max_concurrent_streams)
             .ok_or_else(|| usage("--max-concurrent-streams must be at least 1"))?,
@@ -306,20 +346,7 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         NonZeroU64::new(args.max_requests_per_connection)
             .ok_or_else(|| usage("--max-requests-per-connection must be at least 1"))?,
     );
-    let mut predicates =
-        if args.no_default_failure_predicates { Vec::new() } else { Predicate::default_failures() };
-    for (list, kind, flag) in [
-        (&args.failure_predicates, PredicateKind::Failure, "failure-predicate"),
-        (&args.termination_predicates, PredicateKind::Termination, "termination-predicate"),
-    ] {
-        for p in list {
-            let p = Predicate::parse(p, kind).map_err(|e| usage(format!("--{flag}: {e}")))?;
-            // A user-given predicate on the same counter replaces the default (Nighthawk
-            // users write `--failure-predicate benchmark.http_5xx:100` to tolerate some 5xx).
-            predicates.retain(|q| !(q.counter == p.counter && q.kind == p.kind));
-            predicates.push(p);
-        }
-    }
+    let predicates = predicates(args)?;
     let cfg = EngineConfig {
         endpoints,
         request,
@@ -330,16 +357,7 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         burst: NonZeroU32::new(args.burst_size.max(1)).unwrap_or(NonZeroU32::MIN),
         jitter,
         connections,
-        h1_reuse: match args.experimental_h1_connection_reuse_strategy.to_ascii_lowercase().as_str()
-        {
-            "mru" => H1Reuse::Mru,
-            "lru" => H1Reuse::Lru,
-            other => {
-                return Err(usage(format!(
-                "--experimental-h1-connection-reuse-strategy: expected mru or lru, got {other:?}"
-            )))
-            }
-        },
+        h1_reuse: parse_h1_reuse(&args.experimental_h1_connection_reuse_strategy)?,
         duration,
         timeout,
         max_pending_requests: args.max_pending_requests,
