@@ -283,3 +283,27 @@ fn no_url_benchmarks_the_built_in_server_over_h2c() {
     assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 1);
 }
+
+#[test]
+fn h2_budget_overflows_in_open_loop_and_queues_with_pending() {
+    // One request in flight at a time (200 ms each) against 50 rps: open loop counts the
+    // rest as overflow instead of waiting, exactly as the h1 pool does.
+    let nginx = Nginx::start(Listen::H2c);
+    let url = nginx.url("http", "127.0.0.1", "/slow");
+    let base = ["--protocol", "http2", "--max-active-requests", "1", "--rps", "50"];
+    let mut args = vec![url.as_str()];
+    args.extend_from_slice(&base);
+    args.extend_from_slice(&["--duration", "1", "--open-loop"]);
+    let g = run_ok(&args);
+    let (ok, overflow) =
+        (counter(&g, "benchmark.http_2xx"), counter(&g, "benchmark.pool_overflow"));
+    assert!((3..=7).contains(&ok), "{ok} answered");
+    assert_eq!(ok + overflow, 50, "every released request is answered or overflows");
+    // With a pending budget the excess waits in the queue instead (and the rest overflow).
+    let mut args = vec![url.as_str()];
+    args.extend_from_slice(&base);
+    args.extend_from_slice(&["--duration", "1", "--open-loop", "--max-pending-requests", "3"]);
+    let g = run_ok(&args);
+    assert!(counter(&g, "upstream_rq_pending_total") >= 3);
+    assert!(counter(&g, "benchmark.pool_overflow") >= 30);
+}
