@@ -297,7 +297,7 @@ fn h2_budget_overflows_in_open_loop_and_queues_with_pending() {
     let g = run_ok(&args);
     let (ok, overflow) =
         (counter(&g, "benchmark.http_2xx"), counter(&g, "benchmark.pool_overflow"));
-    assert!((3..=7).contains(&ok), "{ok} answered");
+    assert!((2..=8).contains(&ok), "{ok} answered");
     assert_eq!(ok + overflow, 50, "every released request is answered or overflows");
     // With a pending budget the excess waits in the queue instead (and the rest overflow).
     let mut args = vec![url.as_str()];
