@@ -10,7 +10,7 @@
 //!   (closed loop waits and records `sequencer.blocking`; open loop counts overflow);
 //! - **protocol**: the pool is the protocol policy (h1: one request per connection at a time;
 //!   h2: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the `h2`
-//!   crate, and both run over [`transport`] (TCP or TLS via rustls, see [`tls`]);
+//!   crate, and both run over one transport (TCP or TLS via rustls, see [`tls`]);
 //! - **stop condition** ([`stop`]): duration, predicates, or a signal.
 //!
 //! Every request carries its scheduled time, so the engine records both service time

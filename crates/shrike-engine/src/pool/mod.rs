@@ -1,14 +1,15 @@
 //! Connection pools: the protocol policy of the worker loop.
 //!
-//! A pool answers one question for the pacer: can this request start now? ([`Pool::try_start`]).
+//! A pool answers one question for the pacer: can this request start now? (`Pool::try_start`).
+//! What happens when it cannot is the same for every protocol and lives here
+//! (`try_dispatch`): queue it if the pending budget allows, count it as overflow in open loop,
+//! or hand it back so the closed-loop pacer blocks until a pool reports capacity
+//! (`capacity_freed`).
+//!
 //! There is one pool per endpoint; with several (multi-target runs) requests rotate over them
 //! round robin, skipping an endpoint that has no capacity left.
-//! What happens when it cannot is the same for every protocol and lives here
-//! ([`try_dispatch`]): queue it if the pending budget allows, count it as overflow in open loop,
-//! or hand it back so the closed-loop pacer blocks until a pool reports capacity
-//! ([`capacity_freed`]).
 //!
-//! - [`h1`]: one request at a time per connection, up to `connections` per worker.
+//! - `h1`: one request at a time per connection, up to `connections` per worker.
 //! - [`h2`]: multiplexed streams over up to `connections` per worker, bounded by
 //!   `max_concurrent_streams` per connection and `max_active_requests` per worker.
 
@@ -16,7 +17,6 @@ pub(crate) mod h1;
 pub mod h2;
 
 use std::rc::Rc;
-
 use std::time::Instant;
 
 use shrike_stats::{Counter, Counters, StatId};
