@@ -267,6 +267,7 @@ impl ServerConfigBuilder {
         self
     }
 
+    /// Connections served at once, over TCP and (with HTTP/3) over QUIC, each counted apart.
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.max_connections = connections;
         self

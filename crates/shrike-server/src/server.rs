@@ -53,8 +53,10 @@ pub async fn run(
 /// HTTP/3 needs TLS in `config` (an `InvalidInput` error otherwise, before anything is
 /// served). Bind `udp` to the listener's address so clients find HTTP/3 on the same port
 /// number; every TCP response then advertises it with `alt-svc: h3=":PORT"` (unless the
-/// configuration sets its own `alt-svc`). Both protocols share the connection cap, the
-/// server-wide request state (linear delay, previous-request delta) and the totals. On
+/// configuration sets its own `alt-svc`). Both protocols share the server-wide request state
+/// (linear delay, previous-request delta) and the totals; the connection cap applies to TCP
+/// and QUIC connections separately (the TCP loop holds a permit while it waits to accept, so
+/// one shared count would starve QUIC at small caps). On
 /// shutdown each QUIC connection sends GOAWAY, finishes the requests it has accepted and
 /// closes, within the same drain timeout as TCP.
 pub async fn run_with_udp(
@@ -78,17 +80,16 @@ pub async fn run_with_udp(
         state: ServerState::new(),
         config,
     });
-    let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
     // Everything waits on `changed()`, which completes when the sender is dropped.
     let (notify, watch) = watch::channel(());
     let signal = async move {
         shutdown.await;
         drop(notify);
     };
-    let tcp = serve_tcp(listener, shared.clone(), limit.clone(), watch.clone());
+    let tcp = serve_tcp(listener, shared.clone(), watch.clone());
     let quic = async {
         if let Some(quic) = quic {
-            quic.serve(shared.clone(), limit, watch).await;
+            quic.serve(shared.clone(), watch).await;
         }
     };
     tokio::join!(signal, tcp, quic);
@@ -96,12 +97,8 @@ pub async fn run_with_udp(
 }
 
 /// The TCP accept loop and its drain.
-async fn serve_tcp(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    limit: Arc<Semaphore>,
-    mut shutdown: watch::Receiver<()>,
-) {
+async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<()>) {
+    let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
     let mut connections = JoinSet::new();
     let mut backoff = Duration::ZERO;
     loop {

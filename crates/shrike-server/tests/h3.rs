@@ -407,3 +407,53 @@ fn tcp_responses_advertise_h3() {
     let expected = format!("alt-svc: h3=\":{port}\"; ma=86400");
     assert!(head.lines().any(|l| l.trim_end() == expected), "{expected:?} missing:\n{head}");
 }
+
+/// QUIC connections have a cap of `max_connections` like TCP ones; one over it is refused at
+/// once rather than left to retransmit into silence.
+#[test]
+fn connection_cap_applies_to_quic() {
+    let server = H3Server::start(ServerConfig::builder().max_connections(1));
+    block_on(async {
+        let mut first = H3Client::connect(&server).await;
+        first.request(H3Client::get(None), None).await.assert_filler(10);
+        let endpoint = client_endpoint(server.cert.cert_pem());
+        let second = endpoint.connect(server.addr(), "localhost").unwrap();
+        let refused = tokio::time::timeout(Duration::from_secs(5), second).await;
+        assert!(matches!(refused, Ok(Err(_))), "over the cap: {refused:?}");
+        first.close().await;
+    });
+    let totals = server.stop();
+    assert_eq!((totals.http3_connections, totals.tls_handshakes), (1, 1));
+}
+
+/// A client that cannot agree on ALPN `h3` fails its handshake; that is counted, and only its
+/// own connection is affected.
+#[test]
+fn failed_quic_handshakes_are_counted() {
+    let server = H3Server::start(ServerConfig::builder());
+    block_on(async {
+        let mut roots = rustls::RootCertStore::empty();
+        let cert = CertificateDer::from_pem_slice(server.cert.cert_pem().as_bytes()).unwrap();
+        roots.add(cert).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec()];
+        let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let config = quinn::ClientConfig::new(Arc::new(quic));
+        let attempt = endpoint.connect_with(config, server.addr(), "localhost").unwrap();
+        let failed = tokio::time::timeout(Duration::from_secs(5), attempt).await;
+        assert!(matches!(failed, Ok(Err(_))), "ALPN h2 over QUIC: {failed:?}");
+
+        let mut client = H3Client::connect(&server).await;
+        client.request(H3Client::get(None), None).await.assert_filler(10);
+        client.close().await;
+    });
+    let totals = server.stop();
+    assert_eq!(totals.tls_handshake_failures, 1);
+    assert_eq!((totals.http3_connections, totals.tls_handshakes), (1, 1));
+}

@@ -58,7 +58,8 @@ pub struct ServeArgs {
     /// request may ask for.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_SIZE, value_name = "BYTES")]
     pub max_body_size: u64,
-    /// Most connections served at once; further ones wait in the listen backlog.
+    /// Most connections served at once; further ones wait in the listen backlog. With --http3,
+    /// QUIC connections have a cap of the same size (further ones are refused).
     #[arg(long, default_value_t = shrike_server::DEFAULT_MAX_CONNECTIONS.get(), value_name = "N")]
     pub max_connections: usize,
     /// Most HTTP/2 streams one connection may have open at once.

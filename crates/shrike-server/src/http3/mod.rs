@@ -73,14 +73,10 @@ impl Endpoint {
     }
 
     /// Accepts connections until `shutdown` changes, then drains (see the module docs).
-    /// `limit` is the server-wide connection cap, shared with the TCP listener.
-    pub(crate) async fn serve(
-        self,
-        shared: Arc<Shared>,
-        limit: Arc<Semaphore>,
-        mut shutdown: watch::Receiver<()>,
-    ) {
+    /// At most `max_connections` QUIC connections are served at once, counted apart from TCP.
+    pub(crate) async fn serve(self, shared: Arc<Shared>, mut shutdown: watch::Receiver<()>) {
         let endpoint = self.endpoint;
+        let limit = Arc::new(Semaphore::new(shared.config.max_connections().get()));
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
