@@ -16,6 +16,8 @@ pub enum Protocol {
     /// `http://` targets use h2c with prior knowledge; `https://` targets negotiate `h2`
     /// with ALPN and fail the connection if the server picks anything else.
     Http2,
+    /// HTTP/3 over QUIC: `https://` targets only (QUIC always runs TLS 1.3), ALPN `h3`.
+    Http3,
 }
 
 impl Protocol {
@@ -24,6 +26,7 @@ impl Protocol {
         match self {
             Protocol::Http1 => "http1",
             Protocol::Http2 => "http2",
+            Protocol::Http3 => "http3",
         }
     }
 
@@ -32,6 +35,7 @@ impl Protocol {
         match self {
             Protocol::Http1 => b"http/1.1",
             Protocol::Http2 => b"h2",
+            Protocol::Http3 => b"h3",
         }
     }
 }
@@ -56,7 +60,7 @@ impl H1Reuse {
     }
 }
 
-/// Multiplexing limits for HTTP/2 (ignored by HTTP/1.1, which carries one request per
+/// Multiplexing limits for HTTP/2 and HTTP/3 (ignored by HTTP/1.1, which carries one request per
 /// connection at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {

@@ -9,8 +9,9 @@
 //! - **pool** ([`pool`]): which connection carries it, and what happens when none is free
 //!   (closed loop waits and records `sequencer.blocking`; open loop counts overflow);
 //! - **protocol**: the pool is the protocol policy (h1: one request per connection at a time;
-//!   h2: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the `h2`
-//!   crate, and both run over one transport (TCP or TLS via rustls, see [`tls`]);
+//!   h2 and h3: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the
+//!   `h2` crate, and both run over one transport (TCP or TLS via rustls, see [`tls`]); h3 uses
+//!   the `h3` crate over QUIC (`quinn`, with the same rustls configuration);
 //! - **stop condition** ([`stop`]): duration, predicates, or a signal.
 //!
 //! Every request carries its scheduled time, so the engine records both service time

@@ -33,10 +33,12 @@ pub enum EngineError {
     Runtime(std::io::Error),
     #[error("worker {0} crashed; its results are lost")]
     WorkerPanicked(usize),
-    #[error("invalid request for HTTP/2: {0}")]
+    #[error("invalid request for HTTP/2 or HTTP/3: {0}")]
     Request(String),
     #[error("{0} is an https:// target but the run has no TLS configuration")]
     NoTls(String),
+    #[error("{0}: HTTP/3 runs over QUIC, which needs TLS: use an https:// URL")]
+    Http3NeedsTls(String),
     #[error("the run has no target endpoint")]
     NoEndpoint,
 }
@@ -156,10 +158,15 @@ fn prepare(cfg: &EngineConfig) -> Result<Prepared, EngineError> {
         if ep.target.scheme == Scheme::Https && ep.tls.is_none() {
             return Err(EngineError::NoTls(ep.target.url()));
         }
+        if cfg.protocol == Protocol::Http3
+            && ep.tls.as_ref().and_then(|t| t.quic.as_ref()).is_none()
+        {
+            return Err(EngineError::Http3NeedsTls(ep.target.url()));
+        }
         // Encoded once per run, per endpoint (the host header / :authority differ).
         let h2 = match cfg.protocol {
             Protocol::Http1 => None,
-            Protocol::Http2 => {
+            Protocol::Http2 | Protocol::Http3 => {
                 Some(RequestTemplate::new(&ep.target, &cfg.request).map_err(EngineError::Request)?)
             }
         };

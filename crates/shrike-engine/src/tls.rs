@@ -76,6 +76,8 @@ pub enum TlsError {
     Versions(String),
     #[error("invalid TLS server name {0:?}")]
     ServerName(String),
+    #[error("cannot use this TLS configuration for QUIC: {0}")]
+    Quic(String),
 }
 
 /// A run's TLS client: the shared rustls config and the name to verify.
@@ -83,6 +85,8 @@ pub enum TlsError {
 pub struct TlsClient {
     pub(crate) config: Arc<ClientConfig>,
     pub(crate) server_name: ServerName<'static>,
+    /// The same rustls config wrapped for QUIC, built once per run for HTTP/3 runs.
+    pub(crate) quic: Option<quinn::ClientConfig>,
     sni_override: bool,
 }
 
@@ -99,7 +103,16 @@ impl TlsClient {
         if !opts.cipher_suites.is_empty() {
             provider.cipher_suites = select_suites(&provider, &opts.cipher_suites)?;
         }
-        let versions = select_versions(opts.min_version, opts.max_version)?;
+        let versions = if protocol == Protocol::Http3 {
+            // QUIC is TLS 1.3 only (RFC 9001 §4.2): a range that excludes it cannot work, and
+            // offering TLS 1.2 would only be ignored.
+            if opts.max_version == Some(TlsVersion::Tls12) {
+                return Err(TlsError::Versions("HTTP/3 (QUIC) requires TLS 1.3".into()));
+            }
+            vec![&rustls::version::TLS13]
+        } else {
+            select_versions(opts.min_version, opts.max_version)?
+        };
         let algorithms = provider.signature_verification_algorithms;
         let builder = ClientConfig::builder_with_provider(Arc::new(provider))
             .with_protocol_versions(&versions)
@@ -117,7 +130,16 @@ impl TlsClient {
             config.resumption = Resumption::disabled();
         }
         let server_name = server_name(opts.sni.as_deref().unwrap_or(host))?;
-        Ok(TlsClient { config: Arc::new(config), server_name, sni_override: opts.sni.is_some() })
+        let config = Arc::new(config);
+        let quic = if protocol == Protocol::Http3 {
+            // Fails when no TLS 1.3 suite usable for QUIC's packet protection is enabled.
+            let q = quinn::crypto::rustls::QuicClientConfig::try_from(config.clone())
+                .map_err(|e| TlsError::Quic(e.to_string()))?;
+            Some(quinn::ClientConfig::new(Arc::new(q)))
+        } else {
+            None
+        };
+        Ok(TlsClient { config, server_name, quic, sni_override: opts.sni.is_some() })
     }
 
     /// The same configuration (and session cache) for another host, as multi-target runs
@@ -133,6 +155,16 @@ impl TlsClient {
         match &self.server_name {
             ServerName::DnsName(d) => format!("SNI {}", d.as_ref()),
             _ => "no SNI".to_string(),
+        }
+    }
+
+    /// The server name as quinn takes it (a string it parses back into a [`ServerName`]).
+    pub(crate) fn server_name_str(&self) -> String {
+        match &self.server_name {
+            ServerName::DnsName(d) => d.as_ref().to_string(),
+            ServerName::IpAddress(ip) => IpAddr::from(*ip).to_string(),
+            // Invariant-free fallback: rustls may add variants; quinn validates the string.
+            other => format!("{other:?}"),
         }
     }
 }

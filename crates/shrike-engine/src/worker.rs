@@ -1,5 +1,5 @@
 //! The one worker loop. It is composed from policies and knows no modes:
-//! the [`Pacer`] says when a request is due, the pool ([`crate::pool`], h1 or h2) says which
+//! the [`Pacer`] says when a request is due, the pool ([`crate::pool`], h1, h2 or h3) says which
 //! connection carries it or that none can (then closed loop waits and open loop counts
 //! overflow), and the
 //! stop policy (deadline, predicates, signal) ends the loop. Then in-flight requests drain for
@@ -66,6 +66,8 @@ pub(crate) struct WorkerCtx {
     pub state: RefCell<WorkerState>,
     /// The protocol policy, one pool per endpoint: which connection carries each request.
     pub pools: Box<[Pool]>,
+    /// The worker's QUIC sockets (HTTP/3 runs), shared by all its pools' connections.
+    pub quic: pool::h3::QuicEndpoints,
     /// The endpoint the next request tries first (round robin).
     pub next_pool: Cell<usize>,
     /// Signalled when a connection goes idle while the pacer is blocked (closed loop).
@@ -133,6 +135,7 @@ pub(crate) async fn run_worker(
             .enumerate()
             .map(|(i, (h1, h2))| Pool::new(&cfg, i, h1, h2))
             .collect(),
+        quic: pool::h3::QuicEndpoints::default(),
         next_pool: Cell::new(0),
         capacity: Notify::new(),
         pacer_blocked: Cell::new(false),
@@ -161,16 +164,22 @@ pub(crate) async fn run_worker(
     let end = Instant::now();
 
     // Let idle connections exit and close their sockets.
-    let mut st = ctx.state.borrow_mut();
-    for p in ctx.pools.iter() {
-        p.close();
-        p.flush_counters(&mut st.counters);
-    }
-    let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
-    result.execution_duration = end.saturating_duration_since(start);
-    result.stats = std::mem::take(&mut st.stats);
-    result.counters = std::mem::take(&mut st.counters);
-    WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
+    let out = {
+        let mut st = ctx.state.borrow_mut();
+        for p in ctx.pools.iter() {
+            p.close();
+            p.flush_counters(&mut st.counters);
+        }
+        let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
+        result.execution_duration = end.saturating_duration_since(start);
+        result.stats = std::mem::take(&mut st.stats);
+        result.counters = std::mem::take(&mut st.counters);
+        WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
+    };
+    // QUIC has no FIN: without an explicit close the server would hold each connection
+    // until its idle timeout.
+    ctx.quic.close().await;
+    out
 }
 
 /// The release loop: wait for each due time, hand the request to the pool, until stopped.

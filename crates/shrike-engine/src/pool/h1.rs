@@ -93,7 +93,7 @@ fn pool(ctx: &WorkerCtx, index: usize) -> &H1Pool {
     match &ctx.pools[index] {
         Pool::H1(p) => p,
         // Invariant: h1 connection tasks are only spawned by `start` for an h1 pool.
-        Pool::H2(_) => unreachable!("h1 connection task in an h2 pool"),
+        _ => unreachable!("h1 connection task in another protocol's pool"),
     }
 }
 

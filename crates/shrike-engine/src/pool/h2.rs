@@ -56,7 +56,7 @@ pub struct RequestTemplate {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 /// HTTP/1.1 connection-specific headers have no meaning in HTTP/2 (RFC 9113 §8.2.2) and
@@ -111,7 +111,7 @@ impl RequestTemplate {
         Ok(RequestTemplate { method, uri, headers, body: Bytes::from(vec![b'a'; body_size]) })
     }
 
-    fn request(&self) -> Request<()> {
+    pub(crate) fn request(&self) -> Request<()> {
         let mut r = Request::new(());
         *r.method_mut() = self.method.clone();
         *r.uri_mut() = self.uri.clone();
@@ -283,7 +283,7 @@ fn pool<'a>(ctx: &'a WorkerCtx, conn: &H2Conn) -> &'a H2Pool {
     match &ctx.pools[conn.pool] {
         Pool::H2(p) => p,
         // Invariant: h2 tasks are only spawned by an h2 pool.
-        Pool::H1(_) => unreachable!("h2 task in an h1 pool"),
+        _ => unreachable!("h2 task in another protocol's pool"),
     }
 }
 

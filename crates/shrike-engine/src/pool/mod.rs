@@ -12,16 +12,18 @@
 //! - `h1`: one request at a time per connection, up to `connections` per worker.
 //! - [`h2`]: multiplexed streams over up to `connections` per worker, bounded by
 //!   `max_concurrent_streams` per connection and `max_active_requests` per worker.
+//! - [`h3`]: the same multiplexing policy over QUIC connections (quinn + h3).
 
 pub(crate) mod h1;
 pub mod h2;
+pub(crate) mod h3;
 
 use std::rc::Rc;
 use std::time::Instant;
 
 use shrike_stats::{Counter, Counters, StatId};
 
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, Protocol};
 use crate::worker::{nanos, Ticket, WorkerCtx};
 
 /// What one completed exchange looked like, for [`record_response`].
@@ -40,20 +42,22 @@ pub(crate) struct Exchange {
 pub(crate) enum Pool {
     H1(h1::H1Pool),
     H2(Box<h2::H2Pool>),
+    H3(Box<h3::H3Pool>),
 }
 
 impl Pool {
-    /// The pool for endpoint `index`, with its pre-encoded request. The runner builds the h2
-    /// request template exactly when `cfg.protocol` is HTTP/2.
+    /// The pool for endpoint `index`, with its pre-encoded request. The runner builds the
+    /// request template exactly when `cfg.protocol` is HTTP/2 or HTTP/3.
     pub fn new(
         cfg: &EngineConfig,
         index: usize,
         h1_request: Rc<[u8]>,
         h2_request: Option<h2::RequestTemplate>,
     ) -> Pool {
-        match h2_request {
-            Some(t) => Pool::H2(Box::new(h2::H2Pool::new(cfg, index, t))),
-            None => Pool::H1(h1::H1Pool::new(cfg, index, h1_request)),
+        match (cfg.protocol, h2_request) {
+            (Protocol::Http3, Some(t)) => Pool::H3(Box::new(h3::H3Pool::new(cfg, index, t))),
+            (_, Some(t)) => Pool::H2(Box::new(h2::H2Pool::new(cfg, index, t))),
+            (_, None) => Pool::H1(h1::H1Pool::new(cfg, index, h1_request)),
         }
     }
 
@@ -73,6 +77,7 @@ impl Pool {
         match self {
             Pool::H1(p) => p.try_start(ticket),
             Pool::H2(p) => p.try_start(ctx, ticket),
+            Pool::H3(p) => p.try_start(ctx, ticket),
         }
     }
 
@@ -81,13 +86,17 @@ impl Pool {
         match self {
             Pool::H1(p) => p.close(),
             Pool::H2(p) => p.close(),
+            Pool::H3(p) => p.close(),
         }
     }
 
-    /// Adds what the pool counted outside the worker's counters (h2 socket bytes).
+    /// Adds what the pool counted outside the worker's counters (h2 socket bytes, h3 UDP
+    /// bytes of connections still open).
     pub fn flush_counters(&self, counters: &mut Counters) {
-        if let Pool::H2(p) = self {
-            p.flush_counters(counters);
+        match self {
+            Pool::H1(_) => {}
+            Pool::H2(p) => p.flush_counters(counters),
+            Pool::H3(p) => p.flush_counters(counters),
         }
     }
 }

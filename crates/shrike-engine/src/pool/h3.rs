@@ -1,0 +1,495 @@
+//! The HTTP/3 pool (`h3` over `quinn`): the h2 pool's policy over QUIC connections.
+//!
+//! - One QUIC endpoint (UDP socket) per worker and address family, shared by its connections
+//!   ([`QuicEndpoints`]); the rustls config behind it is built once per run ([`TlsClient`]).
+//! - A request goes to the first open connection with fewer than `max_concurrent_streams`
+//!   streams; when all are full a new connection opens, up to `connections`. The server's own
+//!   stream limit is enforced by QUIC flow control: quinn holds a stream back until the server
+//!   grants credit (that wait is in `request_to_response`, as quinn does not expose the limit).
+//! - The worker's in-flight budget is `max_active_requests`; beyond it the shared dispatch logic
+//!   queues, overflows or blocks the pacer.
+//! - `max_requests_per_connection` and the server's GOAWAY retire a connection exactly as in
+//!   the h2 pool; a request the server refused unprocessed (GOAWAY, H3_REQUEST_REJECTED) is
+//!   retried once.
+//!
+//! The QUIC handshake (which is the TLS handshake) happens inside the connect and so is part of
+//! `queue_to_connect`. Response bodies are counted and dropped, never stored.
+//!
+//! `ssl.session_reused` is not counted: resumption works (rustls' session cache is shared with
+//! quinn) but quinn does not report whether a handshake resumed.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use h3::error::{Code, ConnectionError, LocalError, StreamError};
+use h3::quic::ConnectionErrorIncoming;
+use shrike_stats::{Counter, Counters};
+
+use super::h2::RequestTemplate;
+use super::{capacity_freed, record_connection_failure, record_failure, record_response};
+use super::{request_finished, Exchange, Pool};
+use crate::config::EngineConfig;
+use crate::worker::{Ticket, WorkerCtx};
+
+type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
+
+/// QPACK's per-entry overhead (RFC 9204 §3.2.1), used to size response headers as h2 does.
+const QPACK_ENTRY_OVERHEAD: u64 = 32;
+
+/// A worker's client endpoints, created on first use: one bound to `0.0.0.0:0` for IPv4
+/// targets, one to `[::]:0` for IPv6.
+#[derive(Default)]
+pub(crate) struct QuicEndpoints(RefCell<[Option<quinn::Endpoint>; 2]>);
+
+impl QuicEndpoints {
+    fn for_addr(&self, addr: &SocketAddr) -> std::io::Result<quinn::Endpoint> {
+        let i = usize::from(addr.is_ipv6());
+        if let Some(e) = &self.0.borrow()[i] {
+            return Ok(e.clone());
+        }
+        let bind: SocketAddr = if addr.is_ipv6() {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let e = quinn::Endpoint::client(bind)?;
+        self.0.borrow_mut()[i] = Some(e.clone());
+        Ok(e)
+    }
+}
+
+impl QuicEndpoints {
+    /// Closes every connection (CONNECTION_CLOSE, H3_NO_ERROR) and waits briefly for the
+    /// close to go out; the run's results are already taken, so this never skews them.
+    pub(crate) async fn close(&self) {
+        let endpoints: Vec<quinn::Endpoint> = self.0.borrow().iter().flatten().cloned().collect();
+        for e in &endpoints {
+            e.close(quinn::VarInt::from_u32(0x100), b"run over");
+        }
+        for e in endpoints {
+            let _ = tokio::time::timeout(CLOSE_GRACE, e.wait_idle()).await;
+        }
+    }
+}
+
+/// How long the end of a run waits for QUIC close frames to be sent and acknowledged.
+const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
+enum ConnState {
+    Connecting(Vec<Ticket>),
+    Ready(SendRequest),
+    /// No sender is held: once its streams end, h3 closes the connection with H3_NO_ERROR.
+    Closed,
+}
+
+use ConnState::{Closed, Connecting, Ready};
+
+struct H3Conn {
+    pool: usize,
+    state: RefCell<ConnState>,
+    active: Cell<u32>,
+    started: Cell<u64>,
+    retired: Cell<bool>,
+    goaway: Cell<bool>,
+    /// The QUIC connection once established, for its UDP byte counts.
+    quic: RefCell<Option<quinn::Connection>>,
+}
+
+impl H3Conn {
+    /// Adds the connection's UDP bytes to the counters, once.
+    fn count_bytes(&self, counters: &mut Counters) {
+        if let Some(q) = self.quic.take() {
+            let s = q.stats();
+            counters.add(Counter::CxRxBytesTotal, s.udp_rx.bytes);
+            counters.add(Counter::CxTxBytesTotal, s.udp_tx.bytes);
+        }
+    }
+}
+
+pub(crate) struct H3Pool {
+    index: usize,
+    conns: RefCell<Vec<Rc<H3Conn>>>,
+    active: Cell<u32>,
+    max_active: u32,
+    max_streams: u32,
+    max_conns: usize,
+    template: RequestTemplate,
+    closing: Cell<bool>,
+}
+
+impl H3Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, template: RequestTemplate) -> H3Pool {
+        H3Pool {
+            index,
+            conns: RefCell::new(Vec::new()),
+            active: Cell::new(0),
+            max_active: cfg.streams.max_active_requests.get(),
+            max_streams: cfg.streams.max_concurrent_streams.get(),
+            max_conns: cfg.connections.get() as usize,
+            template,
+            closing: Cell::new(false),
+        }
+    }
+
+    pub fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
+        if self.closing.get() || self.active.get() >= self.max_active {
+            return Err(ticket);
+        }
+        let pick = self.conns.borrow().iter().find(|c| c.active.get() < self.max_streams).cloned();
+        let conn = match pick {
+            Some(c) => c,
+            None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
+            None => return Err(ticket),
+        };
+        self.assign(ctx, &conn, ticket);
+        Ok(())
+    }
+
+    fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<H3Conn> {
+        let conn = Rc::new(H3Conn {
+            pool: self.index,
+            state: RefCell::new(Connecting(Vec::new())),
+            active: Cell::new(0),
+            started: Cell::new(0),
+            retired: Cell::new(false),
+            goaway: Cell::new(false),
+            quic: RefCell::new(None),
+        });
+        self.conns.borrow_mut().push(conn.clone());
+        tokio::task::spawn_local(connection_task(ctx.clone(), conn.clone()));
+        conn
+    }
+
+    fn assign(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<H3Conn>, ticket: Ticket) {
+        conn.active.set(conn.active.get() + 1);
+        conn.started.set(conn.started.get() + 1);
+        self.active.set(self.active.get() + 1);
+        if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
+            ctx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
+            self.retire(conn);
+        }
+        match &mut *conn.state.borrow_mut() {
+            Connecting(waiting) => waiting.push(ticket),
+            Ready(sender) => {
+                tokio::task::spawn_local(stream_task(
+                    ctx.clone(),
+                    conn.clone(),
+                    sender.clone(),
+                    ticket,
+                ));
+            }
+            // Invariant: closed connections are retired first, and retired ones are not
+            // in `conns`, so `try_start` never picks one.
+            Closed => unreachable!("stream assigned to a closed h3 connection"),
+        }
+    }
+
+    /// Takes the connection out of rotation; it closes once its last stream ends.
+    fn retire(&self, conn: &Rc<H3Conn>) {
+        if !conn.retired.replace(true) {
+            self.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, conn));
+        }
+        if conn.active.get() == 0 {
+            let mut state = conn.state.borrow_mut();
+            if matches!(*state, Ready(_)) {
+                *state = Closed;
+            }
+        }
+    }
+
+    pub fn close(&self) {
+        self.closing.set(true);
+        for c in self.conns.borrow().iter() {
+            c.retired.set(true);
+            *c.state.borrow_mut() = Closed;
+        }
+    }
+
+    /// Counts the bytes of connections still open at the end of the run.
+    pub fn flush_counters(&self, counters: &mut Counters) {
+        for c in self.conns.take() {
+            c.count_bytes(counters);
+        }
+    }
+}
+
+fn pool<'a>(ctx: &'a WorkerCtx, conn: &H3Conn) -> &'a H3Pool {
+    match &ctx.pools[conn.pool] {
+        Pool::H3(p) => p,
+        // Invariant: h3 tasks are only spawned by an h3 pool.
+        _ => unreachable!("h3 task in another protocol's pool"),
+    }
+}
+
+/// A connection's life: QUIC handshake, h3 setup, start the streams that waited, then drive
+/// the connection until it closes.
+async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>) {
+    let p = pool(&ctx, &conn);
+    let Some((mut driver, sender)) = handshake(&ctx, &conn).await else {
+        let waiting = match conn.state.replace(Closed) {
+            Connecting(w) => w,
+            _ => Vec::new(),
+        };
+        p.retire(&conn);
+        for _ in waiting {
+            conn.active.set(conn.active.get() - 1);
+            p.active.set(p.active.get() - 1);
+            record_connection_failure(&ctx);
+            request_finished(&ctx);
+        }
+        capacity_freed(&ctx);
+        return;
+    };
+    ctx.state.borrow_mut().counters.inc(Counter::CxHttp3Total);
+    let waiting = match conn.state.replace(Ready(sender.clone())) {
+        Connecting(w) => w,
+        // The run closed the pool during the handshake: nothing waits any more.
+        _ => Vec::new(),
+    };
+    for t in waiting {
+        tokio::task::spawn_local(stream_task(ctx.clone(), conn.clone(), sender.clone(), t));
+    }
+    drop(sender);
+    if (conn.retired.get() && conn.active.get() == 0) || p.closing.get() {
+        conn.state.replace(Closed);
+    }
+    let err = poll_fn(|cx| driver.poll_close(cx)).await;
+    // Out of rotation before anything else: `assign` relies on it.
+    let state = conn.state.replace(Closed);
+    p.retire(&conn);
+    connection_ended(&ctx, &conn, state, &err);
+    conn.count_bytes(&mut ctx.state.borrow_mut().counters);
+    capacity_freed(&ctx);
+}
+
+/// Runs the QUIC handshake against each resolved address in turn, then sets up HTTP/3.
+async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendRequest)> {
+    let endpoint = &ctx.cfg.endpoints[conn.pool];
+    let fail = |msg: String, protocol_error: bool, timed_out: bool| {
+        let mut st = ctx.state.borrow_mut();
+        st.counters.inc(Counter::CxConnectFail);
+        if protocol_error {
+            st.counters.inc(Counter::CxProtocolError);
+        }
+        if timed_out {
+            st.counters.inc(Counter::CxConnectTimeout);
+        }
+        st.note_error(|| msg);
+        None
+    };
+    // Invariant: `runner::prepare` refuses HTTP/3 endpoints without a QUIC client config.
+    let Some((tls, quic_cfg)) = endpoint.tls.as_ref().and_then(|t| Some((t, t.quic.clone()?)))
+    else {
+        return fail(format!("{}: HTTP/3 needs TLS", endpoint.target.url()), false, false);
+    };
+    let name = tls.server_name_str();
+    let timeout = ctx.cfg.timeout;
+    let mut last = (String::new(), false);
+    for addr in &endpoint.target.addrs {
+        let describe = || format!("QUIC handshake with {addr} ({})", tls.describe_sni());
+        let quic = match ctx.quic.for_addr(addr) {
+            Ok(e) => e,
+            Err(e) => {
+                last = (format!("cannot open a UDP socket for {addr}: {e}"), false);
+                continue;
+            }
+        };
+        let connecting = match quic.connect_with(quic_cfg.clone(), *addr, &name) {
+            Ok(c) => c,
+            Err(e) => {
+                last = (format!("{} failed: {e}", describe()), false);
+                continue;
+            }
+        };
+        let connection = match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                last = (format!("{} failed: {e}", describe()), false);
+                continue;
+            }
+            Err(_) => {
+                let msg = format!("{} timed out after {}s", describe(), timeout.as_secs_f64());
+                last = (msg, true);
+                continue;
+            }
+        };
+        {
+            let mut st = ctx.state.borrow_mut();
+            st.counters.inc(Counter::CxTotal);
+            st.counters.inc(Counter::SslHandshake);
+        }
+        *conn.quic.borrow_mut() = Some(connection.clone());
+        return match h3::client::new(h3_quinn::Connection::new(connection)).await {
+            Ok(pair) => Some(pair),
+            Err(e) => fail(format!("HTTP/3 setup with {addr}: {e}"), true, false),
+        };
+    }
+    fail(last.0, false, last.1)
+}
+
+/// Counts why a connection ended: our close, the server's graceful close (the GOAWAY path),
+/// an idle timeout, or an error.
+fn connection_ended(ctx: &WorkerCtx, conn: &Rc<H3Conn>, state: ConnState, err: &ConnectionError) {
+    let url = || ctx.cfg.endpoints[conn.pool].target.url();
+    let remote_graceful = matches!(
+        err,
+        ConnectionError::Remote { 0: ConnectionErrorIncoming::ApplicationClose { error_code }, .. }
+            if *error_code == Code::H3_NO_ERROR.value()
+    );
+    if remote_graceful {
+        // A server that closes with H3_NO_ERROR while we still use the connection is
+        // draining it (GOAWAY, then close); counted once whether or not the GOAWAY was seen.
+        if matches!(state, Ready(_)) || conn.goaway.get() {
+            note_goaway(ctx, conn);
+        }
+        return;
+    }
+    if err.is_h3_no_error()
+        || matches!(err, ConnectionError::Local { error: LocalError::Closing { .. }, .. })
+    {
+        // Our own close: the last sender dropped, or the run ended.
+        return;
+    }
+    let mut st = ctx.state.borrow_mut();
+    match err {
+        ConnectionError::Remote { 0: ConnectionErrorIncoming::ApplicationClose { .. }, .. }
+        | ConnectionError::Local { .. } => st.counters.inc(Counter::CxProtocolError),
+        _ => st.counters.inc(Counter::CxDestroyRemote),
+    }
+    st.note_error(|| format!("HTTP/3 connection to {}: {err}", url()));
+}
+
+fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H3Conn>) {
+    if !conn.goaway.replace(true) {
+        ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
+    }
+    pool(ctx, conn).retire(conn);
+}
+
+/// A stream's failure, and whether the response head had arrived.
+struct Failed {
+    err: StreamError,
+    responded: bool,
+}
+
+impl From<StreamError> for Failed {
+    fn from(err: StreamError) -> Self {
+        Failed { err, responded: false }
+    }
+}
+
+async fn stream_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>, sender: SendRequest, ticket: Ticket) {
+    let p = pool(&ctx, &conn);
+    let mut sent = Instant::now();
+    let result = exchange(sender, &p.template, &mut sent).await;
+    let done = Instant::now();
+    conn.active.set(conn.active.get() - 1);
+    p.active.set(p.active.get() - 1);
+    if conn.retired.get() {
+        p.retire(&conn);
+    }
+    match result {
+        Ok((status, header_bytes, body_bytes)) => {
+            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
+            record_response(&ctx, &x);
+            request_finished(&ctx);
+        }
+        Err(Failed { err, responded }) => {
+            let goaway = matches!(err, StreamError::RemoteClosing { .. });
+            if goaway {
+                note_goaway(&ctx, &conn);
+            }
+            let rejected = matches!(
+                err,
+                StreamError::RemoteTerminate { code, .. } if code == Code::H3_REQUEST_REJECTED
+            );
+            // Refused unprocessed: retry once elsewhere, as the h2 pool does.
+            let unprocessed = (goaway || rejected) && !responded;
+            if unprocessed && ctx.stopping.get() {
+                ctx.state.borrow_mut().counters.inc(Counter::RqCancelled);
+                request_finished(&ctx);
+            } else if unprocessed && !ticket.retried {
+                let t = Ticket { retried: true, ..ticket };
+                if let Err(t) = p.try_start(&ctx, t) {
+                    ctx.state.borrow_mut().queue.push_front(t);
+                }
+            } else {
+                // Only errors our h3 codec found in the server's frames are protocol errors;
+                // resets are stream-level and connection errors are counted by the connection.
+                let protocol_error = matches!(
+                    err,
+                    StreamError::StreamError { .. } | StreamError::HeaderTooBig { .. }
+                );
+                record_failure(&ctx, protocol_error, || describe(&err));
+                request_finished(&ctx);
+            }
+        }
+    }
+    capacity_freed(&ctx);
+}
+
+/// Names the HTTP/3 error code so distinct failures stay distinct in the error summary.
+fn describe(err: &StreamError) -> String {
+    match err {
+        StreamError::RemoteTerminate { code, .. } => {
+            format!("HTTP/3 stream reset by the server: {code}")
+        }
+        StreamError::RemoteClosing { .. } => "HTTP/3 stream refused: the server sent GOAWAY".into(),
+        StreamError::ConnectionError { 0: e, .. } => {
+            format!("HTTP/3 stream ended with its connection: {e}")
+        }
+        other => format!("HTTP/3 stream: {other}"),
+    }
+}
+
+/// Sends the request (and body), then reads the response to its end. Returns (status, header
+/// bytes, body bytes); header bytes are the QPACK size of the head (name + value + 32 per
+/// field, `:status` included), independent of how well the server compressed it.
+async fn exchange(
+    mut sender: SendRequest,
+    tpl: &RequestTemplate,
+    sent: &mut Instant,
+) -> Result<(u16, u64, u64), Failed> {
+    *sent = Instant::now();
+    let mut stream = sender.send_request(tpl.request()).await?;
+    drop(sender);
+    // A server may answer (say 413) without reading the body and stop the stream: then the
+    // send fails but the response is what counts, so a send error only surfaces if no
+    // response comes.
+    let mut send_err = None;
+    if !tpl.body.is_empty() {
+        if let Err(e) = stream.send_data(tpl.body.clone()).await {
+            send_err = Some(e);
+        }
+    }
+    if send_err.is_none() {
+        if let Err(e) = stream.finish().await {
+            send_err = Some(e);
+        }
+    }
+    let response = match stream.recv_response().await {
+        Ok(r) => r,
+        Err(e) => return Err(send_err.unwrap_or(e).into()),
+    };
+    let status = response.status().as_u16();
+    let header_bytes = response
+        .headers()
+        .iter()
+        .fold(":status".len() as u64 + 3 + QPACK_ENTRY_OVERHEAD, |acc, (k, v)| {
+            acc + (k.as_str().len() + v.len()) as u64 + QPACK_ENTRY_OVERHEAD
+        });
+    let mut body_bytes = 0u64;
+    loop {
+        match stream.recv_data().await {
+            Ok(Some(chunk)) => body_bytes += chunk.remaining() as u64,
+            Ok(None) => break,
+            Err(err) => return Err(Failed { err, responded: true }),
+        }
+    }
+    Ok((status, header_bytes, body_bytes))
+}
