@@ -92,8 +92,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub multi_target_use_https: bool,
 
-    /// HTTP version: http1 or http2 (h2c with prior knowledge for http://, ALPN for https://).
-    #[arg(short = 'p', long, value_name = "http1|http2", conflicts_with = "h2")]
+    /// HTTP version: http1, http2 (h2c with prior knowledge for http://, ALPN for https://) or
+    /// http3 (QUIC, https:// only, on the URL's port over UDP).
+    #[arg(short = 'p', long, value_name = "http1|http2|http3", conflicts_with = "h2")]
     pub protocol: Option<String>,
     /// Deprecated: same as --protocol http2.
     #[arg(long)]
@@ -169,10 +170,10 @@ fn parse_protocol(args: &RunArgs) -> anyhow::Result<Protocol> {
     match args.protocol.as_deref().map(|p| p.trim().to_ascii_lowercase()).as_deref() {
         None | Some("http1") => Ok(Protocol::Http1),
         Some("http2") => Ok(Protocol::Http2),
-        Some("http3") => {
-            Err(usage("--protocol http3: HTTP/3 is not supported yet; use http1 or http2"))
+        Some("http3") => Ok(Protocol::Http3),
+        Some(other) => {
+            Err(usage(format!("--protocol: expected http1, http2 or http3, got {other:?}")))
         }
-        Some(other) => Err(usage(format!("--protocol: expected http1 or http2, got {other:?}"))),
     }
 }
 
@@ -305,6 +306,14 @@ fn predicates(args: &RunArgs) -> anyhow::Result<Vec<Predicate>> {
 /// Validates the flags into the engine's config. Every problem is a usage error (exit 2).
 pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<EngineConfig> {
     let protocol = parse_protocol(args)?;
+    if protocol == Protocol::Http3 {
+        if let Some(t) = targets.iter().find(|t| t.scheme == Scheme::Http) {
+            return Err(usage(format!(
+                "--protocol http3 needs an https:// URL (QUIC always runs TLS), got {}",
+                t.url()
+            )));
+        }
+    }
     let endpoints = endpoints(args, targets, protocol)?;
     let streams = StreamLimits {
         max_concurrent_streams: NonZeroU32::new(args.max_concurrent_streams)

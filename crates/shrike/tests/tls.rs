@@ -152,7 +152,7 @@ fn tls_usage_errors_exit_2() {
         (vec!["--tls-min-version", "1.1"], "--tls-min-version"),
         (vec!["--tls-min-version", "1.3", "--tls-max-version", "1.2"], "version"),
         (vec!["--protocol", "bogus"], "--protocol"),
-        (vec!["--protocol", "http3"], "not supported yet"),
+        (vec!["--protocol", "http3", "--tls-max-version", "1.2"], "requires TLS 1.3"),
         (vec!["--protocol", "http2", "--h2"], "cannot be used with"),
         (vec!["--max-active-requests", "0"], "--max-active-requests"),
         (vec!["--max-concurrent-streams", "0"], "--max-concurrent-streams"),

@@ -1,0 +1,194 @@
+//! `shrike run --protocol http3` against the real `shrike serve --tls --http3`: the client
+//! validates the generated certificate over QUIC, honours the per-request config header,
+//! sends request bodies, and multiplexes within `--max-concurrent-streams` and the worker's
+//! `--max-active-requests` budget.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `shrike serve --tls --http3` on 127.0.0.1:0 (HTTP/3 on the TCP port number over UDP).
+struct H3Server {
+    child: Child,
+    port: String,
+    ca: String,
+}
+
+impl H3Server {
+    fn start() -> H3Server {
+        let mut child = shrike()
+            .args(["serve", "--listen", "127.0.0.1:0", "--tls", "--http3"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike serve --tls --http3");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            for _ in 0..2 {
+                let mut line = String::new();
+                let _ = r.read_line(&mut line);
+                let _ = tx.send(line.trim().to_string());
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
+        let ca_line = rx.recv_timeout(Duration::from_secs(10)).expect("tls-ca line");
+        let ca = ca_line.strip_prefix("tls-ca: ").expect("second line is tls-ca: PATH").to_string();
+        let port = addr.rsplit(':').next().expect("port").to_string();
+        H3Server { child, port, ca }
+    }
+
+    /// The generated certificate names localhost.
+    fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+}
+
+impl Drop for H3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn http3_run_counts_responses_bodies_and_connections() {
+    let server = H3Server::start();
+    let url = server.url();
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--rps",
+        "50",
+        "--duration",
+        "1",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"response_body_size":321}"#,
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 50);
+    assert!(counter(g, "upstream_cx_http3_total") >= 1);
+    assert_eq!(counter(g, "upstream_cx_http2_total"), 0);
+    assert!(counter(g, "ssl.handshake") >= 1);
+    let body = statistic(g, "benchmark_http_client.response_body_size");
+    assert_eq!(body["raw_min"], "321");
+    assert_eq!(body["raw_max"], "321");
+    assert_eq!(v["options"]["protocol"], "http3");
+
+    // Request bodies go out: 50 × 4000 bytes leave in UDP datagrams.
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--rps",
+        "50",
+        "--duration",
+        "1",
+        "--request-method",
+        "POST",
+        "--request-body-size",
+        "4000",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 50);
+    let tx = counter(g, "upstream_cx_tx_bytes_total");
+    assert!(tx >= 50 * 4000, "sent {tx} bytes for 50 bodies of 4000");
+}
+
+#[test]
+fn http3_verifies_the_certificate_unless_insecure() {
+    let server = H3Server::start();
+    let url = server.url();
+    let out = run(
+        &[
+            "run",
+            &url,
+            "--protocol",
+            "http3",
+            "--rps",
+            "10",
+            "--duration",
+            "1",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
+    let err = out.stderr.to_lowercase();
+    assert!(err.contains("certificate"), "{}", out.stderr);
+    assert!(err.contains("localhost"), "names the host: {}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--protocol",
+        "http3",
+        "--tls-insecure",
+        "--rps",
+        "10",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 10);
+}
+
+#[test]
+fn http3_stream_limit_and_active_budget_shape_the_connections() {
+    let server = H3Server::start();
+    let url = server.url();
+    // 100 rps against 0.2 s responses wants ~20 in flight; the budget holds it at 10, and one
+    // stream per connection makes that 10 connections.
+    let delayed = r#"x-nighthawk-test-server-config: {"static_delay":"0.2s"}"#;
+    let conns = |streams: &str| {
+        let v = run_json_ok(&[
+            "run",
+            &url,
+            "--protocol",
+            "http3",
+            "--tls-ca",
+            &server.ca,
+            "--rps",
+            "100",
+            "--duration",
+            "1",
+            "--max-concurrent-streams",
+            streams,
+            "--max-active-requests",
+            "10",
+            "--request-header",
+            delayed,
+        ]);
+        let g = global(&v);
+        assert!(counter(g, "benchmark.http_2xx") >= 20, "{streams}");
+        counter(g, "upstream_cx_http3_total")
+    };
+    assert_eq!(conns("1"), 10);
+    // With room for every stream on one connection, one connection carries them all.
+    assert_eq!(conns("100"), 1);
+}
+
+#[test]
+fn http3_needs_https() {
+    let out = run(&["run", "http://127.0.0.1:9/", "--protocol", "http3"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("http3") && out.stderr.contains("https://"), "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+}
