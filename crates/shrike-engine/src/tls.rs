@@ -329,6 +329,23 @@ mod tests {
     }
 
     #[test]
+    fn http3_is_tls13_only_with_a_quic_config() {
+        let opts = TlsOptions { insecure: true, ..TlsOptions::default() };
+        let c = TlsClient::build(&opts, "127.0.0.1", Protocol::Http3).expect("valid");
+        assert_eq!(c.config.alpn_protocols, vec![b"h3".to_vec()]);
+        assert!(c.quic.is_some());
+        assert_eq!(c.server_name_str(), "127.0.0.1");
+        assert_eq!(
+            c.for_host("example.com").map(|c| c.server_name_str()).ok().as_deref(),
+            Some("example.com")
+        );
+        assert!(TlsClient::build(&opts, "h", Protocol::Http2).is_ok_and(|c| c.quic.is_none()));
+        let opts = TlsOptions { max_version: Some(TlsVersion::Tls12), ..opts };
+        let e = TlsClient::build(&opts, "h", Protocol::Http3).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("TLS 1.3"), "{e}");
+    }
+
+    #[test]
     fn ip_hosts_send_no_sni_and_ca_errors_are_clear() {
         let c =
             TlsClient::build(&TlsOptions::default(), "127.0.0.1", Protocol::Http1).expect("valid");

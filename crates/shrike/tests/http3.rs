@@ -186,6 +186,33 @@ fn http3_stream_limit_and_active_budget_shape_the_connections() {
 }
 
 #[test]
+fn http3_max_requests_per_connection_recycles_connections() {
+    let server = H3Server::start();
+    let v = run_json_ok(&[
+        "run",
+        &server.url(),
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--rps",
+        "200",
+        "--duration",
+        "1",
+        "--connections",
+        "3",
+        "--max-requests-per-connection",
+        "30",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 200);
+    // 200 requests at most 30 per connection: at least 7 connections, each retired by us.
+    let opened = counter(g, "upstream_cx_http3_total");
+    assert!(opened >= 7, "opened {opened}");
+    assert!(counter(g, "upstream_cx_destroy_local") >= 6);
+}
+
+#[test]
 fn http3_needs_https() {
     let out = run(&["run", "http://127.0.0.1:9/", "--protocol", "http3"], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
