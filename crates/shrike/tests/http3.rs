@@ -213,6 +213,49 @@ fn http3_max_requests_per_connection_recycles_connections() {
 }
 
 #[test]
+fn http3_server_goaway_retires_the_connection() {
+    let server = H3Server::start();
+    let client = shrike()
+        .args([
+            "run",
+            &server.url(),
+            "--protocol",
+            "http3",
+            "--tls-ca",
+            &server.ca,
+            "--rps",
+            "50",
+            "--duration",
+            "3",
+            "--timeout",
+            "1",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"static_delay":"0.1s"}"#,
+            "--output-format",
+            "json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shrike run");
+    std::thread::sleep(Duration::from_secs(1));
+    // The server drains: GOAWAY, finish in-flight requests, close with H3_NO_ERROR, exit.
+    let pid = server.child.id().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().expect("kill");
+    let out = wait_limited(client, LIMIT);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "upstream_cx_close_notify"), 1, "{}", out.stderr);
+    assert!(counter(g, "benchmark.http_2xx") >= 20, "{}", out.stderr);
+    // In-flight requests were finished by the draining server, not reset.
+    assert_eq!(counter(g, "benchmark.stream_resets"), 0, "{}", out.stderr);
+    // The server is gone, so the next connection cannot be opened: a failed run.
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("QUIC handshake"), "{}", out.stderr);
+}
+
+#[test]
 fn http3_needs_https() {
     let out = run(&["run", "http://127.0.0.1:9/", "--protocol", "http3"], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
