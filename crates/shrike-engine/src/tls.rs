@@ -12,6 +12,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::Resumption;
@@ -135,7 +136,9 @@ impl TlsClient {
             // Fails when no TLS 1.3 suite usable for QUIC's packet protection is enabled.
             let q = quinn::crypto::rustls::QuicClientConfig::try_from(config.clone())
                 .map_err(|e| TlsError::Quic(e.to_string()))?;
-            Some(quinn::ClientConfig::new(Arc::new(q)))
+            let mut client = quinn::ClientConfig::new(Arc::new(q));
+            client.transport_config(Arc::new(quic_transport()));
+            Some(client)
         } else {
             None
         };
@@ -167,6 +170,19 @@ impl TlsClient {
             other => format!("{other:?}"),
         }
     }
+}
+
+/// QUIC transport settings for HTTP/3 runs.
+fn quic_transport() -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    // A response slower than the idle timeout (30 s on both sides by default) must not kill
+    // its connection: HTTP/2 over TCP has no such limit, and a slow server is what a load test
+    // may be measuring. Pings well inside it keep connections alive.
+    t.keep_alive_interval(Some(Duration::from_secs(10)));
+    // Bodies are consumed as they arrive, so the window only bounds how far a server may send
+    // ahead; as in the h2 pool, keep flow control out of the measurement of large responses.
+    t.stream_receive_window(quinn::VarInt::from_u32(16 * 1024 * 1024));
+    t
 }
 
 /// An IP literal becomes an IP server name: rustls then sends no SNI (RFC 6066 forbids literals
