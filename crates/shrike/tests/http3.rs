@@ -256,6 +256,37 @@ fn http3_server_goaway_retires_the_connection() {
 }
 
 #[test]
+fn http3_multi_target_rotates_over_endpoints() {
+    let server = H3Server::start();
+    // Two endpoints (each with its own TLS server name) on one server; each worker's pools
+    // share its QUIC socket.
+    let a = format!("localhost:{}", server.port);
+    let b = format!("127.0.0.1:{}", server.port);
+    let v = run_json_ok(&[
+        "run",
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--multi-target-endpoint",
+        &a,
+        "--multi-target-endpoint",
+        &b,
+        "--multi-target-use-https",
+        "--rps",
+        "50",
+        "--duration",
+        "1",
+        "--concurrency",
+        "2",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 100);
+    // One connection per endpoint per worker.
+    assert_eq!(counter(g, "upstream_cx_http3_total"), 4);
+}
+
+#[test]
 fn http3_needs_https() {
     let out = run(&["run", "http://127.0.0.1:9/", "--protocol", "http3"], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
