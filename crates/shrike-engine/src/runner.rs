@@ -146,7 +146,7 @@ pub fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
     prepare(cfg).map(|_| ())
 }
 
-/// Per endpoint: the HTTP/1.1 request bytes and, for HTTP/2, the request template.
+/// Per endpoint: the HTTP/1.1 request bytes and, for HTTP/2 and HTTP/3, the request template.
 type Prepared = Vec<(Arc<[u8]>, Option<RequestTemplate>)>;
 
 fn prepare(cfg: &EngineConfig) -> Result<Prepared, EngineError> {

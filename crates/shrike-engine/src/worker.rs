@@ -28,7 +28,7 @@ pub(crate) struct Ticket {
     pub scheduled: Instant,
     pub released: Instant,
     /// Set once the request was re-dispatched after a connection refused it unprocessed
-    /// (h2 GOAWAY / REFUSED_STREAM); a request is retried at most once.
+    /// (GOAWAY, h2 REFUSED_STREAM, h3 H3_REQUEST_REJECTED); a request is retried at most once.
     pub retried: bool,
 }
 

@@ -38,7 +38,8 @@ pub(crate) struct Exchange {
 }
 
 /// Enum dispatch rather than `dyn`: the h1 hot path stays a direct, inlinable call. The h2
-/// pool is boxed because it is several times larger and only its pointer is touched per call.
+/// and h3 pools are boxed because they are several times larger and only their pointer is
+/// touched per call.
 pub(crate) enum Pool {
     H1(h1::H1Pool),
     H2(Box<h2::H2Pool>),
