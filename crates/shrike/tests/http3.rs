@@ -23,8 +23,13 @@ struct H3Server {
 
 impl H3Server {
     fn start() -> H3Server {
+        H3Server::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> H3Server {
         let mut child = shrike()
             .args(["serve", "--listen", "127.0.0.1:0", "--tls", "--http3"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -183,6 +188,33 @@ fn http3_stream_limit_and_active_budget_shape_the_connections() {
     assert_eq!(conns("1"), 10);
     // With room for every stream on one connection, one connection carries them all.
     assert_eq!(conns("100"), 1);
+}
+
+#[test]
+fn http3_waiting_for_the_servers_stream_credit_is_queueing_not_service_time() {
+    // The server allows 2 streams per connection and answers in 0.2 s: 20 requests in a
+    // second wait their turn on the one connection.
+    let server = H3Server::start_with(&["--max-concurrent-streams", "2"]);
+    let v = run_json_ok(&[
+        "run",
+        &server.url(),
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--rps",
+        "20",
+        "--duration",
+        "1",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"static_delay":"0.2s"}"#,
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 20);
+    let service = secs(&statistic(g, "benchmark_http_client.request_to_response")["max"]);
+    let queued = secs(&statistic(g, "benchmark_http_client.queue_to_connect")["max"]);
+    assert!((0.2..0.45).contains(&service), "service time {service}s is the server's delay");
+    assert!(queued > 0.5, "the wait for stream credit ({queued}s) is queueing");
 }
 
 #[test]

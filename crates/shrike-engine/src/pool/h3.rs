@@ -5,7 +5,9 @@
 //! - A request goes to the first open connection with fewer than `max_concurrent_streams`
 //!   streams; when all are full a new connection opens, up to `connections`. The server's own
 //!   stream limit is enforced by QUIC flow control: quinn holds a stream back until the server
-//!   grants credit (that wait is in `request_to_response`, as quinn does not expose the limit).
+//!   grants credit. Unlike h2, a connection at the server's limit still takes new requests,
+//!   which wait for credit there (counted in `queue_to_connect`, not service time) rather than
+//!   opening another connection: quinn does not expose the server's limit.
 //! - The worker's in-flight budget is `max_active_requests`; beyond it the shared dispatch logic
 //!   queues, overflows or blocks the pacer.
 //! - `max_requests_per_connection` and the server's GOAWAY retire a connection exactly as in
@@ -449,14 +451,17 @@ fn describe(err: &StreamError) -> String {
 
 /// Sends the request (and body), then reads the response to its end. Returns (status, header
 /// bytes, body bytes); header bytes are the QPACK size of the head (name + value + 32 per
-/// field, `:status` included), independent of how well the server compressed it.
+/// field, `:status` included), independent of how well the server compressed it. `sent` is
+/// set when the stream is actually opened.
 async fn exchange(
     mut sender: SendRequest,
     tpl: &RequestTemplate,
     sent: &mut Instant,
 ) -> Result<(u16, u64, u64), Failed> {
-    *sent = Instant::now();
     let mut stream = sender.send_request(tpl.request()).await?;
+    // The stream is open (and its headers are queued in quinn): waiting for the server's stream
+    // credit was queueing, not service time, as waiting for `ready()` is in the h2 pool.
+    *sent = Instant::now();
     drop(sender);
     // A server may answer (say 413) without reading the body and stop the stream: then the
     // send fails but the response is what counts, so a send error only surfaces if no
