@@ -308,6 +308,23 @@ impl ServerCertVerifier for SignaturesOnly {
     }
 }
 
+/// Advice appended to a failed certificate check where the cause is a common set-up mistake
+/// rather than an attack. Matched on the error text because the same webpki error reaches us
+/// wrapped differently by rustls (TCP) and quinn (QUIC).
+pub(crate) fn certificate_hint(error: &str) -> &'static str {
+    if error.contains("CaUsedAsEndEntity") {
+        // `openssl req -x509` marks its certificate CA:TRUE; curl accepts that as a server's own
+        // certificate, webpki (rightly) does not.
+        " (the server presents a CA certificate as its own, as `openssl req -x509` makes by \
+         default: re-issue it with `-addext basicConstraints=critical,CA:FALSE` or sign a leaf \
+         certificate with that CA; --tls-insecure skips verification)"
+    } else if error.contains("UnknownIssuer") {
+        " (pass the issuing CA with --tls-ca, or skip verification with --tls-insecure)"
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -164,7 +164,8 @@ async fn tls_handshake(
             } else {
                 String::new()
             };
-            return fail(ctx, format!("{} failed: {e}{hint}", describe()), no_alpn);
+            let advice = crate::tls::certificate_hint(&e.to_string());
+            return fail(ctx, format!("{} failed: {e}{hint}{advice}", describe()), no_alpn);
         }
         Err(_) => {
             let mut st = ctx.state.borrow_mut();

@@ -19,8 +19,13 @@ struct TlsServer {
 
 impl TlsServer {
     fn start() -> TlsServer {
+        Self::start_with(&["--tls"])
+    }
+
+    fn start_with(tls_args: &[&str]) -> TlsServer {
         let mut child = shrike()
-            .args(["serve", "--listen", "127.0.0.1:0", "--tls", "--response-body-size", "321"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--response-body-size", "321"])
+            .args(tls_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -37,9 +42,11 @@ impl TlsServer {
             }
         });
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
-        let ca_line = rx.recv_timeout(Duration::from_secs(10)).expect("tls-ca line");
-        let ca = ca_line.strip_prefix("tls-ca: ").expect("second line is tls-ca: PATH").to_string();
-        assert!(std::path::Path::new(&ca).exists(), "{ca} exists");
+        // A generated certificate is announced on the second line; a given one is not.
+        let ca = match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(line) if line.starts_with("tls-ca: ") => line["tls-ca: ".len()..].to_string(),
+            _ => String::new(),
+        };
         TlsServer { child, addr, ca }
     }
 
@@ -94,4 +101,53 @@ fn an_untrusted_certificate_fails_the_run_clearly() {
     assert!(err.contains("certificate"), "{}", out.stderr);
     assert!(err.contains("localhost"), "names the host: {}", out.stderr);
     assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+}
+
+/// `openssl req -x509` makes a CA:TRUE certificate; webpki refuses it as a server's own, and
+/// the error must say how to fix it. The same certificate made CA:FALSE is accepted.
+#[test]
+fn openssl_self_signed_ca_certificate_gets_an_actionable_error() {
+    let dir = std::env::temp_dir().join(format!("shrike-x509-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let gen = |name: &str, extra: &[&str]| {
+        let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+        let status = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+            .args(["-nodes", "-days", "2", "-subj", "/CN=localhost"])
+            .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+            .args(extra)
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl is installed (.ci/run installs it)");
+        assert!(status.success());
+        (cert.display().to_string(), key.display().to_string())
+    };
+    let (ca_cert, ca_key) = gen("ca-true", &[]);
+    let (leaf_cert, leaf_key) = gen("ca-false", &["-addext", "basicConstraints=critical,CA:FALSE"]);
+
+    let server = TlsServer::start_with(&["--tls-cert", &ca_cert, "--tls-key", &ca_key]);
+    let out = run(
+        &["run", &server.url(), "--tls-ca", &ca_cert, "--rps", "10", "--duration", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
+    assert!(out.stderr.contains("CA:FALSE"), "hint missing:\n{}", out.stderr);
+
+    let server = TlsServer::start_with(&["--tls-cert", &leaf_cert, "--tls-key", &leaf_key]);
+    let v = run_json_ok(&[
+        "run",
+        &server.url(),
+        "--tls-ca",
+        &leaf_cert,
+        "--rps",
+        "10",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 10);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -311,7 +311,9 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
         let connection = match tokio::time::timeout(timeout, connecting).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                last = (format!("{} failed: {e}", describe()), false);
+                let e = e.to_string();
+                let advice = crate::tls::certificate_hint(&e);
+                last = (format!("{} failed: {e}{advice}", describe()), false);
                 continue;
             }
             Err(_) => {
