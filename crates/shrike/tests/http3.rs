@@ -6,8 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -15,59 +14,15 @@ use common::*;
 const LIMIT: Duration = Duration::from_secs(30);
 
 /// `shrike serve --tls --http3` on 127.0.0.1:0 (HTTP/3 on the TCP port number over UDP).
-struct H3Server {
-    child: Child,
-    port: String,
-    ca: String,
-}
-
-impl H3Server {
-    fn start() -> H3Server {
-        H3Server::start_with(&[])
-    }
-
-    fn start_with(extra: &[&str]) -> H3Server {
-        let mut child = shrike()
-            .args(["serve", "--listen", "127.0.0.1:0", "--tls", "--http3"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn shrike serve --tls --http3");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            for _ in 0..2 {
-                let mut line = String::new();
-                let _ = r.read_line(&mut line);
-                let _ = tx.send(line.trim().to_string());
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
-        let ca_line = rx.recv_timeout(Duration::from_secs(10)).expect("tls-ca line");
-        let ca = ca_line.strip_prefix("tls-ca: ").expect("second line is tls-ca: PATH").to_string();
-        let port = addr.rsplit(':').next().expect("port").to_string();
-        H3Server { child, port, ca }
-    }
-
-    /// The generated certificate names localhost.
-    fn url(&self) -> String {
-        format!("https://localhost:{}/", self.port)
-    }
-}
-
-impl Drop for H3Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn h3_server(extra: &[&str]) -> TlsServer {
+    let mut args = vec!["--tls", "--http3"];
+    args.extend(extra);
+    TlsServer::start(&args)
 }
 
 #[test]
 fn http3_run_counts_responses_bodies_and_connections() {
-    let server = H3Server::start();
+    let server = h3_server(&[]);
     let url = server.url();
     let v = run_json_ok(&[
         "run",
@@ -118,7 +73,7 @@ fn http3_run_counts_responses_bodies_and_connections() {
 
 #[test]
 fn http3_verifies_the_certificate_unless_insecure() {
-    let server = H3Server::start();
+    let server = h3_server(&[]);
     let url = server.url();
     let out = run(
         &[
@@ -157,7 +112,7 @@ fn http3_verifies_the_certificate_unless_insecure() {
 
 #[test]
 fn http3_stream_limit_and_active_budget_shape_the_connections() {
-    let server = H3Server::start();
+    let server = h3_server(&[]);
     let url = server.url();
     // 100 rps against 0.2 s responses wants ~20 in flight; the budget holds it at 10, and one
     // stream per connection makes that 10 connections.
@@ -194,7 +149,7 @@ fn http3_stream_limit_and_active_budget_shape_the_connections() {
 fn http3_waiting_for_the_servers_stream_credit_is_queueing_not_service_time() {
     // The server allows 2 streams per connection and answers in 0.2 s: 20 requests in a
     // second wait their turn on the one connection.
-    let server = H3Server::start_with(&["--max-concurrent-streams", "2"]);
+    let server = h3_server(&["--max-concurrent-streams", "2"]);
     let v = run_json_ok(&[
         "run",
         &server.url(),
@@ -219,7 +174,7 @@ fn http3_waiting_for_the_servers_stream_credit_is_queueing_not_service_time() {
 
 #[test]
 fn http3_max_requests_per_connection_recycles_connections() {
-    let server = H3Server::start();
+    let server = h3_server(&[]);
     let v = run_json_ok(&[
         "run",
         &server.url(),
@@ -246,7 +201,7 @@ fn http3_max_requests_per_connection_recycles_connections() {
 
 #[test]
 fn http3_server_goaway_retires_the_connection() {
-    let server = H3Server::start();
+    let server = h3_server(&[]);
     let client = shrike()
         .args([
             "run",
@@ -289,7 +244,7 @@ fn http3_server_goaway_retires_the_connection() {
 
 #[test]
 fn http3_multi_target_rotates_over_endpoints() {
-    let server = H3Server::start();
+    let server = h3_server(&[]);
     // Two endpoints (each with its own TLS server name) on one server; each worker's pools
     // share its QUIC socket.
     let a = format!("localhost:{}", server.port);

@@ -5,67 +5,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
 
-struct TlsServer {
-    child: Child,
-    addr: String,
-    ca: String,
-}
-
-impl TlsServer {
-    fn start() -> TlsServer {
-        Self::start_with(&["--tls"])
-    }
-
-    fn start_with(tls_args: &[&str]) -> TlsServer {
-        let mut child = shrike()
-            .args(["serve", "--listen", "127.0.0.1:0", "--response-body-size", "321"])
-            .args(tls_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn shrike serve --tls");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            for _ in 0..2 {
-                let mut line = String::new();
-                let _ = r.read_line(&mut line);
-                let _ = tx.send(line.trim().to_string());
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
-        // A generated certificate is announced on the second line; a given one is not.
-        let ca = match rx.recv_timeout(Duration::from_millis(500)) {
-            Ok(line) if line.starts_with("tls-ca: ") => line["tls-ca: ".len()..].to_string(),
-            _ => String::new(),
-        };
-        TlsServer { child, addr, ca }
-    }
-
-    fn url(&self) -> String {
-        // The generated certificate names localhost, 127.0.0.1 and ::1.
-        format!("https://localhost:{}/", self.addr.rsplit(':').next().expect("port"))
-    }
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn client_validates_the_served_certificate_and_negotiates_both_protocols() {
-    let server = TlsServer::start();
+    let server = TlsServer::start(&["--tls", "--response-body-size", "321"]);
     for protocol in ["http1", "http2"] {
         let v = run_json_ok(&[
             "run",
@@ -91,7 +38,7 @@ fn client_validates_the_served_certificate_and_negotiates_both_protocols() {
 
 #[test]
 fn an_untrusted_certificate_fails_the_run_clearly() {
-    let server = TlsServer::start();
+    let server = TlsServer::start(&["--tls", "--response-body-size", "321"]);
     let out = run(
         &["run", &server.url(), "--rps", "10", "--duration", "1", "--output-format", "json"],
         Duration::from_secs(30),
@@ -129,7 +76,7 @@ fn openssl_self_signed_ca_certificate_gets_an_actionable_error() {
     let (ca_cert, ca_key) = gen("ca-true", &[]);
     let (leaf_cert, leaf_key) = gen("ca-false", &["-addext", "basicConstraints=critical,CA:FALSE"]);
 
-    let server = TlsServer::start_with(&["--tls-cert", &ca_cert, "--tls-key", &ca_key]);
+    let server = TlsServer::start(&["--tls-cert", &ca_cert, "--tls-key", &ca_key]);
     let out = run(
         &["run", &server.url(), "--tls-ca", &ca_cert, "--rps", "10", "--duration", "1"],
         Duration::from_secs(30),
@@ -137,7 +84,7 @@ fn openssl_self_signed_ca_certificate_gets_an_actionable_error() {
     assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
     assert!(out.stderr.contains("CA:FALSE"), "hint missing:\n{}", out.stderr);
 
-    let server = TlsServer::start_with(&["--tls-cert", &leaf_cert, "--tls-key", &leaf_key]);
+    let server = TlsServer::start(&["--tls-cert", &leaf_cert, "--tls-key", &leaf_key]);
     let v = run_json_ok(&[
         "run",
         &server.url(),

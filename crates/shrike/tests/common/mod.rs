@@ -162,3 +162,54 @@ pub fn run_json_ok(args: &[&str]) -> serde_json::Value {
     assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
     json(&out)
 }
+
+/// `shrike serve --listen 127.0.0.1:0 <args>` with TLS. The bound address is stdout line 1;
+/// a generated certificate is announced on line 2 as `tls-ca: PATH` (empty `ca` when the
+/// certificate was given instead).
+pub struct TlsServer {
+    pub child: Child,
+    pub port: String,
+    pub ca: String,
+}
+
+impl TlsServer {
+    pub fn start(args: &[&str]) -> TlsServer {
+        let mut child = shrike()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            for _ in 0..2 {
+                let mut line = String::new();
+                let _ = r.read_line(&mut line);
+                let _ = tx.send(line.trim().to_string());
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
+        let ca = match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(line) if line.starts_with("tls-ca: ") => line["tls-ca: ".len()..].to_string(),
+            _ => String::new(),
+        };
+        let port = addr.rsplit(':').next().expect("port").to_string();
+        TlsServer { child, port, ca }
+    }
+
+    /// The certificates these tests use name localhost.
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
