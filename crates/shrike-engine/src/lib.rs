@@ -25,7 +25,7 @@ pub mod predicate;
 pub mod runner;
 pub mod stop;
 pub mod target;
-pub mod timer;
+
 pub mod tls;
 pub(crate) mod transport;
 pub mod worker;

@@ -20,7 +20,7 @@ use crate::pool::h2::RequestTemplate;
 use crate::pool::{self, Pool};
 use crate::predicate::PredicateKind;
 use crate::stop::StopHandle;
-use crate::timer::ReleaseTimer;
+use shrike_timer::PreciseTimer;
 
 /// A request released by the pacer: when it was due, and when it was handed to the pool.
 #[derive(Clone, Copy, Debug)]
@@ -194,7 +194,7 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
         ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos()
             as u64;
     let mut pacer = Pacer::linear(cfg.rate, cfg.burst.get(), cfg.jitter, phase, seed);
-    let timer = ReleaseTimer::new();
+    let timer = PreciseTimer::new();
     loop {
         if ctx.stopping.get() {
             return;

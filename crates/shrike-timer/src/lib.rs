@@ -1,4 +1,4 @@
-//! A precise, event-driven timer for request release.
+//! A precise, event-driven sleep: request release in the client, delays in the test server.
 //!
 //! tokio's timer wheel has 1 ms resolution: at 10k rps a pacer built on it releases requests in
 //! clumps of ten, which is exactly the distortion a load tester must not add. Spinning would fix
@@ -16,20 +16,20 @@ use rustix::time::{
 use tokio::io::unix::AsyncFd;
 
 #[derive(Debug)]
-pub enum ReleaseTimer {
+pub enum PreciseTimer {
     TimerFd(AsyncFd<OwnedFd>),
     Tokio,
 }
 
-impl Default for ReleaseTimer {
+impl Default for PreciseTimer {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl ReleaseTimer {
+impl PreciseTimer {
     /// Must be called inside a tokio runtime with I/O enabled.
-    pub fn new() -> ReleaseTimer {
+    pub fn new() -> PreciseTimer {
         let fd = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
@@ -40,16 +40,16 @@ impl ReleaseTimer {
         #[allow(deprecated)]
         let registered = fd.map_err(std::io::Error::from).and_then(AsyncFd::new);
         match registered {
-            Ok(fd) => ReleaseTimer::TimerFd(fd),
-            Err(_) => ReleaseTimer::Tokio,
+            Ok(fd) => PreciseTimer::TimerFd(fd),
+            Err(_) => PreciseTimer::Tokio,
         }
     }
 
     /// Sleeps until `deadline` (returns at once if it has passed).
     pub async fn sleep_until(&self, deadline: Instant) {
         let fd = match self {
-            ReleaseTimer::TimerFd(fd) => fd,
-            ReleaseTimer::Tokio => {
+            PreciseTimer::TimerFd(fd) => fd,
+            PreciseTimer::Tokio => {
                 tokio::time::sleep_until(deadline.into()).await;
                 return;
             }
@@ -104,8 +104,8 @@ mod tests {
 
     #[tokio::test]
     async fn fires_at_or_after_deadline_with_sub_ms_resolution() {
-        let t = ReleaseTimer::new();
-        assert!(matches!(t, ReleaseTimer::TimerFd(_)));
+        let t = PreciseTimer::new();
+        assert!(matches!(t, PreciseTimer::TimerFd(_)));
         for us in [50u64, 200, 700, 1500] {
             let deadline = Instant::now() + Duration::from_micros(us);
             t.sleep_until(deadline).await;
@@ -117,7 +117,7 @@ mod tests {
 
     #[tokio::test]
     async fn abandoned_arm_does_not_fire_next_sleep_early() {
-        let t = ReleaseTimer::new();
+        let t = PreciseTimer::new();
         let _ = tokio::time::timeout(
             Duration::from_millis(1),
             t.sleep_until(Instant::now() + Duration::from_micros(500)),
