@@ -53,6 +53,8 @@ fn everything_round_trips() {
         assert_worker_eq(o, b);
     }
     assert_worker_eq(&orig.global, &back.global);
+    assert_eq!(orig.intervals.len(), 4);
+    assert_eq!(back.intervals, orig.intervals, "the time series round-trips exactly");
     // Sanity: the fixture really exercises both kinds and a multi-second outlier.
     assert!(orig.global.stats.get(StatId::ResponseBodySize).count() == 1000);
     assert_eq!(orig.global.stats.get(StatId::RequestToResponse).max(), 5_000_000_000);
@@ -146,4 +148,20 @@ fn to_json_value_matches_written_text() {
     let r = common::sample();
     let parsed: Value = serde_json::from_str(&common::json_text(&r)).unwrap();
     assert_eq!(shrike_output::to_json_value(&r), parsed);
+}
+
+#[test]
+fn files_without_a_time_series_still_read() {
+    let mut doc: Value = serde_json::from_str(&common::json_text(&common::sample())).unwrap();
+    doc["shrike"].as_object_mut().unwrap().remove("intervals");
+    let back = from_json(&doc.to_string()).unwrap();
+    assert!(back.intervals.is_empty());
+}
+
+#[test]
+fn a_bad_interval_names_its_field() {
+    let mut doc: Value = serde_json::from_str(&common::json_text(&common::sample())).unwrap();
+    doc["shrike"]["intervals"][2]["statistics"][1]["count"] = Value::String("7".into());
+    let err = from_json(&doc.to_string()).unwrap_err();
+    assert_eq!(err.path(), Some("shrike.intervals[2].statistics[1].shrike_histogram"), "{err}");
 }

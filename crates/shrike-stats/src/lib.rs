@@ -17,5 +17,5 @@ pub mod result;
 pub mod statistic;
 
 pub use counters::{Counter, Counters};
-pub use result::{RunResult, Termination, WorkerResult};
+pub use result::{Interval, IntervalStat, RunResult, Termination, WorkerResult};
 pub use statistic::{HistogramDecodeError, Percentile, StatId, StatKind, Statistic, Stats};

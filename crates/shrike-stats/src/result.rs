@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Counters, Stats};
+use crate::{Counters, Percentile, StatId, Statistic, Stats};
 
 /// The result of one worker (or the merge of several, named `global`).
 #[derive(Clone, Debug)]
@@ -87,6 +87,8 @@ pub struct RunResult {
     pub workers: Vec<WorkerResult>,
     pub global: WorkerResult,
     pub termination: Termination,
+    /// The run's time series (`--stats-interval`), oldest first; empty when not sampled.
+    pub intervals: Vec<Interval>,
 }
 
 impl RunResult {
@@ -96,7 +98,66 @@ impl RunResult {
         termination: Termination,
     ) -> Self {
         let global = WorkerResult::merge_all("global", &workers);
-        RunResult { timestamp: SystemTime::now(), options, workers, global, termination }
+        RunResult {
+            timestamp: SystemTime::now(),
+            options,
+            workers,
+            global,
+            termination,
+            intervals: Vec::new(),
+        }
+    }
+}
+
+/// What happened during one interval of a run, summed exactly over workers: the series behind
+/// periodic reports, live telemetry and the report's over-time plots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interval {
+    /// Start of the interval, as an offset from the run's (global) execution start.
+    pub start: Duration,
+    pub duration: Duration,
+    /// Counter increments during the interval (not running totals).
+    pub counters: Counters,
+    /// Latency statistics of the requests that completed during the interval.
+    pub stats: Vec<IntervalStat>,
+}
+
+/// One statistic of an [`Interval`], kept small: a run of hours at 1 s intervals must not hold
+/// thousands of full-range histograms (~270 KB each) in memory. The summary answers plots and
+/// reports directly; the encoded histogram keeps the interval exact, so any window of
+/// intervals can be re-aggregated without error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalStat {
+    pub id: StatId,
+    pub count: u64,
+    pub mean: f64,
+    pub min: u64,
+    pub max: u64,
+    /// The values at [`IntervalStat::QUANTILES`].
+    pub percentiles: Vec<Percentile>,
+    /// The interval's histogram, HdrHistogram V2+deflate, base64 ([`Statistic::encode_histogram`]).
+    pub histogram: String,
+}
+
+impl IntervalStat {
+    /// The quantiles every interval summary carries.
+    pub const QUANTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.99, 0.999, 1.0];
+
+    pub fn summarize(id: StatId, s: &Statistic) -> IntervalStat {
+        IntervalStat {
+            id,
+            count: s.count(),
+            mean: s.mean(),
+            min: if s.count() == 0 { 0 } else { s.min() },
+            max: s.max(),
+            percentiles: Self::QUANTILES.iter().map(|&q| s.percentile(q)).collect(),
+            histogram: s.encode_histogram(),
+        }
+    }
+
+    /// The summary's value at quantile `q`, if `q` is one of [`IntervalStat::QUANTILES`].
+    pub fn at(&self, q: f64) -> Option<u64> {
+        self.percentiles.iter().find(|p| (p.quantile - q).abs() < 1e-9).map(|p| p.value)
     }
 }
 
@@ -123,5 +184,24 @@ mod tests {
         assert_eq!(g.counters.get(Counter::Http2xx), 15);
         assert_eq!(g.stats.get(StatId::RequestToResponse).count(), 2);
         assert_eq!(g.stats.get(StatId::RequestToResponse).mean(), 2000.0);
+    }
+
+    #[test]
+    fn interval_summary_matches_the_histogram() {
+        let mut s = Statistic::new();
+        for v in 1..=1000u64 {
+            s.record(v * 1000);
+        }
+        let i = IntervalStat::summarize(StatId::RequestToResponse, &s);
+        assert_eq!(i.count, 1000);
+        assert_eq!(i.min, 1000);
+        assert_eq!(i.max, 1_000_000);
+        assert_eq!(i.at(0.5), Some(s.value_at_quantile(0.5)));
+        assert_eq!(i.at(0.99), Some(s.value_at_quantile(0.99)));
+        assert_eq!(i.at(0.3), None);
+        let back = Statistic::decode_histogram(&i.histogram).expect("decodes");
+        assert_eq!(back.len(), 1000);
+        let empty = IntervalStat::summarize(StatId::RequestToResponse, &Statistic::new());
+        assert_eq!((empty.count, empty.min, empty.max), (0, 0, 0));
     }
 }

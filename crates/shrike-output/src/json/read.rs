@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value};
 use shrike_stats::duration::parse_proto;
 use shrike_stats::{
-    Counter, Counters, HistogramDecodeError, RunResult, StatId, StatKind, Statistic, Stats,
-    Termination, WorkerResult,
+    Counter, Counters, HistogramDecodeError, Interval, IntervalStat, Percentile, RunResult, StatId,
+    StatKind, Statistic, Stats, Termination, WorkerResult,
 };
 
 use super::write::{
@@ -111,7 +111,16 @@ pub fn from_json(input: &str) -> Result<RunResult> {
         }
     }
     let global = global.ok_or(ReadError::NoGlobal)?;
-    Ok(RunResult { timestamp, options: options.clone(), workers, global, termination })
+    // Absent in files written before the time series existed: read as "not sampled".
+    let intervals = match shrike.get("intervals") {
+        None => Vec::new(),
+        Some(v) => array(v, "shrike.intervals")?
+            .iter()
+            .enumerate()
+            .map(|(i, v)| interval(v, &format!("shrike.intervals[{i}]")))
+            .collect::<Result<_>>()?,
+    };
+    Ok(RunResult { timestamp, options: options.clone(), workers, global, termination, intervals })
 }
 
 fn termination(v: &Value, path: &str) -> Result<Termination> {
@@ -162,10 +171,20 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
         stats.set(id, stat);
     }
 
+    let counters = counters(field(o, path, "counters")?, &join(path, "counters"))?;
+    Ok(WorkerResult {
+        name: name.to_string(),
+        stats,
+        counters,
+        execution_start,
+        execution_duration,
+    })
+}
+
+fn counters(v: &Value, counters_path: &str) -> Result<Counters> {
     let mut counters = Counters::new();
     let mut seen_counters = [false; Counter::COUNT];
-    let counters_path = join(path, "counters");
-    for (i, cv) in array(field(o, path, "counters")?, &counters_path)?.iter().enumerate() {
+    for (i, cv) in array(v, counters_path)?.iter().enumerate() {
         let cpath = format!("{counters_path}[{i}]");
         let co = object(cv, &cpath)?;
         let name_path = join(&cpath, "name");
@@ -179,14 +198,69 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
         }
         counters.set(counter, uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?);
     }
+    Ok(counters)
+}
 
-    Ok(WorkerResult {
-        name: name.to_string(),
-        stats,
-        counters,
-        execution_start,
-        execution_duration,
-    })
+fn interval(v: &Value, path: &str) -> Result<Interval> {
+    let o = object(v, path)?;
+    let start = duration(field(o, path, "start")?, &join(path, "start"))?;
+    let length = duration(field(o, path, "duration")?, &join(path, "duration"))?;
+    let counters = counters(field(o, path, "counters")?, &join(path, "counters"))?;
+    let stats_path = join(path, "statistics");
+    let stats = array(field(o, path, "statistics")?, &stats_path)?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| interval_stat(v, &format!("{stats_path}[{i}]")))
+        .collect::<Result<_>>()?;
+    Ok(Interval { start, duration: length, counters, stats })
+}
+
+fn interval_stat(v: &Value, path: &str) -> Result<IntervalStat> {
+    let o = object(v, path)?;
+    let id_path = join(path, "id");
+    let id_str = string(field(o, path, "id")?, &id_path)?;
+    let id = StatId::from_id(id_str)
+        .ok_or_else(|| ReadError::UnknownStatistic { path: id_path, id: id_str.into() })?;
+    let count = uint(field(o, path, "count")?, &join(path, "count"))?;
+    let mean_path = join(path, "raw_mean");
+    let mean_v = field(o, path, "raw_mean")?;
+    let mean = mean_v
+        .as_f64()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| invalid(mean_path, "must be a finite, non-negative number"))?;
+    let min = uint(field(o, path, "raw_min")?, &join(path, "raw_min"))?;
+    let max = uint(field(o, path, "raw_max")?, &join(path, "raw_max"))?;
+    let hist_path = join(path, "shrike_histogram");
+    let histogram = string(field(o, path, "shrike_histogram")?, &hist_path)?;
+    let decoded = Statistic::decode_histogram(histogram)
+        .map_err(|source| ReadError::Histogram { path: hist_path.clone(), source })?;
+    if decoded.len() != count {
+        let reason = format!("holds {} samples but count is {count}", decoded.len());
+        return Err(invalid(hist_path, reason));
+    }
+    let pct_path = join(path, "percentiles");
+    let mut percentiles = Vec::new();
+    for (i, pv) in array(field(o, path, "percentiles")?, &pct_path)?.iter().enumerate() {
+        let ppath = format!("{pct_path}[{i}]");
+        let po = object(pv, &ppath)?;
+        let q_path = join(&ppath, "percentile");
+        let q_v = field(po, &ppath, "percentile")?;
+        let quantile = q_v
+            .as_f64()
+            .filter(|q| (0.0..=1.0).contains(q))
+            .ok_or_else(|| invalid(q_path, "must be a number from 0 to 1"))?;
+        let pcount = uint(field(po, &ppath, "count")?, &join(&ppath, "count"))?;
+        let value = match id.kind() {
+            StatKind::Duration => {
+                let vpath = join(&ppath, "duration");
+                let d = duration(field(po, &ppath, "duration")?, &vpath)?;
+                u64::try_from(d.as_nanos()).map_err(|_| invalid(vpath, "duration is too large"))?
+            }
+            StatKind::Size => uint(field(po, &ppath, "raw_value")?, &join(&ppath, "raw_value"))?,
+        };
+        percentiles.push(Percentile { quantile, count: pcount, value });
+    }
+    Ok(IntervalStat { id, count, mean, min, max, percentiles, histogram: histogram.to_string() })
 }
 
 fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {

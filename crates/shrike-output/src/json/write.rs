@@ -6,7 +6,9 @@ use std::io;
 use serde::Serialize;
 use serde_json::Value;
 use shrike_stats::duration::{format_proto, format_proto_ns};
-use shrike_stats::{RunResult, StatId, StatKind, Statistic, Termination, WorkerResult};
+use shrike_stats::{
+    Interval, IntervalStat, RunResult, StatId, StatKind, Statistic, Termination, WorkerResult,
+};
 
 use super::SCHEMA_VERSION;
 use crate::spectrum::spectrum;
@@ -91,6 +93,31 @@ struct ShrikeDoc {
     tool_version: &'static str,
     termination: TerminationDoc,
     environment: EnvironmentDoc,
+    /// The time series (`--stats-interval`); always present, empty when not sampled.
+    intervals: Vec<IntervalDoc>,
+}
+
+#[derive(Serialize)]
+struct IntervalDoc {
+    /// Offset of the interval's start from the run's execution start.
+    start: String,
+    duration: String,
+    /// Increments during the interval.
+    counters: Vec<CounterDoc>,
+    statistics: Vec<IntervalStatDoc>,
+}
+
+/// A statistic of one interval: a summary at fixed quantiles plus its exact histogram.
+#[derive(Serialize)]
+struct IntervalStatDoc {
+    id: &'static str,
+    count: String,
+    /// Mean as a number (ns for durations, bytes for sizes): intervals are read by plots.
+    raw_mean: f64,
+    raw_min: String,
+    raw_max: String,
+    percentiles: Vec<PercentileDoc>,
+    shrike_histogram: String,
 }
 
 #[derive(Serialize)]
@@ -149,6 +176,7 @@ fn document(result: &RunResult) -> OutputDoc<'_> {
                 arch: std::env::consts::ARCH,
                 available_parallelism: std::thread::available_parallelism().ok().map(|n| n.get()),
             },
+            intervals: result.intervals.iter().map(interval_doc).collect(),
         },
     }
 }
@@ -174,16 +202,47 @@ fn termination_doc(t: &Termination) -> TerminationDoc {
     TerminationDoc { kind, detail, description: t.describe() }
 }
 
+fn counter_docs(c: &shrike_stats::Counters) -> Vec<CounterDoc> {
+    c.non_zero()
+        .into_iter()
+        .map(|(c, v)| CounterDoc { name: c.name(), value: v.to_string() })
+        .collect()
+}
+
+fn percentile_doc(kind: StatKind, p: &shrike_stats::Percentile) -> PercentileDoc {
+    let (duration, raw_value) = match kind {
+        StatKind::Duration => (Some(format_proto_ns(p.value)), None),
+        StatKind::Size => (None, Some(p.value.to_string())),
+    };
+    PercentileDoc { percentile: p.quantile, count: p.count.to_string(), duration, raw_value }
+}
+
+fn interval_doc(i: &Interval) -> IntervalDoc {
+    IntervalDoc {
+        start: format_proto(i.start),
+        duration: format_proto(i.duration),
+        counters: counter_docs(&i.counters),
+        statistics: i.stats.iter().map(interval_stat_doc).collect(),
+    }
+}
+
+fn interval_stat_doc(s: &IntervalStat) -> IntervalStatDoc {
+    IntervalStatDoc {
+        id: s.id.id(),
+        count: s.count.to_string(),
+        raw_mean: s.mean,
+        raw_min: s.min.to_string(),
+        raw_max: s.max.to_string(),
+        percentiles: s.percentiles.iter().map(|p| percentile_doc(s.id.kind(), p)).collect(),
+        shrike_histogram: s.histogram.clone(),
+    }
+}
+
 fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
     ResultDoc {
         name: &w.name,
         statistics: w.stats.iter().map(|(id, s)| statistic_doc(id, s)).collect(),
-        counters: w
-            .counters
-            .non_zero()
-            .into_iter()
-            .map(|(c, v)| CounterDoc { name: c.name(), value: v.to_string() })
-            .collect(),
+        counters: counter_docs(&w.counters),
         execution_start: format_rfc3339(w.execution_start),
         execution_duration: format_proto(w.execution_duration),
     }
@@ -197,21 +256,7 @@ fn whole_ns(x: f64) -> u64 {
 
 fn statistic_doc(id: StatId, s: &Statistic) -> StatisticDoc {
     let kind = id.kind();
-    let percentiles = spectrum(s)
-        .into_iter()
-        .map(|p| {
-            let (duration, raw_value) = match kind {
-                StatKind::Duration => (Some(format_proto_ns(p.value)), None),
-                StatKind::Size => (None, Some(p.value.to_string())),
-            };
-            PercentileDoc {
-                percentile: p.quantile,
-                count: p.count.to_string(),
-                duration,
-                raw_value,
-            }
-        })
-        .collect();
+    let percentiles = spectrum(s).iter().map(|p| percentile_doc(kind, p)).collect();
     let mut doc = StatisticDoc {
         id: id.id(),
         count: s.count().to_string(),

@@ -5,7 +5,10 @@
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
-use shrike_stats::{Counter, RunResult, StatId, Termination, WorkerResult};
+use shrike_stats::{
+    Counter, Counters, Interval, IntervalStat, RunResult, StatId, Statistic, Termination,
+    WorkerResult,
+};
 
 /// 2026-11-21T05:27:52.123456789Z
 pub fn t0() -> SystemTime {
@@ -64,7 +67,35 @@ pub fn sample() -> RunResult {
         Termination::Completed,
     );
     r.timestamp = t0() + Duration::from_secs(3);
+    r.intervals = intervals(4, Duration::from_millis(500));
     r
+}
+
+/// A time series of `n` intervals whose latency and rate change over time (a server that slows
+/// down), as `--stats-interval` stores it.
+pub fn intervals(n: u64, every: Duration) -> Vec<Interval> {
+    (0..n)
+        .map(|i| {
+            let mut counters = Counters::new();
+            counters.add(Counter::Http2xx, 250 - 20 * i);
+            counters.add(Counter::RqTotal, 250 - 20 * i);
+            let mut service = Statistic::new();
+            let mut scheduled = Statistic::new();
+            for k in 0..(250 - 20 * i) {
+                service.record(100_000 * (i + 1) + k * 100);
+                scheduled.record(120_000 * (i + 1) + k * 150);
+            }
+            Interval {
+                start: every * i as u32,
+                duration: every,
+                counters,
+                stats: vec![
+                    IntervalStat::summarize(StatId::ScheduledToResponse, &scheduled),
+                    IntervalStat::summarize(StatId::RequestToResponse, &service),
+                ],
+            }
+        })
+        .collect()
 }
 
 /// Like [`sample`], but the closed loop blocked and the open loop overflowed.
