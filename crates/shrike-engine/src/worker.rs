@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use shrike_stats::{Counter, Counters, StatId, Stats, Termination, WorkerResult};
+use shrike_stats::{Counter, Counters, StatId, Stats, StatusCodes, Termination, WorkerResult};
 use tokio::sync::Notify;
 
 use crate::config::EngineConfig;
@@ -40,6 +40,7 @@ const MAX_DISTINCT_ERRORS: usize = 32;
 pub(crate) struct WorkerState {
     pub stats: Stats,
     pub counters: Counters,
+    pub status_codes: StatusCodes,
     /// Released requests waiting for a connection (bounded by `max_pending_requests`).
     pub queue: VecDeque<Ticket>,
     /// Requests assigned or queued and not yet finished.
@@ -174,6 +175,7 @@ pub(crate) async fn run_worker(
         result.execution_duration = end.saturating_duration_since(start);
         result.stats = std::mem::take(&mut st.stats);
         result.counters = std::mem::take(&mut st.counters);
+        result.status_codes = std::mem::take(&mut st.status_codes);
         WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
     };
     // QUIC has no FIN: without an explicit close the server would hold each connection

@@ -20,6 +20,7 @@ fn assert_worker_eq(orig: &WorkerResult, back: &WorkerResult) {
     assert_eq!(orig.execution_start, back.execution_start, "{}", orig.name);
     assert_eq!(orig.execution_duration, back.execution_duration, "{}", orig.name);
     assert_eq!(orig.counters, back.counters, "{}", orig.name);
+    assert_eq!(orig.status_codes, back.status_codes, "{}", orig.name);
     for &id in StatId::ALL {
         let (o, b) = (orig.stats.get(id), back.stats.get(id));
         let what = format!("{} {}", orig.name, id.id());

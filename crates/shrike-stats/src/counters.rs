@@ -141,3 +141,53 @@ mod tests {
         assert_eq!(a.non_zero(), vec![(Counter::Http2xx, 7), (Counter::CxTotal, 1)]);
     }
 }
+
+/// Responses per exact status code: fortio's `RetCodes`, and what a class counter hides (a 503
+/// storm and a 500 bug both read `http_5xx`). A flat array so counting is one increment; every
+/// three-digit code is kept exactly.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StatusCodes(Box<[u64; 1000]>);
+
+impl Default for StatusCodes {
+    fn default() -> Self {
+        StatusCodes(Box::new([0; 1000]))
+    }
+}
+
+impl std::fmt::Debug for StatusCodes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.non_zero()).finish()
+    }
+}
+
+impl StatusCodes {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Counts one response. A code outside 0–999 cannot come off the wire (the parsers take three
+    /// digits) and is ignored.
+    #[inline]
+    pub fn inc(&mut self, code: u16) {
+        self.add(code, 1);
+    }
+    pub fn add(&mut self, code: u16, n: u64) {
+        if let Some(c) = self.0.get_mut(usize::from(code)) {
+            *c += n;
+        }
+    }
+    pub fn get(&self, code: u16) -> u64 {
+        self.0.get(usize::from(code)).copied().unwrap_or(0)
+    }
+    pub fn merge(&mut self, other: &StatusCodes) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += b;
+        }
+    }
+    /// `(code, count)` for every code seen, ascending.
+    pub fn non_zero(&self) -> Vec<(u16, u64)> {
+        (0u16..).zip(self.0.iter()).filter(|(_, &n)| n > 0).map(|(c, &n)| (c, n)).collect()
+    }
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+}

@@ -16,6 +16,6 @@ pub mod duration;
 pub mod result;
 pub mod statistic;
 
-pub use counters::{Counter, Counters};
+pub use counters::{Counter, Counters, StatusCodes};
 pub use result::{Interval, IntervalStat, RunResult, Termination, WorkerResult};
 pub use statistic::{HistogramDecodeError, Percentile, StatId, StatKind, Statistic, Stats};

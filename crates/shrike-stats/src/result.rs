@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Counters, Percentile, StatId, Statistic, Stats};
+use crate::{Counters, Percentile, StatId, Statistic, Stats, StatusCodes};
 
 /// The result of one worker (or the merge of several, named `global`).
 #[derive(Clone, Debug)]
@@ -10,6 +10,8 @@ pub struct WorkerResult {
     pub name: String,
     pub stats: Stats,
     pub counters: Counters,
+    /// Responses per exact status code.
+    pub status_codes: StatusCodes,
     pub execution_start: SystemTime,
     pub execution_duration: Duration,
 }
@@ -20,6 +22,7 @@ impl WorkerResult {
             name: name.into(),
             stats: Stats::new(),
             counters: Counters::new(),
+            status_codes: StatusCodes::new(),
             execution_start: start,
             execution_duration: Duration::ZERO,
         }
@@ -40,6 +43,7 @@ impl WorkerResult {
                 Some(o) => {
                     o.stats.merge(&p.stats);
                     o.counters.merge(&p.counters);
+                    o.status_codes.merge(&p.status_codes);
                     o.execution_start = o.execution_start.min(p.execution_start);
                 }
             }
@@ -177,6 +181,9 @@ mod tests {
         b.execution_duration = Duration::from_secs(5);
         b.counters.add(Counter::Http2xx, 5);
         b.stats.record(StatId::RequestToResponse, 3000);
+        a.status_codes.add(200, 9);
+        a.status_codes.inc(503);
+        b.status_codes.add(200, 5);
         let g = WorkerResult::merge_all("global", [&a, &b]);
         assert_eq!(g.name, "global");
         assert_eq!(g.execution_start, t0);
@@ -184,6 +191,8 @@ mod tests {
         assert_eq!(g.counters.get(Counter::Http2xx), 15);
         assert_eq!(g.stats.get(StatId::RequestToResponse).count(), 2);
         assert_eq!(g.stats.get(StatId::RequestToResponse).mean(), 2000.0);
+        assert_eq!(g.status_codes.non_zero(), vec![(200, 14), (503, 1)]);
+        assert_eq!(g.status_codes.total(), 15);
     }
 
     #[test]

@@ -195,6 +195,7 @@ pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
     s.record(StatId::ResponseHeaderSize, x.header_bytes);
     s.record(StatId::ResponseBodySize, x.body_bytes);
     st.counters.inc(Counter::for_status(x.status));
+    st.status_codes.inc(x.status);
     let st = &mut *st;
     ctx.check_predicates(&mut st.counters);
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use shrike_stats::duration::parse_proto;
 use shrike_stats::{
     Counter, Counters, HistogramDecodeError, Interval, IntervalStat, Percentile, RunResult, StatId,
-    StatKind, Statistic, Stats, Termination, WorkerResult,
+    StatKind, Statistic, Stats, StatusCodes, Termination, WorkerResult,
 };
 
 use super::write::{
@@ -172,10 +172,15 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
     }
 
     let counters = counters(field(o, path, "counters")?, &join(path, "counters"))?;
+    let status_codes = match o.get("shrike_status_codes") {
+        Some(v) => status_codes(v, &join(path, "shrike_status_codes"))?,
+        None => StatusCodes::new(),
+    };
     Ok(WorkerResult {
         name: name.to_string(),
         stats,
         counters,
+        status_codes,
         execution_start,
         execution_duration,
     })
@@ -199,6 +204,20 @@ fn counters(v: &Value, counters_path: &str) -> Result<Counters> {
         counters.set(counter, uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?);
     }
     Ok(counters)
+}
+
+fn status_codes(v: &Value, path: &str) -> Result<StatusCodes> {
+    let mut codes = StatusCodes::new();
+    for (k, n) in object(v, path)? {
+        let p = join(path, k);
+        let code = k
+            .parse::<u16>()
+            .ok()
+            .filter(|c| *c < 1000 && k.len() == 3)
+            .ok_or_else(|| invalid(p.clone(), "not a three-digit status code"))?;
+        codes.add(code, uint(n, &p)?);
+    }
+    Ok(codes)
 }
 
 fn interval(v: &Value, path: &str) -> Result<Interval> {

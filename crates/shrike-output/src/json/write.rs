@@ -28,6 +28,8 @@ struct ResultDoc<'a> {
     name: &'a str,
     statistics: Vec<StatisticDoc>,
     counters: Vec<CounterDoc>,
+    /// Responses per exact status code (`"503": "12"`); Nighthawk only has status classes.
+    shrike_status_codes: std::collections::BTreeMap<String, String>,
     execution_start: String,
     execution_duration: String,
 }
@@ -243,6 +245,12 @@ fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
         name: &w.name,
         statistics: w.stats.iter().map(|(id, s)| statistic_doc(id, s)).collect(),
         counters: counter_docs(&w.counters),
+        shrike_status_codes: w
+            .status_codes
+            .non_zero()
+            .into_iter()
+            .map(|(c, n)| (format!("{c:03}"), n.to_string()))
+            .collect(),
         execution_start: format_rfc3339(w.execution_start),
         execution_duration: format_proto(w.execution_duration),
     }

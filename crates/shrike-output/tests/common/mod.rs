@@ -61,6 +61,9 @@ pub fn sample() -> RunResult {
     w0.counters.add(Counter::CxTotal, 4);
     w1.counters.add(Counter::CxTotal, 3);
     w0.counters.add(Counter::CxRxBytesTotal, 987_654);
+    w0.status_codes.add(200, 598);
+    w0.status_codes.add(204, 2);
+    w1.status_codes.add(200, 400);
     let mut r = RunResult::new(
         json!({"uri": "http://127.0.0.1:8080/", "concurrency": "2", "duration": "2s", "connections": 4}),
         vec![w0, w1],
