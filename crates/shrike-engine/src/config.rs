@@ -1,10 +1,11 @@
 //! The engine's validated configuration. The CLI (and later the gRPC service and replay) build
 //! this from their own inputs; the engine never sees flags.
 
+use std::net::IpAddr;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::pacer::Rate;
+use crate::pacer::RatePlan;
 use crate::predicate::Predicate;
 use crate::target::Target;
 use crate::tls::TlsClient;
@@ -77,6 +78,41 @@ impl Default for StreamLimits {
         StreamLimits {
             max_concurrent_streams: NonZeroU32::new(2_147_483_647).unwrap_or(NonZeroU32::MAX),
             max_active_requests: NonZeroU32::new(100).unwrap_or(NonZeroU32::MIN),
+        }
+    }
+}
+
+/// How a worker waits for the next release (Nighthawk's `--sequencer-idle-strategy`). The
+/// trade-off shows in `sequencer.send_lateness`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdleStrategy {
+    /// Busy-wait, yielding to the event loop on every turn: the tightest release timing, at the
+    /// cost of a whole core per worker.
+    Spin,
+    /// Block in epoll on a timerfd armed for the due time: tens of µs of lateness and no CPU
+    /// while idle. The default (Nighthawk's is spin, which on a small machine steals the core
+    /// the server under test needs).
+    #[default]
+    Poll,
+    /// Sleep on tokio's millisecond timer wheel: the fewest wake-ups, kind to shared machines,
+    /// but releases are late by up to a millisecond and bunch at high rates.
+    Sleep,
+}
+
+impl IdleStrategy {
+    pub fn parse(s: &str) -> Option<IdleStrategy> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "spin" => Some(IdleStrategy::Spin),
+            "poll" => Some(IdleStrategy::Poll),
+            "sleep" => Some(IdleStrategy::Sleep),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleStrategy::Spin => "spin",
+            IdleStrategy::Poll => "poll",
+            IdleStrategy::Sleep => "sleep",
         }
     }
 }
@@ -164,8 +200,9 @@ pub struct EngineConfig {
     pub protocol: Protocol,
     pub streams: StreamLimits,
     pub workers: NonZeroUsize,
-    /// Per-worker request rate.
-    pub rate: Rate,
+    /// Per-worker request rate over time: constant, ramped, staged, or unpaced.
+    pub plan: RatePlan,
+    pub idle: IdleStrategy,
     /// Release requests in groups of this size (1 = no bursts).
     pub burst: NonZeroU32,
     /// Uniform release jitter added to each scheduled time.
@@ -175,7 +212,9 @@ pub struct EngineConfig {
     pub h1_reuse: H1Reuse,
     /// `None` runs until stopped by a predicate or a signal.
     pub duration: Option<Duration>,
-    /// Connect timeout, and the grace period for in-flight requests when the run stops.
+    /// Connect timeout, request timeout (a request unanswered this long is abandoned and
+    /// counted in `upstream_rq_timeout`), and the grace period for in-flight requests when the
+    /// run stops.
     pub timeout: Duration,
     /// Requests allowed to queue in the pool when every connection is busy.
     pub max_pending_requests: u32,
@@ -185,6 +224,14 @@ pub struct EngineConfig {
     pub open_loop: bool,
     /// Connect every connection before the first request is scheduled.
     pub prefetch_connections: bool,
+    /// Each worker sends one request before the run starts (Nighthawk's `--simple-warmup`):
+    /// it opens a connection and warms caches. Its counters stay in the result, as in
+    /// Nighthawk; its latency does not.
+    pub warmup: bool,
+    /// Wall-clock time at which the run starts, so several processes can start together.
+    pub start_at: Option<SystemTime>,
+    /// Source address for outgoing connections (port chosen by the kernel).
+    pub bind_address: Option<IpAddr>,
     pub predicates: Vec<Predicate>,
 }
 

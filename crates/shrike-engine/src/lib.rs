@@ -19,6 +19,7 @@
 
 pub mod config;
 pub mod h1;
+mod idle;
 pub mod pacer;
 pub mod pool;
 pub mod predicate;
@@ -31,7 +32,7 @@ pub(crate) mod transport;
 pub mod worker;
 
 pub use config::{
-    ConfigError, Endpoint, EngineConfig, H1Reuse, Protocol, RequestSpec, StreamLimits,
+    ConfigError, Endpoint, EngineConfig, H1Reuse, IdleStrategy, Protocol, RequestSpec, StreamLimits,
 };
 pub use predicate::{Predicate, PredicateKind};
 pub use runner::{run, validate, EngineError, RunOutput};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::{Arc, Barrier, OnceLock};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use shrike_stats::{Termination, WorkerResult};
 
@@ -48,12 +48,16 @@ pub enum EngineError {
 struct StartGate {
     barrier: Barrier,
     start: OnceLock<Instant>,
+    /// `--start-at`: the wall-clock start, mapped onto the monotonic clock once, by the leader.
+    at: Option<SystemTime>,
 }
 
 impl StartGate {
     fn wait(&self) -> Instant {
         if self.barrier.wait().is_leader() {
-            let _ = self.start.set(Instant::now());
+            let now = Instant::now();
+            let ahead = self.at.and_then(|t| t.duration_since(SystemTime::now()).ok());
+            let _ = self.start.set(now + ahead.unwrap_or_default());
         }
         self.barrier.wait();
         self.start.get().copied().unwrap_or_else(Instant::now)
@@ -66,7 +70,8 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
     let requests = Arc::new(prepare(&cfg)?);
     let cfg = Arc::new(cfg);
     let n = cfg.workers.get();
-    let gate = Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new() });
+    let gate =
+        Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new(), at: cfg.start_at });
     let mut handles = Vec::with_capacity(n);
     for index in 0..n {
         let (w_cfg, w_stop, w_gate, w_requests) =

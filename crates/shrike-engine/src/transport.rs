@@ -95,7 +95,11 @@ pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Tran
     let mut last_err = String::new();
     let mut timed_out = false;
     for addr in &endpoint.target.addrs {
-        let stream = match tokio::time::timeout(cfg.timeout, TcpStream::connect(addr)).await {
+        if cfg.bind_address.is_some_and(|b| b.is_ipv4() != addr.is_ipv4()) {
+            last_err = format!("connect to {addr}: the bind address is of the other IP family");
+            continue;
+        }
+        let stream = match tokio::time::timeout(cfg.timeout, open(*addr, cfg.bind_address)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 last_err = format!("connect to {addr}: {e}");
@@ -123,6 +127,21 @@ pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Tran
     }
     st.note_error(|| last_err);
     None
+}
+
+/// A TCP connection to `addr`, from `bind` (kernel-chosen port) when the run has a source
+/// address.
+async fn open(addr: std::net::SocketAddr, bind: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
+    let Some(ip) = bind else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind((ip, 0).into()).map_err(|e| io::Error::new(e.kind(), format!("bind {ip}: {e}")))?;
+    socket.connect(addr).await
 }
 
 /// The TLS half of [`connect`]: handshake, check the ALPN answer, count the handshake and

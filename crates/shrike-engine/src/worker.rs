@@ -15,12 +15,12 @@ use shrike_stats::{Counter, Counters, StatId, Stats, StatusCodes, Termination, W
 use tokio::sync::Notify;
 
 use crate::config::EngineConfig;
-use crate::pacer::Pacer;
+use crate::idle::Idle;
+use crate::pacer::{Pacer, RatePlan, Release};
 use crate::pool::h2::RequestTemplate;
 use crate::pool::{self, Pool};
 use crate::predicate::PredicateKind;
 use crate::stop::StopHandle;
-use shrike_timer::PreciseTimer;
 
 /// A request released by the pacer: when it was due, and when it was handed to the pool.
 #[derive(Clone, Copy, Debug)]
@@ -157,9 +157,13 @@ pub(crate) async fn run_worker(
     }
 
     Pool::start(&ctx).await;
+    if ctx.cfg.warmup {
+        warmup(&ctx).await;
+    }
 
     let start = start_gate();
-    let wall_start = SystemTime::now();
+    // With --start-at the start lies ahead; the wall clock must name it, not this moment.
+    let wall_start = SystemTime::now() + start.saturating_duration_since(Instant::now());
     pace(&ctx, index, start).await;
     drain(&ctx).await;
     let end = Instant::now();
@@ -195,36 +199,88 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
     let seed = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos()
             as u64;
-    let mut pacer = Pacer::linear(cfg.rate, cfg.burst.get(), cfg.jitter, phase, seed);
-    let timer = PreciseTimer::new();
+    let mut pacer = Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed);
+    let idle = Idle::new(cfg.idle);
+    // Unpaced runs start with the others, not before: wait for the (possibly --start-at) start.
+    if matches!(cfg.plan, RatePlan::Unpaced) {
+        idle.until(start, &ctx.stopping).await;
+    }
     loop {
         if ctx.stopping.get() {
             return;
         }
-        let due = start + pacer.next_offset();
-        let wait_until = match deadline {
-            Some(d) if due >= d => d,
-            _ => due,
+        let scheduled = match pacer.next_release() {
+            Release::At(offset) => {
+                let due = start + offset;
+                let wait_until = match deadline {
+                    Some(d) if due >= d => d,
+                    _ => due,
+                };
+                tokio::select! {
+                    biased;
+                    _ = ctx.wake.notified() => {}
+                    _ = idle.until(wait_until, &ctx.stopping) => {}
+                }
+                if deadline.is_some_and(|d| due >= d) {
+                    return;
+                }
+                Some(due)
+            }
+            Release::Now if deadline.is_some_and(|d| Instant::now() >= d) => return,
+            Release::Now => None,
+            // The plan ended at rate 0: idle until the run ends.
+            Release::Never => {
+                let end = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d.into()).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = ctx.wake.notified() => {}
+                    _ = end => {}
+                }
+                return;
+            }
         };
-        tokio::select! {
-            biased;
-            _ = ctx.wake.notified() => {}
-            _ = timer.sleep_until(wait_until) => {}
-        }
-        if ctx.stopping.get() || deadline.is_some_and(|d| due >= d) {
-            return;
-        }
-        if !dispatch(ctx, due, deadline).await {
+        if ctx.stopping.get() || !dispatch(ctx, scheduled, deadline).await {
             return;
         }
     }
 }
 
-/// Hands one due request to the pool; in closed loop, waits for capacity and records the wait.
+/// Nighthawk's `--simple-warmup`: one request per worker before the clock starts, so the first
+/// measured request does not pay for connection setup and cold caches. Its counters stay (as
+/// Nighthawk documents); its latency samples are discarded.
+async fn warmup(ctx: &Rc<WorkerCtx>) {
+    let now = Instant::now();
+    if pool::try_dispatch(ctx, Ticket { scheduled: now, released: now, retried: false }).is_err() {
+        return;
+    }
+    let wait = async {
+        while ctx.state.borrow().outstanding > 0 {
+            ctx.drained.notified().await;
+        }
+    };
+    if tokio::time::timeout(ctx.cfg.timeout, wait).await.is_err() {
+        ctx.state.borrow_mut().note_error(|| "the warm-up request timed out".into());
+    }
+    ctx.state.borrow_mut().stats = Stats::new();
+}
+
+/// Hands one request to the pool; in closed loop, waits for capacity and records the wait.
+/// `scheduled` is the pacer's due time, or `None` for an unpaced run, where a request is due
+/// the moment a connection can take it (so waiting for one is neither latency nor blocking).
 /// Returns false when the run ended (stop or deadline) while waiting: the request is not sent.
-async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Instant>) -> bool {
+async fn dispatch(
+    ctx: &Rc<WorkerCtx>,
+    scheduled: Option<Instant>,
+    deadline: Option<Instant>,
+) -> bool {
     let released = Instant::now();
-    if pool::try_dispatch(ctx, Ticket { scheduled, released, retried: false }).is_ok() {
+    let ticket =
+        |at: Instant| Ticket { scheduled: scheduled.unwrap_or(at), released: at, retried: false };
+    if pool::try_dispatch(ctx, ticket(released)).is_ok() {
         return true;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
@@ -238,6 +294,11 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Inst
         }
     };
     tokio::pin!(end);
+    let record_blocking = |now: Instant| {
+        if scheduled.is_some() {
+            ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, nanos(now - released));
+        }
+    };
     loop {
         ctx.pacer_blocked.set(true);
         let ended = tokio::select! {
@@ -248,13 +309,12 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Inst
         };
         ctx.pacer_blocked.set(false);
         let now = Instant::now();
-        let blocked = nanos(now - released);
         if ended || ctx.stopping.get() {
-            ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
+            record_blocking(now);
             return false;
         }
-        if pool::try_dispatch(ctx, Ticket { scheduled, released: now, retried: false }).is_ok() {
-            ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
+        if pool::try_dispatch(ctx, ticket(now)).is_ok() {
+            record_blocking(now);
             return true;
         }
     }

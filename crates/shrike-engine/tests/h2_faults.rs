@@ -8,10 +8,10 @@ use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
 use h2::Reason;
-use shrike_engine::pacer::Rate;
+use shrike_engine::pacer::{Rate, RatePlan};
 use shrike_engine::{
-    Endpoint, EngineConfig, H1Reuse, Predicate, Protocol, RequestSpec, StopHandle, StreamLimits,
-    Target,
+    Endpoint, EngineConfig, H1Reuse, IdleStrategy, Predicate, Protocol, RequestSpec, StopHandle,
+    StreamLimits, Target,
 };
 use shrike_stats::{Counter, Termination, WorkerResult};
 
@@ -78,7 +78,8 @@ fn config(addr: SocketAddr, default_predicates: bool) -> EngineConfig {
         protocol: Protocol::Http2,
         streams: StreamLimits::default(),
         workers: NonZeroUsize::MIN,
-        rate: Rate::try_new(20.0).expect("rate"),
+        plan: RatePlan::Constant(Rate::try_new(20.0).expect("rate")),
+        idle: IdleStrategy::default(),
         burst: NonZeroU32::MIN,
         jitter: Duration::ZERO,
         connections: NonZeroU32::new(4).expect("n"),
@@ -89,6 +90,9 @@ fn config(addr: SocketAddr, default_predicates: bool) -> EngineConfig {
         max_requests_per_connection: NonZeroU64::new(u64::MAX),
         open_loop: false,
         prefetch_connections: false,
+        warmup: false,
+        start_at: None,
+        bind_address: None,
         predicates: if default_predicates { Predicate::default_failures() } else { vec![] },
     }
 }

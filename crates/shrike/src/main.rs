@@ -9,6 +9,7 @@ mod embedded;
 mod log;
 mod run;
 mod serve;
+mod shaping;
 
 use std::process::ExitCode;
 

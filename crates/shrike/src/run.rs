@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::json;
-use shrike_engine::pacer::Rate;
+use shrike_engine::pacer::RatePlan;
 use shrike_engine::target::Scheme;
 use shrike_engine::{
     AddressFamily, Endpoint, EngineConfig, H1Reuse, Predicate, PredicateKind, Protocol,
@@ -21,6 +21,7 @@ use shrike_stats::{RunResult, Termination};
 use crate::args::{flag_duration, parse_concurrency, usage};
 use crate::embedded::EmbeddedServer;
 use crate::log::{self, info, warning, Level};
+use crate::shaping::ShapingArgs;
 
 /// Nighthawk's default for --max-requests-per-connection (effectively unlimited).
 const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
@@ -30,9 +31,6 @@ pub struct RunArgs {
     /// URL to benchmark (http:// or https://). Omit it to benchmark the built-in test server.
     pub url: Option<String>,
 
-    /// Target requests per second, per worker (fractional allowed).
-    #[arg(long, default_value = "5", value_name = "RATE", allow_negative_numbers = true)]
-    pub rps: f64,
     /// Maximum connections per worker.
     #[arg(long, default_value_t = 100)]
     pub connections: u32,
@@ -157,6 +155,9 @@ pub struct RunArgs {
     /// Label stored in structured output (repeatable).
     #[arg(long = "label")]
     pub labels: Vec<String>,
+
+    #[command(flatten)]
+    pub shaping: ShapingArgs,
 }
 
 fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
@@ -321,11 +322,12 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         max_active_requests: NonZeroU32::new(args.max_active_requests)
             .ok_or_else(|| usage("--max-active-requests must be at least 1"))?,
     };
-    let rate = Rate::try_new(args.rps)
-        .ok_or_else(|| usage(format!("--rps must be a number greater than 0, got {}", args.rps)))?;
+    let shaping = args.shaping.validate(args.open_loop)?;
     let connections = NonZeroU32::new(args.connections)
         .ok_or_else(|| usage("--connections must be at least 1"))?;
-    let duration = if args.no_duration {
+    let duration = if let Some(d) = shaping.stages_duration {
+        Some(d)
+    } else if args.no_duration {
         None
     } else {
         let d = flag_duration("duration", &args.duration)?;
@@ -362,7 +364,8 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         protocol,
         streams,
         workers: parse_concurrency(&args.concurrency)?,
-        rate,
+        plan: shaping.plan,
+        idle: shaping.idle,
         burst: NonZeroU32::new(args.burst_size.max(1)).unwrap_or(NonZeroU32::MIN),
         jitter,
         connections,
@@ -373,6 +376,9 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         max_requests_per_connection,
         open_loop: args.open_loop,
         prefetch_connections: args.prefetch_connections,
+        warmup: args.shaping.simple_warmup,
+        start_at: shaping.start_at,
+        bind_address: shaping.bind_address,
         predicates,
     };
     // What only the engine can judge (e.g. a host header that is no valid HTTP/2
@@ -391,13 +397,12 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
             .map(|p| (p.counter.name().to_string(), json!(p.threshold.to_string())))
             .collect()
     };
-    json!({
+    let mut options = json!({
         "uri": (args.multi_target_endpoints.is_empty())
             .then(|| cfg.endpoints.first().map(|e| e.target.url())),
         "multi_target_endpoints": args.multi_target_endpoints,
         "multi_target_path": args.multi_target_path,
         "multi_target_use_https": args.multi_target_use_https,
-        "requests_per_second": cfg.rate.per_second(),
         "connections": cfg.connections.get(),
         "address_family": args.address_family.to_ascii_lowercase(),
         "experimental_h1_connection_reuse_strategy": cfg.h1_reuse.name(),
@@ -437,7 +442,13 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
         "output_format": args.output_format.to_string(),
         "verbosity": format!("{:?}", args.verbosity).to_lowercase(),
         "labels": args.labels,
-    })
+    });
+    if let (Some(o), serde_json::Value::Object(shaping)) =
+        (options.as_object_mut(), args.shaping.options_json(cfg))
+    {
+        o.extend(shaping);
+    }
+    options
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -507,16 +518,31 @@ fn announce(cfg: &EngineConfig) {
         ("Targets (round robin)", urls.join(", "))
     };
     info!("starting {n} worker(s). Test duration: {duration}. {label}: {urls}");
-    info!(
-        "global targets: {} connections and {} calls per second",
-        cfg.connections.get() as usize * n,
-        cfg.rate.per_second() * n as f64
-    );
-    info!(
-        "   (per-worker targets: {} connections and {} calls per second)",
-        cfg.connections.get(),
-        cfg.rate.per_second()
-    );
+    let (global, per_worker) = match &cfg.plan {
+        RatePlan::Constant(r) => (
+            format!("{} calls per second", r.per_second() * n as f64),
+            format!("{} calls per second", r.per_second()),
+        ),
+        RatePlan::Unpaced => {
+            ("as many calls as the connections carry (unpaced)".into(), "unpaced".into())
+        }
+        RatePlan::Stages(stages) => {
+            let peak = cfg.plan.peak().unwrap_or_default();
+            (
+                format!(
+                    "{} stage(s) peaking at {} calls per second",
+                    stages.len(),
+                    peak * n as f64
+                ),
+                format!("peak {peak} calls per second"),
+            )
+        }
+    };
+    info!("global targets: {} connections and {global}", cfg.connections.get() as usize * n);
+    info!("   (per-worker targets: {} connections and {per_worker})", cfg.connections.get());
+    if let Some(t) = cfg.start_at {
+        info!("starting at {}", shrike_output::timestamp::format_rfc3339(t));
+    }
 }
 
 /// Runs the engine on its own threads while this thread handles signals: the first SIGINT or

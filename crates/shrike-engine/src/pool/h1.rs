@@ -12,7 +12,9 @@ use shrike_stats::Counter;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
-use super::{record_connection_failure, record_failure, record_response, request_finished};
+use super::{
+    record_connection_failure, record_failure, record_response, record_timeout, request_finished,
+};
 use super::{Exchange, Pool};
 use crate::config::{EngineConfig, H1Reuse};
 use crate::h1::{ReadError, ResponseReader};
@@ -175,21 +177,25 @@ async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Tic
         // The flush matters for TLS only (a no-op on TCP): tokio-rustls accepts plaintext into
         // rustls and may return before the socket took every record; nothing else would send
         // them while we wait to read.
-        let write = async {
+        let exchange = async {
             c.stream.write_all(&p.request).await?;
-            c.stream.flush().await
+            c.stream.flush().await?;
+            tx = p.request.len() as u64;
+            c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
         };
-        let outcome = match write.await {
-            Ok(()) => {
-                tx = p.request.len() as u64;
-                c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
-            }
-            Err(e) => Err(ReadError::Io(e)),
-        };
+        let outcome = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
         let t_end = Instant::now();
         let mut st = ctx.state.borrow_mut();
         st.counters.add(Counter::CxRxBytesTotal, rx);
         st.counters.add(Counter::CxTxBytesTotal, tx);
+        let Ok(outcome) = outcome else {
+            // Mid-response, the connection's framing is lost: close it.
+            st.counters.inc(Counter::CxDestroyLocal);
+            drop(st);
+            *conn = None;
+            record_timeout(ctx);
+            return;
+        };
         match outcome {
             Ok(info) => {
                 c.requests += 1;

@@ -29,7 +29,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use shrike_stats::{Counter, Counters};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{capacity_freed, record_connection_failure, record_failure, record_response};
+use super::{
+    capacity_freed, record_connection_failure, record_failure, record_response, record_timeout,
+};
 use super::{request_finished, Exchange, Pool};
 use crate::config::{EngineConfig, RequestSpec};
 use crate::target::{Scheme, Target};
@@ -430,7 +432,9 @@ async fn stream_task(
 ) {
     let p = pool(&ctx, &conn);
     let mut sent = Instant::now();
-    let result = exchange(sender, &p.template, &mut sent).await;
+    // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
+    let exchange = exchange(sender, &p.template, &mut sent);
+    let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
     p.active.set(p.active.get() - 1);
@@ -438,12 +442,16 @@ async fn stream_task(
         p.retire(&conn);
     }
     match result {
-        Ok((status, header_bytes, body_bytes)) => {
+        Err(_elapsed) => {
+            record_timeout(&ctx);
+            request_finished(&ctx);
+        }
+        Ok(Ok((status, header_bytes, body_bytes))) => {
             let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
             record_response(&ctx, &x);
             request_finished(&ctx);
         }
-        Err(StreamError { err, responded }) => {
+        Ok(Err(StreamError { err, responded })) => {
             let goaway = err.is_go_away() && err.is_remote();
             if goaway {
                 note_goaway(&ctx, &conn);

@@ -32,7 +32,9 @@ use h3::quic::ConnectionErrorIncoming;
 use shrike_stats::{Counter, Counters};
 
 use super::h2::RequestTemplate;
-use super::{capacity_freed, record_connection_failure, record_failure, record_response};
+use super::{
+    capacity_freed, record_connection_failure, record_failure, record_response, record_timeout,
+};
 use super::{request_finished, Exchange, Pool};
 use crate::config::EngineConfig;
 use crate::worker::{Ticket, WorkerCtx};
@@ -49,15 +51,24 @@ const QPACK_ENTRY_OVERHEAD: u64 = 32;
 pub(crate) struct QuicEndpoints(RefCell<[Option<quinn::Endpoint>; 2]>);
 
 impl QuicEndpoints {
-    fn for_addr(&self, addr: &SocketAddr) -> std::io::Result<quinn::Endpoint> {
+    fn for_addr(
+        &self,
+        addr: &SocketAddr,
+        source: Option<std::net::IpAddr>,
+    ) -> std::io::Result<quinn::Endpoint> {
         let i = usize::from(addr.is_ipv6());
         if let Some(e) = &self.0.borrow()[i] {
             return Ok(e.clone());
         }
-        let bind: SocketAddr = if addr.is_ipv6() {
-            (Ipv6Addr::UNSPECIFIED, 0).into()
-        } else {
-            (Ipv4Addr::UNSPECIFIED, 0).into()
+        let bind: SocketAddr = match source {
+            Some(ip) if ip.is_ipv6() == addr.is_ipv6() => (ip, 0).into(),
+            Some(ip) => {
+                return Err(std::io::Error::other(format!(
+                    "bind address {ip} is of the other IP family than {addr}"
+                )))
+            }
+            None if addr.is_ipv6() => (Ipv6Addr::UNSPECIFIED, 0).into(),
+            None => (Ipv4Addr::UNSPECIFIED, 0).into(),
         };
         let e = quinn::Endpoint::client(bind)?;
         self.0.borrow_mut()[i] = Some(e.clone());
@@ -294,7 +305,7 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
     let mut last = (String::new(), false);
     for addr in &endpoint.target.addrs {
         let describe = || format!("QUIC handshake with {addr} ({})", tls.describe_sni());
-        let quic = match ctx.quic.for_addr(addr) {
+        let quic = match ctx.quic.for_addr(addr, ctx.cfg.bind_address) {
             Ok(e) => e,
             Err(e) => {
                 last = (format!("cannot open a UDP socket for {addr}: {e}"), false);
@@ -390,7 +401,9 @@ impl From<StreamError> for Failed {
 async fn stream_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>, sender: SendRequest, ticket: Ticket) {
     let p = pool(&ctx, &conn);
     let mut sent = Instant::now();
-    let result = exchange(sender, &p.template, &mut sent).await;
+    // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
+    let exchange = exchange(sender, &p.template, &mut sent);
+    let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
     p.active.set(p.active.get() - 1);
@@ -398,12 +411,16 @@ async fn stream_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>, sender: SendRequest, 
         p.retire(&conn);
     }
     match result {
-        Ok((status, header_bytes, body_bytes)) => {
+        Err(_elapsed) => {
+            record_timeout(&ctx);
+            request_finished(&ctx);
+        }
+        Ok(Ok((status, header_bytes, body_bytes))) => {
             let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
             record_response(&ctx, &x);
             request_finished(&ctx);
         }
-        Err(Failed { err, responded }) => {
+        Ok(Err(Failed { err, responded })) => {
             let goaway = matches!(err, StreamError::RemoteClosing { .. });
             if goaway {
                 note_goaway(&ctx, &conn);

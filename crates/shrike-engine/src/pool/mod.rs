@@ -213,6 +213,18 @@ pub(crate) fn record_failure(ctx: &WorkerCtx, protocol_error: bool, msg: impl Fn
     ctx.check_predicates(&mut st.counters);
 }
 
+/// Records a request abandoned after `--timeout` without a complete response. Its stream is
+/// reset (h2/h3) or its connection closed (HTTP/1.1, whose framing is lost mid-response).
+pub(crate) fn record_timeout(ctx: &WorkerCtx) {
+    let mut st = ctx.state.borrow_mut();
+    st.counters.inc(Counter::RqTotal);
+    st.counters.inc(Counter::RqTimeout);
+    let secs = ctx.cfg.timeout.as_secs_f64();
+    st.note_error(|| format!("request timed out: no complete response within {secs}s"));
+    let st = &mut *st;
+    ctx.check_predicates(&mut st.counters);
+}
+
 /// Records a request that never left because no connection could be opened.
 pub(crate) fn record_connection_failure(ctx: &WorkerCtx) {
     let mut st = ctx.state.borrow_mut();

@@ -17,6 +17,17 @@ pub enum Listen {
     TlsH2,
 }
 
+/// One access-log line.
+#[derive(Clone, Debug)]
+pub struct LogEntry {
+    /// Unix time of the log write (the response's end), millisecond resolution.
+    pub secs: f64,
+    pub remote_addr: String,
+    /// Request line, headers and body, in bytes.
+    pub request_length: u64,
+    pub request: String,
+}
+
 pub struct Nginx {
     child: Child,
     pub port: u16,
@@ -92,6 +103,16 @@ impl Nginx {
     /// `extra` goes into the server block (e.g. `keepalive_requests 10;`, which for HTTP/2
     /// makes nginx send GOAWAY after 10 streams).
     pub fn start_with(listen: Listen, extra: &str) -> Nginx {
+        Nginx::launch(listen, extra, false)
+    }
+
+    /// Like [`Nginx::start`], with an access log of `$msec $remote_addr $request_length
+    /// $request` per request, read back by [`Nginx::access_log`].
+    pub fn start_logged(listen: Listen) -> Nginx {
+        Nginx::launch(listen, "", true)
+    }
+
+    fn launch(listen: Listen, extra: &str, logged: bool) -> Nginx {
         // nginx needs a port in its config; take a free one from the kernel.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -114,13 +135,14 @@ impl Nginx {
                 (if listen == Listen::TlsH2 { " ssl http2" } else { " ssl" }, tls)
             }
         };
+        let log = if logged { format!("{d}/logs/access.log timing") } else { "off".into() };
         let echo = if Path::new(ECHO_MODULE).exists() {
             format!("load_module {ECHO_MODULE};\n")
         } else {
             String::new()
         };
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
@@ -136,6 +158,23 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(20));
         }
         Nginx { child, port, dir }
+    }
+
+    /// The access log (see [`Nginx::start_logged`]), one entry per request, in log order.
+    pub fn access_log(&self) -> Vec<LogEntry> {
+        let text = std::fs::read_to_string(self.dir.join("logs/access.log")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let mut f = l.splitn(4, ' ');
+                let msec: f64 = f.next().unwrap().parse().unwrap();
+                LogEntry {
+                    secs: msec,
+                    remote_addr: f.next().unwrap().to_string(),
+                    request_length: f.next().unwrap().parse().unwrap(),
+                    request: f.next().unwrap_or_default().to_string(),
+                }
+            })
+            .collect()
     }
 
     pub fn ca(&self) -> String {
