@@ -104,6 +104,8 @@ struct Plot {
     paths: usize,
     width: f64,
     height: f64,
+    /// Top of the y-axis.
+    ymax: f64,
 }
 
 /// Asserts the page drew without a script error and returns its plots by name.
@@ -124,6 +126,7 @@ fn drawn(dom: &str, files: usize) -> HashMap<String, Plot> {
                 paths: num(&a, "data-paths") as usize,
                 width: num(&a, "data-width"),
                 height: num(&a, "data-height"),
+                ymax: num(&a, "data-ymax"),
             };
             (a["data-plot"].clone(), plot)
         })
@@ -297,6 +300,27 @@ fn fixture(slowdown: u64, with_intervals: bool) -> RunResult {
             ],
         });
     }
+    // The tail after the last tick: 1 ms holding 2 responses. As a rate (2000/s) it would
+    // dwarf the real ones, so the report plots no rate for it.
+    let mut tail = Counters::new();
+    tail.add(Counter::Http2xx, 2);
+    let mut tail_stat = Statistic::new();
+    for v in [90_000, 95_000] {
+        tail_stat.record(v);
+        w.stats.record(StatId::RequestToResponse, v);
+        w.stats.record(StatId::ScheduledToResponse, v);
+    }
+    w.counters.merge(&tail);
+    w.status_codes.add(200, 2);
+    intervals.push(Interval {
+        start: Duration::from_secs(2),
+        duration: Duration::from_millis(1),
+        counters: tail,
+        stats: vec![
+            IntervalStat::summarize(StatId::ScheduledToResponse, &tail_stat),
+            IntervalStat::summarize(StatId::RequestToResponse, &tail_stat),
+        ],
+    });
     let opts = json!({"uri": "http://127.0.0.1:8080/", "requests_per_second": 380,
                       "workers": 1, "protocol": "http1", "slowdown": slowdown});
     let mut r = RunResult::new(opts, vec![w], Termination::Completed);
@@ -332,7 +356,7 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
     assert_eq!(data["title"], title);
     assert_eq!(data["files"][1]["label"], evil);
     let iv = &data["files"][1]["intervals"];
-    assert_eq!(iv.as_array().unwrap().len(), 4);
+    assert_eq!(iv.as_array().unwrap().len(), 5);
     assert_eq!((iv[3]["responses"].as_u64(), iv[3]["errors"].as_u64()), (Some(140), Some(3)));
     // The interval's p99 is the stored summary's value: slowdown 3 puts interval 3 at ~1 ms.
     let p99 = iv[3]["latency"]["service"]["percentiles"][2].clone();
@@ -350,6 +374,9 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
     assert_plot(&plots, "spectrum", 2, 4);
     assert_plot(&plots, "histogram", 2, 2);
     assert_plot(&plots, "throughput", 2, 2);
+    // The highest plotted rate is the first interval's 400/s (+10% headroom), not the tail's.
+    let top = plots["throughput"].ymax;
+    assert!((400.0..500.0).contains(&top), "throughput axis tops at {top}");
     assert_plot(&plots, "errors", 2, 2);
     assert_plot(&plots, "latency-time", 2, 4);
     assert!(!dom.contains("No time series recorded"));

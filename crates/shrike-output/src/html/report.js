@@ -1,6 +1,7 @@
 /* Shrike report: draws the embedded results as tables and SVG plots. No libraries and no
  * network: everything it needs is in the page. After drawing it records what it drew on the
- * DOM (body data-render/data-errors, per plot data-series/data-paths/data-width/data-height)
+ * DOM (body data-render/data-errors, per plot data-series/data-paths/data-width/data-height/
+ * data-ymax)
  * so tests and scripts can check a rendered report without a screenshot. */
 "use strict";
 var renderErrors = [];
@@ -108,7 +109,7 @@ window.onerror = function (msg, src, line) {
   // o = {id, x: {kind, min, max, fmt, ticks, label}, y: {...}, series: [{name, file, color,
   //      dash, width, pts: [[x, y|null]...], ref}], legend: [[label, color, style]...]}
   function chart(fig, o) {
-    var W = 960, H = 330, m = { l: 72, r: 18, t: 10, b: 46 };
+    var W = 960, H = 330, m = { l: 72, r: 36, t: 10, b: 46 };
     var x = scale(o.x.kind, o.x.min, o.x.max, m.l, W - m.r);
     var y = scale(o.y.kind, o.y.min, o.y.max, H - m.b, m.t);
     var svg = sv("svg", { viewBox: "0 0 " + W + " " + H, role: "img",
@@ -163,6 +164,7 @@ window.onerror = function (msg, src, line) {
     });
     fig.setAttribute("data-series", Object.keys(files).length);
     fig.setAttribute("data-paths", drawn.length);
+    fig.setAttribute("data-ymax", o.y.max);
     hover(fig, svg, o, x, y, m, W, H, drawn);
     return svg;
   }
@@ -394,7 +396,8 @@ window.onerror = function (msg, src, line) {
   // ---- over time, from the interval series ----
   function overTime() {
     var s = section("Over time",
-      "From the interval snapshots (--stats-interval). Points sit at the middle of each interval.");
+      "From the interval snapshots (--stats-interval). Points sit at the middle of each " +
+      "interval; a final interval shorter than a quarter of the others gets no rate point.");
     var withData = FILES.filter(function (f) { return f.intervals.length; });
     if (!withData.length) {
       el("p", { "class": "empty", "data-empty": "timeseries" }, s,
@@ -413,7 +416,17 @@ window.onerror = function (msg, src, line) {
     });
     var xAxis = { kind: "lin", min: 0, max: tmax || 1, fmt: fmtSecs, label: "time since start" };
     var mid = function (iv) { return iv.start_s + iv.duration_s / 2; };
-    var perSec = function (n, iv) { return iv.duration_s > 0 ? n / iv.duration_s : null; };
+    // A run's last interval is often a sliver (the tail after the final tick): a rate over a
+    // few microseconds is noise, so intervals under a quarter of the usual length get no rate
+    // point. Their responses still count in every total.
+    FILES.forEach(function (f) {
+      var d = f.intervals.map(function (iv) { return iv.duration_s; }).sort(function (a, b) { return a - b; });
+      var usual = d.length ? d[Math.floor(d.length / 2)] : 0;
+      f.intervals.forEach(function (iv) { iv.sliver = iv.duration_s < usual / 4; });
+    });
+    var perSec = function (n, iv) {
+      return iv.duration_s > 0 && !iv.sliver ? n / iv.duration_s : null;
+    };
     var fileLegend = FILES.map(function (f, i) { return [f.label, color(i)]; });
 
     // Throughput, with each result's requested rate as a dotted reference.
