@@ -256,6 +256,8 @@ fn two_real_runs_overlay_in_one_report() {
     if series {
         assert_plot(&plots, "throughput", 2, 2);
         assert_plot(&plots, "latency-time", 2, 4);
+        // No errors against the built-in server: a note instead of a flat plot.
+        assert!(dom.contains("data-empty=\"errors\""));
     } else {
         assert!(dom.contains("data-empty=\"timeseries\""), "empty time-series note");
         assert!(dom.contains("No time series recorded (run with --stats-interval)."));

@@ -200,9 +200,19 @@ fn flatten(key: &str, v: &Value, rows: &mut Vec<(String, String)>) {
             let items: Vec<String> = a.iter().map(scalar).collect();
             rows.push((key.to_string(), items.join(", ")));
         }
-        Value::Array(_) => rows.push((key.to_string(), v.to_string())),
+        Value::Array(a) => {
+            // Nighthawk's header lists ({"header": {"key": k, "value": v}}) read as `k: v`.
+            let headers: Option<Vec<String>> = a.iter().map(header).collect();
+            let text = headers.map_or_else(|| v.to_string(), |h| h.join("; "));
+            rows.push((key.to_string(), text));
+        }
         v => rows.push((key.to_string(), scalar(v))),
     }
+}
+
+fn header(v: &Value) -> Option<String> {
+    let h = v.get("header")?;
+    Some(format!("{}: {}", h.get("key")?.as_str()?, h.get("value")?.as_str()?))
 }
 
 fn scalar(v: &Value) -> String {
@@ -282,7 +292,10 @@ mod tests {
         let opts = json!({"uri": "http://127.0.0.1:1/", "requests_per_second": rps,
                           "workers": 2, "protocol": "http1", "labels": [],
                           "tls": {"ca": null, "insecure": false},
-                          "request_options": {"request_headers": [{"header": {"key": "a"}}]}});
+                          "request_options": {"request_headers": [
+                              {"header": {"key": "a", "value": "1"}},
+                              {"header": {"key": "b", "value": "{\"x\": 2}"}}]},
+                          "odd": [{"k": 1}]});
         RunResult::new(opts, vec![w], Termination::Completed)
     }
 
@@ -344,7 +357,10 @@ mod tests {
         let rows = flatten_options(&r.options);
         let keys: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
         assert!(keys.contains(&"tls.insecure"));
-        assert!(keys.contains(&"request_options.request_headers"));
+        let find = |k: &str| rows.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(find("request_options.request_headers"), Some("a: 1; b: {\"x\": 2}"));
+        assert_eq!(find("odd"), Some("[{\"k\":1}]"), "other lists of objects stay JSON");
+        assert_eq!(find("requests_per_second"), Some("1.0"));
         assert!(!keys.contains(&"tls.ca"), "null options are omitted");
         assert!(!keys.contains(&"labels"), "empty lists are omitted");
     }

@@ -469,13 +469,19 @@ window.onerror = function (msg, src, line) {
         series.push({ name: f.label + " overflow", file: i, color: color(i), dash: "6 4", pts: ov });
       }
     });
-    legend(s, anyOverflow ? fileLegend.concat([["dashed: open-loop overflow", "#555", "dash"]])
-                          : fileLegend);
-    chart(figure(s, "errors"), {
-      id: "errors", x: xAxis,
-      y: { kind: "lin", min: 0, max: Math.max(top * 1.1, 1), fmt: fmtRate, label: "errors/s" },
-      series: series,
-    });
+    if (top === 0) {
+      // A flat line at zero would take a whole plot to say one thing.
+      el("p", { "class": "empty", "data-empty": "errors" }, s,
+         "No errors or open-loop overflow in any interval.");
+    } else {
+      legend(s, anyOverflow ? fileLegend.concat([["dashed: open-loop overflow", "#555", "dash"]])
+                            : fileLegend);
+      chart(figure(s, "errors"), {
+        id: "errors", x: xAxis,
+        y: { kind: "lin", min: 0, max: top * 1.1, fmt: fmtRate, label: "errors/s" },
+        series: series,
+      });
+    }
 
     // Latency percentiles per interval.
     h3 = el("h2", {}, s, "Latency (" + LAT.scheduled + ")");
