@@ -63,9 +63,12 @@ fn parse_sources(args: &[String]) -> anyhow::Result<Vec<Source>> {
     let mut sources: Vec<Source> =
         args.iter().map(|a| parse_source(a)).collect::<Result<_, _>>()?;
     let count = |sources: &[Source], l: &str| sources.iter().filter(|s| s.label == l).count();
-    for i in 0..sources.len() {
-        if !sources[i].explicit && count(&sources, &sources[i].label) > 1 {
-            sources[i].label = sources[i].path.display().to_string();
+    // Decide every rename before making any, or the last of a colliding pair would keep its stem.
+    let collide: Vec<bool> =
+        sources.iter().map(|s| !s.explicit && count(&sources, &s.label) > 1).collect();
+    for (s, rename) in sources.iter_mut().zip(collide) {
+        if rename {
+            s.label = s.path.display().to_string();
         }
     }
     for s in &sources {
