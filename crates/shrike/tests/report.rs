@@ -386,6 +386,22 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
     assert!(!dom.contains("<b>bold</b>"), "label not parsed as markup");
     assert!(dom.contains("&lt;/script&gt;&lt;script&gt;"), "title shown as text");
 
+    // The plot controls redraw in place: click every radio button (spectrum to a linear axis,
+    // histogram to service time) and the page still draws, one SVG per plot.
+    let clicked = dir.join("clicked.html");
+    let script = "<script>document.querySelectorAll('input[type=radio]')\
+                  .forEach(function (r) { r.click(); });</script></body>";
+    std::fs::write(&clicked, page.replace("</body>", script)).unwrap();
+    let dom = without_scripts(&render(&clicked, &dir));
+    let plots = drawn(&dom, 2);
+    assert_plot(&plots, "spectrum", 2, 4);
+    assert_plot(&plots, "histogram", 2, 2);
+    assert_eq!(dom.matches("<svg ").count(), plots.len(), "one SVG per plot after redraws");
+    let top = plots["spectrum"].ymax;
+    let decade = 10f64.powf(top.log10().round());
+    assert!((top - decade).abs() / decade > 0.01, "linear axis tops at the max, not {top}");
+    assert!(dom.contains(">service time</text>"), "histogram redrawn for service time");
+
     // One result without a time series: the other still plots, and the page says which lacks it.
     let c = dir.join("plain.json");
     write_result(&fixture(2, false), &c);

@@ -155,7 +155,8 @@ window.onerror = function (msg, src, line) {
                               "stroke-width": s.width || 2, "data-file": s.file }, plot);
       if (s.dash) path.setAttribute("stroke-dasharray", s.dash);
       if (!s.ref) { files[s.file] = true; drawn.push(s); }
-      if (s.dots) {
+      // Dots mark interval points while they are few enough to tell apart.
+      if (s.dots && s.pts.length <= 150) {
         s.pts.forEach(function (p) {
           if (p[1] == null || (o.y.kind === "log" && p[1] <= 0)) return;
           sv("circle", { cx: x(p[0]), cy: y(p[1]), r: 2.2, fill: s.color }, plot);
@@ -215,6 +216,20 @@ window.onerror = function (msg, src, line) {
     area.addEventListener("mouseleave", function () {
       cursor.setAttribute("visibility", "hidden");
       tip.style.display = "none";
+    });
+  }
+
+  // Radio buttons that redraw a plot; the first choice starts checked.
+  function radios(parent, name, choices, draw) {
+    choices.forEach(function (c, i) {
+      var lab = el("label", {}, parent);
+      var r = el("input", { type: "radio", name: name, value: c[0] }, lab);
+      if (i === 0) r.checked = true;
+      r.addEventListener("change", function () {
+        try { draw(c[0]); } catch (e) { renderErrors.push(name + ": " + (e && e.stack || e)); }
+        stamp();
+      });
+      lab.append(" " + c[1]);
     });
   }
 
@@ -286,6 +301,7 @@ window.onerror = function (msg, src, line) {
       el("td", {}, tr, r[0]);
       FILES.forEach(function (f) {
         var td = el("td", r[3] ? { "class": r[3] } : {}, tr, r[1](f));
+        if (r[0] === "Termination" && f.termination.failure) td.className += " worse";
         if (r[5]) td.title = r[5](f);
       });
       FILES.slice(1).forEach(function (f) {
@@ -338,15 +354,23 @@ window.onerror = function (msg, src, line) {
     });
     if (!series.length) { el("p", { "class": "empty" }, s, "No latency samples recorded."); return; }
     latencyLegend(s, ["scheduled", "service"]);
-    var yd = logDomain(lo, hi), xmax = Math.ceil(maxX - 1e-9);
-    var ticks = [];
+    var xmax = Math.ceil(maxX - 1e-9), ticks = [];
     for (var k = 0; k <= xmax; k++) ticks.push(k);
-    chart(figure(s, "spectrum"), {
-      id: "spectrum", title: "Latency by percentile",
-      x: { kind: "lin", min: 0, max: xmax, ticks: ticks, fmt: fmtNines, label: "percentile" },
-      y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
-      series: series,
-    });
+    var controls = el("div", { "class": "controls" }, s);
+    var fig = figure(s, "spectrum");
+    // Log by default (tails span decades); linear as HdrHistogram's own plotter draws it.
+    var draw = function (kind) {
+      fig.textContent = "";
+      var yd = kind === "log" ? logDomain(lo, hi) : [0, hi * 1.05];
+      chart(fig, {
+        id: "spectrum", title: "Latency by percentile",
+        x: { kind: "lin", min: 0, max: xmax, ticks: ticks, fmt: fmtNines, label: "percentile" },
+        y: { kind: kind, min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
+        series: series,
+      });
+    };
+    radios(controls, "spectrum-y", [["log", "log latency axis"], ["lin", "linear"]], draw);
+    draw("log");
   }
 
   // ---- latency histogram: counts per log-spaced bin, as % of each result's samples ----
@@ -383,13 +407,7 @@ window.onerror = function (msg, src, line) {
         series: series,
       });
     };
-    ["scheduled", "service"].forEach(function (k, i) {
-      var lab = el("label", {}, controls);
-      var r = el("input", { type: "radio", name: "hist-kind", value: k }, lab);
-      if (i === 0) r.checked = true;
-      r.addEventListener("change", function () { draw(k); stamp(); });
-      lab.append(" " + LAT[k]);
-    });
+    radios(controls, "hist-kind", [["scheduled", LAT.scheduled], ["service", LAT.service]], draw);
     draw("scheduled");
   }
 
@@ -543,7 +561,13 @@ window.onerror = function (msg, src, line) {
   function statusCodes() {
     var s = section("Status codes", "Responses per exact status code, and share of each result's responses.");
     var codes = union(function (f) { return f.status_codes; }).sort();
-    if (!codes.length) { el("p", { "class": "empty" }, s, "No responses received."); return; }
+    if (!codes.length) {
+      var any = FILES.some(function (f) { return f.responses > 0; });
+      el("p", { "class": "empty" }, s, any ?
+         "These results do not record exact status codes; the benchmark.http_Nxx counters " +
+         "below count responses by class." : "No responses received.");
+      return;
+    }
     keyedTable(s, "status-codes", "status", codes, function (f, k, i, td) {
       var n = lookup(f.status_codes, k) || 0;
       var pct = f.responses ? 100 * n / f.responses : 0;
