@@ -387,10 +387,18 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
     assert!(dom.contains("&lt;/script&gt;&lt;script&gt;"), "title shown as text");
 
     // The plot controls redraw in place: click every radio button (spectrum to a linear axis,
-    // histogram to service time) and the page still draws, one SVG per plot.
+    // histogram to service time) and the page still draws, one SVG per plot. Then hover over
+    // the spectrum: the tooltip lists every line's value; errors in the handlers are stamped.
     let clicked = dir.join("clicked.html");
     let script = "<script>document.querySelectorAll('input[type=radio]')\
-                  .forEach(function (r) { r.click(); });</script></body>";
+                  .forEach(function (r) { r.click(); });\
+                  var a = document.querySelector('#plot-spectrum rect[fill=transparent]');\
+                  var b = a.getBoundingClientRect();\
+                  a.dispatchEvent(new MouseEvent('mousemove', {clientX: b.left + b.width * 0.9,\
+                    clientY: b.top + b.height / 2, bubbles: true}));\
+                  document.body.setAttribute('data-errors', renderErrors.length);\
+                  if (renderErrors.length) document.body.setAttribute('data-render', \
+                    'error: ' + renderErrors.join('; '));</script></body>";
     std::fs::write(&clicked, page.replace("</body>", script)).unwrap();
     let dom = without_scripts(&render(&clicked, &dir));
     let plots = drawn(&dom, 2);
@@ -401,6 +409,12 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
     let decade = 10f64.powf(top.log10().round());
     assert!((top - decade).abs() / decade > 0.01, "linear axis tops at the max, not {top}");
     assert!(dom.contains(">service time</text>"), "histogram redrawn for service time");
+    let tip = &dom[dom.find("class=\"tip\" style=\"display: block;").expect("tooltip shown")..];
+    let tip = &tip[..tip.find("</div></figure>").expect("tooltip ends")];
+    for line in ["a scheduled-to-response: ", "a service time: ", "&lt;/b&gt;"] {
+        assert!(tip.contains(line), "tooltip lacks {line:?}: {tip}");
+    }
+    assert_eq!(tip.matches("class=\"swatch").count(), 4, "one tooltip row per line: {tip}");
 
     // One result without a time series: the other still plots, and the page says which lacks it.
     let c = dir.join("plain.json");

@@ -2,7 +2,8 @@
 //!
 //! The page needs nothing but a browser: the numbers are embedded as JSON in a
 //! `<script type="application/json">` block and drawn as SVG by a small hand-written script
-//! (`report.js`), styled by `report.css`; both are compiled into the binary. Nothing is fetched
+//! (`plot.js`, a plotting kit, and `report.js`, the report's layout), styled by `report.css`;
+//! all are compiled into the binary. Nothing is fetched
 //! when the page opens, so a report can be mailed, attached to a ticket or opened offline.
 //!
 //! Rust computes everything that needs the histograms (the percentile spectrum, bucketed
@@ -23,7 +24,9 @@ use shrike_stats::RunResult;
 pub use data::report_data;
 
 const CSS: &str = include_str!("report.css");
-const JS: &str = include_str!("report.js");
+/// The plotting kit, then the report that uses it; one script element holds both.
+const PLOT_JS: &str = include_str!("plot.js");
+const REPORT_JS: &str = include_str!("report.js");
 
 /// One result shown in a report, with the name its legend entry and table column get.
 #[derive(Clone, Copy, Debug)]
@@ -50,7 +53,7 @@ pub fn render(title: &str, inputs: &[Input<'_>]) -> String {
          <main id=\"report\"><noscript>This report draws its tables and plots with JavaScript; \
          enable it to see them.</noscript></main>\n\
          <script type=\"application/json\" id=\"shrike-data\">{json}</script>\n\
-         <script>\n{JS}</script>\n</body>\n</html>\n",
+         <script>\n{PLOT_JS}{REPORT_JS}</script>\n</body>\n</html>\n",
         version = env!("CARGO_PKG_VERSION"),
         json = script_safe_json(&data),
     )
