@@ -306,6 +306,7 @@ fn fixture(slowdown: u64, with_intervals: bool) -> RunResult {
     // dwarf the real ones, so the report plots no rate for it.
     let mut tail = Counters::new();
     tail.add(Counter::Http2xx, 2);
+    tail.add(Counter::RqTotal, 2);
     let mut tail_stat = Statistic::new();
     for v in [90_000, 95_000] {
         tail_stat.record(v);

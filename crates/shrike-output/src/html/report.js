@@ -8,7 +8,6 @@
   var LAT = { scheduled: "scheduled-to-response", service: "service time" };
   var root = document.getElementById("report");
 
-
   // Radio buttons that redraw a plot; the first choice starts checked.
   function radios(parent, name, choices, draw) {
     choices.forEach(function (c, i) {
@@ -99,10 +98,15 @@
         if (!r[2]) return;
         var a = r[2](FILES[0]), b = r[2](f);
         if (a == null || b == null || !isFinite(a) || !isFinite(b)) return;
-        if (a === 0) { td.textContent = b === 0 ? "1.00×" : "–"; return; }
+        var dir = typeof r[4] === "function" ? r[4](f) : r[4];
+        if (a === 0) {
+          // From none to some (errors appearing) is the change that matters most.
+          td.textContent = b === 0 ? "1.00×" : "∞";
+          if (b !== 0 && dir) td.className = (b > 0) === (dir > 0) ? "better" : "worse";
+          return;
+        }
         var ratio = b / a;
         td.textContent = (ratio >= 100 ? ratio.toFixed(0) : ratio.toFixed(2)) + "×";
-        var dir = typeof r[4] === "function" ? r[4](f) : r[4];
         if (dir && Math.abs(ratio - 1) > 0.05) {
           td.className = (ratio > 1) === (dir > 0) ? "better" : "worse";
         }
@@ -230,16 +234,18 @@
     FILES.forEach(function (f) {
       var d = f.intervals.map(function (iv) { return iv.duration_s; }).sort(function (a, b) { return a - b; });
       var usual = d.length ? d[Math.floor(d.length / 2)] : 0;
-      f.intervals.forEach(function (iv) { iv.sliver = iv.duration_s < usual / 4; });
+      f.intervals.forEach(function (iv, j) {
+        iv.sliver = j === f.intervals.length - 1 && iv.duration_s < usual / 4;
+      });
     });
     var perSec = function (n, iv) {
       return iv.duration_s > 0 && !iv.sliver ? n / iv.duration_s : null;
     };
-    var fileLegend = FILES.map(function (f, i) { return [f.label, color(i)]; });
+    var fileLegend = FILES.map(function (f, i) { return [f.label, color(i)]; })
+      .filter(function (item, i) { return FILES[i].intervals.length; });
 
     // Throughput, with each result's requested rate as a dotted reference.
-    var h3 = el("h2", {}, s, "Throughput");
-    h3.style.fontSize = "15px";
+    el("h3", {}, s, "Throughput");
     var series = [], top = 0;
     FILES.forEach(function (f, i) {
       if (!f.intervals.length) return;
@@ -260,8 +266,7 @@
     });
 
     // Errors (and open-loop overflow, dashed, when any).
-    h3 = el("h2", {}, s, "Errors");
-    h3.style.fontSize = "15px";
+    el("h3", {}, s, "Errors");
     series = [];
     top = 0;
     var anyOverflow = false;
@@ -292,8 +297,7 @@
     }
 
     // Latency percentiles per interval.
-    h3 = el("h2", {}, s, "Latency (" + LAT.scheduled + ")");
-    h3.style.fontSize = "15px";
+    el("h3", {}, s, "Latency (" + LAT.scheduled + ")");
     series = [];
     var lo = Infinity, hi = 0;
     FILES.forEach(function (f, i) {
@@ -362,11 +366,15 @@
       var n = lookup(f.status_codes, k) || 0;
       var pct = f.responses ? 100 * n / f.responses : 0;
       td.textContent = fmtInt(n) + " (" + fmtPct(pct) + ")";
-      var c = k.charAt(0) === "2" ? color(i) : k.charAt(0) === "3" ? "#8a939c" : "#b42318";
       el("span", { "class": "bar", style: "width:" + Math.max(1, pct * 1.2).toFixed(1) +
-                   "px;background:" + c }, td);
+                   "px;background:" + color(i) }, td);
       return String(n);
     });
+    // Error statuses (4xx, 5xx and anything outside 1xx-3xx) stand out by their code.
+    var rows = s.querySelectorAll("#status-codes tbody tr");
+    for (var r = 0; r < rows.length; r++) {
+      if (!/^[123]/.test(codes[r])) rows[r].firstChild.className = "worse";
+    }
   }
   function counters() {
     var s = section("Counters", "Every non-zero counter (summed over workers).");
