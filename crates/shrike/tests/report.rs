@@ -433,6 +433,43 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
 }
 
 #[test]
+fn failed_run_reports_its_errors_without_latency_plots() {
+    let dir = scratch("failed");
+    // A port nothing listens on: every connection is refused and the run fails (exit 1), but
+    // its result is still written and must still make a report.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = run(
+        &["run", &url, "--duration", "1", "--rps", "20", "--output-format", "json"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
+    let result = dir.join("refused.json");
+    std::fs::write(&result, &out.stdout).unwrap();
+    let html = dir.join("refused.html");
+    let out = report(&[path_str(&result), "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let data = embedded_data(&page);
+    let f = &data["files"][0];
+    assert!(f["errors"].as_u64().unwrap() >= 1, "{f}");
+    assert!(f["error_counters"]["benchmark.pool_connection_failure"].as_u64().unwrap() >= 1);
+    assert_eq!(f["responses"], 0);
+    assert_eq!(f["termination"]["failure"], true);
+
+    if !have_chromium("failed_run_reports_its_errors_without_latency_plots") {
+        return;
+    }
+    let dom = without_scripts(&render(&html, &dir));
+    let plots = drawn(&dom, 1);
+    assert!(plots.is_empty(), "no latency to plot: {plots:?}");
+    assert_eq!(dom.matches("No latency samples recorded.").count(), 2, "spectrum and histogram");
+    assert!(dom.contains("No responses received."));
+    assert!(dom.contains("failure predicate benchmark.pool_connection_failure:0 fired"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn report_to_stdout_with_one_file() {
     let dir = scratch("stdout");
     let a = dir.join("only.json");

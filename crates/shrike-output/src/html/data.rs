@@ -366,6 +366,38 @@ mod tests {
     }
 
     #[test]
+    fn intervals_carry_counts_and_their_summaries() {
+        let mut counters = Counters::new();
+        counters.add(Counter::Http2xx, 9);
+        counters.add(Counter::Http4xx, 1);
+        counters.add(Counter::PoolConnectionFailure, 2);
+        counters.add(Counter::PoolOverflow, 4);
+        let mut s = Statistic::new();
+        for v in 1..=100u64 {
+            s.record(v * 10_000);
+        }
+        let i = Interval {
+            start: Duration::from_millis(1500),
+            duration: Duration::from_millis(500),
+            counters,
+            stats: vec![
+                IntervalStat::summarize(StatId::RequestToResponse, &s),
+                IntervalStat::summarize(StatId::ScheduledToResponse, &Statistic::new()),
+            ],
+        };
+        let v = interval(&i);
+        assert_eq!((v["start_s"].as_f64(), v["duration_s"].as_f64()), (Some(1.5), Some(0.5)));
+        assert_eq!((v["responses"].as_u64(), v["errors"].as_u64()), (Some(10), Some(3)));
+        assert_eq!(v["overflow"], 4);
+        // No samples reads as "no point", not as a latency of zero.
+        assert_eq!(v["latency"]["scheduled"], Value::Null);
+        let ps = &v["latency"]["service"]["percentiles"];
+        assert_eq!(ps[0][0], 0.5);
+        assert_eq!(ps[0][1], s.value_at_quantile(0.5));
+        assert_eq!(ps[3], json!([1.0, 1_000_000]), "the maximum is exact");
+    }
+
+    #[test]
     fn unpaced_or_unknown_rate_has_no_requested_rate() {
         let mut r = result(0.0, &[1]);
         assert_eq!(requested_rps(&r), None);
