@@ -28,7 +28,18 @@
     if (note) el("p", { "class": "note" }, s, note);
     return s;
   }
-  function figure(parent, id) { return el("figure", { "data-plot": id, id: "plot-" + id }, parent); }
+  function figure(parent, id) {
+    return el("figure", { "data-plot": id, id: "plot-" + id }, parent);
+  }
+  function empty(parent, text) { el("p", { "class": "empty" }, parent, text); }
+  // One header cell per result, with its colour.
+  function fileHeads(tr) {
+    FILES.forEach(function (f, i) {
+      var th = el("th", {}, tr);
+      swatch(th, color(i));
+      th.append(f.label);
+    });
+  }
 
   // ---- summary table: one column per file, then candidate / baseline ratios ----
   function pctOf(stat, q) {
@@ -39,35 +50,39 @@
     var s = section("Summary", FILES.length > 1 ?
       "The first result (" + FILES[0].label + ") is the baseline; ratios are each result " +
       "divided by it, coloured when they differ by more than 5%." : null);
+    // A row showing result field `key` with `fmt`; `dir` says whether more is better (1),
+    // worse (-1) or neither (0) when colouring ratios.
+    var field = function (label, key, fmt, dir) {
+      return [label, function (f) { return fmt(f[key]); }, function (f) { return f[key]; }, null,
+              dir];
+    };
     var rows = [
       ["Target", function (f) { return f.target || "–"; }, null, "text"],
       ["Protocol", function (f) { return f.protocol || "–"; }, null, "text"],
       ["Started", function (f) { return f.started.replace("T", " ").replace(/\.\d+Z$/, "Z"); },
        null, "text"],
-      ["Duration", function (f) { return fmtSecs(f.duration_s); }, function (f) { return f.duration_s; }],
-      ["Workers", function (f) { return fmtInt(f.workers); }, function (f) { return f.workers; }],
-      ["Requested rate (/s)", function (f) { return fmtRate(f.requested_rps); },
-       function (f) { return f.requested_rps; }],
+      field("Duration", "duration_s", fmtSecs),
+      field("Workers", "workers", fmtInt),
+      field("Requested rate (/s)", "requested_rps", fmtRate),
       ["Achieved rate (/s)", function (f) { return fmtRate(f.achieved_rps); },
        function (f) { return f.achieved_rps; }, null,
        // More is better only at the same offered rate; otherwise the ratio is just arithmetic.
        function (f) { return f.requested_rps === FILES[0].requested_rps ? 1 : 0; }],
-      ["Requests sent", function (f) { return fmtInt(f.requests); }, function (f) { return f.requests; }],
-      ["Responses", function (f) { return fmtInt(f.responses); }, function (f) { return f.responses; }],
-      ["Errors", function (f) { return fmtInt(f.errors); }, function (f) { return f.errors; }, null, -1,
-       function (f) {
+      field("Requests sent", "requests", fmtInt),
+      field("Responses", "responses", fmtInt),
+      field("Errors", "errors", fmtInt, -1).concat([function (f) {
          var k = Object.keys(f.error_counters);
          return k.length ? k.map(function (n) { return n + " " + f.error_counters[n]; }).join(", ")
                          : "4xx, 5xx, other status, resets, connection failures";
-       }],
-      ["Open-loop overflow", function (f) { return fmtInt(f.overflow); },
-       function (f) { return f.overflow; }, null, -1],
+      }]),
+      field("Open-loop overflow", "overflow", fmtInt, -1),
       ["Termination", function (f) { return f.termination.description; }, null, "text"],
     ];
     [["scheduled", "Scheduled-to-response latency (coordinated-omission-free)"],
      ["service", "Service time (request sent to response end)"]].forEach(function (g) {
       rows.push([g[1]]);
-      [[0.5, "p50"], [0.9, "p90"], [0.99, "p99"], [0.999, "p99.9"], [1, "max"]].forEach(function (q) {
+      var qs = [[0.5, "p50"], [0.9, "p90"], [0.99, "p99"], [0.999, "p99.9"], [1, "max"]];
+      qs.forEach(function (q) {
         var get = function (f) { return pctOf(f.latency[g[0]], q[0]); };
         rows.push([q[1], function (f) { return fmtDur(get(f)); }, get, null, -1]);
       });
@@ -77,7 +92,7 @@
     var t = el("table", { id: "summary" }, s);
     var hr = el("tr", {}, el("thead", {}, t));
     el("th", {}, hr, "");
-    FILES.forEach(function (f, i) { var th = el("th", {}, hr); swatch(th, color(i)); th.append(f.label); });
+    fileHeads(hr);
     FILES.slice(1).forEach(function (f) { el("th", {}, hr, f.label + " / " + FILES[0].label); });
     var body = el("tbody", {}, t);
     rows.forEach(function (r) {
@@ -140,13 +155,16 @@
         var st = f.latency[k];
         if (!st.count) return;
         var pts = st.spectrum.map(function (p) { return [nines(p[0], st.count), p[1]]; });
-        pts.forEach(function (p) { if (p[1] > 0) lo = Math.min(lo, p[1]); hi = Math.max(hi, p[1]); });
+        pts.forEach(function (p) {
+          if (p[1] > 0) lo = Math.min(lo, p[1]);
+          hi = Math.max(hi, p[1]);
+        });
         maxX = Math.max(maxX, pts[pts.length - 1][0]);
         series.push({ name: f.label + " " + LAT[k], file: i, color: color(i),
                       dash: k === "service" ? "6 4" : null, pts: pts });
       });
     });
-    if (!series.length) { el("p", { "class": "empty" }, s, "No latency samples recorded."); return; }
+    if (!series.length) { empty(s, "No latency samples recorded."); return; }
     latencyLegend(s, ["scheduled", "service"]);
     var xmax = Math.ceil(maxX - 1e-9), ticks = [];
     for (var k = 0; k <= xmax; k++) ticks.push(k);
@@ -173,7 +191,7 @@
       "Share of requests per latency bin (" + DATA.histogram.bins_per_decade +
       " bins per decade, log scale), so results with different request counts compare.");
     var h = DATA.histogram;
-    if (!h.count) { el("p", { "class": "empty" }, s, "No latency samples recorded."); return; }
+    if (!h.count) { empty(s, "No latency samples recorded."); return; }
     var controls = el("div", { "class": "controls" }, s);
     var fig = figure(s, "histogram");
     var draw = function (kind) {
@@ -232,7 +250,8 @@
     // few microseconds is noise, so intervals under a quarter of the usual length get no rate
     // point. Their responses still count in every total.
     FILES.forEach(function (f) {
-      var d = f.intervals.map(function (iv) { return iv.duration_s; }).sort(function (a, b) { return a - b; });
+      var d = f.intervals.map(function (iv) { return iv.duration_s; });
+      d.sort(function (a, b) { return a - b; });
       var usual = d.length ? d[Math.floor(d.length / 2)] : 0;
       f.intervals.forEach(function (iv, j) {
         iv.sliver = j === f.intervals.length - 1 && iv.duration_s < usual / 4;
@@ -255,7 +274,8 @@
       if (f.requested_rps) {
         top = Math.max(top, f.requested_rps);
         series.push({ name: f.label + " requested", file: i, color: color(i), ref: true,
-                      dash: "2 4", width: 1.5, pts: [[0, f.requested_rps], [tmax, f.requested_rps]] });
+                      dash: "2 4", width: 1.5,
+                      pts: [[0, f.requested_rps], [tmax, f.requested_rps]] });
       }
     });
     legend(s, fileLegend.concat([["dotted: requested rate", "#555", "dot"]]));
@@ -279,7 +299,8 @@
         anyOverflow = true;
         var ov = f.intervals.map(function (iv) { return [mid(iv), perSec(iv.overflow, iv)]; });
         ov.forEach(function (p) { top = Math.max(top, p[1] || 0); });
-        series.push({ name: f.label + " overflow", file: i, color: color(i), dash: "6 4", pts: ov });
+        series.push({ name: f.label + " overflow", file: i, color: color(i), dash: "6 4",
+                      pts: ov });
       }
     });
     if (top === 0) {
@@ -328,7 +349,7 @@
     var t = el("table", { id: id }, parent);
     var hr = el("tr", {}, el("thead", {}, t));
     el("th", {}, hr, head);
-    FILES.forEach(function (f, i) { var th = el("th", {}, hr); swatch(th, color(i)); th.append(f.label); });
+    fileHeads(hr);
     var body = el("tbody", {}, t);
     keys.forEach(function (k) {
       var tr = el("tr", {}, body);
@@ -353,7 +374,8 @@
     return null;
   }
   function statusCodes() {
-    var s = section("Status codes", "Responses per exact status code, and share of each result's responses.");
+    var s = section("Status codes",
+      "Responses per exact status code, and share of each result's responses.");
     var codes = union(function (f) { return f.status_codes; }).sort();
     if (!codes.length) {
       var any = FILES.some(function (f) { return f.responses > 0; });
@@ -379,7 +401,7 @@
   function counters() {
     var s = section("Counters", "Every non-zero counter (summed over workers).");
     var names = union(function (f) { return f.counters; }).sort();
-    if (!names.length) { el("p", { "class": "empty" }, s, "No counter was incremented."); return; }
+    if (!names.length) { empty(s, "No counter was incremented."); return; }
     keyedTable(s, "counters", "counter", names, function (f, k, i, td) {
       var v = lookup(f.counters, k);
       td.textContent = fmtInt(v || 0);
@@ -391,7 +413,7 @@
       "Every option each run was given; highlighted rows differ between results." :
       "Every option the run was given.");
     var keys = union(function (f) { return f.options; });
-    if (!keys.length) { el("p", { "class": "empty" }, s, "No options recorded."); return; }
+    if (!keys.length) { empty(s, "No options recorded."); return; }
     keyedTable(s, "options", "option", keys, function (f, k, i, td) {
       var v = lookup(f.options, k);
       td.className = "text";
