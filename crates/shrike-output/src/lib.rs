@@ -20,6 +20,7 @@ use std::str::FromStr;
 
 use shrike_stats::RunResult;
 
+pub mod html;
 pub mod human;
 pub mod json;
 mod spectrum;

@@ -7,6 +7,7 @@
 mod args;
 mod embedded;
 mod log;
+mod report;
 mod run;
 mod serve;
 mod shaping;
@@ -33,6 +34,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
+    /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
+    Report(report::ReportArgs),
 }
 
 /// A usage or configuration error: printed as `error: …` and mapped to exit code 2.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
         Command::Serve(args) => serve::run(args),
+        Command::Report(args) => report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,117 @@
+//! The HTML report: one or more results as a single self-contained page with plots.
+//!
+//! The page needs nothing but a browser: the numbers are embedded as JSON in a
+//! `<script type="application/json">` block and drawn as SVG by a small hand-written script
+//! (`plot.js`, a plotting kit, and `report.js`, the report's layout), styled by `report.css`;
+//! all are compiled into the binary. Nothing is fetched
+//! when the page opens, so a report can be mailed, attached to a ticket or opened offline.
+//!
+//! Rust computes everything that needs the histograms (the percentile spectrum, bucketed
+//! counts, summary percentiles, error totals); the script only lays out and draws. Several
+//! results overlay on the same plots, one colour each; the first is the baseline the summary
+//! compares the others against.
+//!
+//! When the script has drawn the page it records what it drew on the DOM (`<body
+//! data-render="ok" data-errors="0">`, and per plot `data-series`, `data-paths`, `data-width`,
+//! `data-height`), so tests and scripts can check a rendered report mechanically.
+
+mod data;
+
+use std::io;
+
+use shrike_stats::RunResult;
+
+pub use data::report_data;
+
+const CSS: &str = include_str!("report.css");
+/// The plotting kit, then the report that uses it; one script element holds both.
+const PLOT_JS: &str = include_str!("plot.js");
+const REPORT_JS: &str = include_str!("report.js");
+
+/// One result shown in a report, with the name its legend entry and table column get.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub label: &'a str,
+    pub result: &'a RunResult,
+}
+
+/// Writes the report of `inputs` (the first is the baseline) titled `title` to `out`.
+pub fn write(title: &str, inputs: &[Input<'_>], out: &mut dyn io::Write) -> io::Result<()> {
+    out.write_all(render(title, inputs).as_bytes())
+}
+
+/// The report as a string.
+pub fn render(title: &str, inputs: &[Input<'_>]) -> String {
+    let data = report_data(title, inputs);
+    let title = escape_html(title);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"shrike {version}\">\n\
+         <title>{title}</title>\n<style>\n{CSS}</style>\n</head>\n\
+         <body data-render=\"pending\">\n<header><h1>{title}</h1></header>\n\
+         <main id=\"report\"><noscript>This report draws its tables and plots with JavaScript; \
+         enable it to see them.</noscript></main>\n\
+         <script type=\"application/json\" id=\"shrike-data\">{json}</script>\n\
+         <script>\n{PLOT_JS}{REPORT_JS}</script>\n</body>\n</html>\n",
+        version = env!("CARGO_PKG_VERSION"),
+        json = script_safe_json(&data),
+    )
+}
+
+/// JSON that cannot end its `<script>` element early: every `<` (which could open
+/// `</script>` or `<!--`) is written as the JSON escape `\u003c`. `<` only occurs inside JSON
+/// strings, where the escape means the same character, so `JSON.parse` reads the same data.
+/// `>` and `&` are escaped too, so the block is also safe if someone pastes it into XHTML.
+fn script_safe_json(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            // Valid in JSON but line terminators in older JavaScript parsers.
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn embedded_json_cannot_close_the_script_and_reads_back() {
+        let v = json!({"title": "</script><script>alert(1)</script><!-- & \u{2028}"});
+        let s = script_safe_json(&v);
+        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'), "{s}");
+        let back: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn title_is_escaped() {
+        assert_eq!(escape_html("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+    }
+}
