@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use shrike_stats::{Termination, WorkerResult};
 
-use crate::config::{EngineConfig, Protocol};
+use crate::config::{EngineConfig, IdleStrategy, Protocol};
 use crate::h1;
 use crate::pool::h2::RequestTemplate;
 use crate::stop::StopHandle;
@@ -79,6 +79,9 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
         let h = std::thread::Builder::new()
             .name(format!("shrike-worker-{index}"))
             .spawn(move || -> Result<WorkerOutput, EngineError> {
+                if w_cfg.idle != IdleStrategy::Sleep {
+                    shrike_timer::tighten_timer_slack();
+                }
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
