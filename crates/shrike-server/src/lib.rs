@@ -32,7 +32,9 @@ mod relaxed;
 mod rewind;
 mod server;
 mod state;
+mod stats;
 mod status;
+mod timer;
 mod tls;
 
 pub use config::{

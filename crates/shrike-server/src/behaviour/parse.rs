@@ -1,173 +1,18 @@
-//! Per-request behaviour: what the response looks like and when it is sent.
-//!
-//! This is the protocol-neutral half of the server. A front end (HTTP/1.1 or HTTP/2) hands over
-//! the values of the request's `x-nighthawk-test-server-config` headers and gets a [`Plan`]
-//! back ([`Plan::for_request`]); it then only has to put the plan on its wire. Config merging,
-//! arrival bookkeeping, delays and the texts of server-generated errors live here, so the front
-//! ends cannot drift apart.
+//! The config header's JSON (and `shrike serve --config`'s): parsing, validation and the
+//! field-by-field merge over the server's defaults.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use shrike_stats::duration::parse_duration;
 
+use super::faults::{probability, Distribution, Reset, ResetScope, Stall};
+use super::{Body, Chunking, Delay, Headers, Plan, CONFIG_HEADER};
 use crate::config::{validate_body_size, validate_status, ConfigError, ServerConfig};
 use crate::headers::{self, HeaderList};
 use crate::relaxed;
-use crate::state::ServerState;
-
-pub(crate) const CONFIG_HEADER: &str = "x-nighthawk-test-server-config";
-
-/// Response bodies are slices of this: Nighthawk's filler byte, shared by every response of
-/// every protocol, so no response allocates its body.
-pub(crate) static FILLER: [u8; 64 * 1024] = [b'a'; 64 * 1024];
-
-/// When to answer, relative to the request's completion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Delay {
-    None,
-    Static(Duration),
-    /// Nighthawk's model of an overloaded server: `minimal + active requests × factor`.
-    Linear {
-        minimal: Duration,
-        factor: Duration,
-    },
-}
-
-impl Delay {
-    fn from_static(delay: Duration) -> Self {
-        if delay.is_zero() {
-            Delay::None
-        } else {
-            Delay::Static(delay)
-        }
-    }
-
-    pub(crate) fn is_none(self) -> bool {
-        self == Delay::None
-    }
-
-    /// How long to wait now, given the requests currently in flight server-wide.
-    pub(crate) fn now(self, state: &ServerState) -> Duration {
-        match self {
-            Delay::None => Duration::ZERO,
-            Delay::Static(d) => d,
-            Delay::Linear { .. } => self.duration(state.active()),
-        }
-    }
-
-    /// `active` counts the requests in flight server-wide, this one included (Nighthawk counts
-    /// live filter instances, its own among them).
-    pub(crate) fn duration(self, active: usize) -> Duration {
-        match self {
-            Delay::None => Duration::ZERO,
-            Delay::Static(d) => d,
-            Delay::Linear { minimal, factor } => {
-                let active = u32::try_from(active).unwrap_or(u32::MAX);
-                minimal.saturating_add(factor.saturating_mul(active))
-            }
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Body {
-    /// This many `a` bytes, as Nighthawk's test server sends.
-    Filler(u64),
-    /// The request's headers, one `name: value` line each.
-    Echo,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Headers<'a> {
-    /// The server-wide list, untouched: front ends may use a pre-encoded copy.
-    Default,
-    Custom(HeaderList<'a>),
-}
-
-/// The resolved response for one request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Plan<'a> {
-    pub(crate) status: u16,
-    pub(crate) headers: Headers<'a>,
-    pub(crate) body: Body,
-    pub(crate) delay: Delay,
-    /// Name of the header that carries the nanoseconds since the previous request arrived.
-    pub(crate) delta_header: Option<Cow<'a, str>>,
-}
-
-impl Plan<'static> {
-    pub(crate) fn defaults(config: &ServerConfig) -> Self {
-        Plan {
-            status: config.response_status(),
-            headers: Headers::Default,
-            body: if config.echo_request_headers() {
-                Body::Echo
-            } else {
-                Body::Filler(config.response_body_size())
-            },
-            delay: Delay::from_static(config.static_delay()),
-            delta_header: None,
-        }
-    }
-}
-
-impl<'a> Plan<'a> {
-    /// The plan for one request, and the nanoseconds since the previous request when the plan
-    /// asks for them. `config_headers` is `None` when the request has no config header (the
-    /// HTTP/1.1 front end knows that from its framing pass and skips a second scan).
-    ///
-    /// Records the request's arrival whatever the outcome: every request must, or the next
-    /// delta would span several requests.
-    pub(crate) fn for_request<I>(
-        config: &'a ServerConfig,
-        state: &ServerState,
-        config_headers: Option<I>,
-    ) -> Result<(Self, Option<u64>), RequestConfigError>
-    where
-        I: IntoIterator<Item = &'a [u8]>,
-    {
-        let plan = match config_headers {
-            None => Plan::defaults(config),
-            Some(values) => match Self::from_config_headers(config, values) {
-                Ok(plan) => plan,
-                Err(e) => {
-                    state.arrival(false);
-                    return Err(e);
-                }
-            },
-        };
-        let delta = state.arrival(plan.delta_header.is_some());
-        Ok((plan, delta))
-    }
-
-    /// Merges the config headers in order over the server defaults. Scalars set later win;
-    /// `response_headers` lists concatenate, as protobuf's merge does for Nighthawk.
-    pub(crate) fn from_config_headers<I>(
-        config: &'a ServerConfig,
-        values: I,
-    ) -> Result<Self, RequestConfigError>
-    where
-        I: IntoIterator<Item = &'a [u8]>,
-    {
-        let mut overrides = Overrides::default();
-        for value in values {
-            overrides.merge(parse(value)?, config.max_body_size())?;
-        }
-        Ok(overrides.resolve(config))
-    }
-}
-
-/// The message of a 413: `declared` is the request's content-length when it gave one.
-pub(crate) fn body_too_large(declared: Option<u64>, max_body: u64) -> String {
-    match declared {
-        Some(len) => format!(
-            "request body of {len} bytes exceeds the server's max body size of {max_body} bytes"
-        ),
-        None => format!("request body exceeds the server's max body size of {max_body} bytes"),
-    }
-}
 
 /// A bad `x-nighthawk-test-server-config`; answered with a 500 carrying this message.
 #[derive(Debug, thiserror::Error)]
@@ -180,6 +25,58 @@ pub(crate) enum RequestConfigError {
         "invalid {CONFIG_HEADER}: expected a JSON object such as {{\"response_body_size\": 128}}"
     )]
     NotAnObject,
+}
+
+impl RequestConfigError {
+    /// The message without the header's name, for `--config`.
+    pub(crate) fn detail(&self) -> String {
+        let full = self.to_string();
+        let prefix = format!("invalid {CONFIG_HEADER}: ");
+        full.strip_prefix(&prefix).map_or(full.clone(), str::to_string)
+    }
+}
+
+/// Merges config header values in order over the server defaults.
+pub(super) fn plan<'a, I>(config: &'a ServerConfig, values: I) -> Result<Plan<'a>, RequestConfigError>
+where
+    I: IntoIterator<Item = &'a [u8]>,
+{
+    let mut overrides = Overrides::default();
+    for value in values {
+        overrides.merge(parse(value)?, config.max_body_size())?;
+    }
+    Ok(overrides.resolve(config))
+}
+
+/// `config` with the fields of `json` (same shape as the header) as its new defaults.
+pub(crate) fn defaults_from_json(
+    config: &ServerConfig,
+    json: &str,
+) -> Result<ServerConfig, RequestConfigError> {
+    let plan = plan(config, [json.as_bytes()])?;
+    let mut out = config.clone();
+    let headers = match &plan.headers {
+        Headers::Default => None,
+        Headers::Custom(list) => Some(HeaderList {
+            entries: list
+                .entries
+                .iter()
+                .map(|(n, v)| (Cow::Owned(n.to_string()), Cow::Owned(v.to_string())))
+                .collect(),
+            date: list.date,
+        }),
+    };
+    let behaviour = super::Behaviour {
+        delay: plan.delay,
+        random_delay: plan.random_delay.clone(),
+        delta_header: plan.delta_header.as_deref().map(str::to_string),
+        chunking: plan.chunking,
+        faults: plan.faults.clone(),
+        stats_headers: plan.stats_headers,
+        seed: plan.seed,
+    };
+    out.adopt(plan.status, plan.body, headers, behaviour);
+    Ok(out)
 }
 
 fn parse(value: &[u8]) -> Result<RawConfig<'_>, RequestConfigError> {
@@ -226,6 +123,87 @@ struct RawConfig<'a> {
     emit_previous_request_delta_in_response_header: Option<Cow<'a, str>>,
     #[serde(default)]
     response_status: Option<u64>,
+    #[serde(default)]
+    delay_distribution: Option<RawDistribution>,
+    #[serde(default)]
+    response_chunk_size: Option<u64>,
+    #[serde(default)]
+    response_chunk_delay: Option<String>,
+    #[serde(default)]
+    reset: Option<RawReset>,
+    #[serde(default)]
+    close_after_bytes: Option<RawCloseAfter>,
+    #[serde(default)]
+    stall: Option<RawStall>,
+    #[serde(default)]
+    status_faults: Option<Vec<RawStatusFault>>,
+    #[serde(default)]
+    emit_server_stats_headers: Option<bool>,
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    expecting = "one of {\"fixed\": d}, {\"uniform\": {\"min\": d, \"max\": d}}, \
+                 {\"exponential\": {\"mean\": d}}, {\"weighted\": [{\"delay\": d, \"weight\": n}]}"
+)]
+enum RawDistribution {
+    Fixed(String),
+    Uniform { min: String, max: String },
+    Exponential { mean: String },
+    Weighted(Vec<RawWeighted>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWeighted {
+    delay: String,
+    weight: u32,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum RawScope {
+    Stream,
+    Connection,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReset {
+    #[serde(default)]
+    scope: Option<RawScope>,
+    #[serde(default)]
+    probability: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCloseAfter {
+    bytes: u64,
+    #[serde(default)]
+    probability: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStall {
+    duration: String,
+    #[serde(default)]
+    after_bytes: Option<u64>,
+    #[serde(default)]
+    probability: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStatusFault {
+    status: u64,
+    #[serde(default)]
+    probability: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -292,8 +270,42 @@ impl RawConfig<'_> {
                 .emit_previous_request_delta_in_response_header
                 .map(owned),
             response_status: self.response_status,
+            delay_distribution: self.delay_distribution,
+            response_chunk_size: self.response_chunk_size,
+            response_chunk_delay: self.response_chunk_delay,
+            reset: self.reset,
+            close_after_bytes: self.close_after_bytes,
+            stall: self.stall,
+            status_faults: self.status_faults,
+            emit_server_stats_headers: self.emit_server_stats_headers,
+            seed: self.seed,
         }
     }
+}
+
+fn required(field: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    parse_duration(value).map_err(|error| ConfigError::InvalidDuration { field, error })
+}
+
+fn distribution(raw: RawDistribution) -> Result<Distribution, ConfigError> {
+    let d = match raw {
+        RawDistribution::Fixed(d) => Distribution::Fixed(required("delay_distribution.fixed", &d)?),
+        RawDistribution::Uniform { min, max } => Distribution::Uniform {
+            min: required("delay_distribution.uniform.min", &min)?,
+            max: required("delay_distribution.uniform.max", &max)?,
+        },
+        RawDistribution::Exponential { mean } => Distribution::Exponential {
+            mean: required("delay_distribution.exponential.mean", &mean)?,
+        },
+        RawDistribution::Weighted(choices) => Distribution::Weighted(
+            choices
+                .iter()
+                .map(|c| Ok((required("delay_distribution.weighted.delay", &c.delay)?, c.weight)))
+                .collect::<Result<Arc<[_]>, ConfigError>>()?,
+        ),
+    };
+    d.validate()?;
+    Ok(d)
 }
 
 fn duration(field: &'static str, value: Option<&str>) -> Result<Duration, ConfigError> {
@@ -309,14 +321,23 @@ struct Overrides<'a> {
     response_body_size: Option<u64>,
     response_headers: Vec<(Cow<'a, str>, Cow<'a, str>, bool)>,
     echo_request_headers: Option<bool>,
-    delay: Option<Delay>,
+    delay: Option<(Delay, Option<Distribution>)>,
     /// `Some(None)`: a header explicitly turned the delta header off with `""`.
     delta_header: Option<Option<Cow<'a, str>>>,
     response_status: Option<u16>,
+    chunk_size: Option<u64>,
+    chunk_delay: Option<Duration>,
+    reset: Option<Reset>,
+    close_after_bytes: Option<(u64, f64)>,
+    stall: Option<(Stall, f64)>,
+    status_faults: Option<Arc<[(u16, f64)]>>,
+    stats_headers: Option<bool>,
+    seed: Option<u64>,
 }
 
 impl<'a> Overrides<'a> {
     fn merge(&mut self, raw: RawConfig<'a>, max_body_size: u64) -> Result<(), ConfigError> {
+        self.merge_faults(&raw)?;
         if let Some(size) = raw.response_body_size {
             self.response_body_size = Some(validate_body_size(size, max_body_size)?);
         }
@@ -330,13 +351,22 @@ impl<'a> Overrides<'a> {
         }
         // A oneof in Nighthawk's proto: both in one object is an error, across headers the
         // later one wins.
+        let set = usize::from(raw.static_delay.is_some())
+            + usize::from(raw.concurrency_based_linear_delay.is_some())
+            + usize::from(raw.delay_distribution.is_some());
+        if set > 1 {
+            return Err(ConfigError::ConflictingDelays);
+        }
+        if let Some(d) = raw.delay_distribution {
+            self.delay = Some((Delay::None, Some(distribution(d)?)));
+        }
         match (raw.static_delay, raw.concurrency_based_linear_delay) {
             (Some(_), Some(_)) => return Err(ConfigError::ConflictingDelays),
             (Some(d), None) => {
-                self.delay = Some(Delay::from_static(duration("static_delay", Some(&d))?));
+                self.delay = Some((Delay::from_static(duration("static_delay", Some(&d))?), None));
             }
             (None, Some(linear)) => {
-                self.delay = Some(Delay::Linear {
+                let linear = Delay::Linear {
                     minimal: duration(
                         "concurrency_based_linear_delay.minimal_delay",
                         linear.minimal_delay.as_deref(),
@@ -345,7 +375,8 @@ impl<'a> Overrides<'a> {
                         "concurrency_based_linear_delay.concurrency_delay_factor",
                         linear.concurrency_delay_factor.as_deref(),
                     )?,
-                });
+                };
+                self.delay = Some((linear, None));
             }
             (None, None) => {}
         }
@@ -359,6 +390,53 @@ impl<'a> Overrides<'a> {
         }
         if let Some(status) = raw.response_status {
             self.response_status = Some(validate_status(status)?);
+        }
+        Ok(())
+    }
+
+    fn merge_faults(&mut self, raw: &RawConfig<'_>) -> Result<(), ConfigError> {
+        if let Some(size) = raw.response_chunk_size {
+            self.chunk_size = Some(size);
+        }
+        if let Some(d) = &raw.response_chunk_delay {
+            self.chunk_delay = Some(required("response_chunk_delay", d)?);
+        }
+        if let Some(r) = &raw.reset {
+            let scope = match r.scope.unwrap_or(RawScope::Stream) {
+                RawScope::Stream => ResetScope::Stream,
+                RawScope::Connection => ResetScope::Connection,
+            };
+            let probability = probability("reset.probability", r.probability)?;
+            self.reset = Some(Reset { scope, probability });
+        }
+        if let Some(c) = &raw.close_after_bytes {
+            let p = probability("close_after_bytes.probability", c.probability)?;
+            self.close_after_bytes = Some((c.bytes, p));
+        }
+        if let Some(st) = &raw.stall {
+            let duration = required("stall.duration", &st.duration)?;
+            let p = probability("stall.probability", st.probability)?;
+            self.stall = Some((Stall { duration, after_bytes: st.after_bytes }, p));
+        }
+        if let Some(list) = &raw.status_faults {
+            let list = list
+                .iter()
+                .map(|f| {
+                    let status = validate_status(f.status).map_err(|_| ConfigError::InvalidFault {
+                        field: "status_faults.status",
+                        why: format!("{} is out of range: expected 200..=599", f.status),
+                    })?;
+                    Ok((status, probability("status_faults.probability", f.probability)?))
+                })
+                .collect::<Result<Vec<_>, ConfigError>>()?;
+            super::Faults::validate_status_sum(&list)?;
+            self.status_faults = Some(list.into());
+        }
+        if let Some(on) = raw.emit_server_stats_headers {
+            self.stats_headers = Some(on);
+        }
+        if let Some(seed) = raw.seed {
+            self.seed = Some(seed);
         }
         Ok(())
     }
@@ -386,13 +464,43 @@ impl<'a> Overrides<'a> {
             }
             plan.headers = Headers::Custom(list);
         }
-        if let Some(delay) = self.delay {
+        if let Some((delay, random)) = self.delay {
             plan.delay = delay;
+            plan.random_delay = random;
         }
         if let Some(status) = self.response_status {
             plan.status = status;
         }
-        Plan { delta_header: self.delta_header.flatten(), ..plan }
+        if let Some(delta) = self.delta_header {
+            plan.delta_header = delta;
+        }
+        if self.chunk_size.is_some() || self.chunk_delay.is_some() {
+            let base = plan.chunking;
+            let size = self.chunk_size.or(base.map(|c| c.size)).unwrap_or(0);
+            let delay = self.chunk_delay.or(base.map(|c| c.delay)).unwrap_or(Duration::ZERO);
+            // Size 0 turns chunking off (a header can undo a server default).
+            plan.chunking = (size > 0).then_some(Chunking { size, delay });
+        }
+        let faults = &mut plan.faults;
+        if let Some(reset) = self.reset {
+            faults.reset = (reset.probability > 0.0).then_some(reset);
+        }
+        if let Some((bytes, p)) = self.close_after_bytes {
+            faults.close_after_bytes = (p > 0.0).then_some((bytes, p));
+        }
+        if let Some((stall, p)) = self.stall {
+            faults.stall = (p > 0.0).then_some((stall, p));
+        }
+        if let Some(list) = self.status_faults {
+            faults.status = list;
+        }
+        if let Some(on) = self.stats_headers {
+            plan.stats_headers = on;
+        }
+        if self.seed.is_some() {
+            plan.seed = self.seed;
+        }
+        plan
     }
 }
 
