@@ -379,7 +379,10 @@ impl ServerConfigBuilder {
         }
         let config = ServerConfig {
             response_body_size,
-            behaviour: Behaviour { delay: Delay::from_static(self.static_delay), ..Behaviour::default() },
+            behaviour: Behaviour {
+                delay: Delay::from_static(self.static_delay),
+                ..Behaviour::default()
+            },
             stats_path: self.stats_path,
             headers,
             echo_request_headers: self.echo_request_headers,

@@ -15,7 +15,13 @@ const STATS: &str = "/.shrike/stats";
 
 /// `shrike run` against `url` with `config` in the header, without the default failure
 /// predicates (they would end the run at the first fault), `rps` for one second.
-fn run_with(url: &str, protocol: &str, config: &str, rps: &str, extra: &[&str]) -> serde_json::Value {
+fn run_with(
+    url: &str,
+    protocol: &str,
+    config: &str,
+    rps: &str,
+    extra: &[&str],
+) -> serde_json::Value {
     let header = format!("{CONFIG}: {config}");
     let mut args = vec![
         "run",

@@ -75,7 +75,8 @@ fn linear_delay_grows_with_concurrency() {
 #[test]
 fn chunked_body_arrives_in_spaced_chunks_on_http1() {
     let server = Server::start(&[]);
-    let config = r#"{"response_body_size": 12, "response_chunk_size": 4, "response_chunk_delay": "0.04s"}"#;
+    let config =
+        r#"{"response_body_size": 12, "response_chunk_size": 4, "response_chunk_delay": "0.04s"}"#;
     let mut socket = TcpStream::connect(&server.addr).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(socket, "GET / HTTP/1.1\r\nhost: x\r\n{CONFIG}: {config}\r\n\r\n").unwrap();
@@ -174,7 +175,10 @@ fn config_defaults_are_overridden_field_by_field() {
     assert!(time < 0.02, "{time}");
 
     // A bad --config is a usage error naming the field.
-    let out = run(&["serve", "--listen", "127.0.0.1:0", "--config", r#"{"stall": {}}"#], Duration::from_secs(10));
+    let out = run(
+        &["serve", "--listen", "127.0.0.1:0", "--config", r#"{"stall": {}}"#],
+        Duration::from_secs(10),
+    );
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("duration"), "{}", out.stderr);
 }

@@ -24,9 +24,14 @@ pub(crate) enum ResetScope {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Distribution {
     Fixed(Duration),
-    Uniform { min: Duration, max: Duration },
+    Uniform {
+        min: Duration,
+        max: Duration,
+    },
     /// Memoryless, with a tail: P(delay > k·mean) = e^-k.
-    Exponential { mean: Duration },
+    Exponential {
+        mean: Duration,
+    },
     /// fortio-style weighted choice among fixed delays.
     Weighted(Arc<[(Duration, u32)]>),
 }

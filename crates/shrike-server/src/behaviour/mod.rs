@@ -281,7 +281,12 @@ impl<'a> Plan<'a> {
 
     /// The timing and fault side of the plan, for the front end to act on.
     pub(crate) fn pacing(&self) -> Pacing {
-        Pacing { delay: self.delay, rolled: self.rolled, chunking: self.chunking, stats: self.stats }
+        Pacing {
+            delay: self.delay,
+            rolled: self.rolled,
+            chunking: self.chunking,
+            stats: self.stats,
+        }
     }
 }
 

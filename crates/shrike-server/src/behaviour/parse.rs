@@ -37,7 +37,10 @@ impl RequestConfigError {
 }
 
 /// Merges config header values in order over the server defaults.
-pub(super) fn plan<'a, I>(config: &'a ServerConfig, values: I) -> Result<Plan<'a>, RequestConfigError>
+pub(super) fn plan<'a, I>(
+    config: &'a ServerConfig,
+    values: I,
+) -> Result<Plan<'a>, RequestConfigError>
 where
     I: IntoIterator<Item = &'a [u8]>,
 {
@@ -422,10 +425,11 @@ impl<'a> Overrides<'a> {
             let list = list
                 .iter()
                 .map(|f| {
-                    let status = validate_status(f.status).map_err(|_| ConfigError::InvalidFault {
-                        field: "status_faults.status",
-                        why: format!("{} is out of range: expected 200..=599", f.status),
-                    })?;
+                    let status =
+                        validate_status(f.status).map_err(|_| ConfigError::InvalidFault {
+                            field: "status_faults.status",
+                            why: format!("{} is out of range: expected 200..=599", f.status),
+                        })?;
                     Ok((status, probability("status_faults.probability", f.probability)?))
                 })
                 .collect::<Result<Vec<_>, ConfigError>>()?;

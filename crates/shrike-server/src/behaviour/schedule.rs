@@ -71,7 +71,8 @@ impl Schedule {
             return Step::Done;
         }
         if self.chunk_left == 0 {
-            let chunking = self.chunking.unwrap_or(Chunking { size: u64::MAX, delay: Duration::ZERO });
+            let chunking =
+                self.chunking.unwrap_or(Chunking { size: u64::MAX, delay: Duration::ZERO });
             if self.sent > 0 && !chunking.delay.is_zero() && !self.paused {
                 self.paused = true;
                 return Step::Wait(chunking.delay);

@@ -2,8 +2,8 @@
 //! buffer so pipelined responses leave in one write.
 
 use crate::behaviour::{Body, Headers, Plan, ACTIVE_HEADER, FILLER, SERVICE_TIME_HEADER};
-use crate::http2::response::Payload;
 use crate::date;
+use crate::http2::response::Payload;
 use crate::status;
 use crate::ServerConfig;
 /// Bodies up to this size are copied behind their head so both leave in one write; larger ones

@@ -113,8 +113,7 @@ pub(crate) fn for_request(
 /// Adds the service time (arrival to now) to a head about to be sent.
 pub(crate) fn stamp_service_time(head: &mut Response<()>, stats: Option<StatsHeaders>) {
     if let Some(stats) = stats {
-        head.headers_mut()
-            .insert(SERVICE_TIME_HEADER, HeaderValue::from(stats.service_time_us()));
+        head.headers_mut().insert(SERVICE_TIME_HEADER, HeaderValue::from(stats.service_time_us()));
     }
 }
 

@@ -192,7 +192,8 @@ async fn send_paced(
                 while left > 0 {
                     let capacity = stream.capacity() as u64;
                     if capacity == 0 {
-                        stream.reserve_capacity(usize::try_from(left.min(MAX_RESERVE)).unwrap_or(0));
+                        stream
+                            .reserve_capacity(usize::try_from(left.min(MAX_RESERVE)).unwrap_or(0));
                         match poll_fn(|cx| stream.poll_capacity(cx)).await {
                             Some(Ok(_)) => continue,
                             Some(Err(e)) => return Err(e),
