@@ -221,3 +221,37 @@ fn h3_stream_reset_is_counted() {
     // 5 sd of binomial(100, 0.5) is 25.
     assert!(within(resets, sent as f64 * 0.5, 25.0), "{resets} of {sent}");
 }
+
+#[test]
+fn tls_h1_reset_and_h3_truncation_are_counted() {
+    let server = TlsServer::start(&["--tls", "--http3"]);
+    let url = server.url();
+    let cases = [
+        ("http1", r#"{"reset": {"scope": "connection"}}"#),
+        ("http3", r#"{"response_body_size": 5000, "close_after_bytes": {"bytes": 1000}}"#),
+        ("http3", r#"{"reset": {"scope": "connection"}}"#),
+    ];
+    for (protocol, config) in cases {
+        let header = format!("{CONFIG}: {config}");
+        let v = run_json_ok(&[
+            "run",
+            &url,
+            "--protocol",
+            protocol,
+            "--tls-ca",
+            &server.ca,
+            "--no-default-failure-predicates",
+            "--request-header",
+            &header,
+            "--rps",
+            "30",
+            "--duration",
+            "1",
+        ]);
+        let g = global(&v);
+        let sent = counter(g, "upstream_rq_total");
+        assert!(sent >= 25, "{protocol} {config}: {sent}");
+        assert_eq!(counter(g, "benchmark.stream_resets"), sent, "{protocol} {config}: {g}");
+        assert_eq!(counter(g, "benchmark.http_2xx"), 0, "{protocol} {config}");
+    }
+}

@@ -182,3 +182,33 @@ fn config_defaults_are_overridden_field_by_field() {
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("duration"), "{}", out.stderr);
 }
+
+#[test]
+fn paced_body_and_stall_over_http3() {
+    let server = TlsServer::start(&["--tls", "--http3"]);
+    let config = r#"{"response_body_size": 3000, "response_chunk_size": 1000,
+        "response_chunk_delay": "0.03s", "stall": {"duration": "0.05s", "after_bytes": 1500}}"#;
+    let header = format!("{CONFIG}: {}", config.replace('\n', " "));
+    let v = run_json_ok(&[
+        "run",
+        &server.url(),
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--request-header",
+        &header,
+        "--rps",
+        "10",
+        "--duration",
+        "1",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 10);
+    let body = statistic(g, "benchmark_http_client.response_body_size");
+    assert_eq!(body["raw_min"], "3000");
+    // Two chunk pauses and one stall.
+    let min = secs(&statistic(g, "benchmark_http_client.request_to_response")["min"]);
+    assert!(min >= 0.11, "{min}");
+    assert!(min < 0.5, "{min}");
+}

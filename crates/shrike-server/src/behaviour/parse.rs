@@ -572,6 +572,79 @@ mod tests {
     }
 
     #[test]
+    fn fault_and_pacing_fields() {
+        let config = ServerConfig::default();
+        let p = plan(
+            &config,
+            &[r#"{"reset": {"scope": "connection", "probability": 0.25},
+                  "close_after_bytes": {"bytes": 5},
+                  "stall": {"duration": "0.000250s", "after_bytes": 2, "probability": 0.5},
+                  "status_faults": [{"status": 503, "probability": 0.2}, {"status": 429}],
+                  "response_chunk_size": 4, "response_chunk_delay": "1ms",
+                  "delay_distribution": {"weighted": [{"delay": "1ms", "weight": 90},
+                                                      {"delay": "50ms", "weight": 10}]},
+                  "emit_server_stats_headers": true, "seed": 9}"#],
+        );
+        // 0.2 + 1 > 1.
+        assert!(p.unwrap_err().contains("status_faults"));
+        let p = plan(
+            &config,
+            &[r#"{"reset": {"scope": "connection", "probability": 0.25},
+                  "close_after_bytes": {"bytes": 5},
+                  "stall": {"duration": "0.000250s", "after_bytes": 2, "probability": 0.5},
+                  "status_faults": [{"status": 503, "probability": 0.2}],
+                  "response_chunk_size": 4, "response_chunk_delay": "1ms",
+                  "delay_distribution": {"exponential": {"mean": "2ms"}},
+                  "emit_server_stats_headers": true, "seed": 9}"#],
+        )
+        .unwrap();
+        let f = &p.faults;
+        assert_eq!(f.reset, Some(Reset { scope: ResetScope::Connection, probability: 0.25 }));
+        assert_eq!(f.close_after_bytes, Some((5, 1.0)));
+        let stall = Stall { duration: Duration::from_micros(250), after_bytes: Some(2) };
+        assert_eq!(f.stall, Some((stall, 0.5)));
+        assert_eq!(&f.status[..], &[(503, 0.2)]);
+        assert_eq!(p.chunking, Some(Chunking { size: 4, delay: Duration::from_millis(1) }));
+        assert_eq!(
+            p.random_delay,
+            Some(Distribution::Exponential { mean: Duration::from_millis(2) })
+        );
+        assert!(p.delay.is_none());
+        assert!(p.stats_headers);
+        assert_eq!(p.seed, Some(9));
+    }
+
+    #[test]
+    fn header_overrides_server_defaults_field_by_field() {
+        let base = ServerConfig::builder()
+            .defaults_json(
+                r#"{"response_status": 503, "reset": {"probability": 0.5},
+                    "response_chunk_size": 8, "response_chunk_delay": "2ms",
+                    "concurrency_based_linear_delay": {"minimal_delay": "1ms"}}"#,
+            )
+            .build()
+            .unwrap();
+        let d = Plan::defaults(&base);
+        assert_eq!(d.status, 503);
+        assert_eq!(d.faults.reset.map(|r| r.probability), Some(0.5));
+        // Only the named fields change: probability 0 turns the reset off, the chunk delay
+        // keeps its default, and a static delay replaces the linear one.
+        let p = plan(
+            &base,
+            &[r#"{"reset": {"probability": 0}, "response_chunk_size": 16, "static_delay": "3ms"}"#],
+        )
+        .unwrap();
+        assert_eq!(p.status, 503);
+        assert_eq!(p.faults.reset, None);
+        assert_eq!(p.chunking, Some(Chunking { size: 16, delay: Duration::from_millis(2) }));
+        assert_eq!(p.delay, Delay::Static(Duration::from_millis(3)));
+        let p = plan(&base, &[r#"{"response_chunk_size": 0}"#]).unwrap();
+        assert_eq!(p.chunking, None);
+        let bad = ServerConfig::builder().defaults_json(r#"{"seed": -1}"#).build();
+        assert!(matches!(bad, Err(ConfigError::InvalidDefaults(_))), "{bad:?}");
+    }
+
+    #[test]
     fn echo_wins_over_size() {
         let config = ServerConfig::default();
         let p = plan(&config, &[r#"{"echo_request_headers": true, "response_body_size": 5}"#]);
@@ -612,6 +685,16 @@ mod tests {
                 "invalid concurrency_based_linear_delay.minimal_delay",
             ),
             (r#"{response_body_sise: 3}"#, "unknown field `response_body_sise`"),
+            (r#"{"reset": {"probability": -0.1}}"#, "invalid reset.probability"),
+            (r#"{"close_after_bytes": {}}"#, "missing field `bytes`"),
+            (r#"{"stall": {"duration": "x"}}"#, "invalid stall.duration"),
+            (r#"{"status_faults": [{"status": 600}]}"#, "invalid status_faults.status"),
+            (r#"{"delay_distribution": {"normal": {}}}"#, "unknown variant `normal`"),
+            (r#"{"delay_distribution": {"weighted": []}}"#, "delay_distribution.weighted"),
+            (
+                r#"{"static_delay": "1s", "delay_distribution": {"fixed": "1ms"}}"#,
+                "mutually exclusive",
+            ),
         ];
         for (input, needle) in cases {
             let err = plan(&config, &[input]).unwrap_err();
