@@ -255,3 +255,35 @@ fn tls_h1_reset_and_h3_truncation_are_counted() {
         assert_eq!(counter(g, "benchmark.http_2xx"), 0, "{protocol} {config}");
     }
 }
+
+/// A peer client agrees: h2load's own status and error counts match the server's statistics.
+#[test]
+fn h2load_counts_match_the_stats_endpoint() {
+    let server = Server::start(&["--stats-path", STATS]);
+    let config = r#"{"status_faults": [{"status": 503, "probability": 0.2}],
+        "reset": {"probability": 0.1}, "seed": 3}"#
+        .replace('\n', " ");
+    let out = Command::new("timeout")
+        .args(["20", "h2load", "-n", "300", "-c", "4", "-m", "10", "-H"])
+        .arg(format!("{CONFIG}: {config}"))
+        .arg(server.url("/"))
+        .output()
+        .expect("h2load runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |line: &str, suffix: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(line)).unwrap_or_else(|| panic!("{text}"));
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+        let at = words.iter().position(|w| *w == suffix).unwrap_or_else(|| panic!("{line}"));
+        words[at - 1].parse().unwrap()
+    };
+    let (ok, errors) = (field("status codes:", "2xx"), field("status codes:", "5xx"));
+    let errored = field("requests:", "errored");
+    assert_eq!(ok + errors + errored, 300, "{text}");
+    let s = stats(&server);
+    assert_eq!(s["requests"], 300);
+    assert_eq!(s["responses"]["2xx"], ok);
+    assert_eq!(s["responses"]["5xx"], errors);
+    assert_eq!(s["faults"]["status"], errors);
+    assert_eq!(s["faults"]["reset_stream"], errored);
+    assert!(within(errored, 30.0, 26.0), "{text}");
+}
