@@ -10,6 +10,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use shrike_timer::PreciseTimer;
@@ -42,13 +43,21 @@ impl Sleeper {
     }
 }
 
-/// Lazily started [`Sleeper`] for a connection.
-#[derive(Debug, Default)]
-pub(crate) struct LazySleeper(Option<Sleeper>);
+/// A connection's [`Sleeper`], started by the first request that waits. Cheap to clone into
+/// each request's task.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LazySleeper(Arc<OnceLock<Sleeper>>);
 
 impl LazySleeper {
-    pub(crate) fn get(&mut self) -> Sleeper {
-        self.0.get_or_insert_with(Sleeper::start).clone()
+    pub(crate) fn get(&self) -> &Sleeper {
+        self.0.get_or_init(Sleeper::start)
+    }
+
+    /// Sleeps `duration` on the shared timer; no timer is started for a zero duration.
+    pub(crate) async fn sleep(&self, duration: Duration) {
+        if !duration.is_zero() {
+            self.get().sleep(duration).await;
+        }
     }
 }
 

@@ -167,7 +167,9 @@ fn stall_before_the_head_and_mid_body() {
         let v: Vec<f64> = out.split(' ').map(|x| x.parse().unwrap()).collect();
         assert_eq!(v[2], 20.0, "{out}");
         assert!(v[0] < 0.2, "head came late: {out}");
-        assert!(v[1] - v[0] >= 0.29, "no stall mid-body: {out}");
+        assert!(v[1] >= 0.3, "{out}");
+        // curl may notice the first byte a little late, so allow some of the stall before it.
+        assert!(v[1] - v[0] >= 0.27, "no stall mid-body: {out}");
     }
 }
 

@@ -115,8 +115,10 @@ fn chunked_body_is_paced_on_http2() {
     let out = String::from_utf8(out.stdout).unwrap();
     let v: Vec<f64> = out.split(' ').map(|x| x.parse().unwrap()).collect();
     assert_eq!(v[2], 3000.0, "{out}");
-    // Two pauses between three chunks.
-    assert!(v[1] - v[0] >= 0.098, "{out}");
+    // Two pauses between three chunks: the whole exchange takes at least both, and most of
+    // them fall after the first byte (curl may notice that first byte a little late).
+    assert!(v[1] >= 0.1, "{out}");
+    assert!(v[1] - v[0] >= 0.085, "{out}");
     assert!(v[1] - v[0] < 0.5, "{out}");
 }
 

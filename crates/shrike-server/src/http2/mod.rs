@@ -51,7 +51,7 @@ where
     // connection gone they could not send anything anyway.
     let mut tasks = JoinSet::new();
     let mut draining = false;
-    let mut ctx = stream::ConnCtx::default();
+    let ctx = stream::ConnCtx::default();
     let kill = ctx.kill.clone();
     loop {
         tokio::select! {
@@ -74,7 +74,7 @@ where
             // GOAWAY it yields `None` once the accepted streams have completed.
             next = conn.accept() => match next {
                 Some(Ok((request, respond))) => {
-                    stream::accept(request, respond, &shared, &mut tasks, &mut ctx);
+                    stream::accept(request, respond, &shared, &mut tasks, &ctx);
                 }
                 // A connection error: the peer vanished or broke the protocol.
                 Some(Err(_)) | None => break,

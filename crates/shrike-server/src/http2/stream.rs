@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use super::response::{self, Payload, Reply};
 use crate::behaviour::{self, Pacing, ResetScope, Step};
 use crate::server::Shared;
-use crate::timer::{LazySleeper, Sleeper};
+use crate::timer::LazySleeper;
 
 /// What the streams of one connection share besides the connection itself.
 #[derive(Debug, Default)]
@@ -45,7 +45,7 @@ pub(crate) fn accept(
     mut respond: SendResponse<Bytes>,
     shared: &Arc<Shared>,
     tasks: &mut JoinSet<()>,
-    ctx: &mut ConnCtx,
+    ctx: &ConnCtx,
 ) {
     let (parts, body) = request.into_parts();
     let max_body = shared.config.max_body_size();
@@ -65,7 +65,7 @@ pub(crate) fn accept(
         return;
     }
     let shared = shared.clone();
-    let sleeper = pacing.is_eventful().then(|| ctx.sleeper.get());
+    let sleeper = ctx.sleeper.clone();
     let kill = ctx.kill.clone();
     tasks.spawn(async move {
         // Counted while it may wait, as Nighthawk counts requests for its linear delay.
@@ -79,18 +79,10 @@ pub(crate) fn accept(
             }
             Drained::Reset => return,
         };
-        let pause = |d: Duration| {
-            let sleeper = sleeper.clone();
-            async move {
-                if let Some(s) = sleeper {
-                    s.sleep(d).await;
-                }
-            }
-        };
         let wait = pacing.delay.now(&shared.state);
         if !wait.is_zero() {
             tokio::select! {
-                () = pause(wait) => {}
+                () = sleeper.sleep(wait) => {}
                 // The client gave up: free the slot (and the active count) at once.
                 _ = poll_fn(|cx| respond.poll_reset(cx)) => return,
             }
@@ -100,12 +92,10 @@ pub(crate) fn accept(
             Some(ResetScope::Connection) => return kill.notify_one(),
             None => {}
         }
-        pause(pacing.stall_before_head()).await;
+        sleeper.sleep(pacing.stall_before_head()).await;
         response::stamp_service_time(&mut reply.head, pacing.stats);
         if pacing.paced_body() && !refused {
-            if let Some(sleeper) = &sleeper {
-                let _ = send_paced(&mut respond, reply, pacing, sleeper).await;
-            }
+            let _ = send_paced(&mut respond, reply, pacing, &sleeper).await;
         } else if let Ok(Some(mut rest)) = start(&mut respond, reply) {
             let _ = send_rest(&mut rest.0, &mut rest.1).await;
         }
@@ -180,7 +170,7 @@ async fn send_paced(
     respond: &mut SendResponse<Bytes>,
     reply: Reply,
     pacing: Pacing,
-    sleeper: &Sleeper,
+    sleeper: &LazySleeper,
 ) -> Result<(), h2::Error> {
     let Reply { head, mut payload } = reply;
     let mut schedule = pacing.schedule(payload.len());

@@ -157,7 +157,7 @@ async fn connection(
     // connection gone they could not answer anyway.
     let mut requests = JoinSet::new();
     let mut draining = false;
-    let mut sleeper = crate::timer::LazySleeper::default();
+    let sleeper = crate::timer::LazySleeper::default();
     loop {
         tokio::select! {
             biased;
@@ -176,7 +176,7 @@ async fn connection(
             // Also processes the control stream (the peer's SETTINGS and GOAWAY).
             next = conn.accept() => match next {
                 Ok(Some(resolver)) => {
-                    let task = stream::serve(resolver, shared.clone(), quic.clone(), sleeper.get());
+                    let task = stream::serve(resolver, shared.clone(), quic.clone(), sleeper.clone());
                     requests.spawn(task);
                 }
                 // The peer closed the connection (or went away), or h3 saw both sides' GOAWAY

@@ -16,7 +16,7 @@ use http::Method;
 use crate::behaviour::{self, Pacing, ResetScope, Step, FILLER};
 use crate::http2::response::{self, Reply};
 use crate::server::Shared;
-use crate::timer::Sleeper;
+use crate::timer::LazySleeper;
 
 /// H3_INTERNAL_ERROR, for injected resets.
 const H3_INTERNAL_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x102);
@@ -35,7 +35,7 @@ pub(super) async fn serve(
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
     shared: Arc<Shared>,
     quic: quinn::Connection,
-    sleeper: Sleeper,
+    sleeper: LazySleeper,
 ) {
     let Ok((request, mut stream)) = resolver.resolve_request().await else { return };
     let (parts, ()) = request.into_parts();
@@ -103,7 +103,7 @@ async fn send_paced(
     stream: &mut Stream,
     reply: Reply,
     pacing: Pacing,
-    sleeper: &Sleeper,
+    sleeper: &LazySleeper,
 ) -> Result<(), h3::error::StreamError> {
     let Reply { head, mut payload } = reply;
     let mut schedule = pacing.schedule(payload.len());
