@@ -214,3 +214,27 @@ fn paced_body_and_stall_over_http3() {
     assert!(min >= 0.11, "{min}");
     assert!(min < 0.5, "{min}");
 }
+
+#[test]
+fn weighted_delay_distribution_gives_a_tail() {
+    // A fresh server and a seed make the draws exact: of the first 200 requests, a fixed
+    // number (near 10%) get the slow delay.
+    let server = Server::start(&[]);
+    let config = r#"{"delay_distribution": {"weighted":
+        [{"delay": "0.001s", "weight": 90}, {"delay": "0.05s", "weight": 10}]}, "seed": 5}"#;
+    let g = run_with(
+        &server.url("/"),
+        "http2",
+        &config.replace('\n', " "),
+        &["--rps", "200", "--duration", "1"],
+    );
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 200);
+    let service = statistic(&g, "benchmark_http_client.request_to_response");
+    let min = secs(&service["min"]);
+    assert!(min >= 0.001, "{min}");
+    assert!(percentile_secs(service, 0.5) < 0.01, "{service}");
+    assert!(percentile_secs(service, 0.99) >= 0.05, "{service}");
+    let mean = secs(&service["mean"]);
+    // 0.9 × 1 ms + 0.1 × 50 ms = 5.9 ms, give or take the sample.
+    assert!((0.0035..0.0095).contains(&mean), "{mean}");
+}
