@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use shrike_stats::duration::DurationError;
 
+use crate::behaviour::{self, Behaviour, Body, Delay};
 use crate::headers::{HeaderList, ResponseHeader};
 use crate::tls::TlsConfig;
 
@@ -50,8 +51,17 @@ pub enum ConfigError {
     ManagedHeader(String),
     #[error("invalid {field}: {error}")]
     InvalidDuration { field: &'static str, error: DurationError },
-    #[error("static_delay and concurrency_based_linear_delay are mutually exclusive; set one")]
+    #[error(
+        "static_delay, concurrency_based_linear_delay and delay_distribution are mutually \
+         exclusive; set one"
+    )]
     ConflictingDelays,
+    #[error("invalid {field}: {why}")]
+    InvalidFault { field: &'static str, why: String },
+    #[error("invalid --config: {0}")]
+    InvalidDefaults(String),
+    #[error("stats path {0:?} must start with '/'")]
+    InvalidStatsPath(String),
     #[error("max_connections must be at least 1")]
     ZeroMaxConnections,
     #[error("max_concurrent_streams must be at least 1")]
@@ -77,7 +87,8 @@ pub(crate) fn validate_body_size(size: u64, max: u64) -> Result<u64, ConfigError
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     response_body_size: u64,
-    static_delay: Duration,
+    behaviour: Behaviour,
+    stats_path: Option<String>,
     /// The server's own `server: shrike` plus the configured headers, with replace/append
     /// already applied, so requests without a config header reuse it as is.
     headers: HeaderList<'static>,
@@ -101,7 +112,41 @@ impl ServerConfig {
     }
 
     pub fn static_delay(&self) -> Duration {
-        self.static_delay
+        match self.behaviour.delay {
+            Delay::Static(d) => d,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The path of the JSON statistics endpoint, when enabled.
+    pub fn stats_path(&self) -> Option<&str> {
+        self.stats_path.as_deref()
+    }
+
+    pub(crate) fn behaviour(&self) -> &Behaviour {
+        &self.behaviour
+    }
+
+    /// Takes a resolved default plan (from `--config`) as the server's defaults.
+    pub(crate) fn adopt(
+        &mut self,
+        status: u16,
+        body: Body,
+        headers: Option<HeaderList<'static>>,
+        behaviour: Behaviour,
+    ) {
+        self.response_status = status;
+        match body {
+            Body::Echo => self.echo_request_headers = true,
+            Body::Filler(n) => {
+                self.echo_request_headers = false;
+                self.response_body_size = n;
+            }
+        }
+        if let Some(headers) = headers {
+            self.headers = headers;
+        }
+        self.behaviour = behaviour;
     }
 
     /// The headers every response carries unless a request replaces them, in wire order,
@@ -170,7 +215,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             response_body_size: DEFAULT_RESPONSE_BODY_SIZE,
-            static_delay: Duration::ZERO,
+            behaviour: Behaviour::default(),
+            stats_path: None,
             headers: base_headers(),
             echo_request_headers: false,
             response_status: 200,
@@ -194,6 +240,8 @@ fn base_headers() -> HeaderList<'static> {
 pub struct ServerConfigBuilder {
     response_body_size: u64,
     static_delay: Duration,
+    defaults_json: Option<String>,
+    stats_path: Option<String>,
     headers: Vec<(String, String, bool)>,
     echo_request_headers: bool,
     response_status: u64,
@@ -210,6 +258,8 @@ impl Default for ServerConfigBuilder {
         Self {
             response_body_size: DEFAULT_RESPONSE_BODY_SIZE,
             static_delay: Duration::ZERO,
+            defaults_json: None,
+            stats_path: None,
             headers: Vec::new(),
             echo_request_headers: false,
             response_status: 200,
@@ -231,6 +281,21 @@ impl ServerConfigBuilder {
 
     pub fn static_delay(mut self, delay: Duration) -> Self {
         self.static_delay = delay;
+        self
+    }
+
+    /// Server-wide defaults as JSON in the config header's shape (every field of
+    /// `x-nighthawk-test-server-config`). Applied over the other settings; each request's
+    /// header then overrides it field by field.
+    pub fn defaults_json(mut self, json: impl Into<String>) -> Self {
+        self.defaults_json = Some(json.into());
+        self
+    }
+
+    /// Serves the statistics JSON at this path (e.g. `/.shrike/stats`); off by default so it
+    /// never shadows a path a test uses.
+    pub fn stats_path(mut self, path: impl Into<String>) -> Self {
+        self.stats_path = Some(path.into());
         self
     }
 
@@ -307,9 +372,18 @@ impl ServerConfigBuilder {
             let (name, value) = ResponseHeader::try_new(name, value)?.into_parts();
             headers.apply(name.into(), value.into(), append);
         }
-        Ok(ServerConfig {
+        if let Some(path) = &self.stats_path {
+            if !path.starts_with('/') {
+                return Err(ConfigError::InvalidStatsPath(path.clone()));
+            }
+        }
+        let config = ServerConfig {
             response_body_size,
-            static_delay: self.static_delay,
+            behaviour: Behaviour {
+                delay: Delay::from_static(self.static_delay),
+                ..Behaviour::default()
+            },
+            stats_path: self.stats_path,
             headers,
             echo_request_headers: self.echo_request_headers,
             response_status,
@@ -319,7 +393,12 @@ impl ServerConfigBuilder {
             drain_timeout: self.drain_timeout,
             tls: self.tls,
             tls_handshake_timeout: self.tls_handshake_timeout,
-        })
+        };
+        match &self.defaults_json {
+            None => Ok(config),
+            Some(json) => behaviour::defaults_from_json(&config, json)
+                .map_err(|e| ConfigError::InvalidDefaults(e.detail())),
+        }
     }
 }
 

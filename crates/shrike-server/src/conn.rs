@@ -21,6 +21,24 @@ use crate::server::Shared;
 use crate::state::Totals;
 use crate::{h1, http2, tls};
 
+/// Ends a connection abruptly: the next close sends a TCP RST instead of a FIN (SO_LINGER 0),
+/// which is how an HTTP/1.1 server "resets" a request.
+pub(crate) trait Abort {
+    fn abort(&self);
+}
+
+impl Abort for TcpStream {
+    fn abort(&self) {
+        let _ = self.set_zero_linger();
+    }
+}
+
+impl Abort for tokio_rustls::server::TlsStream<TcpStream> {
+    fn abort(&self) {
+        let _ = self.get_ref().0.set_zero_linger();
+    }
+}
+
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<()>) {
@@ -75,7 +93,7 @@ async fn handshake(
 /// Reads until the first bytes tell HTTP/2's preface from an HTTP/1.1 request, then serves.
 async fn detect<S>(mut stream: S, shared: Arc<Shared>, mut shutdown: watch::Receiver<()>)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + Abort + 'static,
 {
     let mut buf = Vec::with_capacity(h1::READ_BUF);
     let http2 = loop {

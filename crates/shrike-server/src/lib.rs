@@ -5,8 +5,13 @@
 //! override with an `x-nighthawk-test-server-config` header, using Nighthawk's field names:
 //! `response_body_size`, `response_headers`, `echo_request_headers`, `static_delay`,
 //! `concurrency_based_linear_delay` and `emit_previous_request_delta_in_response_header`, plus
-//! Shrike's `response_status`. A bad header gets a 500 that names the problem, and the
-//! connection stays usable.
+//! Shrike's `response_status`, random delays, paced (chunked) bodies, fault injection (resets,
+//! truncation, stalls, injected statuses) and server-side stats headers; the full table is in
+//! the `behaviour` module and the README. The same JSON sets the server's defaults
+//! ([`ServerConfigBuilder::defaults_json`]), which each header overrides field by field. A bad
+//! header gets a 500 that names the problem, and the connection stays usable. Delays sleep on a
+//! timerfd with microsecond precision, and an optional endpoint
+//! ([`ServerConfigBuilder::stats_path`]) serves the server's own counts as JSON.
 //!
 //! The crate has four parts: the protocol-neutral behaviour (configuration, header merging,
 //! delays, server-wide counters); the HTTP/1.1 front end, a hand-written codec built for low
@@ -32,7 +37,9 @@ mod relaxed;
 mod rewind;
 mod server;
 mod state;
+mod stats;
 mod status;
+mod timer;
 mod tls;
 
 pub use config::{

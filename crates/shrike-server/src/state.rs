@@ -5,6 +5,9 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::behaviour::Rng;
+use crate::stats::Stats;
+
 /// Keeps each hot atomic on its own cache line so that updating one does not invalidate the
 /// other (or the read-mostly data next to it) on every core.
 #[repr(align(128))]
@@ -26,6 +29,11 @@ pub(crate) struct ServerState {
     active: CachePadded<AtomicUsize>,
     /// Touched once or twice per connection, never per request.
     totals: CachePadded<Totals>,
+    stats: Stats,
+    /// Seed of the fault and delay dice when a request gives none: differs per server run.
+    seed: u64,
+    /// Counts rolls, so each request gets its own random stream.
+    draws: CachePadded<AtomicU64>,
 }
 
 /// Connection-level counts, reported by [`run`](crate::run) when it returns.
@@ -78,7 +86,23 @@ impl ServerState {
             last_arrival: CachePadded::default(),
             active: CachePadded::default(),
             totals: CachePadded::default(),
+            stats: Stats::new(),
+            seed: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                ^ u64::from(std::process::id()).rotate_left(32),
+            draws: CachePadded::default(),
         }
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// A fresh random stream for one request; with `seed`, the n-th stream is always the same.
+    pub(crate) fn rng(&self, seed: Option<u64>) -> Rng {
+        let draw = self.draws.fetch_add(1, Ordering::Relaxed);
+        Rng::new(seed.unwrap_or(self.seed), draw)
     }
 
     /// Records that a request arrived now. With `want_delta`, returns the nanoseconds since the

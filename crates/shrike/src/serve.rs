@@ -68,6 +68,15 @@ pub struct ServeArgs {
     /// After a shutdown signal, how long in-flight requests may take before connections are cut.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub drain_timeout: String,
+    /// Server-wide defaults as JSON in the shape of the x-nighthawk-test-server-config header
+    /// (every field, faults included), or @FILE to read them from a file. Applied over the
+    /// flags above; each request's header then overrides it field by field.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub config: Option<String>,
+    /// Serve JSON statistics (requests, responses by class, active requests, bytes, injected
+    /// faults, uptime) at this path, e.g. /.shrike/stats. Off by default.
+    #[arg(long, value_name = "PATH")]
+    pub stats_path: Option<String>,
     /// Also serve HTTP/3 over QUIC on the same port number (UDP). Needs TLS (--tls or
     /// --tls-cert/--tls-key); TCP responses then advertise it with alt-svc.
     #[arg(long)]
@@ -316,6 +325,17 @@ fn build_config(args: &ServeArgs, tls: Option<TlsConfig>) -> anyhow::Result<Serv
     if let Some(delay) = &args.static_delay {
         builder = builder.static_delay(flag_duration("static-delay", delay)?);
     }
+    if let Some(config) = &args.config {
+        let json = match config.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--config: cannot read {path}: {e}")))?,
+            None => config.clone(),
+        };
+        builder = builder.defaults_json(json);
+    }
+    if let Some(path) = &args.stats_path {
+        builder = builder.stats_path(path.clone());
+    }
     let mut seen: Vec<String> = Vec::new();
     for header in &args.response_headers {
         let (name, value) = header
@@ -401,6 +421,23 @@ mod tests {
     }
 
     #[test]
+    fn config_json_sets_defaults_over_flags() {
+        let a = args(&[
+            "--response-body-size",
+            "5",
+            "--config",
+            r#"{"response_body_size": 7, "response_status": 503, "static_delay": "0.000250s"}"#,
+        ]);
+        let c = build_config(&a, None).unwrap();
+        assert_eq!(c.response_body_size(), 7);
+        assert_eq!(c.response_status(), 503);
+        assert_eq!(c.static_delay(), std::time::Duration::from_micros(250));
+        let err = build_config(&args(&["--config", r#"{"reset": {"probability": 2}}"#]), None);
+        let err = format!("{:#}", err.unwrap_err());
+        assert!(err.contains("reset.probability"), "{err}");
+    }
+
+    #[test]
     fn headers_replace_then_append() {
         let a = args(&[
             "--response-header",
@@ -426,6 +463,10 @@ mod tests {
             &["--max-connections", "0"],
             &["--max-concurrent-streams", "0"],
             &["--drain-timeout=-1s"],
+            &["--config", "{\"reset\": {\"probability\": 2}}"],
+            &["--config", "{\"nope\": 1}"],
+            &["--config", "@/nonexistent/shrike.json"],
+            &["--stats-path", "stats"],
         ] {
             let err = build_config(&args(argv), None).unwrap_err();
             assert!(err.downcast_ref::<UsageError>().is_some(), "{argv:?}: {err:#}");

@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shrike_timer::PreciseTimer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -16,7 +17,9 @@ use tokio::time::Instant;
 use super::chunked::{ChunkedDecoder, ChunkedError};
 use super::request::{self, BodyFraming, Reject, MAX_HEAD, MAX_HEADERS};
 use super::response::{self, ConnectionHeader, Exchange, CONTINUE};
-use crate::behaviour::{Delay, Plan, CONFIG_HEADER, FILLER};
+use crate::behaviour::{self, Pacing, Plan, CONFIG_HEADER, FILLER};
+use crate::conn::Abort;
+use crate::http2::response::Payload;
 use crate::server::Shared;
 
 /// Initial read buffer; most request heads fit, larger ones grow it up to [`MAX_HEAD`].
@@ -38,10 +41,18 @@ pub(crate) async fn serve<S>(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<()>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Abort,
 {
-    let mut conn =
-        Connection { stream, shared: &shared, shutdown, rbuf, start: 0, wbuf: Vec::new(), held: 0 };
+    let mut conn = Connection {
+        stream,
+        shared: &shared,
+        shutdown,
+        rbuf,
+        start: 0,
+        wbuf: Vec::new(),
+        held: 0,
+        timer: None,
+    };
     // An error here means the peer went away mid-exchange: there is nobody left to answer.
     let _ = conn.run().await;
 }
@@ -57,9 +68,13 @@ struct Connection<'s, S> {
     /// Start, in `wbuf`, of the response to the request still being completed. Everything
     /// before it may be sent; it may not, because the request could still turn out bad.
     held: usize,
+    /// Created on the first delay: one timerfd per connection that ever waits, none otherwise.
+    timer: Option<PreciseTimer>,
 }
 
-/// What the buffered bytes amount to.
+/// What the buffered bytes amount to. Returned by value and consumed at once, never stored:
+/// boxing the large variant would cost an allocation per request to save a few stack bytes.
+#[allow(clippy::large_enum_variant)]
 enum Step {
     Incomplete,
     Request(Pending),
@@ -72,7 +87,11 @@ struct Pending {
     head_len: usize,
     body: BodyFraming,
     held: usize,
-    delay: Delay,
+    pacing: Pacing,
+    /// A body sent step by step, and whether it is chunk-encoded.
+    paced: Option<(Payload, bool)>,
+    /// Offset after `held` of the service-time placeholder.
+    service_time_at: Option<usize>,
     /// The connection header the held response carries, and its offset after `held`.
     connection: ConnectionHeader,
     connection_at: usize,
@@ -82,7 +101,7 @@ struct Pending {
     linger: bool,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
     async fn run(&mut self) -> io::Result<()> {
         loop {
             match self.step() {
@@ -138,7 +157,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
         // Only requests that may suspend are counted as active: one answered without awaiting
         // overlaps others for microseconds at most, and skipping the shared counter keeps the
         // common path free of cross-core cache-line traffic.
-        let suspends = !p.delay.is_none() || p.body != BodyFraming::None;
+        let suspends = p.pacing.is_eventful() || p.body != BodyFraming::None;
         let _active = suspends.then(|| state.begin_active());
         let body = match p.body {
             BodyFraming::None => Ok(()),
@@ -154,12 +173,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
             .await?;
             return Ok(false);
         }
-        if !p.delay.is_none() {
-            let delay = p.delay.now(state);
-            if !delay.is_zero() {
-                self.flush_held().await?;
-                tokio::time::sleep(delay).await;
-            }
+        if !p.pacing.delay.is_none() {
+            let delay = p.pacing.delay.now(state);
+            self.pause(delay).await?;
+        }
+        if p.pacing.rolled.reset.is_some() {
+            // HTTP/1.1 has no streams: either scope aborts the connection with a TCP RST, after
+            // the responses to earlier pipelined requests.
+            self.wbuf.truncate(self.held);
+            self.flush().await?;
+            self.stream.abort();
+            return Ok(false);
+        }
+        self.pause(p.pacing.stall_before_head()).await?;
+        if let (Some(at), Some(stats)) = (p.service_time_at, p.pacing.stats) {
+            response::fill_service_time(&mut self.wbuf, self.held + at, stats.service_time_us());
         }
         // A request that never suspended was checked for shutdown microseconds ago, in `step`.
         if suspends && !p.close && self.shutdown.has_changed().is_err() {
@@ -173,6 +201,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
             p.linger = true;
         }
         self.held = self.wbuf.len();
+        if let Some((payload, chunked)) = p.paced.take() {
+            self.flush().await?;
+            if !self.write_paced(payload, chunked, p.pacing).await? {
+                // Truncated: the peer must see the response end early.
+                self.stream.shutdown().await?;
+                return Ok(false);
+            }
+        }
         if p.deferred_body > 0 {
             self.flush().await?;
             self.write_filler(p.deferred_body).await?;
@@ -192,7 +228,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
         Ok(true)
     }
 
+    /// Sends what is ready, then waits `delay` with microsecond precision.
+    async fn pause(&mut self, delay: Duration) -> io::Result<()> {
+        if delay.is_zero() {
+            return Ok(());
+        }
+        self.flush_held().await?;
+        let deadline = std::time::Instant::now() + delay;
+        self.timer.get_or_insert_with(PreciseTimer::new).sleep_until(deadline).await;
+        Ok(())
+    }
+
+    /// Sends a body step by step, each step written out before the next. Returns false when
+    /// the schedule truncated it.
+    async fn write_paced(
+        &mut self,
+        mut payload: Payload,
+        chunked: bool,
+        pacing: Pacing,
+    ) -> io::Result<bool> {
+        let mut schedule = pacing.schedule(payload.len());
+        loop {
+            match schedule.next_step() {
+                behaviour::Step::Send(n) => {
+                    if chunked {
+                        self.stream.write_all(format!("{n:x}\r\n").as_bytes()).await?;
+                    }
+                    let mut left = n;
+                    while left > 0 {
+                        let piece = payload.split_to(usize::try_from(left).unwrap_or(usize::MAX));
+                        left -= piece.len() as u64;
+                        self.stream.write_all(&piece).await?;
+                    }
+                    if chunked {
+                        self.stream.write_all(b"\r\n").await?;
+                    }
+                    self.stream.flush().await?;
+                }
+                behaviour::Step::Wait(d) => self.pause(d).await?,
+                behaviour::Step::Abort => return Ok(false),
+                behaviour::Step::Done => {
+                    if chunked {
+                        self.stream.write_all(b"0\r\n\r\n").await?;
+                        self.stream.flush().await?;
+                    }
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
     async fn discard_length(&mut self, length: u64) -> io::Result<()> {
+        self.shared.state.stats().request_body(length);
         let mut remaining = length;
         loop {
             let available = (self.rbuf.len() - self.start) as u64;
@@ -213,6 +300,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<'_, S> {
             match decoder.feed(&self.rbuf[self.start..]) {
                 Ok((used, done)) => {
                     self.start += used;
+                    self.shared.state.stats().request_body(used as u64);
                     if done {
                         return Ok(Ok(()));
                     }
@@ -349,29 +437,58 @@ fn prepare(
         wbuf.extend_from_slice(CONTINUE);
     }
     let held = wbuf.len();
+    if let Some(path) = config.stats_path() {
+        if req.path == Some(path) {
+            let json = shared.state.stats().to_json(shared.state.active());
+            let encoded = response::encode_typed(
+                wbuf,
+                200,
+                "application/json",
+                &json,
+                framing.head,
+                connection,
+            );
+            return Step::Request(Pending {
+                head_len,
+                body: framing.body,
+                held,
+                pacing: Pacing::default(),
+                paced: None,
+                service_time_at: None,
+                connection,
+                connection_at: encoded.connection_at - held,
+                deferred_body: 0,
+                close,
+                linger: close && framing.keep_alive,
+            });
+        }
+    }
     let values = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
     let values = framing.has_config.then(|| values.map(|h| h.value));
-    let (delay, encoded) = match Plan::for_request(config, &shared.state, values) {
+    let (pacing, encoded) = match Plan::for_request(config, &shared.state, values, framing.head) {
         Ok((plan, delta_ns)) => {
             let exchange = Exchange {
                 request_headers: req.headers,
                 head_only: framing.head,
                 connection,
                 delta_ns,
+                http10: framing.http10,
             };
-            (plan.delay, response::encode(wbuf, &shared.h1, &plan, &exchange))
+            (plan.pacing(), response::encode(wbuf, &shared.h1, &plan, &exchange))
         }
         Err(e) => {
             let message = e.to_string();
             let encoded = response::encode_text(wbuf, 500, &message, framing.head, connection);
-            (Delay::None, encoded)
+            (Pacing::default(), encoded)
         }
     };
     Step::Request(Pending {
         head_len,
         body: framing.body,
         held,
-        delay,
+        pacing,
+        paced: encoded.paced,
+        service_time_at: encoded.service_time_at.map(|at| at - held),
         connection,
         connection_at: encoded.connection_at - held,
         deferred_body: encoded.deferred_body,

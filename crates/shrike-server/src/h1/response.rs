@@ -1,8 +1,9 @@
 //! Response encoding: a [`Plan`] onto the HTTP/1.1 wire, appended to the connection's write
 //! buffer so pipelined responses leave in one write.
 
-use crate::behaviour::{Body, Headers, Plan, FILLER};
+use crate::behaviour::{Body, Headers, Plan, ACTIVE_HEADER, FILLER, SERVICE_TIME_HEADER};
 use crate::date;
+use crate::http2::response::Payload;
 use crate::status;
 use crate::ServerConfig;
 /// Bodies up to this size are copied behind their head so both leave in one write; larger ones
@@ -45,16 +46,42 @@ pub(crate) struct Exchange<'r, 'b> {
     pub(crate) head_only: bool,
     pub(crate) connection: ConnectionHeader,
     pub(crate) delta_ns: Option<u64>,
+    /// HTTP/1.0 has no chunked transfer-coding.
+    pub(crate) http10: bool,
 }
 
+/// Width reserved for the service time, filled in just before the head leaves (leading spaces
+/// are optional whitespace that every parser strips).
+pub(crate) const SERVICE_TIME_WIDTH: usize = 20;
+
 /// Where things landed in the write buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Encoded {
     /// Offset in `out` of the connection header line (or of where it would go), so a shutdown
     /// arriving while the response is held can still turn it into `connection: close`.
     pub(crate) connection_at: usize,
     /// Filler bytes the caller still has to write after `out` is flushed.
     pub(crate) deferred_body: u64,
+    /// A body to send step by step after the head (chunks, stall, truncation), and whether it
+    /// uses the chunked transfer-coding.
+    pub(crate) paced: Option<(Payload, bool)>,
+    /// Offset in `out` of the service-time placeholder.
+    pub(crate) service_time_at: Option<usize>,
+}
+
+impl Encoded {
+    fn new(connection_at: usize) -> Self {
+        Self { connection_at, deferred_body: 0, paced: None, service_time_at: None }
+    }
+}
+
+/// Writes `value` right-aligned into the placeholder at `at`.
+pub(crate) fn fill_service_time(out: &mut [u8], at: usize, value: u64) {
+    let digits = itoa(&mut [0; 20], value).to_vec();
+    let end = at + SERVICE_TIME_WIDTH;
+    if let Some(slot) = out.get_mut(end - digits.len()..end) {
+        slot.copy_from_slice(&digits);
+    }
 }
 
 /// Appends the response head (and the body when it is small) to `out`.
@@ -88,9 +115,18 @@ pub(crate) fn encode(
     if let (Some(name), Some(delta)) = (&plan.delta_header, x.delta_ns) {
         write_header(out, name.as_bytes(), itoa(&mut [0; 20], delta));
     }
+    let mut service_time_at = None;
+    if let Some(stats) = plan.stats {
+        write_header(out, ACTIVE_HEADER.as_bytes(), itoa(&mut [0; 20], stats.active as u64));
+        out.extend_from_slice(SERVICE_TIME_HEADER.as_bytes());
+        out.extend_from_slice(b": ");
+        service_time_at = Some(out.len());
+        out.extend_from_slice(&[b' '; SERVICE_TIME_WIDTH]);
+        out.extend_from_slice(b"\r\n");
+    }
     let connection_at = out.len();
     out.extend_from_slice(connection_header(x.connection));
-    let mut encoded = Encoded { connection_at, deferred_body: 0 };
+    let mut encoded = Encoded { service_time_at, ..Encoded::new(connection_at) };
     if !status::allows_body(plan.status) {
         out.extend_from_slice(b"\r\n");
         return encoded;
@@ -99,6 +135,25 @@ pub(crate) fn encode(
         Body::Filler(n) => n,
         Body::Echo => echo_len(x.request_headers),
     };
+    if plan.pacing().paced_body() && !x.head_only {
+        let chunked = plan.chunking.is_some() && !x.http10;
+        if chunked {
+            write_header(out, b"transfer-encoding", b"chunked");
+        } else {
+            write_header(out, b"content-length", itoa(&mut [0; 20], len));
+        }
+        out.extend_from_slice(b"\r\n");
+        let payload = match plan.body {
+            Body::Filler(n) => Payload::Filler(n),
+            Body::Echo => {
+                let mut echo = Vec::with_capacity(len as usize);
+                write_echo(&mut echo, x.request_headers);
+                Payload::Bytes(echo.into())
+            }
+        };
+        encoded.paced = Some((payload, chunked));
+        return encoded;
+    }
     write_header(out, b"content-length", itoa(&mut [0; 20], len));
     out.extend_from_slice(b"\r\n");
     if x.head_only {
@@ -120,9 +175,23 @@ pub(crate) fn encode_text(
     head_only: bool,
     connection: ConnectionHeader,
 ) -> Encoded {
+    encode_typed(out, status, "text/plain; charset=utf-8", message, head_only, connection)
+}
+
+/// A server-generated response with the given content type; the body is `message` and a
+/// newline.
+pub(crate) fn encode_typed(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &str,
+    message: &str,
+    head_only: bool,
+    connection: ConnectionHeader,
+) -> Encoded {
     write_status_line(out, status);
     write_date(out);
-    out.extend_from_slice(b"server: shrike\r\ncontent-type: text/plain; charset=utf-8\r\n");
+    out.extend_from_slice(b"server: shrike\r\n");
+    write_header(out, b"content-type", content_type.as_bytes());
     let connection_at = out.len();
     out.extend_from_slice(connection_header(connection));
     let body_len = message.len() as u64 + 1;
@@ -132,7 +201,7 @@ pub(crate) fn encode_text(
         out.extend_from_slice(message.as_bytes());
         out.push(b'\n');
     }
-    Encoded { connection_at, deferred_body: 0 }
+    Encoded::new(connection_at)
 }
 
 pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -210,6 +279,7 @@ mod tests {
             head_only: false,
             connection: ConnectionHeader::None,
             delta_ns: None,
+            http10: false,
         }
     }
 

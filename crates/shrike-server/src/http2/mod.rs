@@ -51,9 +51,18 @@ where
     // connection gone they could not send anything anyway.
     let mut tasks = JoinSet::new();
     let mut draining = false;
+    let ctx = stream::ConnCtx::default();
+    let kill = ctx.kill.clone();
     loop {
         tokio::select! {
             biased;
+            // A fault asked for the whole connection to go: GOAWAY with an error, then close.
+            () = kill.notified() => {
+                conn.abrupt_shutdown(h2::Reason::INTERNAL_ERROR);
+                let flush = async { while let Some(Ok(_)) = conn.accept().await {} };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), flush).await;
+                break;
+            }
             // `changed` fails once the accept loop drops the sender: that is the signal.
             _ = shutdown.changed(), if !draining => {
                 conn.graceful_shutdown();
@@ -64,7 +73,9 @@ where
             // Polling `accept` also drives the connection's I/O for every open stream; after
             // GOAWAY it yields `None` once the accepted streams have completed.
             next = conn.accept() => match next {
-                Some(Ok((request, respond))) => stream::accept(request, respond, &shared, &mut tasks),
+                Some(Ok((request, respond))) => {
+                    stream::accept(request, respond, &shared, &mut tasks, &ctx);
+                }
                 // A connection error: the peer vanished or broke the protocol.
                 Some(Err(_)) | None => break,
             },

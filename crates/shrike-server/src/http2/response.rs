@@ -7,7 +7,10 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
-use crate::behaviour::{Body, Delay, Headers, Plan, CONFIG_HEADER, FILLER};
+use crate::behaviour::{
+    Body, Headers, Pacing, Plan, StatsHeaders, ACTIVE_HEADER, CONFIG_HEADER, FILLER,
+    SERVICE_TIME_HEADER,
+};
 use crate::server::Shared;
 use crate::{date, status, ServerConfig};
 
@@ -77,21 +80,40 @@ pub(crate) struct Exchange<'r> {
     pub(crate) delta_ns: Option<u64>,
 }
 
-/// The response the request's configuration asks for, and when to send it. Records the
-/// request's arrival (see [`Plan::for_request`]).
+/// The response the request's configuration asks for, and how to send it. Records the
+/// request's arrival (see [`Plan::for_request`]). The statistics endpoint, when the request
+/// names it, is answered here too.
 pub(crate) fn for_request(
     parts: &http::request::Parts,
     head_only: bool,
     shared: &Shared,
-) -> (Reply, Delay) {
+) -> (Reply, Pacing) {
+    if let Some(path) = shared.config.stats_path() {
+        if parts.uri.path() == path {
+            let json = shared.state.stats().to_json(shared.state.active());
+            let mut reply = text(200, &json, head_only);
+            reply
+                .head
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return (reply, Pacing::default());
+        }
+    }
     let values = parts.headers.get_all(CONFIG_HEADER);
     let values = values.iter().next().is_some().then(|| values.iter().map(|v| v.as_bytes()));
-    match Plan::for_request(&shared.config, &shared.state, values) {
+    match Plan::for_request(&shared.config, &shared.state, values, head_only) {
         Ok((plan, delta_ns)) => {
             let x = Exchange { request: parts, head_only, delta_ns };
-            (planned(&shared.h2, &plan, &x), plan.delay)
+            (planned(&shared.h2, &plan, &x), plan.pacing())
         }
-        Err(e) => (text(500, &e.to_string(), head_only), Delay::None),
+        Err(e) => (text(500, &e.to_string(), head_only), Pacing::default()),
+    }
+}
+
+/// Adds the service time (arrival to now) to a head about to be sent.
+pub(crate) fn stamp_service_time(head: &mut Response<()>, stats: Option<StatsHeaders>) {
+    if let Some(stats) = stats {
+        head.headers_mut().insert(SERVICE_TIME_HEADER, HeaderValue::from(stats.service_time_us()));
     }
 }
 
@@ -140,6 +162,9 @@ fn try_planned(
     }
     if let (Some(name), Some(delta)) = (&plan.delta_header, x.delta_ns) {
         headers.append(HeaderName::from_bytes(name.as_bytes())?, HeaderValue::from(delta));
+    }
+    if let Some(stats) = plan.stats {
+        headers.insert(ACTIVE_HEADER, HeaderValue::from(stats.active));
     }
     if !status::allows_body(plan.status) {
         return Ok(Reply { head, payload: Payload::EMPTY });

@@ -11,13 +11,24 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
-use h2::{RecvStream, SendStream};
+use h2::{Reason, RecvStream, SendStream};
 use http::{Method, Request};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::response::{self, Payload, Reply};
-use crate::behaviour::{self, Delay};
+use crate::behaviour::{self, Pacing, ResetScope, Step};
 use crate::server::Shared;
+use crate::timer::LazySleeper;
+
+/// What the streams of one connection share besides the connection itself.
+#[derive(Debug, Default)]
+pub(crate) struct ConnCtx {
+    /// One precise timer for every stream that waits.
+    pub(crate) sleeper: LazySleeper,
+    /// A stream whose plan resets the whole connection notifies this.
+    pub(crate) kill: Arc<Notify>,
+}
 
 /// Largest credit asked for at once. The peer's window bounds what it grants anyway; this only
 /// keeps one huge body from reserving connection credit every other stream is waiting for.
@@ -34,6 +45,7 @@ pub(crate) fn accept(
     mut respond: SendResponse<Bytes>,
     shared: &Arc<Shared>,
     tasks: &mut JoinSet<()>,
+    ctx: &ConnCtx,
 ) {
     let (parts, body) = request.into_parts();
     let max_body = shared.config.max_body_size();
@@ -47,33 +59,44 @@ pub(crate) fn accept(
         tasks.spawn(linger(body));
         return;
     }
-    let (reply, delay) = response::for_request(&parts, head_only, shared);
-    if body.is_end_stream() && delay.is_none() {
+    let (reply, pacing) = response::for_request(&parts, head_only, shared);
+    if body.is_end_stream() && !pacing.is_eventful() {
         send_inline(respond, reply, tasks);
         return;
     }
     let shared = shared.clone();
+    let sleeper = ctx.sleeper.clone();
+    let kill = ctx.kill.clone();
     tasks.spawn(async move {
         // Counted while it may wait, as Nighthawk counts requests for its linear delay.
         let active = shared.state.begin_active();
         let mut body = body;
-        let (reply, delay, refused) = match drain(&mut body, max_body).await {
-            Drained::Complete => (reply, delay, false),
+        let (mut reply, pacing, refused) = match drain(&mut body, max_body, &shared).await {
+            Drained::Complete => (reply, pacing, false),
             Drained::TooLarge => {
                 let message = behaviour::body_too_large(None, max_body);
-                (response::text(413, &message, head_only), Delay::None, true)
+                (response::text(413, &message, head_only), Pacing::default(), true)
             }
             Drained::Reset => return,
         };
-        let wait = delay.now(&shared.state);
+        let wait = pacing.delay.now(&shared.state);
         if !wait.is_zero() {
             tokio::select! {
-                () = tokio::time::sleep(wait) => {}
+                () = sleeper.sleep(wait) => {}
                 // The client gave up: free the slot (and the active count) at once.
                 _ = poll_fn(|cx| respond.poll_reset(cx)) => return,
             }
         }
-        if let Ok(Some(mut rest)) = start(&mut respond, reply) {
+        match pacing.rolled.reset {
+            Some(ResetScope::Stream) => return respond.send_reset(Reason::INTERNAL_ERROR),
+            Some(ResetScope::Connection) => return kill.notify_one(),
+            None => {}
+        }
+        sleeper.sleep(pacing.stall_before_head()).await;
+        response::stamp_service_time(&mut reply.head, pacing.stats);
+        if pacing.paced_body() && !refused {
+            let _ = send_paced(&mut respond, reply, pacing, &sleeper).await;
+        } else if let Ok(Some(mut rest)) = start(&mut respond, reply) {
             let _ = send_rest(&mut rest.0, &mut rest.1).await;
         }
         if refused {
@@ -141,6 +164,47 @@ fn send_available(stream: &mut SendStream<Bytes>, payload: &mut Payload) -> Resu
     }
 }
 
+/// Sends a body step by step (chunks, stall, truncation), each step handed to the connection
+/// before the next is taken.
+async fn send_paced(
+    respond: &mut SendResponse<Bytes>,
+    reply: Reply,
+    pacing: Pacing,
+    sleeper: &LazySleeper,
+) -> Result<(), h2::Error> {
+    let Reply { head, mut payload } = reply;
+    let mut schedule = pacing.schedule(payload.len());
+    let mut stream = respond.send_response(head, false)?;
+    loop {
+        match schedule.next_step() {
+            Step::Send(n) => {
+                let mut left = n;
+                while left > 0 {
+                    let capacity = stream.capacity() as u64;
+                    if capacity == 0 {
+                        stream
+                            .reserve_capacity(usize::try_from(left.min(MAX_RESERVE)).unwrap_or(0));
+                        match poll_fn(|cx| stream.poll_capacity(cx)).await {
+                            Some(Ok(_)) => continue,
+                            Some(Err(e)) => return Err(e),
+                            None => return Ok(()),
+                        }
+                    }
+                    let piece = payload.split_to(usize::try_from(left.min(capacity)).unwrap_or(0));
+                    left -= piece.len() as u64;
+                    stream.send_data(piece, false)?;
+                }
+            }
+            Step::Wait(d) => sleeper.sleep(d).await,
+            Step::Abort => {
+                stream.send_reset(Reason::INTERNAL_ERROR);
+                return Ok(());
+            }
+            Step::Done => return stream.send_data(Bytes::new(), true),
+        }
+    }
+}
+
 enum Drained {
     Complete,
     TooLarge,
@@ -150,11 +214,12 @@ enum Drained {
 
 /// Reads the request body to its end, counting it and returning the flow-control credit of
 /// every chunk at once so the peer can keep sending; the data itself is dropped.
-async fn drain(body: &mut RecvStream, max_body: u64) -> Drained {
+async fn drain(body: &mut RecvStream, max_body: u64, shared: &Shared) -> Drained {
     let mut total = 0u64;
     while let Some(chunk) = body.data().await {
         let Ok(chunk) = chunk else { return Drained::Reset };
         let _ = body.flow_control().release_capacity(chunk.len());
+        shared.state.stats().request_body(chunk.len() as u64);
         total = total.saturating_add(chunk.len() as u64);
         if total > max_body {
             return Drained::TooLarge;

@@ -157,6 +157,7 @@ async fn connection(
     // connection gone they could not answer anyway.
     let mut requests = JoinSet::new();
     let mut draining = false;
+    let sleeper = crate::timer::LazySleeper::default();
     loop {
         tokio::select! {
             biased;
@@ -175,7 +176,8 @@ async fn connection(
             // Also processes the control stream (the peer's SETTINGS and GOAWAY).
             next = conn.accept() => match next {
                 Ok(Some(resolver)) => {
-                    requests.spawn(stream::serve(resolver, shared.clone()));
+                    let task = stream::serve(resolver, shared.clone(), quic.clone(), sleeper.clone());
+                    requests.spawn(task);
                 }
                 // The peer closed the connection (or went away), or h3 saw both sides' GOAWAY
                 // and every request finished.

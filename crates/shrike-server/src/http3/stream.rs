@@ -13,9 +13,13 @@ use h3::error::Code;
 use h3::server::{RequestResolver, RequestStream};
 use http::Method;
 
-use crate::behaviour::{self, Delay, FILLER};
+use crate::behaviour::{self, Pacing, ResetScope, Step, FILLER};
 use crate::http2::response::{self, Reply};
 use crate::server::Shared;
+use crate::timer::LazySleeper;
+
+/// H3_INTERNAL_ERROR, for injected resets.
+const H3_INTERNAL_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x102);
 
 type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
@@ -30,6 +34,8 @@ const LINGER_TIME: Duration = Duration::from_secs(1);
 pub(super) async fn serve(
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
     shared: Arc<Shared>,
+    quic: quinn::Connection,
+    sleeper: LazySleeper,
 ) {
     let Ok((request, mut stream)) = resolver.resolve_request().await else { return };
     let (parts, ()) = request.into_parts();
@@ -43,24 +49,39 @@ pub(super) async fn serve(
         }
         return;
     }
-    let (reply, delay) = response::for_request(&parts, head_only, &shared);
+    let (reply, pacing) = response::for_request(&parts, head_only, &shared);
     // Counted while it may wait, as Nighthawk counts requests for its linear delay.
     let active = shared.state.begin_active();
-    let (reply, delay, refused) = match drain(&mut stream, max_body).await {
-        Drained::Complete => (reply, delay, false),
+    let (mut reply, pacing, refused) = match drain(&mut stream, max_body, &shared).await {
+        Drained::Complete => (reply, pacing, false),
         Drained::TooLarge => {
             let message = behaviour::body_too_large(None, max_body);
-            (response::text(413, &message, head_only), Delay::None, true)
+            (response::text(413, &message, head_only), Pacing::default(), true)
         }
         Drained::Reset => return,
     };
-    let wait = delay.now(&shared.state);
-    if !wait.is_zero() {
-        // h3 does not surface a peer's STOP_SENDING before the next write, so a cancelled
-        // request sleeps out its delay; the connection's end still aborts it.
-        tokio::time::sleep(wait).await;
+    // h3 does not surface a peer's STOP_SENDING before the next write, so a cancelled
+    // request sleeps out its delay; the connection's end still aborts it.
+    sleeper.sleep(pacing.delay.now(&shared.state)).await;
+    match pacing.rolled.reset {
+        Some(ResetScope::Stream) => {
+            stream.stop_stream(Code::H3_INTERNAL_ERROR);
+            stream.stop_sending(Code::H3_INTERNAL_ERROR);
+            return;
+        }
+        Some(ResetScope::Connection) => {
+            quic.close(H3_INTERNAL_ERROR, b"injected fault: connection reset");
+            return;
+        }
+        None => {}
     }
-    let sent = send(&mut stream, reply).await;
+    sleeper.sleep(pacing.stall_before_head()).await;
+    response::stamp_service_time(&mut reply.head, pacing.stats);
+    let sent = if pacing.paced_body() && !refused {
+        send_paced(&mut stream, reply, pacing, &sleeper).await
+    } else {
+        send(&mut stream, reply).await
+    };
     drop(active);
     if sent.is_ok() && refused {
         linger(&mut stream).await;
@@ -77,6 +98,36 @@ async fn send(stream: &mut Stream, reply: Reply) -> Result<(), h3::error::Stream
     stream.finish().await
 }
 
+/// Sends a body step by step (chunks, stall, truncation); each step is written before the next.
+async fn send_paced(
+    stream: &mut Stream,
+    reply: Reply,
+    pacing: Pacing,
+    sleeper: &LazySleeper,
+) -> Result<(), h3::error::StreamError> {
+    let Reply { head, mut payload } = reply;
+    let mut schedule = pacing.schedule(payload.len());
+    stream.send_response(head).await?;
+    loop {
+        match schedule.next_step() {
+            Step::Send(n) => {
+                let mut left = n;
+                while left > 0 {
+                    let piece = payload.split_to(usize::try_from(left).unwrap_or(usize::MAX));
+                    left -= piece.len() as u64;
+                    stream.send_data(piece).await?;
+                }
+            }
+            Step::Wait(d) => sleeper.sleep(d).await,
+            Step::Abort => {
+                stream.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Ok(());
+            }
+            Step::Done => return stream.finish().await,
+        }
+    }
+}
+
 enum Drained {
     Complete,
     TooLarge,
@@ -86,11 +137,12 @@ enum Drained {
 
 /// Reads the request body to its end, counting it; the data itself is dropped, and quinn
 /// returns the flow-control credit as it is read.
-async fn drain(stream: &mut Stream, max_body: u64) -> Drained {
+async fn drain(stream: &mut Stream, max_body: u64, shared: &Shared) -> Drained {
     let mut total = 0u64;
     loop {
         match stream.recv_data().await {
             Ok(Some(chunk)) => {
+                shared.state.stats().request_body(chunk.remaining() as u64);
                 total = total.saturating_add(chunk.remaining() as u64);
                 if total > max_body {
                     return Drained::TooLarge;

@@ -1,0 +1,159 @@
+//! Server-side statistics for the admin endpoint (`stats_path`): what the server received,
+//! answered and broke on purpose, so a test can check the client's counts against the server's.
+//!
+//! Counted per request on every core, so the counters are sharded: each thread adds to its own
+//! cache-line-padded shard and only a read of the endpoint sums them.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crate::behaviour::ResetScope;
+
+const SHARDS: usize = 16;
+
+/// What a fault-injection counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultKind {
+    ResetStream = 0,
+    ResetConnection,
+    CloseAfterBytes,
+    Stall,
+    Status,
+}
+
+const FAULT_NAMES: [&str; 5] =
+    ["reset_stream", "reset_connection", "close_after_bytes", "stall", "status"];
+
+impl From<ResetScope> for FaultKind {
+    fn from(scope: ResetScope) -> Self {
+        match scope {
+            ResetScope::Stream => FaultKind::ResetStream,
+            ResetScope::Connection => FaultKind::ResetConnection,
+        }
+    }
+}
+
+#[repr(align(128))]
+#[derive(Debug, Default)]
+struct Shard {
+    requests: AtomicU64,
+    /// 1xx..5xx at 0..5, anything else at 5.
+    responses: [AtomicU64; 6],
+    request_body_bytes: AtomicU64,
+    response_body_bytes: AtomicU64,
+    faults: [AtomicU64; 5],
+}
+
+#[derive(Debug)]
+pub(crate) struct Stats {
+    started: Instant,
+    shards: Box<[Shard]>,
+}
+
+fn shard_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    INDEX.with(|i| *i)
+}
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Stats {
+    pub(crate) fn new() -> Self {
+        Self { started: Instant::now(), shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+    }
+
+    fn shard(&self) -> &Shard {
+        &self.shards[shard_index()]
+    }
+
+    pub(crate) fn request(&self) {
+        add(&self.shard().requests, 1);
+    }
+
+    pub(crate) fn response(&self, status: u16, body_bytes: u64) {
+        let shard = self.shard();
+        let class = match status / 100 {
+            c @ 1..=5 => usize::from(c - 1),
+            _ => 5,
+        };
+        add(&shard.responses[class], 1);
+        add(&shard.response_body_bytes, body_bytes);
+    }
+
+    pub(crate) fn request_body(&self, bytes: u64) {
+        add(&self.shard().request_body_bytes, bytes);
+    }
+
+    pub(crate) fn fault(&self, kind: FaultKind) {
+        add(&self.shard().faults[kind as usize], 1);
+    }
+
+    /// The endpoint's JSON document. `active` is the server's in-flight request count.
+    pub(crate) fn to_json(&self, active: usize) -> String {
+        let sum = |f: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
+            self.shards.iter().map(|s| f(s).load(Ordering::Relaxed)).sum()
+        };
+        let classes = ["1xx", "2xx", "3xx", "4xx", "5xx", "xxx"];
+        let responses: serde_json::Map<String, serde_json::Value> = classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ((*c).to_string(), sum(&|s| &s.responses[i]).into()))
+            .collect();
+        let faults: serde_json::Map<String, serde_json::Value> = FAULT_NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((*n).to_string(), sum(&|s| &s.faults[i]).into()))
+            .collect();
+        let doc = serde_json::json!({
+            "requests": sum(&|s| &s.requests),
+            "responses": responses,
+            "active_requests": active,
+            "request_body_bytes": sum(&|s| &s.request_body_bytes),
+            "response_body_bytes": sum(&|s| &s.response_body_bytes),
+            "faults": faults,
+            "uptime_seconds": self.started.elapsed().as_secs_f64(),
+        });
+        doc.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_sum_across_threads() {
+        let stats = std::sync::Arc::new(Stats::new());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = stats.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        s.request();
+                        s.response(503, 10);
+                    }
+                    s.fault(FaultKind::Status);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        stats.response(200, 1);
+        stats.request_body(7);
+        let v: serde_json::Value = serde_json::from_str(&stats.to_json(3)).unwrap();
+        assert_eq!(v["requests"], 400);
+        assert_eq!(v["responses"]["5xx"], 400);
+        assert_eq!(v["responses"]["2xx"], 1);
+        assert_eq!(v["response_body_bytes"], 4001);
+        assert_eq!(v["request_body_bytes"], 7);
+        assert_eq!(v["faults"]["status"], 4);
+        assert_eq!(v["faults"]["reset_stream"], 0);
+        assert_eq!(v["active_requests"], 3);
+    }
+}
