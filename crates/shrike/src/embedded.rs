@@ -34,6 +34,7 @@ impl EmbeddedServer {
         let thread = std::thread::Builder::new()
             .name("shrike-embedded-server".into())
             .spawn(move || {
+                shrike_timer::tighten_timer_slack();
                 rt.block_on(async move {
                     let listener = match tokio::net::TcpListener::from_std(std_listener) {
                         Ok(l) => l,

@@ -117,6 +117,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.get())
         .thread_name("shrike-serve")
+        // Microsecond delays need timers that fire on time, not within the 50 µs default slack.
+        .on_thread_start(shrike_timer::tighten_timer_slack)
         .enable_all()
         .build()
         .context("cannot start the server runtime")?;
