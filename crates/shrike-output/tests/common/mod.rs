@@ -65,7 +65,10 @@ pub fn sample() -> RunResult {
     w0.status_codes.add(204, 2);
     w1.status_codes.add(200, 400);
     let mut r = RunResult::new(
-        json!({"uri": "http://127.0.0.1:8080/", "concurrency": "2", "duration": "2s", "connections": 4}),
+        json!({
+            "uri": "http://127.0.0.1:8080/", "concurrency": "2", "duration": "2s",
+            "connections": 4, "requests_per_second": 250.0, "labels": ["nightly", "env=ci"]
+        }),
         vec![w0, w1],
         Termination::Completed,
     );
@@ -127,8 +130,11 @@ pub fn tiny() -> RunResult {
     }
     w.counters.add(Counter::Http2xx, 5);
     w.counters.add(Counter::Http5xx, 1);
-    let mut r =
-        RunResult::new(json!({"uri": "http://127.0.0.1:1/"}), vec![w], Termination::Completed);
+    w.counters.add(Counter::RqTotal, 6);
+    w.counters.add(Counter::CxTotal, 2);
+    let options =
+        json!({"uri": "http://127.0.0.1:1/", "requests_per_second": 5.0, "connections": 2});
+    let mut r = RunResult::new(options, vec![w], Termination::Completed);
     r.timestamp = t0();
     r
 }
