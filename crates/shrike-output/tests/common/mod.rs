@@ -150,3 +150,30 @@ pub fn human_text(r: &RunResult) -> String {
     shrike_output::write(shrike_output::OutputFormat::Human, r, &mut buf).unwrap();
     String::from_utf8(buf).unwrap()
 }
+
+pub fn text(format: shrike_output::OutputFormat, r: &RunResult) -> String {
+    let mut buf = Vec::new();
+    shrike_output::write(format, r, &mut buf).unwrap();
+    String::from_utf8(buf).unwrap()
+}
+
+/// Runs `script` with Debian's Python (which has python3-yaml and python3-prometheus-client),
+/// `input` on stdin; returns stdout, panicking with stderr if the script fails.
+pub fn python(script: &str, input: &str) -> String {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3 (Debian's python3; .ci/run installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
