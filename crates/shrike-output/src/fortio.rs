@@ -6,9 +6,11 @@
 //! - `DurationHistogram`: `benchmark_http_client.request_to_response` in seconds;
 //!   `ErrorsDurationHistogram`: the same for non-2xx responses (fortio counts those as errors).
 //! - `Sizes` / `HeaderSizes`: response body and header sizes in bytes.
-//! - Histogram `Data` uses fortio's own bucket boundaries (`stats.histogramBucketValues`, at
-//!   fortio's default resolutions: 1 ms for durations, 100 bytes for body sizes and 5 bytes for
-//!   header sizes), filled from the HdrHistogram, so the bars look like fortio's. `Count`, `Min`,
+//! - Histogram `Data` uses fortio's own bucket boundaries (`stats.histogramBucketValues`),
+//!   filled from the HdrHistogram, so the bars look like fortio's. fortio's fixed 1 ms default
+//!   resolution would put a whole loopback run in one bar, so the resolution is the power of
+//!   ten that puts the max within the last decade of the bounds (a 330 µs max gives 10 ns
+//!   units), never finer than one recorded unit (1 ns, 1 byte). `Count`, `Min`,
 //!   `Max`, `Sum`, `Avg` and `StdDev` are the exact moments; `Percentiles` are at fortio's
 //!   default list (50, 75, 90, 99, 99.9).
 //! - `RetCodes`: every status code seen, with its exact count.
@@ -174,8 +176,8 @@ fn document(result: &RunResult) -> FortioResult {
         actual_duration: int(u64::try_from(g.execution_duration.as_nanos()).unwrap_or(u64::MAX)),
         num_threads: int(connections * result.workers.len().max(1) as u64),
         version: env!("CARGO_PKG_VERSION").into(),
-        duration_histogram: histogram(rtr, 1e-9, 1e-3),
-        errors_duration_histogram: histogram(&errors, 1e-9, 1e-3),
+        duration_histogram: histogram(rtr, 1e9),
+        errors_duration_histogram: histogram(&errors, 1e9),
         exactly: 0,
         jitter: o
             .get("jitter_uniform")
@@ -191,8 +193,8 @@ fn document(result: &RunResult) -> FortioResult {
             .into_iter()
             .map(|(c, n)| (c.to_string(), int(n)))
             .collect(),
-        sizes: histogram(g.stats.get(StatId::ResponseBodySize), 1.0, 100.0),
-        header_sizes: histogram(g.stats.get(StatId::ResponseHeaderSize), 1.0, 5.0),
+        sizes: histogram(g.stats.get(StatId::ResponseBodySize), 1.0),
+        header_sizes: histogram(g.stats.get(StatId::ResponseHeaderSize), 1.0),
         url,
         socket_count: int(g.counters.get(Counter::CxTotal)),
         bytes_sent: int(g.counters.get(Counter::CxTxBytesTotal)),
@@ -201,17 +203,27 @@ fn document(result: &RunResult) -> FortioResult {
     }
 }
 
-/// fortio's `HistogramData` of `stat`: `scale` converts recorded units to the output's (ns to
-/// seconds), `resolution` is the size of one bucket unit in output units.
-fn histogram(stat: &Statistic, scale: f64, resolution: f64) -> HistogramData {
+/// fortio's `HistogramData` of `stat`. `per_unit` recorded units make one output unit (1e9 ns
+/// per second; 1 for bytes); dividing by it rounds correctly where multiplying by 1e-9 would not.
+fn histogram(stat: &Statistic, per_unit: f64) -> HistogramData {
     let n = stat.count();
-    let (min, max) = (stat.min() as f64 * scale, stat.max() as f64 * scale);
+    let out = |raw: u64| raw as f64 / per_unit;
+    let (min, max) = (out(stat.min()), out(stat.max()));
+    // Size of one bucket unit in recorded units (see the module docs), in integers so that a
+    // sample on a bound is compared exactly.
+    let last = BUCKETS[BUCKETS.len() - 1];
+    let mut resolution: u64 = 1;
+    while stat.max() > last.saturating_mul(resolution) {
+        resolution = resolution.saturating_mul(10);
+    }
+    let bound = |i: usize| BUCKETS[i].saturating_mul(resolution);
     let mut counts = [0u64; BUCKETS.len() + 1];
     if n > 0 {
         for v in stat.histogram().iter_recorded() {
-            // The bucket's median value stands for its samples: within HDR's 3 digits.
-            let x = v.value_iterated_to() as f64 * scale / resolution;
-            let i = BUCKETS.iter().position(|&b| x <= b as f64).unwrap_or(BUCKETS.len());
+            // An HDR bucket's samples lie in [lowest, highest equivalent], 3 digits apart; the
+            // lowest keeps a sample recorded exactly on a fortio bound in the bucket it closes.
+            let lowest = stat.histogram().lowest_equivalent(v.value_iterated_to());
+            let i = (0..BUCKETS.len()).find(|&i| lowest <= bound(i)).unwrap_or(BUCKETS.len());
             counts[i] += v.count_at_value();
         }
     }
@@ -223,8 +235,8 @@ fn histogram(stat: &Statistic, scale: f64, resolution: f64) -> HistogramData {
             continue;
         }
         cumulative += c;
-        let lo = if i == 0 { 0.0 } else { BUCKETS[i - 1] as f64 * resolution };
-        let hi = BUCKETS.get(i).map_or(max, |&b| b as f64 * resolution);
+        let lo = if i == 0 { 0.0 } else { out(bound(i - 1)) };
+        let hi = if i < BUCKETS.len() { out(bound(i)) } else { max };
         data.push(Bucket {
             start: lo.max(min),
             end: hi.min(max),
@@ -239,7 +251,7 @@ fn histogram(stat: &Statistic, scale: f64, resolution: f64) -> HistogramData {
             .iter()
             .map(|&p| {
                 let v = stat.value_at_quantile(p / 100.0).max(stat.min()).min(stat.max());
-                FortioPercentile { percentile: p, value: v as f64 * scale }
+                FortioPercentile { percentile: p, value: out(v) }
             })
             .collect()
     };
@@ -247,9 +259,9 @@ fn histogram(stat: &Statistic, scale: f64, resolution: f64) -> HistogramData {
         count: int(n),
         min,
         max,
-        sum: stat.mean() * n as f64 * scale,
-        avg: stat.mean() * scale,
-        std_dev: stat.pstdev() * scale,
+        sum: stat.mean() * n as f64 / per_unit,
+        avg: stat.mean() / per_unit,
+        std_dev: stat.pstdev() / per_unit,
         data,
         percentiles,
     }
@@ -335,6 +347,27 @@ mod tests {
         assert_eq!(go_duration(d(250)), "250ms");
         assert_eq!(go_duration(Duration::from_nanos(1_500)), "1.5µs");
         assert_eq!(go_duration(Duration::from_nanos(15)), "15ns");
+    }
+
+    #[test]
+    fn buckets_follow_fortio_bounds_at_a_resolution_fitting_the_max() {
+        let mut s = Statistic::new();
+        for v in [1_000u64, 1_000, 1_000, 2_500, 1_000_000] {
+            s.record(v);
+        }
+        // Max 1 ms: 10 ns units, so 1 us = 100 units, 2.5 us = 250, 1 ms = 100000.
+        let h = histogram(&s, 1e9);
+        let got: Vec<(f64, f64, i64)> = h.data.iter().map(|b| (b.start, b.end, b.count)).collect();
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-15;
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(near(got[0].0, 1e-6) && near(got[0].1, 1e-6) && got[0].2 == 3, "{got:?}");
+        assert!(near(got[1].0, 2e-6) && near(got[1].1, 2.5e-6) && got[1].2 == 1, "{got:?}");
+        assert!(near(got[2].0, 750e-6) && near(got[2].1, 1e-3) && got[2].2 == 1, "{got:?}");
+        assert_eq!(h.data.last().map(|b| b.percent), Some(100.0));
+        assert!((h.data[0].percent - 60.0).abs() < 1e-12);
+        assert_eq!(h.count, 5);
+        assert!((h.sum - 1.0055e-3).abs() < 1e-15);
+        assert!(histogram(&Statistic::new(), 1e9).data.is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod embedded;
 mod log;
 mod run;
 mod serve;
+mod transform;
 
 use std::process::ExitCode;
 
@@ -32,6 +33,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
+    /// Stored JSON result on stdin -> any output format on stdout; --merge combines results.
+    Transform(transform::TransformArgs),
 }
 
 /// A usage or configuration error: printed as `error: …` and mapped to exit code 2.
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
         Command::Serve(args) => serve::run(args),
+        Command::Transform(args) => transform::run(args),
     };
     match result {
         Ok(code) => code,
