@@ -342,7 +342,9 @@ fn fortio_output_decodes_into_fortios_go_types() {
     assert_eq!(out.code(), 0, "{}", out.stderr);
 
     let program = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fortio/decode.go");
-    let cache = dir().join("gocache");
+    // Shared across test runs: Go's build cache is safe for concurrent use, and a fresh one
+    // would rebuild the standard library every time.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gocache");
     let mut child = Command::new(go)
         .args(["run", program])
         .env("GOCACHE", &cache)
