@@ -8,11 +8,12 @@
 //! - `Sizes` / `HeaderSizes`: response body and header sizes in bytes.
 //! - Histogram `Data` uses fortio's own bucket boundaries (`stats.histogramBucketValues`),
 //!   filled from the HdrHistogram, so the bars look like fortio's. fortio's fixed 1 ms default
-//!   resolution would put a whole loopback run in one bar, so the resolution is the power of
-//!   ten that puts the max within the last decade of the bounds (a 330 µs max gives 10 ns
-//!   units), never finer than one recorded unit (1 ns, 1 byte). `Count`, `Min`,
-//!   `Max`, `Sum`, `Avg` and `StdDev` are the exact moments; `Percentiles` are at fortio's
-//!   default list (50, 75, 90, 99, 99.9).
+//!   resolution would put a whole loopback run in one bar, so the resolution is the smallest
+//!   power of ten of recorded units (1 ns, 1 byte) at which the max lies within the last bound
+//!   (100000 units): a 330 µs max gives 10 ns units. `Count`, `Min`, `Max`, `Sum`, `Avg` and
+//!   `StdDev` are the exact moments; `Percentiles` are at fortio's default list (50, 75, 90,
+//!   99, 99.9).
+//! - `StartTime`: the global execution start; `ID`: fortio's `YYYY-MM-DD-HHMMSS_labels`, in UTC.
 //! - `RetCodes`: every status code seen, with its exact count.
 //! - `RequestedQPS`: requests per second × workers as a string (`"max"` when unpaced);
 //!   `NumThreads`: connections × workers (fortio's UI labels it connections, as Nighthawk
