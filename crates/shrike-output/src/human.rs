@@ -43,8 +43,39 @@ pub fn render(result: &RunResult) -> String {
         s.push_str("No statistic recorded any samples.\n\n");
     }
     counters(global, &mut s);
-    notes(global, &mut s);
+    notes(result, &mut s);
     s
+}
+
+/// Requests per second asked for, all workers together (options `requests_per_second` is per
+/// worker, as Nighthawk's `--rps`). `None` when the options do not say (unpaced, or a result
+/// from a tool that does not store it).
+fn requested_rate(result: &RunResult) -> Option<f64> {
+    let per_worker = result.options.get("requests_per_second")?.as_f64()?;
+    (per_worker > 0.0).then(|| per_worker * result.workers.len().max(1) as f64)
+}
+
+/// Requests sent per second over the global execution window.
+fn achieved_rate(g: &WorkerResult) -> Option<f64> {
+    let secs = g.execution_duration.as_secs_f64();
+    (secs > 0.0).then(|| requests(g) as f64 / secs)
+}
+
+/// Requests sent: `upstream_rq_total`, or the responses when a result lacks the counter.
+fn requests(g: &WorkerResult) -> u64 {
+    match g.counters.get(Counter::RqTotal) {
+        0 => g.stats.get(StatId::RequestToResponse).count(),
+        n => n,
+    }
+}
+
+/// A rate as users write it: whole numbers plain, others with one decimal.
+fn rate(r: f64) -> String {
+    if r.fract() == 0.0 {
+        format!("{r:.0}/s")
+    } else {
+        format!("{r:.1}/s")
+    }
 }
 
 fn header(result: &RunResult, s: &mut String) {
@@ -58,6 +89,32 @@ fn header(result: &RunResult, s: &mut String) {
     rows.push(("Started:", format_rfc3339(g.execution_start)));
     rows.push(("Duration:", format_human_ns(g.execution_duration.as_nanos() as f64)));
     rows.push(("Workers:", result.workers.len().to_string()));
+    let workers = result.workers.len().max(1);
+    match (requested_rate(result), achieved_rate(g)) {
+        (Some(req), Some(ach)) => rows.push((
+            "Rate:",
+            format!(
+                "{} achieved of {} requested ({} per worker × {workers}), {:.1}%",
+                rate(ach),
+                rate(req),
+                rate(req / workers as f64),
+                100.0 * ach / req
+            ),
+        )),
+        (None, Some(ach)) => rows.push(("Rate:", format!("{} achieved", rate(ach)))),
+        _ => {}
+    }
+    let opened = g.counters.get(Counter::CxTotal);
+    match result.options.get("connections").and_then(Value::as_u64) {
+        Some(limit) => rows.push((
+            "Connections:",
+            format!(
+                "{opened} opened (limit {limit} per worker × {workers} = {})",
+                limit * workers as u64
+            ),
+        )),
+        None => rows.push(("Connections:", format!("{opened} opened"))),
+    }
     for (label, value) in rows {
         // Writing into a String cannot fail.
         let _ = writeln!(s, "{label:<13}{value}");
@@ -139,8 +196,53 @@ fn counters(g: &WorkerResult, s: &mut String) {
     t.render("", s);
 }
 
+/// Blocked or dropped requests at or above this share of all requests skew the results.
+const SIGNIFICANT_SHARE: f64 = 0.01;
+/// An achieved rate below this share of the requested one means the load was not offered.
+const RATE_SHORTFALL: f64 = 0.95;
+
+/// One sentence on whether blocking and overflow invalidate the run, or `None` when there was
+/// neither or too little to matter.
+fn what_it_means(result: &RunResult) -> Option<String> {
+    let g = &result.global;
+    let blocked = g.stats.get(StatId::SequencerBlocking).count();
+    let dropped = g.counters.get(Counter::PoolOverflow);
+    if blocked == 0 && dropped == 0 {
+        return None;
+    }
+    let sent = requests(g);
+    let blocked_share = blocked as f64 / sent.max(1) as f64;
+    let dropped_share = dropped as f64 / (sent + dropped).max(1) as f64;
+    let ratio = requested_rate(result).zip(achieved_rate(g)).map(|(req, ach)| ach / req);
+    let short = ratio.is_some_and(|r| r < RATE_SHORTFALL);
+    if blocked_share < SIGNIFICANT_SHARE && dropped_share < SIGNIFICANT_SHARE && !short {
+        return Some(format!(
+            "What this means: blocking and overflow were rare (under {:.0}% of requests), so \
+             the results describe the requested load.",
+            SIGNIFICANT_SHARE * 100.0
+        ));
+    }
+    let mut why = Vec::new();
+    if blocked > 0 {
+        why.push(format!("{:.1}% of requests waited for a connection", 100.0 * blocked_share));
+    }
+    if dropped > 0 {
+        why.push(format!("{:.1}% were dropped", 100.0 * dropped_share));
+    }
+    if let Some(r) = ratio {
+        why.push(format!("{:.1}% of the requested rate was achieved", 100.0 * r));
+    }
+    Some(format!(
+        "What this means: the results are skewed: {}. The latencies above describe the load \
+         that was actually offered, which is lighter than the one requested; do not read them \
+         as the service's latency at the requested rate.",
+        why.join(", ")
+    ))
+}
+
 /// Explains conditions that make the numbers above misleading.
-fn notes(g: &WorkerResult, s: &mut String) {
+fn notes(result: &RunResult, s: &mut String) {
+    let g = &result.global;
     let mut notes: Vec<String> = Vec::new();
     let blocking = g.stats.get(StatId::SequencerBlocking);
     if blocking.count() > 0 {
@@ -163,6 +265,7 @@ fn notes(g: &WorkerResult, s: &mut String) {
             Counter::PoolOverflow.name(),
         ));
     }
+    notes.extend(what_it_means(result));
     if notes.is_empty() {
         return;
     }

@@ -9,6 +9,12 @@
 //! - [`json`]: the proto3-JSON shape of Nighthawk's `Output`, with Shrike's extensions
 //!   (serialized histograms, termination, environment). [`from_json`] reads it back exactly,
 //!   which is what `transform`, `report` and result merging build on.
+//! - [`yaml`]: the JSON document as YAML (hand-written emitter, key order kept).
+//! - [`csv`]: tidy rows (statistics, percentiles, counters, status codes), RFC 4180.
+//! - [`dotted`]: Nighthawk's `dotted` lines (`global.<stat>.permilles-990.microseconds: 123`).
+//! - [`prometheus`]: the text exposition format 0.0.4 (summaries, counters, labels).
+//! - [`fortio`]: the JSON fortio's report UI loads (`fhttp.HTTPRunnerResults`).
+//! - [`merge`]: exact merge of stored results (`shrike transform --merge`).
 //! - [`timestamp`]: RFC 3339 timestamps as proto3 JSON writes them.
 //!
 //! The library writes data only; where the data goes and how errors are shown is the caller's
@@ -20,12 +26,18 @@ use std::str::FromStr;
 
 use shrike_stats::RunResult;
 
+pub mod csv;
+pub mod dotted;
+pub mod fortio;
 pub mod html;
 pub mod human;
 pub mod json;
+pub mod merge;
+pub mod prometheus;
 mod spectrum;
 mod table;
 pub mod timestamp;
+pub mod yaml;
 
 pub use json::{from_json, to_json_value, ReadError};
 
@@ -35,17 +47,41 @@ pub use json::{from_json, to_json_value, ReadError};
 pub enum OutputFormat {
     Human,
     Json,
+    Yaml,
+    Dotted,
+    Fortio,
+    Csv,
+    Prometheus,
 }
 
 impl OutputFormat {
-    /// Every format, in the order help texts list them.
-    pub const ALL: &'static [OutputFormat] = &[OutputFormat::Human, OutputFormat::Json];
+    /// Every format, in the order help texts list them (Nighthawk's order, then Shrike's).
+    pub const ALL: &'static [OutputFormat] = &[
+        OutputFormat::Human,
+        OutputFormat::Json,
+        OutputFormat::Yaml,
+        OutputFormat::Dotted,
+        OutputFormat::Fortio,
+        OutputFormat::Csv,
+        OutputFormat::Prometheus,
+    ];
 
-    /// The name users type (`human`, `json`).
+    /// Other names accepted for a format. Nighthawk's `experimental_fortio_pedantic` exists
+    /// because its `fortio` output was not byte-compatible with fortio's Go types; ours is, so
+    /// both names mean the same output.
+    const ALIASES: &'static [(&'static str, OutputFormat)] =
+        &[("experimental_fortio_pedantic", OutputFormat::Fortio)];
+
+    /// The name users type (`human`, `json`, ...).
     pub fn name(self) -> &'static str {
         match self {
             OutputFormat::Human => "human",
             OutputFormat::Json => "json",
+            OutputFormat::Yaml => "yaml",
+            OutputFormat::Dotted => "dotted",
+            OutputFormat::Fortio => "fortio",
+            OutputFormat::Csv => "csv",
+            OutputFormat::Prometheus => "prometheus",
         }
     }
 }
@@ -72,10 +108,13 @@ impl FromStr for OutputFormat {
 
     /// Case-insensitive, as Nighthawk accepts `JSON` and `json` alike.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let given = s.trim();
         OutputFormat::ALL
             .iter()
-            .copied()
-            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+            .map(|&f| (f.name(), f))
+            .chain(OutputFormat::ALIASES.iter().copied())
+            .find(|(name, _)| name.eq_ignore_ascii_case(given))
+            .map(|(_, f)| f)
             .ok_or_else(|| UnknownFormat { given: s.to_string() })
     }
 }
@@ -85,6 +124,11 @@ pub fn write(format: OutputFormat, result: &RunResult, out: &mut dyn io::Write) 
     match format {
         OutputFormat::Human => human::write(result, out),
         OutputFormat::Json => json::write(result, out),
+        OutputFormat::Yaml => yaml::write(result, out),
+        OutputFormat::Dotted => dotted::write(result, out),
+        OutputFormat::Fortio => fortio::write(result, out),
+        OutputFormat::Csv => csv::write(result, out),
+        OutputFormat::Prometheus => prometheus::write(result, out),
     }
 }
 
@@ -100,10 +144,15 @@ mod tests {
             assert_eq!(f.to_string(), f.name());
         }
         assert_eq!("JSON".parse::<OutputFormat>(), Ok(OutputFormat::Json));
+        assert_eq!(
+            "experimental_fortio_pedantic".parse::<OutputFormat>(),
+            Ok(OutputFormat::Fortio)
+        );
         let err = "yamlish".parse::<OutputFormat>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown output format \"yamlish\" (expected one of: human, json)"
+            "unknown output format \"yamlish\" (expected one of: human, json, yaml, dotted, \
+             fortio, csv, prometheus)"
         );
     }
 }

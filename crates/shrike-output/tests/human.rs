@@ -145,3 +145,54 @@ fn matches_golden_file() {
     let golden = std::fs::read_to_string(path).expect("golden file; run with SHRIKE_BLESS=1");
     assert_eq!(text, golden, "human output changed; rerun with SHRIKE_BLESS=1 and review");
 }
+
+#[test]
+fn header_shows_requested_and_achieved_rate_and_connections() {
+    let text = common::human_text(&common::sample());
+    let line = |label: &str| text.lines().find(|l| l.starts_with(label)).unwrap().to_string();
+    // 250/s per worker x 2 workers requested; 1000 requests (upstream_rq_total) in 2 s sent.
+    assert_eq!(
+        line("Rate:"),
+        "Rate:        500/s achieved of 500/s requested (250/s per worker × 2), 100.0%"
+    );
+    // upstream_cx_total summed over workers (4 + 3), against 4 per worker x 2.
+    assert_eq!(line("Connections:"), "Connections: 7 opened (limit 4 per worker × 2 = 8)");
+
+    // Without a rate option only the achieved rate is known.
+    let mut r = common::sample();
+    r.options = serde_json::json!({});
+    let text = common::human_text(&r);
+    assert!(text.contains("\nRate:        500/s achieved\n"), "{text}");
+    assert!(text.contains("\nConnections: 7 opened\n"), "{text}");
+}
+
+#[test]
+fn what_this_means_judges_skew() {
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Overflow of 42 against 1000 requests (4.0%) skews the run.
+    let skewed = flat(&common::human_text(&common::skewed()));
+    assert!(
+        skewed.contains(
+            "What this means: the results are skewed: 0.6% of requests waited for a connection, \
+             4.0% were dropped, 100.0% of the requested rate was achieved."
+        ),
+        "{skewed}"
+    );
+
+    // A handful of blocked requests (0.6%) without overflow is called out as harmless.
+    let mut r = common::skewed();
+    for w in &mut r.workers {
+        w.counters.set(shrike_stats::Counter::PoolOverflow, 0);
+    }
+    r.global = shrike_stats::WorkerResult::merge_all("global", &r.workers);
+    let rare = flat(&common::human_text(&r));
+    assert!(rare.contains("What this means: blocking and overflow were rare"), "{rare}");
+
+    // The same blocking in a run that reached only half the requested rate is skew.
+    r.options["requests_per_second"] = serde_json::json!(500.0);
+    let short = flat(&common::human_text(&r));
+    assert!(short.contains("50.0% of the requested rate was achieved"), "{short}");
+    assert!(short.contains("the results are skewed"), "{short}");
+
+    assert!(!common::human_text(&common::sample()).contains("What this means"));
+}

@@ -11,6 +11,7 @@ mod report;
 mod run;
 mod serve;
 mod shaping;
+mod transform;
 
 use std::process::ExitCode;
 
@@ -36,6 +37,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
     Report(report::ReportArgs),
+    /// Stored JSON result on stdin -> any output format on stdout; --merge combines results.
+    Transform(transform::TransformArgs),
 }
 
 /// A usage or configuration error: printed as `error: …` and mapped to exit code 2.
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Serve(args) => serve::run(args),
         Command::Report(args) => report::run(args),
+        Command::Transform(args) => transform::run(args),
     };
     match result {
         Ok(code) => code,

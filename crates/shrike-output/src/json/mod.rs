@@ -26,7 +26,7 @@ mod read;
 mod write;
 
 pub use read::{from_json, ReadError};
-pub use write::{to_json_value, write};
+pub use write::{to_json_value, write, write_value};
 
 /// Version of the `shrike` extension schema. Bump it when a reader of the old schema would
 /// misread new documents; [`from_json`] rejects versions it does not know.

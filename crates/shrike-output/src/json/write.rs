@@ -295,3 +295,11 @@ fn statistic_doc(id: StatId, s: &Statistic) -> StatisticDoc {
     }
     doc
 }
+
+/// Writes any JSON value pretty-printed like [`write`]. `transform` uses it to pass a stored
+/// document through untouched (its environment and tool version are the recording machine's).
+pub fn write_value(value: &Value, out: &mut dyn io::Write) -> io::Result<()> {
+    let mut buf = serde_json::to_vec_pretty(value)?;
+    buf.push(b'\n');
+    out.write_all(&buf)
+}

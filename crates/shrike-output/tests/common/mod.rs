@@ -65,7 +65,10 @@ pub fn sample() -> RunResult {
     w0.status_codes.add(204, 2);
     w1.status_codes.add(200, 400);
     let mut r = RunResult::new(
-        json!({"uri": "http://127.0.0.1:8080/", "concurrency": "2", "duration": "2s", "connections": 4}),
+        json!({
+            "uri": "http://127.0.0.1:8080/", "concurrency": "2", "duration": "2s",
+            "connections": 4, "requests_per_second": 250.0, "labels": ["nightly", "env=ci"]
+        }),
         vec![w0, w1],
         Termination::Completed,
     );
@@ -127,8 +130,11 @@ pub fn tiny() -> RunResult {
     }
     w.counters.add(Counter::Http2xx, 5);
     w.counters.add(Counter::Http5xx, 1);
-    let mut r =
-        RunResult::new(json!({"uri": "http://127.0.0.1:1/"}), vec![w], Termination::Completed);
+    w.counters.add(Counter::RqTotal, 6);
+    w.counters.add(Counter::CxTotal, 2);
+    let options =
+        json!({"uri": "http://127.0.0.1:1/", "requests_per_second": 5.0, "connections": 2});
+    let mut r = RunResult::new(options, vec![w], Termination::Completed);
     r.timestamp = t0();
     r
 }
@@ -143,4 +149,31 @@ pub fn human_text(r: &RunResult) -> String {
     let mut buf = Vec::new();
     shrike_output::write(shrike_output::OutputFormat::Human, r, &mut buf).unwrap();
     String::from_utf8(buf).unwrap()
+}
+
+pub fn text(format: shrike_output::OutputFormat, r: &RunResult) -> String {
+    let mut buf = Vec::new();
+    shrike_output::write(format, r, &mut buf).unwrap();
+    String::from_utf8(buf).unwrap()
+}
+
+/// Runs `script` with Debian's Python (which has python3-yaml and python3-prometheus-client),
+/// `input` on stdin; returns stdout, panicking with stderr if the script fails.
+pub fn python(script: &str, input: &str) -> String {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3 (Debian's python3; .ci/run installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }

@@ -1,0 +1,299 @@
+//! Exact merge of stored results: `shrike transform --merge a.json b.json …`.
+//!
+//! Use it to combine runs made in parallel from several machines, or a run split in parts.
+//! - **Workers**: every input's workers are kept, in input order. A name already taken
+//!   (`worker_0` in both files) is renamed to the first free `worker_N`.
+//! - **Global**: the exact merge of the inputs' globals (histograms add, moments combine, the
+//!   execution window spans all inputs).
+//! - **Options**: the first input's, with the labels of all inputs. Options that change what
+//!   was measured must agree ([`STRICT_OPTIONS`]: target, protocol, method, body, headers, open
+//!   or closed loop), else the merge is refused naming the option and both values. Other
+//!   differences (rate, connections, duration, …) are allowed and reported as warnings.
+//! - **Termination**: the most serious of the inputs' (failure predicate, then interrupted,
+//!   then termination predicate, then completed).
+//! - **Intervals**: merged on a common wall-clock grid when every input has a series with the
+//!   same interval length: each interval is placed at its wall-clock start relative to the
+//!   merged start, rounded to the nearest multiple of the interval length, and intervals in the
+//!   same slot merge exactly (counters add, histograms add). A warning says when an input's
+//!   grid is offset by more than a tenth of an interval. If the lengths differ, or only some
+//!   inputs have a series, the merged result has none, with a warning: a series that silently
+//!   covers only part of the load would mislead.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use shrike_stats::{
+    Interval, IntervalStat, RunResult, StatId, Statistic, Termination, WorkerResult,
+};
+
+/// Options that must be equal for results to be merged, as JSON pointers into `options`.
+pub const STRICT_OPTIONS: [&str; 9] = [
+    "/uri",
+    "/multi_target_endpoints",
+    "/multi_target_path",
+    "/multi_target_use_https",
+    "/protocol",
+    "/request_options/request_method",
+    "/request_options/request_body_size",
+    "/request_options/request_headers",
+    "/open_loop",
+];
+
+/// Options whose differences are not worth a warning (they do not describe the load).
+const QUIET_OPTIONS: [&str; 3] = ["labels", "output_format", "verbosity"];
+
+/// One result to merge, with the name errors and warnings use for it (its file name).
+#[derive(Clone, Debug)]
+pub struct Input {
+    pub name: String,
+    pub result: RunResult,
+}
+
+/// The merged result and what the user should know about it.
+#[derive(Clone, Debug)]
+pub struct Merged {
+    pub result: RunResult,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeError {
+    #[error("nothing to merge")]
+    NoInputs,
+    #[error(
+        "{other}: cannot merge with {first}: option {option} differs ({first}: {first_value}, \
+         {other}: {other_value})"
+    )]
+    Incompatible {
+        option: String,
+        first: String,
+        first_value: String,
+        other: String,
+        other_value: String,
+    },
+    #[error("{input}: shrike.intervals[{index}]: statistic {id}: {reason}")]
+    IntervalHistogram { input: String, index: usize, id: &'static str, reason: String },
+}
+
+/// Merges `inputs` exactly (see the module docs).
+pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
+    let first = inputs.first().ok_or(MergeError::NoInputs)?;
+    let mut warnings = Vec::new();
+    for other in &inputs[1..] {
+        check_options(first, other, &mut warnings)?;
+    }
+
+    let global = WorkerResult::merge_all("global", inputs.iter().map(|i| &i.result.global));
+    let intervals = merge_intervals(&inputs, global.execution_start, &mut warnings)?;
+
+    let mut options = first.result.options.clone();
+    let mut labels: Vec<Value> = Vec::new();
+    for i in &inputs {
+        for l in i.result.options.get("labels").and_then(Value::as_array).into_iter().flatten() {
+            if !labels.contains(l) {
+                labels.push(l.clone());
+            }
+        }
+    }
+    if let Some(o) = options.as_object_mut() {
+        if o.contains_key("labels") || !labels.is_empty() {
+            o.insert("labels".into(), Value::Array(labels));
+        }
+    }
+
+    let mut workers: Vec<WorkerResult> = Vec::new();
+    for i in &inputs {
+        for w in &i.result.workers {
+            let mut w = w.clone();
+            if workers.iter().any(|have| have.name == w.name) || w.name == "global" {
+                let new = (0..)
+                    .map(|k| format!("worker_{k}"))
+                    .find(|n| !name_taken(n, &workers, &inputs))
+                    .unwrap_or_default();
+                warnings.push(format!("{}: worker {} renamed {new}", i.name, w.name));
+                w.name = new;
+            }
+            workers.push(w);
+        }
+    }
+
+    let timestamp = inputs.iter().map(|i| i.result.timestamp).max().unwrap_or(SystemTime::now());
+    let termination = inputs
+        .iter()
+        .map(|i| &i.result.termination)
+        .max_by_key(|t| severity(t))
+        .cloned()
+        .unwrap_or(Termination::Completed);
+    Ok(Merged {
+        result: RunResult { timestamp, options, workers, global, termination, intervals },
+        warnings,
+    })
+}
+
+/// A renamed worker must not take a name a later input still brings.
+fn name_taken(n: &str, workers: &[WorkerResult], inputs: &[Input]) -> bool {
+    workers.iter().any(|w| w.name == n)
+        || inputs.iter().any(|i| i.result.workers.iter().any(|w| w.name == n))
+}
+
+/// Higher is more serious; `max_by_key` keeps the last of equals, so ties pick the later input,
+/// which only matters for the predicate text.
+fn severity(t: &Termination) -> u8 {
+    match t {
+        Termination::Completed => 0,
+        Termination::TerminationPredicate(_) => 1,
+        Termination::Interrupted => 2,
+        Termination::FailurePredicate(_) => 3,
+    }
+}
+
+fn shown(v: Option<&Value>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn check_options(
+    first: &Input,
+    other: &Input,
+    warnings: &mut Vec<String>,
+) -> Result<(), MergeError> {
+    let (a, b) = (&first.result.options, &other.result.options);
+    for ptr in STRICT_OPTIONS {
+        let (va, vb) =
+            (a.pointer(ptr).filter(|v| !v.is_null()), b.pointer(ptr).filter(|v| !v.is_null()));
+        if va != vb {
+            return Err(MergeError::Incompatible {
+                option: ptr.trim_start_matches('/').replace('/', "."),
+                first: first.name.clone(),
+                first_value: shown(va),
+                other: other.name.clone(),
+                other_value: shown(vb),
+            });
+        }
+    }
+    let empty = serde_json::Map::new();
+    let (ma, mb) = (a.as_object().unwrap_or(&empty), b.as_object().unwrap_or(&empty));
+    let strict_top: Vec<&str> =
+        STRICT_OPTIONS.iter().map(|p| p[1..].split('/').next().unwrap_or("")).collect();
+    let mut keys: Vec<&String> = ma.keys().collect();
+    keys.extend(mb.keys().filter(|k| !ma.contains_key(*k)));
+    for k in keys {
+        if QUIET_OPTIONS.contains(&k.as_str()) || strict_top.contains(&k.as_str()) {
+            continue;
+        }
+        if ma.get(k) != mb.get(k) {
+            warnings.push(format!(
+                "option {k} differs ({}: {}, {}: {}); the merged result keeps {}'s options",
+                first.name,
+                shown(ma.get(k)),
+                other.name,
+                shown(mb.get(k)),
+                first.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn merge_intervals(
+    inputs: &[Input],
+    start: SystemTime,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Interval>, MergeError> {
+    let with: Vec<&Input> = inputs.iter().filter(|i| !i.result.intervals.is_empty()).collect();
+    if with.is_empty() {
+        return Ok(Vec::new());
+    }
+    if with.len() != inputs.len() {
+        let without: Vec<&str> = inputs
+            .iter()
+            .filter(|i| i.result.intervals.is_empty())
+            .map(|i| i.name.as_str())
+            .collect();
+        warnings.push(format!(
+            "intervals dropped: {} has no time series, so a merged series would cover only part \
+             of the load",
+            without.join(", ")
+        ));
+        return Ok(Vec::new());
+    }
+    // The first interval's length is the series' period (the last one may be cut short).
+    let period = with[0].result.intervals[0].duration;
+    for i in &with {
+        let d = i.result.intervals[0].duration;
+        if period.is_zero() || d.abs_diff(period) > period / 100 {
+            warnings.push(format!(
+                "intervals dropped: {} samples every {:?} but {} every {:?}; series with \
+                 different periods cannot be aligned",
+                with[0].name, period, i.name, d
+            ));
+            return Ok(Vec::new());
+        }
+    }
+
+    // slot -> (start, duration, parts)
+    let mut slots: std::collections::BTreeMap<u64, Vec<(&Input, usize)>> = Default::default();
+    let p = period.as_nanos() as f64;
+    for i in &with {
+        let shift = i.result.global.execution_start.duration_since(start).unwrap_or_default();
+        let mut offset_warned = false;
+        for (k, iv) in i.result.intervals.iter().enumerate() {
+            let abs = (shift + iv.start).as_nanos() as f64;
+            let slot = (abs / p).round();
+            if !offset_warned && (abs - slot * p).abs() > p / 10.0 {
+                warnings.push(format!(
+                    "{}: intervals are offset by {:?} from the merged grid; aligned to the \
+                     nearest interval",
+                    i.name,
+                    Duration::from_nanos((abs - slot * p).abs() as u64)
+                ));
+                offset_warned = true;
+            }
+            slots.entry(slot as u64).or_default().push((i, k));
+        }
+    }
+
+    let mut out = Vec::new();
+    for (slot, parts) in slots {
+        let mut counters = shrike_stats::Counters::new();
+        let mut duration = Duration::ZERO;
+        let mut ids: Vec<StatId> = Vec::new();
+        for (i, k) in &parts {
+            let iv = &i.result.intervals[*k];
+            counters.merge(&iv.counters);
+            duration = duration.max(iv.duration);
+            for s in &iv.stats {
+                if !ids.contains(&s.id) {
+                    ids.push(s.id);
+                }
+            }
+        }
+        let mut stats = Vec::new();
+        for id in ids {
+            let mut merged = Statistic::new();
+            for (i, k) in &parts {
+                let iv = &i.result.intervals[*k];
+                for s in iv.stats.iter().filter(|s| s.id == id) {
+                    let hist = Statistic::decode_histogram(&s.histogram).map_err(|e| {
+                        MergeError::IntervalHistogram {
+                            input: i.name.clone(),
+                            index: *k,
+                            id: id.id(),
+                            reason: e.to_string(),
+                        }
+                    })?;
+                    // pstdev is not stored per interval; only count, mean, min and max matter.
+                    merged.merge(&Statistic::from_parts(hist, s.count, s.mean, 0.0, s.min, s.max));
+                }
+            }
+            stats.push(IntervalStat::summarize(id, &merged));
+        }
+        let period_ns = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        let start = Duration::from_nanos(period_ns.saturating_mul(slot));
+        out.push(Interval { start, duration, counters, stats });
+    }
+    Ok(out)
+}
