@@ -1,0 +1,158 @@
+//! The collector thread: merges the workers' parts of each tick exactly, in tick order, and
+//! feeds the observers. A tick is complete once every worker has sent its part of it or has
+//! finished before it; parts of one worker arrive in order (one sender per worker).
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use shrike_stats::Interval;
+
+use super::recorder::{Msg, Part};
+use super::{Observer, Sample, TelemetryConfig};
+
+struct Pending {
+    sample: Sample,
+    /// Some part of this tick came from a worker still running past it: the tick is full.
+    full: bool,
+    /// The latest end among workers whose last part this is.
+    end: Duration,
+}
+
+struct Collector {
+    cfg: TelemetryConfig,
+    observers: Vec<Box<dyn Observer>>,
+    /// Per worker: the next tick index it will send, and whether it is done.
+    next: Vec<u64>,
+    done: Vec<bool>,
+    pending: BTreeMap<u64, Pending>,
+    /// The next tick to emit.
+    emit: u64,
+    window: Option<Sample>,
+    intervals: Vec<Interval>,
+}
+
+/// Runs until every worker is done; returns the stored intervals.
+pub(crate) fn run(
+    rx: Receiver<Msg>,
+    workers: usize,
+    cfg: TelemetryConfig,
+    observers: Vec<Box<dyn Observer>>,
+) -> Vec<Interval> {
+    let mut c = Collector {
+        cfg,
+        observers,
+        next: vec![0; workers],
+        done: vec![false; workers],
+        pending: BTreeMap::new(),
+        emit: 0,
+        window: None,
+        intervals: Vec::new(),
+    };
+    while c.done.iter().any(|d| !d) {
+        match rx.recv() {
+            Ok(Msg::Part(p)) => c.add(*p),
+            Ok(Msg::Done(w)) => {
+                if let Some(d) = c.done.get_mut(w) {
+                    *d = true;
+                }
+            }
+            // Every link is gone: nothing more can arrive.
+            Err(_) => break,
+        }
+        c.emit_complete(false);
+    }
+    c.emit_complete(true);
+    if let Some(w) = c.window.take() {
+        c.close_window(w);
+    }
+    for o in &mut c.observers {
+        o.finish();
+    }
+    c.intervals
+}
+
+impl Collector {
+    fn add(&mut self, p: Part) {
+        if let Some(n) = self.next.get_mut(p.worker) {
+            *n = p.index + 1;
+        }
+        let tick = self.cfg.tick;
+        let start = Duration::from_nanos(
+            u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).saturating_mul(p.index),
+        );
+        let e = self.pending.entry(p.index).or_insert_with(|| Pending {
+            sample: Sample::empty(start, tick),
+            full: false,
+            end: Duration::ZERO,
+        });
+        let s = &mut e.sample;
+        s.counters.merge(&p.counters);
+        s.status_codes.merge(&p.status_codes);
+        s.scheduled_to_response.merge(&p.scheduled_to_response);
+        s.request_to_response.merge(&p.request_to_response);
+        match p.end {
+            Some(end) => e.end = e.end.max(end),
+            None => e.full = true,
+        }
+    }
+
+    /// Emits ticks in order while they are complete (all of them once every worker is done).
+    fn emit_complete(&mut self, all_done: bool) {
+        loop {
+            let complete =
+                all_done || self.next.iter().zip(&self.done).all(|(&n, &d)| d || n > self.emit);
+            if !complete {
+                return;
+            }
+            let Some(p) = self.pending.remove(&self.emit) else {
+                // No part at all: every worker ended before this tick.
+                if self.pending.is_empty() {
+                    return;
+                }
+                self.emit += 1;
+                continue;
+            };
+            let index = self.emit;
+            self.emit += 1;
+            let mut s = p.sample;
+            let last = all_done && self.pending.is_empty();
+            if !p.full {
+                s.duration = p.end.saturating_sub(s.start);
+            }
+            s.last = last;
+            // A run that ends on (or just past) a boundary leaves a sliver of a tick in which
+            // nothing happened, often only the drain: it would report a meaningless 0 rps.
+            let sliver = s.duration < self.cfg.tick / 20;
+            if last && sliver && s.counters.non_zero().is_empty() {
+                if last {
+                    if let Some(mut w) = self.window.take() {
+                        w.last = true;
+                        self.close_window(w);
+                    }
+                }
+                continue;
+            }
+            for o in &mut self.observers {
+                o.tick(&s);
+            }
+            let closes = (index + 1).is_multiple_of(u64::from(self.cfg.ticks_per_interval.get()));
+            match self.window.as_mut() {
+                Some(w) => w.absorb(&s),
+                None => self.window = Some(s),
+            }
+            if closes || last {
+                if let Some(w) = self.window.take() {
+                    self.close_window(w);
+                }
+            }
+        }
+    }
+
+    fn close_window(&mut self, w: Sample) {
+        self.intervals.push(w.to_interval());
+        for o in &mut self.observers {
+            o.interval(&w);
+        }
+    }
+}
