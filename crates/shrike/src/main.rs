@@ -9,6 +9,7 @@ mod embedded;
 mod log;
 mod run;
 mod serve;
+mod telemetry;
 
 use std::process::ExitCode;
 
