@@ -77,6 +77,13 @@ impl Collector {
         if let Some(n) = self.next.get_mut(p.worker) {
             *n = p.index + 1;
         }
+        // A worker's last part is its end: knowing it here (not at the later `Done`) lets the
+        // run's last tick be marked as such.
+        if p.end.is_some() {
+            if let Some(d) = self.done.get_mut(p.worker) {
+                *d = true;
+            }
+        }
         let tick = self.cfg.tick;
         let start = Duration::from_nanos(
             u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).saturating_mul(p.index),
@@ -98,7 +105,8 @@ impl Collector {
     }
 
     /// Emits ticks in order while they are complete (all of them once every worker is done).
-    fn emit_complete(&mut self, all_done: bool) {
+    fn emit_complete(&mut self, force: bool) {
+        let all_done = force || self.done.iter().all(|&d| d);
         loop {
             let complete =
                 all_done || self.next.iter().zip(&self.done).all(|(&n, &d)| d || n > self.emit);
@@ -121,10 +129,10 @@ impl Collector {
                 s.duration = p.end.saturating_sub(s.start);
             }
             s.last = last;
-            // A run that ends on (or just past) a boundary leaves a sliver of a tick in which
-            // nothing happened, often only the drain: it would report a meaningless 0 rps.
-            let sliver = s.duration < self.cfg.tick / 20;
-            if last && sliver && s.counters.non_zero().is_empty() {
+            // A run stopped exactly on a boundary leaves an empty zero-length tick: nothing
+            // happened in it, so it is no sample. (Runs with a deadline never do: the
+            // recorder lets the last tick run to the true end.)
+            if s.duration.is_zero() && s.counters.non_zero().is_empty() {
                 if last {
                     if let Some(mut w) = self.window.take() {
                         w.last = true;

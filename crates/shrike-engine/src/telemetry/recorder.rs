@@ -53,6 +53,9 @@ pub(crate) struct Recorder {
     start: Instant,
     index: u64,
     next_boundary: Instant,
+    /// Boundaries at or past this are not rolled: a run with a deadline would otherwise end
+    /// with a sliver of a tick holding only the drain. The last tick runs to the true end.
+    no_roll_from: Option<Instant>,
     scheduled_to_response: Statistic,
     request_to_response: Statistic,
     /// Cumulative values at the last boundary; a part carries the difference.
@@ -62,8 +65,12 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Ships every tick that ended at or before `now`.
+    fn rolls_at(&self, boundary: Instant) -> bool {
+        self.no_roll_from.is_none_or(|t| boundary < t)
+    }
+
     fn roll(&mut self, now: Instant, counters: &Counters, codes: &StatusCodes) {
-        while now >= self.next_boundary {
+        while now >= self.next_boundary && self.rolls_at(self.next_boundary) {
             self.ship(counters, codes, None);
             self.index += 1;
             self.next_boundary += self.link.tick;
@@ -101,11 +108,13 @@ impl Recorder {
 /// totals.
 pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
     let tick = link.tick;
+    let no_roll_from = ctx.cfg.duration.map(|d| start + d.saturating_sub(tick / 20));
     ctx.state.borrow_mut().interval = Some(Box::new(Recorder {
         link,
         start,
         index: 0,
         next_boundary: start + tick,
+        no_roll_from,
         scheduled_to_response: Statistic::new(),
         request_to_response: Statistic::new(),
         last_counters: Counters::new(),
@@ -129,6 +138,10 @@ pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
                 }
             }
             r.roll(now, &st.counters, &st.status_codes);
+            if !r.rolls_at(r.next_boundary) {
+                // The rest is the last tick, shipped by `finish`.
+                return;
+            }
             boundary = r.next_boundary;
         }
     });

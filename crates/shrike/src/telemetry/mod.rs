@@ -109,7 +109,8 @@ pub fn start(
             run_duration,
         )));
     }
-    if !statsd_targets.is_empty() {
+    let statsd_targets_empty = statsd_targets.is_empty();
+    if !statsd_targets_empty {
         observers.push(Box::new(
             statsd::Statsd::new(statsd_targets, flush)
                 .map_err(|e| usage(format!("statsd: {e}")))?,
@@ -128,11 +129,13 @@ pub fn start(
     if observers.is_empty() && interval.is_none() {
         return Ok(Session { telemetry: None, metrics });
     }
-    let config = TelemetryConfig::new(
-        interval.unwrap_or(DEFAULT_INTERVAL),
-        progress.then_some(PROGRESS_PERIOD),
-    )
-    .ok_or_else(|| usage("--stats-interval is out of range"))?;
+    // Ticks are as fine as the most demanding observer needs: progress redraws and scrapes
+    // want fresh numbers, statsd flushes on a tick boundary.
+    let live = (progress || metrics.is_some()).then_some(PROGRESS_PERIOD);
+    let flush_tick = (!statsd_targets_empty).then_some(flush);
+    let max_tick = [live, flush_tick].into_iter().flatten().min();
+    let config = TelemetryConfig::new(interval.unwrap_or(DEFAULT_INTERVAL), max_tick)
+        .ok_or_else(|| usage("--stats-interval is out of range"))?;
     Ok(Session { telemetry: Some(Telemetry { config, observers }), metrics })
 }
 

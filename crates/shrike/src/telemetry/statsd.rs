@@ -145,6 +145,7 @@ struct Sink {
 pub struct Statsd {
     sinks: Vec<Sink>,
     flush: Duration,
+    next_flush: Duration,
     window: Duration,
     counters: Counters,
     codes: StatusCodes,
@@ -166,6 +167,7 @@ impl Statsd {
         Ok(Statsd {
             sinks,
             flush,
+            next_flush: flush,
             window: Duration::ZERO,
             counters: Counters::new(),
             codes: StatusCodes::new(),
@@ -249,7 +251,19 @@ impl Observer for Statsd {
         self.codes.merge(&t.status_codes);
         self.sched.merge(&t.scheduled_to_response);
         self.service.merge(&t.request_to_response);
-        if self.window >= self.flush || t.last {
+        // Flush on the first tick boundary at or past each multiple of the flush interval,
+        // so the cadence holds on average whatever the tick.
+        let end = t.start + t.duration;
+        if end >= self.next_flush || t.last {
+            while self.next_flush <= end {
+                self.next_flush += self.flush;
+            }
+            self.flush_now();
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.window.is_zero() {
             self.flush_now();
         }
     }
