@@ -164,3 +164,115 @@ impl Collector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+    use std::sync::{mpsc, Arc, Mutex};
+
+    use shrike_stats::{Counter, Counters, Statistic, StatusCodes};
+
+    use super::*;
+
+    fn part(worker: usize, index: u64, requests: u64, latency: u64, end: Option<u64>) -> Msg {
+        let mut counters = Counters::new();
+        counters.add(Counter::RqTotal, requests);
+        let mut sched = Statistic::new();
+        for _ in 0..requests {
+            sched.record(latency);
+        }
+        let mut status_codes = StatusCodes::new();
+        status_codes.add(200, requests);
+        Msg::Part(Box::new(Part {
+            worker,
+            index,
+            counters,
+            status_codes,
+            scheduled_to_response: sched,
+            request_to_response: Statistic::new(),
+            end: end.map(Duration::from_millis),
+        }))
+    }
+
+    /// Records what observers see: (start ms, duration ms, requests, last) per tick/interval.
+    #[derive(Default)]
+    struct Seen {
+        ticks: Vec<(u128, u128, u64, bool)>,
+        intervals: Vec<(u128, u128, u64, bool)>,
+        finished: bool,
+    }
+    struct Spy(Arc<Mutex<Seen>>);
+    fn row(s: &Sample) -> (u128, u128, u64, bool) {
+        (s.start.as_millis(), s.duration.as_millis(), s.counters.get(Counter::RqTotal), s.last)
+    }
+    impl Observer for Spy {
+        fn tick(&mut self, t: &Sample) {
+            self.0.lock().unwrap().ticks.push(row(t));
+        }
+        fn interval(&mut self, i: &Sample) {
+            self.0.lock().unwrap().intervals.push(row(i));
+        }
+        fn finish(&mut self) {
+            self.0.lock().unwrap().finished = true;
+        }
+    }
+
+    #[test]
+    fn merges_workers_in_tick_order_and_groups_intervals() {
+        let (tx, rx) = mpsc::channel();
+        // Worker 1 runs ahead; worker 0 ends first, in tick 2; worker 1 ends in tick 3.
+        for m in [
+            part(1, 0, 3, 1_000, None),
+            part(1, 1, 4, 2_000, None),
+            part(0, 0, 5, 3_000, None),
+            part(1, 2, 1, 4_000, None),
+            part(0, 1, 6, 5_000, None),
+            part(0, 2, 2, 6_000, Some(250)),
+            Msg::Done(0),
+            part(1, 3, 7, 7_000, Some(320)),
+            Msg::Done(1),
+        ] {
+            tx.send(m).unwrap();
+        }
+        drop(tx);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let cfg = TelemetryConfig {
+            tick: Duration::from_millis(100),
+            ticks_per_interval: NonZeroU32::new(2).unwrap(),
+        };
+        let intervals = run(rx, 2, cfg, vec![Box::new(Spy(seen.clone()))]);
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            seen.ticks,
+            vec![
+                (0, 100, 8, false),
+                (100, 100, 10, false),
+                (200, 100, 3, false),
+                (300, 20, 7, true)
+            ]
+        );
+        assert_eq!(seen.intervals, vec![(0, 200, 18, false), (200, 120, 10, true)]);
+        assert!(seen.finished);
+        assert_eq!(intervals.len(), 2);
+        let sched = &intervals[0].stats[0];
+        assert_eq!(sched.count, 18);
+        assert_eq!((sched.min, sched.max), (1_000, 5_000));
+        assert_eq!(intervals[1].duration, Duration::from_millis(120));
+        assert_eq!(intervals[1].counters.get(Counter::RqTotal), 10);
+    }
+
+    #[test]
+    fn a_worker_that_never_started_does_not_stall_the_series() {
+        let (tx, rx) = mpsc::channel();
+        tx.send(Msg::Done(1)).unwrap();
+        tx.send(part(0, 0, 2, 1_000, Some(50))).unwrap();
+        drop(tx);
+        let cfg = TelemetryConfig {
+            tick: Duration::from_millis(100),
+            ticks_per_interval: NonZeroU32::new(1).unwrap(),
+        };
+        let intervals = run(rx, 2, cfg, Vec::new());
+        assert_eq!(intervals.len(), 1);
+        assert_eq!(intervals[0].duration, Duration::from_millis(50));
+    }
+}
