@@ -347,6 +347,7 @@ fn bad_telemetry_flags_are_usage_errors() {
             "tcp_cluster_name",
         ),
         (vec!["--stats-interval", "0"], "--stats-interval"),
+        (vec!["--stats-interval", "10ms"], "at least 100ms"),
         (vec!["--stats-interval", "soon"], "--stats-interval"),
         (vec!["--stats-flush-interval", "0"], "--stats-flush-interval"),
         (vec!["--metrics-listen", "not-an-address"], "--metrics-listen"),

@@ -19,6 +19,8 @@ use crate::log::info;
 
 /// Stored intervals default to this period when telemetry is on without `--stats-interval`.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+/// Finer intervals would spend more on merging and storing histograms than they show.
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// The progress line redraws at most this often.
 const PROGRESS_PERIOD: Duration = Duration::from_millis(250);
 
@@ -77,8 +79,11 @@ pub fn start(
         .as_deref()
         .map(|s| {
             let d = flag_duration("stats-interval", s)?;
-            if d < Duration::from_millis(1) {
-                return Err(usage(format!("--stats-interval must be at least 1ms, got {s:?}")));
+            if d < MIN_INTERVAL {
+                return Err(usage(format!(
+                    "--stats-interval must be at least 100ms (each interval holds full \
+                     histograms), got {s:?}"
+                )));
             }
             Ok(d)
         })
