@@ -1,10 +1,10 @@
 //! Live telemetry: the run's time series, sampled exactly and off the hot path.
 //!
 //! Each worker records the interval statistics (`scheduled_to_response`, `request_to_response`)
-//! into per-tick histograms next to its cumulative ones ([`recorder`]). At each tick boundary,
+//! into per-tick histograms next to its cumulative ones (`recorder`). At each tick boundary,
 //! aligned to the run start every worker shares, it swaps them out and sends them with its
 //! counter and status-code deltas over a non-blocking channel. A collector thread
-//! ([`collector`]) merges the workers' parts of each tick exactly, hands every tick to the
+//! (`collector`) merges the workers' parts of each tick exactly, hands every tick to the
 //! [`Observer`]s (progress lines want a fast cadence), groups `ticks_per_interval` ticks into
 //! one stored [`Interval`] (periodic reports, scrapes, statsd flushes and the result's series)
 //! and returns the intervals when the run ends.

@@ -46,8 +46,14 @@ pub struct TelemetryArgs {
     /// port_value:8125}},prefix:"shrike"}}.
     #[arg(long = "stats-sinks", value_name = "SINK")]
     pub stats_sinks: Vec<String>,
-    /// Time between flushes to the statsd sinks (seconds, or with a unit).
-    #[arg(long, default_value = "5", value_name = "DURATION")]
+    /// Time between flushes to the statsd sinks (seconds, or with a unit). Nighthawk's
+    /// --stats-flush-interval-duration is the same flag.
+    #[arg(
+        long,
+        default_value = "5",
+        value_name = "DURATION",
+        alias = "stats-flush-interval-duration"
+    )]
     pub stats_flush_interval: String,
 }
 
