@@ -150,17 +150,47 @@ fn stored_intervals_sum(protocol: &str) {
 
 #[test]
 fn text_reports_are_one_line_per_interval() {
+    // A 50 ms server delay at 100 rps keeps about 5 requests in flight (Little's law).
     let out = run(
-        &["run", "--rps", "100", "--duration", "1.5", "--stats-interval", "0.5s"],
+        &[
+            "run",
+            "--rps",
+            "100",
+            "--duration",
+            "1.5",
+            "--stats-interval",
+            "0.5s",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
+        ],
         Duration::from_secs(20),
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let lines: Vec<&str> =
         out.stderr.lines().filter(|l| l.starts_with("[shrike] interval ")).collect();
     assert!((3..=4).contains(&lines.len()), "{}", out.stderr);
-    assert!(lines[0].contains("requests 50 (total 50)"), "{}", lines[0]);
-    assert!(lines[1].contains("(total 100)") && lines[1].contains("change: rps"), "{}", lines[1]);
+    // `requests N (total T)`: T is the running sum of N.
+    let mut running = 0;
+    for l in &lines {
+        let rest = l.split(": requests ").nth(1).expect("requests");
+        let mut words = rest.split_whitespace();
+        let n: u64 = words.next().unwrap().parse().unwrap();
+        let total: u64 = words.nth(1).unwrap().trim_end_matches(')').parse().unwrap();
+        running += n;
+        assert_eq!(total, running, "{l}");
+    }
+    assert!((148..=150).contains(&running), "{running} requests");
+    assert!(lines[0].starts_with("[shrike] interval 0 0.000s+0.500s: "), "{}", lines[0]);
+    assert!(!lines[0].contains("change:") && lines[1].contains("change: rps"), "{}", lines[1]);
     assert!(lines.iter().all(|l| l.contains("| latency p50 ") && l.contains(" | service p50 ")));
+    let in_flight: u64 = lines[1]
+        .split("in flight ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("in flight level");
+    assert!((3..=8).contains(&in_flight), "{}", lines[1]);
+    assert!(lines[1].contains("latency p50 5"), "50 ms delay not seen: {}", lines[1]);
     // The human result still goes to stdout, untouched.
     assert!(out.stdout.contains("upstream_rq_total"));
     assert!(!out.stdout.contains("[shrike] interval"));

@@ -67,6 +67,11 @@ pub struct Sample {
     pub status_codes: StatusCodes,
     pub scheduled_to_response: Statistic,
     pub request_to_response: Statistic,
+    /// Requests released and not finished (in flight or queued in the pool) at the sample's
+    /// end, summed over workers: Apiary's level.
+    pub in_flight: u64,
+    /// The highest tick-end `in_flight` within the sample.
+    pub in_flight_max: u64,
     /// The run's last sample.
     pub last: bool,
 }
@@ -80,6 +85,8 @@ impl Sample {
             status_codes: StatusCodes::new(),
             scheduled_to_response: Statistic::new(),
             request_to_response: Statistic::new(),
+            in_flight: 0,
+            in_flight_max: 0,
             last: false,
         }
     }
@@ -91,6 +98,8 @@ impl Sample {
         self.status_codes.merge(&s.status_codes);
         self.scheduled_to_response.merge(&s.scheduled_to_response);
         self.request_to_response.merge(&s.request_to_response);
+        self.in_flight = s.in_flight;
+        self.in_flight_max = self.in_flight_max.max(s.in_flight_max);
         self.last = s.last;
     }
 

@@ -20,6 +20,8 @@ pub(crate) struct Part {
     pub status_codes: StatusCodes,
     pub scheduled_to_response: Statistic,
     pub request_to_response: Statistic,
+    /// Requests released and not yet finished (in flight or queued) at the part's end.
+    pub in_flight: u64,
     /// Set on the worker's last part: where the worker's run ended (offset from the start).
     pub end: Option<Duration>,
 }
@@ -69,15 +71,21 @@ impl Recorder {
         self.no_roll_from.is_none_or(|t| boundary < t)
     }
 
-    fn roll(&mut self, now: Instant, counters: &Counters, codes: &StatusCodes) {
+    fn roll(&mut self, now: Instant, counters: &Counters, codes: &StatusCodes, in_flight: usize) {
         while now >= self.next_boundary && self.rolls_at(self.next_boundary) {
-            self.ship(counters, codes, None);
+            self.ship(counters, codes, in_flight, None);
             self.index += 1;
             self.next_boundary += self.link.tick;
         }
     }
 
-    fn ship(&mut self, counters: &Counters, codes: &StatusCodes, end: Option<Duration>) {
+    fn ship(
+        &mut self,
+        counters: &Counters,
+        codes: &StatusCodes,
+        in_flight: usize,
+        end: Option<Duration>,
+    ) {
         let mut delta = Counters::new();
         for &c in Counter::ALL {
             delta.set(c, counters.get(c).saturating_sub(self.last_counters.get(c)));
@@ -95,6 +103,7 @@ impl Recorder {
             status_codes: code_delta,
             scheduled_to_response: std::mem::take(&mut self.scheduled_to_response),
             request_to_response: std::mem::take(&mut self.request_to_response),
+            in_flight: in_flight as u64,
             end,
         };
         // A gone collector (it only leaves when the run is over) loses nothing measured: the
@@ -137,7 +146,7 @@ pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
                     p.flush_counters(&mut st.counters);
                 }
             }
-            r.roll(now, &st.counters, &st.status_codes);
+            r.roll(now, &st.counters, &st.status_codes, st.outstanding);
             if !r.rolls_at(r.next_boundary) {
                 // The rest is the last tick, shipped by `finish`.
                 return;
@@ -152,7 +161,7 @@ pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
 #[inline]
 pub(crate) fn record_response(st: &mut WorkerState, x: &Exchange) {
     if let Some(r) = st.interval.as_deref_mut() {
-        r.roll(x.done, &st.counters, &st.status_codes);
+        r.roll(x.done, &st.counters, &st.status_codes, st.outstanding);
         r.scheduled_to_response.record(nanos(x.done - x.ticket.scheduled));
         r.request_to_response.record(nanos(x.done - x.sent));
     }
@@ -162,7 +171,7 @@ pub(crate) fn record_response(st: &mut WorkerState, x: &Exchange) {
 #[inline]
 pub(crate) fn record_failure(st: &mut WorkerState) {
     if let Some(r) = st.interval.as_deref_mut() {
-        r.roll(Instant::now(), &st.counters, &st.status_codes);
+        r.roll(Instant::now(), &st.counters, &st.status_codes, st.outstanding);
     }
 }
 
@@ -170,8 +179,8 @@ pub(crate) fn record_failure(st: &mut WorkerState) {
 /// the full ticks left and the partial last one with its true length.
 pub(crate) fn finish(st: &mut WorkerState, end: Instant) {
     if let Some(mut r) = st.interval.take() {
-        r.roll(end, &st.counters, &st.status_codes);
+        r.roll(end, &st.counters, &st.status_codes, st.outstanding);
         let offset = end.saturating_duration_since(r.start);
-        r.ship(&st.counters, &st.status_codes, Some(offset));
+        r.ship(&st.counters, &st.status_codes, st.outstanding, Some(offset));
     }
 }

@@ -220,13 +220,15 @@ fn text_report(
     };
     format!(
         "[shrike] interval {index} {:.3}s+{:.3}s: requests {} (total {}) {rps:.1}/s, \
-         errors {} (total {}) | latency {} | service {}{change}",
+         errors {} (total {}), in flight {} (max {}) | latency {} | service {}{change}",
         s.start.as_secs_f64(),
         s.duration.as_secs_f64(),
         s.counters.get(Counter::RqTotal),
         totals.get(Counter::RqTotal),
         super::errors(&s.counters),
         super::errors(totals),
+        s.in_flight,
+        s.in_flight_max,
         dist(&s.scheduled_to_response),
         dist(&s.request_to_response),
     )
@@ -282,6 +284,8 @@ fn jsonl_report(
         "rps": rps,
         "errors": super::errors(&s.counters),
         "errors_total": super::errors(totals),
+        "in_flight": s.in_flight,
+        "in_flight_max": s.in_flight_max,
         "counters": counters,
         "status_codes": codes,
         "scheduled_to_response": dist_json(&s.scheduled_to_response),

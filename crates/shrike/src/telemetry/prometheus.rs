@@ -48,6 +48,7 @@ pub(crate) struct Snapshot {
     elapsed: Duration,
     run_duration: Option<Duration>,
     interval_rps: f64,
+    in_flight: u64,
     intervals: u64,
     finished: bool,
 }
@@ -109,6 +110,13 @@ pub(crate) fn render(s: &Snapshot) -> String {
         "Requests completed per second in the last interval.",
     );
     let _ = writeln!(out, "shrike_interval_requests_per_second {}", s.interval_rps);
+    family(
+        &mut out,
+        "shrike_requests_in_flight",
+        "gauge",
+        "Requests released and not finished (in flight or queued), at the last tick.",
+    );
+    let _ = writeln!(out, "shrike_requests_in_flight {}", s.in_flight);
     for &c in Counter::ALL {
         let name = metric_name(c);
         family(&mut out, &name, "counter", &format!("Shrike counter {}.", c.name()));
@@ -152,6 +160,7 @@ impl Observer for MetricsObserver {
             s.sched.add_tick(&t.scheduled_to_response);
             s.service.add_tick(&t.request_to_response);
             s.elapsed = t.start + t.duration;
+            s.in_flight = t.in_flight;
         });
     }
     fn interval(&mut self, i: &Sample) {

@@ -147,6 +147,7 @@ pub struct Statsd {
     flush: Duration,
     next_flush: Duration,
     window: Duration,
+    in_flight: u64,
     counters: Counters,
     codes: StatusCodes,
     sched: Statistic,
@@ -169,6 +170,7 @@ impl Statsd {
             flush,
             next_flush: flush,
             window: Duration::ZERO,
+            in_flight: 0,
             counters: Counters::new(),
             codes: StatusCodes::new(),
             sched: Statistic::new(),
@@ -188,6 +190,7 @@ impl Statsd {
         if secs > 0.0 {
             let rps = self.counters.get(Counter::RqTotal) as f64 / secs;
             lines.push(format!("{prefix}.requests_per_second:{rps:.3}|g"));
+            lines.push(format!("{prefix}.requests_in_flight:{}|g", self.in_flight));
         }
         for (name, s) in
             [("scheduled_to_response", &self.sched), ("request_to_response", &self.service)]
@@ -247,6 +250,7 @@ fn packets(lines: &[String]) -> Vec<String> {
 impl Observer for Statsd {
     fn tick(&mut self, t: &Sample) {
         self.window += t.duration;
+        self.in_flight = t.in_flight;
         self.counters.merge(&t.counters);
         self.codes.merge(&t.status_codes);
         self.sched.merge(&t.scheduled_to_response);
