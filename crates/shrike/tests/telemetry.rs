@@ -428,3 +428,36 @@ fn progress_only_on_a_terminal() {
     let quiet = pty("--no-progress");
     assert!(!quiet.contains("\x1b[2K"), "{quiet:?}");
 }
+
+#[test]
+fn an_interrupted_run_ends_its_series_with_a_true_partial_interval() {
+    let child = shrike()
+        .args(["run", "--no-duration", "--rps", "100", "--stats-interval", "500ms"])
+        .args(["--output-format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(1300));
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = wait_limited(child, Duration::from_secs(20));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let reports = jsonl_reports(&out.stderr);
+    let v = json(&out);
+    let stored = v["shrike"]["intervals"].as_array().expect("intervals");
+    assert_eq!(reports.len(), stored.len());
+    assert!(reports.len() >= 2, "{}", out.stderr);
+    let last = reports.last().unwrap();
+    assert_eq!(last["last"], true);
+    // Stopped between boundaries: the last interval is shorter than the period (unless the
+    // signal landed within a hair of a boundary) and the series covers the whole run.
+    let d = last["duration_s"].as_f64().unwrap();
+    assert!(d > 0.0 && d <= 0.5, "last interval lasted {d}s");
+    let covered: f64 = reports.iter().map(|r| r["duration_s"].as_f64().unwrap()).sum();
+    let run_len = secs(&v["results"][0]["execution_duration"]);
+    assert!((covered - run_len).abs() < 1e-6, "{covered} vs {run_len}");
+    let total: u64 = reports.iter().map(|r| u(&r["requests"])).sum();
+    assert_eq!(total, counter(global(&v), "upstream_rq_total"));
+}
