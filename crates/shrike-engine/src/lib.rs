@@ -14,6 +14,9 @@
 //!   the `h3` crate over QUIC (`quinn`, with the same rustls configuration);
 //! - **stop condition** ([`stop`]): duration, predicates, or a signal.
 //!
+//! Observers ([`telemetry`]) watch a run live without changing it: workers ship per-tick
+//! histograms and counter deltas to a collector thread, which merges them exactly.
+//!
 //! Every request carries its scheduled time, so the engine records both service time
 //! (`request_to_response`) and coordinated-omission-free latency (`scheduled_to_response`).
 
@@ -26,6 +29,7 @@ pub mod predicate;
 pub mod runner;
 pub mod stop;
 pub mod target;
+pub mod telemetry;
 
 pub mod tls;
 pub(crate) mod transport;
@@ -35,7 +39,8 @@ pub use config::{
     ConfigError, Endpoint, EngineConfig, H1Reuse, IdleStrategy, Protocol, RequestSpec, StreamLimits,
 };
 pub use predicate::{Predicate, PredicateKind};
-pub use runner::{run, validate, EngineError, RunOutput};
+pub use runner::{run, run_observed, validate, EngineError, RunOutput};
 pub use stop::StopHandle;
 pub use target::{AddressFamily, Target};
+pub use telemetry::{Observer, Sample, Telemetry, TelemetryConfig};
 pub use tls::{TlsClient, TlsError, TlsOptions, TlsVersion};

@@ -6,13 +6,14 @@ use std::rc::Rc;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Instant, SystemTime};
 
-use shrike_stats::{Termination, WorkerResult};
+use shrike_stats::{Interval, Termination, WorkerResult};
 
 use crate::config::{EngineConfig, IdleStrategy, Protocol};
 use crate::h1;
 use crate::pool::h2::RequestTemplate;
 use crate::stop::StopHandle;
 use crate::target::Scheme;
+use crate::telemetry::{self, recorder::Msg, Link, Telemetry};
 use crate::worker::{run_worker, WorkerOutput};
 
 /// What a run produced.
@@ -22,6 +23,8 @@ pub struct RunOutput {
     pub termination: Termination,
     /// Distinct error messages seen by any worker, with counts.
     pub errors: BTreeMap<String, u64>,
+    /// The run's time series, merged over workers; empty without telemetry.
+    pub intervals: Vec<Interval>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,15 +70,40 @@ impl StartGate {
 /// Runs the benchmark described by `cfg` until it completes or `stop` is requested. Blocks the
 /// calling thread; signal handling belongs to the caller, which requests stops via `stop`.
 pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError> {
+    run_observed(cfg, stop, None)
+}
+
+/// [`run`] with live telemetry: the observers see every tick and interval on a collector
+/// thread, and the intervals are returned in [`RunOutput::intervals`].
+pub fn run_observed(
+    cfg: EngineConfig,
+    stop: StopHandle,
+    telemetry: Option<Telemetry>,
+) -> Result<RunOutput, EngineError> {
     let requests = Arc::new(prepare(&cfg)?);
     let cfg = Arc::new(cfg);
     let n = cfg.workers.get();
+    let (links, collector) = match telemetry {
+        None => ((0..n).map(|_| None).collect::<Vec<_>>(), None),
+        Some(t) => {
+            let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+            let tick = t.config.tick;
+            let links = (0..n).map(|worker| Some(Link { worker, tick, tx: tx.clone() })).collect();
+            let collector = std::thread::Builder::new()
+                .name("shrike-telemetry".into())
+                .spawn(move || telemetry::collector::run(rx, n, t.config, t.observers))
+                .map_err(EngineError::Spawn)?;
+            (links, Some(collector))
+        }
+    };
+    let mut links = links.into_iter();
     let gate =
         Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new(), at: cfg.start_at });
     let mut handles = Vec::with_capacity(n);
     for index in 0..n {
         let (w_cfg, w_stop, w_gate, w_requests) =
             (cfg.clone(), stop.clone(), gate.clone(), requests.clone());
+        let w_link = links.next().flatten();
         let h = std::thread::Builder::new()
             .name(format!("shrike-worker-{index}"))
             .spawn(move || -> Result<WorkerOutput, EngineError> {
@@ -101,7 +129,7 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
                     w_requests.iter().map(|(h1, h2)| (Rc::from(&h1[..]), h2.clone())).collect();
                 let out = local.block_on(
                     &rt,
-                    run_worker(index, w_cfg, requests, w_stop, move || w_gate.wait()),
+                    run_worker(index, w_cfg, requests, w_stop, move || w_gate.wait(), w_link),
                 );
                 Ok(out)
             })
@@ -143,8 +171,12 @@ pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError
         }
         errors.insert(e.to_string(), 1);
     }
+    drop(links);
+    // Every link is dropped with its worker, so the collector ends; a crashed collector
+    // (an observer panicked) costs the series, not the result.
+    let intervals = collector.and_then(|c| c.join().ok()).unwrap_or_default();
     let termination = stop.reason().unwrap_or(Termination::Completed);
-    Ok(RunOutput { workers, termination, errors })
+    Ok(RunOutput { workers, termination, errors, intervals })
 }
 
 /// Checks what only the engine can check (every endpoint's request encodes, https endpoints

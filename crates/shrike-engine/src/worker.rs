@@ -46,6 +46,8 @@ pub(crate) struct WorkerState {
     /// Requests assigned or queued and not yet finished.
     pub outstanding: usize,
     pub errors: BTreeMap<String, u64>,
+    /// The live-telemetry recorder; `None` (one untaken branch per response) without telemetry.
+    pub interval: Option<Box<crate::telemetry::recorder::Recorder>>,
 }
 
 impl WorkerState {
@@ -127,6 +129,7 @@ pub(crate) async fn run_worker(
     requests: Vec<(Rc<[u8]>, Option<RequestTemplate>)>,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
+    telemetry: Option<crate::telemetry::Link>,
 ) -> WorkerOutput {
     let ctx = Rc::new(WorkerCtx {
         head_request: cfg.request.method() == "HEAD",
@@ -164,6 +167,9 @@ pub(crate) async fn run_worker(
     let start = start_gate();
     // With --start-at the start lies ahead; the wall clock must name it, not this moment.
     let wall_start = SystemTime::now() + start.saturating_duration_since(Instant::now());
+    if let Some(link) = telemetry {
+        crate::telemetry::attach(&ctx, link, start);
+    }
     pace(&ctx, index, start).await;
     drain(&ctx).await;
     let end = Instant::now();
@@ -175,6 +181,7 @@ pub(crate) async fn run_worker(
             p.close();
             p.flush_counters(&mut st.counters);
         }
+        crate::telemetry::finish(&mut st, end);
         let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
         result.execution_duration = end.saturating_duration_since(start);
         result.stats = std::mem::take(&mut st.stats);

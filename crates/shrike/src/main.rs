@@ -11,6 +11,7 @@ mod report;
 mod run;
 mod serve;
 mod shaping;
+mod telemetry;
 mod transform;
 
 use std::process::ExitCode;

@@ -158,6 +158,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub shaping: ShapingArgs,
+
+    #[command(flatten)]
+    pub telemetry: crate::telemetry::TelemetryArgs,
 }
 
 fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
@@ -474,17 +477,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.h2 {
         warning!("--h2 is deprecated; use --protocol http2");
     }
-    let options = options_json(&args, &cfg);
+    let mut options = options_json(&args, &cfg);
+    if let (Some(o), serde_json::Value::Object(t)) =
+        (options.as_object_mut(), crate::telemetry::options_json(&args.telemetry))
+    {
+        o.extend(t);
+    }
+    let mut session = crate::telemetry::start(&args.telemetry, args.output_format, cfg.duration)?;
     announce(&cfg);
 
     let stop = StopHandle::new();
-    let output = run_with_signals(cfg, stop)?;
+    let output = run_with_signals(cfg, stop, session.telemetry.take());
+    session.stop();
+    let output = output?;
     drop(server);
 
     for (msg, n) in &output.errors {
         warning!("{n} × {msg}");
     }
-    let result = RunResult::new(options, output.workers, output.termination.clone());
+    let mut result = RunResult::new(options, output.workers, output.termination.clone());
+    result.intervals = output.intervals;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     shrike_output::write(args.output_format, &result, &mut out)
@@ -551,6 +563,7 @@ fn announce(cfg: &EngineConfig) {
 fn run_with_signals(
     cfg: EngineConfig,
     stop: StopHandle,
+    telemetry: Option<shrike_engine::Telemetry>,
 ) -> anyhow::Result<shrike_engine::RunOutput> {
     use tokio::signal::unix::{signal, SignalKind};
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -567,7 +580,7 @@ fn run_with_signals(
         let engine = std::thread::Builder::new()
             .name("shrike-engine".into())
             .spawn(move || {
-                let out = shrike_engine::run(cfg, engine_stop);
+                let out = shrike_engine::run_observed(cfg, engine_stop, telemetry);
                 let _ = done_tx.send(());
                 out
             })

@@ -183,6 +183,7 @@ pub(crate) fn request_finished(ctx: &WorkerCtx) {
 #[inline]
 pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
     let mut st = ctx.state.borrow_mut();
+    crate::telemetry::record_response(&mut st, x);
     st.counters.inc(Counter::RqTotal);
     let s = &mut st.stats;
     s.record(StatId::QueueToConnect, nanos(x.sent - x.ticket.released));
@@ -203,6 +204,7 @@ pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
 /// Records a request that failed after it was sent (reset, protocol error, closed mid-way).
 pub(crate) fn record_failure(ctx: &WorkerCtx, protocol_error: bool, msg: impl FnOnce() -> String) {
     let mut st = ctx.state.borrow_mut();
+    crate::telemetry::record_failure(&mut st);
     st.counters.inc(Counter::RqTotal);
     if protocol_error {
         st.counters.inc(Counter::CxProtocolError);

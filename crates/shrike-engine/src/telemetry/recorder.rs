@@ -1,0 +1,186 @@
+//! The worker side: per-tick histograms next to the cumulative ones, swapped out and shipped at
+//! each tick boundary. Everything here runs on the worker's thread and never blocks: parts go
+//! over an unbounded channel whose send is a pointer push.
+
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use shrike_stats::{Counter, Counters, Statistic, StatusCodes};
+
+use crate::pool::{Exchange, Pool};
+use crate::worker::{nanos, WorkerCtx, WorkerState};
+
+/// One worker's contribution to one tick.
+#[derive(Debug)]
+pub(crate) struct Part {
+    pub worker: usize,
+    pub index: u64,
+    pub counters: Counters,
+    pub status_codes: StatusCodes,
+    pub scheduled_to_response: Statistic,
+    pub request_to_response: Statistic,
+    /// Requests released and not yet finished (in flight or queued) at the part's end.
+    pub in_flight: u64,
+    /// Set on the worker's last part: where the worker's run ended (offset from the start).
+    pub end: Option<Duration>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Part(Box<Part>),
+    /// The worker sends nothing more (sent on drop, so a failed worker cannot stall the
+    /// collector).
+    Done(usize),
+}
+
+/// A worker's end of the collector channel.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub worker: usize,
+    pub tick: Duration,
+    pub tx: Sender<Msg>,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Done(self.worker));
+    }
+}
+
+/// Per-worker interval state, held in [`WorkerState::interval`] while telemetry is on.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    link: Link,
+    start: Instant,
+    index: u64,
+    next_boundary: Instant,
+    /// Boundaries at or past this are not rolled: a run with a deadline would otherwise end
+    /// with a sliver of a tick holding only the drain. The last tick runs to the true end.
+    no_roll_from: Option<Instant>,
+    scheduled_to_response: Statistic,
+    request_to_response: Statistic,
+    /// Cumulative values at the last boundary; a part carries the difference.
+    last_counters: Counters,
+    last_codes: StatusCodes,
+}
+
+impl Recorder {
+    /// Ships every tick that ended at or before `now`.
+    fn rolls_at(&self, boundary: Instant) -> bool {
+        self.no_roll_from.is_none_or(|t| boundary < t)
+    }
+
+    fn roll(&mut self, now: Instant, counters: &Counters, codes: &StatusCodes, in_flight: usize) {
+        while now >= self.next_boundary && self.rolls_at(self.next_boundary) {
+            self.ship(counters, codes, in_flight, None);
+            self.index += 1;
+            self.next_boundary += self.link.tick;
+        }
+    }
+
+    fn ship(
+        &mut self,
+        counters: &Counters,
+        codes: &StatusCodes,
+        in_flight: usize,
+        end: Option<Duration>,
+    ) {
+        let mut delta = Counters::new();
+        for &c in Counter::ALL {
+            delta.set(c, counters.get(c).saturating_sub(self.last_counters.get(c)));
+        }
+        self.last_counters = counters.clone();
+        let mut code_delta = StatusCodes::new();
+        for (code, n) in codes.non_zero() {
+            code_delta.add(code, n.saturating_sub(self.last_codes.get(code)));
+        }
+        self.last_codes = codes.clone();
+        let part = Part {
+            worker: self.link.worker,
+            index: self.index,
+            counters: delta,
+            status_codes: code_delta,
+            scheduled_to_response: std::mem::take(&mut self.scheduled_to_response),
+            request_to_response: std::mem::take(&mut self.request_to_response),
+            in_flight: in_flight as u64,
+            end,
+        };
+        // A gone collector (it only leaves when the run is over) loses nothing measured: the
+        // cumulative statistics are untouched.
+        let _ = self.link.tx.send(Msg::Part(Box::new(part)));
+    }
+}
+
+/// Starts sampling on this worker: `start` is the run start every worker shares. Counters
+/// counted before it (prefetched connections) go to the first tick, so the series sums to the
+/// totals.
+pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
+    let tick = link.tick;
+    let no_roll_from = ctx.cfg.duration.map(|d| start + d.saturating_sub(tick / 20));
+    ctx.state.borrow_mut().interval = Some(Box::new(Recorder {
+        link,
+        start,
+        index: 0,
+        next_boundary: start + tick,
+        no_roll_from,
+        scheduled_to_response: Statistic::new(),
+        request_to_response: Statistic::new(),
+        last_counters: Counters::new(),
+        last_codes: StatusCodes::new(),
+    }));
+    // Ships ticks in which no response completed (an idle or stalled target still gets its
+    // zero rows). Dropped with the worker's LocalSet.
+    let ctx = ctx.clone();
+    tokio::task::spawn_local(async move {
+        let mut boundary = start + tick;
+        loop {
+            tokio::time::sleep_until(boundary.into()).await;
+            let now = Instant::now();
+            let mut st = ctx.state.borrow_mut();
+            let st = &mut *st;
+            let Some(r) = st.interval.as_deref_mut() else { return };
+            // h2 socket bytes are kept outside the counters; fold them in per tick.
+            for p in ctx.pools.iter() {
+                if let Pool::H2(p) = p {
+                    p.flush_counters(&mut st.counters);
+                }
+            }
+            r.roll(now, &st.counters, &st.status_codes, st.outstanding);
+            if !r.rolls_at(r.next_boundary) {
+                // The rest is the last tick, shipped by `finish`.
+                return;
+            }
+            boundary = r.next_boundary;
+        }
+    });
+}
+
+/// Records one response into the current tick (rolling over first if it completed past the
+/// boundary). An untaken branch when telemetry is off.
+#[inline]
+pub(crate) fn record_response(st: &mut WorkerState, x: &Exchange) {
+    if let Some(r) = st.interval.as_deref_mut() {
+        r.roll(x.done, &st.counters, &st.status_codes, st.outstanding);
+        r.scheduled_to_response.record(nanos(x.done - x.ticket.scheduled));
+        r.request_to_response.record(nanos(x.done - x.sent));
+    }
+}
+
+/// A failure is counted in the tick it happened in.
+#[inline]
+pub(crate) fn record_failure(st: &mut WorkerState) {
+    if let Some(r) = st.interval.as_deref_mut() {
+        r.roll(Instant::now(), &st.counters, &st.status_codes, st.outstanding);
+    }
+}
+
+/// The run is over for this worker (after the drain and the pools' final counter flush): ship
+/// the full ticks left and the partial last one with its true length.
+pub(crate) fn finish(st: &mut WorkerState, end: Instant) {
+    if let Some(mut r) = st.interval.take() {
+        r.roll(end, &st.counters, &st.status_codes, st.outstanding);
+        let offset = end.saturating_duration_since(r.start);
+        r.ship(&st.counters, &st.status_codes, st.outstanding, Some(offset));
+    }
+}
