@@ -12,7 +12,9 @@
 //!   h2 and h3: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the
 //!   `h2` crate, and both run over one transport (TCP or TLS via rustls, see [`tls`]); h3 uses
 //!   the `h3` crate over QUIC (`quinn`, with the same rustls configuration);
-//! - **stop condition** ([`stop`]): duration, predicates, or a signal.
+//! - **request source** ([`requests`]): one request or a list (a request file) walked round
+//!   robin, with templates rendered per request only where they appear;
+//! - **stop condition** ([`stop`]): duration, predicates, a request count, or a signal.
 //!
 //! Every request carries its scheduled time, so the engine records both service time
 //! (`request_to_response`) and coordinated-omission-free latency (`scheduled_to_response`).
@@ -22,6 +24,7 @@ pub mod h1;
 pub mod pacer;
 pub mod pool;
 pub mod predicate;
+pub mod requests;
 pub mod runner;
 pub mod stop;
 pub mod target;
@@ -31,9 +34,10 @@ pub(crate) mod transport;
 pub mod worker;
 
 pub use config::{
-    ConfigError, Endpoint, EngineConfig, H1Reuse, Protocol, RequestSpec, StreamLimits,
+    Body, ConfigError, Endpoint, EngineConfig, H1Reuse, Protocol, RequestSpec, StreamLimits,
 };
 pub use predicate::{Predicate, PredicateKind};
+pub use requests::RequestSource;
 pub use runner::{run, validate, EngineError, RunOutput};
 pub use stop::StopHandle;
 pub use target::{AddressFamily, Target};

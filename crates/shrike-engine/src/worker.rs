@@ -16,9 +16,9 @@ use tokio::sync::Notify;
 
 use crate::config::EngineConfig;
 use crate::pacer::Pacer;
-use crate::pool::h2::RequestTemplate;
-use crate::pool::{self, Pool};
+use crate::pool::{self, Pool, PoolRequests};
 use crate::predicate::PredicateKind;
+use crate::requests::RequestCursor;
 use crate::stop::StopHandle;
 use shrike_timer::PreciseTimer;
 
@@ -30,6 +30,8 @@ pub(crate) struct Ticket {
     /// Set once the request was re-dispatched after a connection refused it unprocessed
     /// (GOAWAY, h2 REFUSED_STREAM, h3 H3_REQUEST_REJECTED); a request is retried at most once.
     pub retried: bool,
+    /// Which request-source entry it sends.
+    pub request: u32,
 }
 
 /// Distinct error messages are kept (with counts) so a failed run can say what went wrong;
@@ -62,7 +64,8 @@ impl WorkerState {
 /// locks. Borrows of `state` are never held across an `.await`.
 pub(crate) struct WorkerCtx {
     pub cfg: Arc<EngineConfig>,
-    pub head_request: bool,
+    /// The worker's walk over the request source (and its template state).
+    pub requests: RequestCursor,
     pub state: RefCell<WorkerState>,
     /// The protocol policy, one pool per endpoint: which connection carries each request.
     pub pools: Box<[Pool]>,
@@ -123,18 +126,14 @@ pub struct WorkerOutput {
 pub(crate) async fn run_worker(
     index: usize,
     cfg: Arc<EngineConfig>,
-    requests: Vec<(Rc<[u8]>, Option<RequestTemplate>)>,
+    requests: Vec<PoolRequests>,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
 ) -> WorkerOutput {
     let ctx = Rc::new(WorkerCtx {
-        head_request: cfg.request.method() == "HEAD",
+        requests: RequestCursor::new(index, &cfg, seed(index).rotate_left(17)),
         state: RefCell::new(WorkerState::default()),
-        pools: requests
-            .into_iter()
-            .enumerate()
-            .map(|(i, (h1, h2))| Pool::new(&cfg, i, h1, h2))
-            .collect(),
+        pools: requests.into_iter().enumerate().map(|(i, r)| Pool::new(&cfg, i, r)).collect(),
         quic: pool::h3::QuicEndpoints::default(),
         next_pool: Cell::new(0),
         capacity: Notify::new(),
@@ -221,8 +220,10 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
 /// Hands one due request to the pool; in closed loop, waits for capacity and records the wait.
 /// Returns false when the run ended (stop or deadline) while waiting: the request is not sent.
 async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Instant>) -> bool {
+    // A request source with a limit (`num_requests`) ends this worker's run once spent.
+    let Some(request) = ctx.requests.next() else { return false };
     let released = Instant::now();
-    if pool::try_dispatch(ctx, Ticket { scheduled, released, retried: false }).is_ok() {
+    if pool::try_dispatch(ctx, Ticket { scheduled, released, retried: false, request }).is_ok() {
         return true;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
@@ -251,7 +252,8 @@ async fn dispatch(ctx: &Rc<WorkerCtx>, scheduled: Instant, deadline: Option<Inst
             ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
             return false;
         }
-        if pool::try_dispatch(ctx, Ticket { scheduled, released: now, retried: false }).is_ok() {
+        let t = Ticket { scheduled, released: now, retried: false, request };
+        if pool::try_dispatch(ctx, t).is_ok() {
             ctx.state.borrow_mut().stats.record(StatId::SequencerBlocking, blocked);
             return true;
         }
@@ -285,6 +287,13 @@ async fn drain(ctx: &Rc<WorkerCtx>) {
             )
         });
     }
+}
+
+/// A per-worker seed: distinct across workers and runs.
+fn seed(index: usize) -> u64 {
+    (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos()
+            as u64
 }
 
 #[inline]

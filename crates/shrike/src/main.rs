@@ -7,6 +7,7 @@
 mod args;
 mod embedded;
 mod log;
+mod request_args;
 mod run;
 mod serve;
 

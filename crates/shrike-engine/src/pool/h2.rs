@@ -19,6 +19,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -32,6 +33,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::{capacity_freed, record_connection_failure, record_failure, record_response};
 use super::{request_finished, Exchange, Pool};
 use crate::config::{EngineConfig, RequestSpec};
+use crate::requests::template::Template;
+use crate::requests::{OriginLatency, RequestCursor};
 use crate::target::{Scheme, Target};
 use crate::transport::{self, Transport};
 use crate::worker::{Ticket, WorkerCtx};
@@ -57,6 +60,18 @@ pub struct RequestTemplate {
     uri: Uri,
     headers: HeaderMap,
     pub(crate) body: Bytes,
+    /// The parts with placeholders, rendered per request; `None` for a fixed request.
+    dynamic: Option<Arc<Dynamic>>,
+}
+
+/// The templated parts of a request: they replace or add to the fixed ones per request.
+#[derive(Debug)]
+struct Dynamic {
+    path: Option<Template>,
+    headers: Vec<(HeaderName, Template)>,
+    body: Option<Template>,
+    /// Send `content-length` even for an empty rendered body (POST, PUT, PATCH).
+    always_length: bool,
 }
 
 /// HTTP/1.1 connection-specific headers have no meaning in HTTP/2 (RFC 9113 §8.2.2) and
@@ -66,6 +81,8 @@ const CONNECTION_HEADERS: &[&str] =
 
 impl RequestTemplate {
     /// Builds the template. A `host` header becomes the `:authority`, as h2 requires.
+    /// Templated parts are checked here (every `{{choice:…}}` option must be valid where it
+    /// goes) so that rendering never fails at run time.
     pub fn new(target: &Target, spec: &RequestSpec) -> Result<RequestTemplate, String> {
         let method = Method::from_bytes(spec.method().as_bytes())
             .map_err(|e| format!("request method {:?}: {e}", spec.method()))?;
@@ -75,6 +92,7 @@ impl RequestTemplate {
             http::header::USER_AGENT,
             HeaderValue::from_static(concat!("shrike/", env!("CARGO_PKG_VERSION"))),
         );
+        let mut dynamic_headers = Vec::new();
         for (k, v) in spec.headers() {
             let lower = k.to_ascii_lowercase();
             if lower == "host" {
@@ -86,6 +104,19 @@ impl RequestTemplate {
             }
             let name = HeaderName::from_bytes(lower.as_bytes())
                 .map_err(|e| format!("request header {k:?}: {e}"))?;
+            let t = Template::parse(v).map_err(|e| format!("request header {k:?}: {e}"))?;
+            if t.has_placeholders() {
+                for o in t.choice_options() {
+                    HeaderValue::from_bytes(o).map_err(|e| {
+                        format!("request header {k:?} choice {:?}: {e}", String::from_utf8_lossy(o))
+                    })?;
+                }
+                if name == http::header::USER_AGENT {
+                    headers.remove(&name);
+                }
+                dynamic_headers.push((name, t));
+                continue;
+            }
             let value = HeaderValue::from_bytes(v.as_bytes())
                 .map_err(|e| format!("request header {k:?} value {v:?}: {e}"))?;
             if name == http::header::USER_AGENT {
@@ -94,21 +125,53 @@ impl RequestTemplate {
                 headers.append(name, value);
             }
         }
-        let body_size = spec.body_size() as usize;
-        if body_size > 0 || matches!(spec.method(), "POST" | "PUT" | "PATCH") {
+        let always_length = matches!(spec.method(), "POST" | "PUT" | "PATCH");
+        let body_t = spec.body().template();
+        let body_t = body_t.has_placeholders().then_some(body_t);
+        let body_size = spec.body().len();
+        if body_t.is_none() && (body_size > 0 || always_length) {
             headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body_size));
         }
         let scheme = match target.scheme {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
+        let path = spec.path().unwrap_or(&target.path);
+        let path_t = Template::parse(path).map_err(|e| format!("request path {path:?}: {e}"))?;
+        for o in path_t.choice_options() {
+            let mut p = b"/".to_vec();
+            p.extend_from_slice(o);
+            http::uri::PathAndQuery::try_from(p).map_err(|e| {
+                format!("request path {path:?} choice {:?}: {e}", String::from_utf8_lossy(o))
+            })?;
+        }
+        let fixed_path = if path_t.has_placeholders() {
+            String::from_utf8_lossy(&path_t.sample()).into_owned()
+        } else {
+            path.to_string()
+        };
         let uri = Uri::builder()
             .scheme(scheme)
             .authority(authority.as_str())
-            .path_and_query(target.path.as_str())
+            .path_and_query(fixed_path.as_str())
             .build()
-            .map_err(|e| format!("request URI {scheme}://{authority}{}: {e}", target.path))?;
-        Ok(RequestTemplate { method, uri, headers, body: Bytes::from(vec![b'a'; body_size]) })
+            .map_err(|e| format!("request URI {scheme}://{authority}{path}: {e}"))?;
+        let path_t = path_t.has_placeholders().then_some(path_t);
+        let dynamic =
+            (path_t.is_some() || body_t.is_some() || !dynamic_headers.is_empty()).then(|| {
+                Arc::new(Dynamic {
+                    path: path_t,
+                    headers: dynamic_headers,
+                    body: body_t,
+                    always_length,
+                })
+            });
+        let body = match spec.body() {
+            crate::config::Body::Size(n) => Bytes::from(vec![b'a'; *n as usize]),
+            crate::config::Body::Text(t) => Bytes::copy_from_slice(t.as_bytes()),
+            crate::config::Body::Bytes(b) => Bytes::copy_from_slice(b),
+        };
+        Ok(RequestTemplate { method, uri, headers, body, dynamic })
     }
 
     pub(crate) fn request(&self) -> Request<()> {
@@ -117,6 +180,55 @@ impl RequestTemplate {
         *r.uri_mut() = self.uri.clone();
         *r.headers_mut() = self.headers.clone();
         r
+    }
+
+    /// The request and body to send next: the fixed ones, or a fresh rendering.
+    pub(crate) fn build(&self, cursor: &RequestCursor) -> (Request<()>, Bytes) {
+        let Some(d) = &self.dynamic else {
+            return (self.request(), self.body.clone());
+        };
+        let mut r = self.request();
+        let mut cx = cursor.render_cx();
+        if let Some(p) = &d.path {
+            let mut buf = Vec::new();
+            p.render(&mut buf, &mut cx);
+            let mut parts = self.uri.clone().into_parts();
+            // Every option was checked in `new`; on the impossible failure the sample path
+            // stays.
+            parts.path_and_query =
+                http::uri::PathAndQuery::from_maybe_shared(Bytes::from(buf)).ok();
+            if let Ok(u) = Uri::from_parts(parts) {
+                *r.uri_mut() = u;
+            }
+        }
+        for (name, t) in &d.headers {
+            let mut buf = Vec::new();
+            t.render(&mut buf, &mut cx);
+            if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(buf)) {
+                r.headers_mut().append(name.clone(), v);
+            }
+        }
+        let body = match &d.body {
+            Some(t) => {
+                let mut buf = Vec::new();
+                t.render(&mut buf, &mut cx);
+                if !buf.is_empty() || d.always_length {
+                    r.headers_mut()
+                        .insert(http::header::CONTENT_LENGTH, HeaderValue::from(buf.len()));
+                }
+                Bytes::from(buf)
+            }
+            None => self.body.clone(),
+        };
+        (r, body)
+    }
+}
+
+/// Reads the origin-latency header of a response head, when one is configured.
+pub(crate) fn origin_latency(headers: &HeaderMap, name: Option<&HeaderName>) -> OriginLatency {
+    match name.and_then(|n| headers.get(n)) {
+        None => OriginLatency::Absent,
+        Some(v) => OriginLatency::parse(v.as_bytes()),
     }
 }
 
@@ -178,13 +290,16 @@ pub(crate) struct H2Pool {
     max_active: u32,
     max_streams: u32,
     max_conns: usize,
-    template: RequestTemplate,
+    /// One per request-source entry.
+    templates: Box<[RequestTemplate]>,
+    /// The origin-latency header name, parsed once.
+    latency_header: Option<HeaderName>,
     io: Rc<IoBytes>,
     closing: Cell<bool>,
 }
 
 impl H2Pool {
-    pub fn new(cfg: &EngineConfig, index: usize, template: RequestTemplate) -> H2Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, templates: Box<[RequestTemplate]>) -> H2Pool {
         H2Pool {
             index,
             conns: RefCell::new(Vec::new()),
@@ -192,7 +307,8 @@ impl H2Pool {
             max_active: cfg.streams.max_active_requests.get(),
             max_streams: cfg.streams.max_concurrent_streams.get(),
             max_conns: cfg.connections.get() as usize,
-            template,
+            templates,
+            latency_header: latency_header_name(cfg),
             io: Rc::new(IoBytes::default()),
             closing: Cell::new(false),
         }
@@ -430,7 +546,8 @@ async fn stream_task(
 ) {
     let p = pool(&ctx, &conn);
     let mut sent = Instant::now();
-    let result = exchange(sender, &p.template, &mut sent).await;
+    let request = p.templates[ticket.request as usize].build(&ctx.requests);
+    let result = exchange(sender, request, p.latency_header.as_ref(), &mut sent).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
     p.active.set(p.active.get() - 1);
@@ -438,8 +555,8 @@ async fn stream_task(
         p.retire(&conn);
     }
     match result {
-        Ok((status, header_bytes, body_bytes)) => {
-            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
+        Ok((status, header_bytes, body_bytes, origin)) => {
+            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
             record_response(&ctx, &x);
             request_finished(&ctx);
         }
@@ -496,20 +613,22 @@ fn describe(err: &h2::Error) -> String {
 /// server compressed it. `sent` is set when the stream is actually opened.
 async fn exchange(
     sender: SendRequest<Bytes>,
-    tpl: &RequestTemplate,
+    (request, body): (Request<()>, Bytes),
+    latency_header: Option<&HeaderName>,
     sent: &mut Instant,
-) -> Result<(u16, u64, u64), StreamError> {
+) -> Result<(u16, u64, u64, OriginLatency), StreamError> {
     let mut sender = sender.ready().await?;
     // Waiting for the connection to accept another stream is queueing, not service time.
     *sent = Instant::now();
-    let has_body = !tpl.body.is_empty();
-    let (response, mut stream) = sender.send_request(tpl.request(), !has_body)?;
+    let has_body = !body.is_empty();
+    let (response, mut stream) = sender.send_request(request, !has_body)?;
     drop(sender);
     if has_body {
-        send_body(&mut stream, tpl.body.clone()).await?;
+        send_body(&mut stream, body).await?;
     }
     let response = response.await?;
     let status = response.status().as_u16();
+    let origin = origin_latency(response.headers(), latency_header);
     let header_bytes = response
         .headers()
         .iter()
@@ -524,7 +643,12 @@ async fn exchange(
         // Give the window back at once: the body is counted, never kept.
         let _ = body.flow_control().release_capacity(chunk.len());
     }
-    Ok((status, header_bytes, body_bytes))
+    Ok((status, header_bytes, body_bytes, origin))
+}
+
+/// The configured origin-latency header as an h2/h3 header name (validated by the config).
+pub(crate) fn latency_header_name(cfg: &EngineConfig) -> Option<HeaderName> {
+    cfg.requests.latency_header().and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok())
 }
 
 /// Sends the body as flow control allows: each chunk waits for window from the server.
