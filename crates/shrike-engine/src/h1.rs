@@ -60,6 +60,9 @@ pub enum ReadError {
     Protocol(String),
 }
 
+/// A parsed response head: status, head length, framing, close, origin latency.
+type Head = (u16, usize, Framing, bool, OriginLatency);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Framing {
     Length(u64),
@@ -141,10 +144,7 @@ impl ResponseReader {
     }
 
     /// Parses a head at `start`. Ok(None) means more bytes are needed.
-    fn parse_head(
-        &self,
-        head_request: bool,
-    ) -> Result<Option<(u16, usize, Framing, bool, OriginLatency)>, ReadError> {
+    fn parse_head(&self, head_request: bool) -> Result<Option<Head>, ReadError> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let n = match resp.parse(&self.buf[self.start..self.end]) {

@@ -153,9 +153,12 @@ pub fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
 enum Prepared {
     /// HTTP/1.1: the fixed bytes, or the template of a request with placeholders; and whether
     /// it is a HEAD request.
-    H1(Vec<(Result<Arc<[u8]>, H1Template>, bool)>),
+    H1(Vec<(PreparedH1, bool)>),
     H2(Vec<RequestTemplate>),
 }
+
+/// Fixed bytes (`Ok`) or the template of a request with placeholders (`Err`).
+type PreparedH1 = Result<Arc<[u8]>, H1Template>;
 
 impl Prepared {
     fn for_worker(&self) -> PoolRequests {

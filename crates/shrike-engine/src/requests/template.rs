@@ -49,7 +49,7 @@ impl Template {
         let mut t = Template::default();
         let mut rest = text;
         while let Some(open) = rest.find("{{") {
-            t.push_literal(rest[..open].as_bytes());
+            t.push_literal(&rest.as_bytes()[..open]);
             let after = &rest[open + 2..];
             let close = after.find("}}").ok_or_else(|| {
                 TemplateError::Unterminated(rest[open..].chars().take(40).collect())
