@@ -24,6 +24,7 @@
 //! reuses (HTTP/1.1), with `content-length` computed from the rendered body.
 
 pub mod file;
+pub mod h2;
 pub mod template;
 
 use std::cell::Cell;
