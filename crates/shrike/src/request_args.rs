@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use serde_json::{json, Map, Value};
-use shrike_engine::requests::file;
+use shrike_engine::requests::{file, nighthawk};
 use shrike_engine::{Body, RequestSource, RequestSpec, Target};
 
 use crate::args::usage;
@@ -70,7 +70,7 @@ impl RequestArgs {
             RequestSource::list(entries).map_err(|e| usage(format!("--request-file: {e}")))?
         } else if let Some(cfg) = &self.request_source_plugin_config {
             let (entries, limit) =
-                file::nighthawk_plugin(cfg, &headers).map_err(|e| usage(e.to_string()))?;
+                nighthawk::nighthawk_plugin(cfg, &headers).map_err(|e| usage(e.to_string()))?;
             let s = RequestSource::list(entries)
                 .map_err(|e| usage(format!("--request-source-plugin-config: {e}")))?;
             match limit {

@@ -25,6 +25,7 @@
 
 pub mod file;
 pub mod h2;
+pub mod nighthawk;
 pub mod template;
 
 use std::cell::Cell;
