@@ -394,3 +394,43 @@ fn bad_request_files_are_usage_errors_naming_file_line_and_problem() {
         assert!(out.stderr.contains(want), "{extra:?}: want {want:?} in\n{}", out.stderr);
     }
 }
+
+/// HTTP/3 takes the same request list, templates, expectations and origin-latency header.
+#[test]
+fn request_list_over_http3() {
+    let server = TlsServer::start(&["--tls", "--http3"]);
+    let dir = scratch("h3");
+    let list = write(
+        &dir,
+        "list.jsonl",
+        concat!(
+            "{\"path\": \"/a?s={{seq}}\", \"expect\": {\"status\": 200}}\n",
+            "{\"method\": \"POST\", \"path\": \"/b\", \"json\": {\"s\": \"{{seq}}\"}, \"expect\": {\"status\": 201}}\n",
+        ),
+    );
+    let v = run_json_ok(&[
+        "run",
+        &server.url(),
+        "--protocol",
+        "http3",
+        "--tls-ca",
+        &server.ca,
+        "--request-file",
+        &list,
+        "--rps",
+        "40",
+        "--duration",
+        "1",
+        "--latency-response-header-name",
+        "x-d",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"emit_previous_request_delta_in_response_header": "x-d"}"#,
+    ]);
+    let g = global(&v);
+    let total = counter(g, "upstream_rq_total");
+    assert!(total >= 30, "{total}");
+    assert_eq!(counter(g, "benchmark.http_2xx"), total);
+    assert_eq!(counter(g, "benchmark.expectation_mismatch"), total / 2, "entry 2 expects 201");
+    let s = statistic(g, "benchmark_http_client.origin_latency_statistic");
+    assert_eq!(s["count"], (total - 1).to_string());
+}
