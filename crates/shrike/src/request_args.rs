@@ -80,7 +80,8 @@ impl RequestArgs {
         } else {
             RequestSource::single(self.single(headers)?)
         };
-        if let Some(name) = &self.latency_response_header_name {
+        // Nighthawk's default is "": no header.
+        if let Some(name) = self.latency_response_header_name.as_deref().filter(|n| !n.is_empty()) {
             source = source
                 .with_latency_header(name)
                 .map_err(|e| usage(format!("--latency-response-header-name: {e}")))?;
