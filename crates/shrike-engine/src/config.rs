@@ -3,10 +3,13 @@
 
 use std::net::IpAddr;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::pacer::RatePlan;
 use crate::predicate::Predicate;
+use crate::requests::template::{Template, TemplateError};
+use crate::requests::RequestSource;
 use crate::target::Target;
 use crate::tls::TlsClient;
 
@@ -126,14 +129,66 @@ pub enum ConfigError {
         "invalid request header {0:?}: expected 'name: value' with a token name and no line breaks"
     )]
     Header(String),
+    #[error("invalid request path {0:?}: it must start with '/' and contain no whitespace or control characters")]
+    Path(String),
+    #[error("in {0:?}: {1}")]
+    Template(String, TemplateError),
+    #[error("expected status {0} is not an HTTP status code (100-999)")]
+    Status(u16),
 }
 
-/// The request every worker sends, before encoding.
+/// A request body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// `n` bytes of 'a' (Nighthawk's `request_body_size`).
+    Size(u32),
+    /// Text that may hold placeholders (an inline or JSON body); rendered per request when it
+    /// does.
+    Text(Arc<str>),
+    /// Bytes sent exactly as given (a body file): never templated, so binary bodies are safe.
+    Bytes(Arc<[u8]>),
+}
+
+impl Body {
+    /// The size when the body is fixed (no placeholders).
+    pub fn len(&self) -> usize {
+        match self {
+            Body::Size(n) => *n as usize,
+            Body::Text(t) => t.len(),
+            Body::Bytes(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The body as a template: literal unless it is text with placeholders.
+    pub(crate) fn template(&self) -> Template {
+        match self {
+            Body::Size(n) => Template::literal(&vec![b'a'; *n as usize]),
+            // Validated when the spec was built.
+            Body::Text(t) => Template::parse(t).unwrap_or_else(|_| Template::literal(t.as_bytes())),
+            Body::Bytes(b) => Template::literal(b),
+        }
+    }
+}
+
+/// One request, before encoding: the single request of a plain run, or one entry of a request
+/// list. Paths, header values and text bodies may hold placeholders ([`crate::requests`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestSpec {
     method: String,
     headers: Vec<(String, String)>,
-    body_size: u32,
+    body: Body,
+    /// Replaces the endpoint's path.
+    path: Option<String>,
+    /// Sent only to this endpoint (`cfg.endpoints[i]`) rather than round robin over all.
+    endpoint: Option<usize>,
+    /// Statuses that count as expected; any other counts in `benchmark.expectation_mismatch`.
+    expect: Option<Vec<u16>>,
+    /// Where the request was defined (`file:line`), for messages.
+    origin: Option<String>,
 }
 
 impl RequestSpec {
@@ -152,8 +207,75 @@ impl RequestSpec {
             {
                 return Err(ConfigError::Header(format!("{k}: {v}")));
             }
+            let t =
+                Template::parse(v).map_err(|e| ConfigError::Template(format!("{k}: {v}"), e))?;
+            if t.choice_options().any(|o| o.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)) {
+                return Err(ConfigError::Header(format!("{k}: {v}")));
+            }
         }
-        Ok(RequestSpec { method: method.to_ascii_uppercase(), headers, body_size })
+        Ok(RequestSpec {
+            method: method.to_ascii_uppercase(),
+            headers,
+            body: Body::Size(body_size),
+            path: None,
+            endpoint: None,
+            expect: None,
+            origin: None,
+        })
+    }
+
+    /// Replaces the body. Text bodies are checked for valid placeholders.
+    pub fn with_body(mut self, body: Body) -> Result<RequestSpec, ConfigError> {
+        if let Body::Text(t) = &body {
+            Template::parse(t).map_err(|e| ConfigError::Template("the body".into(), e))?;
+        }
+        self.body = body;
+        Ok(self)
+    }
+
+    /// Sends the request to `path` (path and query, may hold placeholders) instead of the
+    /// endpoint's path.
+    pub fn with_path(mut self, path: &str) -> Result<RequestSpec, ConfigError> {
+        let bad_byte = |b: u8| b.is_ascii_whitespace() || b.is_ascii_control();
+        let t = Template::parse(path).map_err(|e| ConfigError::Template(path.into(), e))?;
+        if !path.starts_with('/')
+            || path.bytes().any(bad_byte)
+            || t.choice_options().any(|o| o.iter().any(|&b| bad_byte(b)))
+        {
+            return Err(ConfigError::Path(path.to_string()));
+        }
+        self.path = Some(path.to_string());
+        Ok(self)
+    }
+
+    /// Binds the request to one endpoint (an index into the run's endpoints).
+    pub fn with_endpoint(mut self, endpoint: usize) -> RequestSpec {
+        self.endpoint = Some(endpoint);
+        self
+    }
+
+    /// The statuses a response may have; others count as expectation mismatches.
+    pub fn with_expect(mut self, statuses: Vec<u16>) -> Result<RequestSpec, ConfigError> {
+        if let Some(&s) = statuses.iter().find(|s| !(100..=999).contains(*s)) {
+            return Err(ConfigError::Status(s));
+        }
+        self.expect = Some(statuses);
+        Ok(self)
+    }
+
+    /// Names where the request was defined (`file:line`).
+    pub fn with_origin(mut self, origin: String) -> RequestSpec {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// Adds a header unless the request already has one of that name (case-insensitive).
+    pub fn with_default_header(mut self, k: &str, v: &str) -> Result<RequestSpec, ConfigError> {
+        if !self.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)) {
+            let mut h = RequestSpec::try_new("GET", vec![(k.to_string(), v.to_string())], 0)?;
+            self.headers.append(&mut h.headers);
+        }
+        Ok(self)
     }
 
     /// Parses a raw `name: value` header as given on the command line.
@@ -172,8 +294,32 @@ impl RequestSpec {
     pub fn headers(&self) -> &[(String, String)] {
         &self.headers
     }
+    /// The body's size when fixed; for a templated text body, the size of its source text.
     pub fn body_size(&self) -> u32 {
-        self.body_size
+        u32::try_from(self.body.len()).unwrap_or(u32::MAX)
+    }
+    pub fn body(&self) -> &Body {
+        &self.body
+    }
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+    pub fn endpoint(&self) -> Option<usize> {
+        self.endpoint
+    }
+    pub fn expect(&self) -> Option<&[u16]> {
+        self.expect.as_deref()
+    }
+    pub fn origin(&self) -> Option<&str> {
+        self.origin.as_deref()
+    }
+
+    /// Whether any part differs from request to request.
+    pub fn is_templated(&self) -> bool {
+        let t = |s: &str| Template::parse(s).is_ok_and(|t| t.has_placeholders());
+        self.path.as_deref().is_some_and(t)
+            || self.headers.iter().any(|(_, v)| t(v))
+            || matches!(&self.body, Body::Text(b) if t(b))
     }
 }
 
@@ -196,7 +342,8 @@ pub struct EngineConfig {
     /// that requests rotate over round robin. Each endpoint has its own connection pool with
     /// the limits below.
     pub endpoints: Vec<Endpoint>,
-    pub request: RequestSpec,
+    /// What to send: one request, or a list used round robin ([`RequestSource`]).
+    pub requests: RequestSource,
     pub protocol: Protocol,
     pub streams: StreamLimits,
     pub workers: NonZeroUsize,

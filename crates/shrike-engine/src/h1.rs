@@ -7,10 +7,13 @@
 //! client CPU per request.
 
 use std::io;
+use std::rc::Rc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::config::RequestSpec;
+use crate::requests::template::{RenderCx, Rng};
+use crate::requests::{H1Template, OriginLatency};
 use crate::target::Target;
 
 /// Per-connection read buffer size. Large enough that a typical response arrives in one read.
@@ -19,41 +22,16 @@ const READ_BUF: usize = 32 * 1024;
 const MAX_HEAD: usize = READ_BUF;
 const MAX_HEADERS: usize = 96;
 
-/// Encodes the request once: request line, headers, and the body of `body_size` 'a' bytes
-/// (what Nighthawk sends).
+/// Encodes the request once: request line, headers, and the body (for `body_size`, that many
+/// 'a' bytes, as Nighthawk sends). Placeholders, if any, are rendered with sequence number 0;
+/// the engine renders templated requests per request instead ([`crate::requests`]).
 pub fn encode_request(target: &Target, spec: &RequestSpec) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + spec.body_size() as usize);
-    out.extend_from_slice(spec.method().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(target.path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let has = |name: &str| spec.headers().iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
-    if !has("host") {
-        push_header(&mut out, "host", &target.authority);
-    }
-    if !has("user-agent") {
-        push_header(&mut out, "user-agent", concat!("shrike/", env!("CARGO_PKG_VERSION")));
-    }
-    for (k, v) in spec.headers() {
-        if k.eq_ignore_ascii_case("content-length") {
-            continue; // always derived from the body we actually send
-        }
-        push_header(&mut out, k, v);
-    }
-    let body = spec.body_size() as usize;
-    if body > 0 || matches!(spec.method(), "POST" | "PUT" | "PATCH") {
-        push_header(&mut out, "content-length", &body.to_string());
-    }
-    out.extend_from_slice(b"\r\n");
-    out.resize(out.len() + body, b'a');
+    let t = H1Template::new(target, spec);
+    let rng = Rng::new(1);
+    let mut cx = RenderCx { seq: 0, worker: 0, random_id: None, rng: &rng };
+    let (mut out, mut body) = (Vec::with_capacity(256 + spec.body().len()), Vec::new());
+    t.render(&mut out, &mut body, &mut cx);
     out
-}
-
-fn push_header(out: &mut Vec<u8>, k: &str, v: &str) {
-    out.extend_from_slice(k.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(v.as_bytes());
-    out.extend_from_slice(b"\r\n");
 }
 
 /// What the engine records about one response.
@@ -65,6 +43,8 @@ pub struct ResponseInfo {
     pub body_bytes: u64,
     /// The server will close (or has closed) the connection after this response.
     pub close: bool,
+    /// The origin-latency header, when the reader looks for one.
+    pub origin: OriginLatency,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +60,9 @@ pub enum ReadError {
     Protocol(String),
 }
 
+/// A parsed response head: status, head length, framing, close, origin latency.
+type Head = (u16, usize, Framing, bool, OriginLatency);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Framing {
     Length(u64),
@@ -93,6 +76,8 @@ pub struct ResponseReader {
     buf: Box<[u8]>,
     start: usize,
     end: usize,
+    /// Lower-case name of the origin-latency header to read, if any.
+    latency_header: Option<Rc<[u8]>>,
 }
 
 impl Default for ResponseReader {
@@ -103,7 +88,18 @@ impl Default for ResponseReader {
 
 impl ResponseReader {
     pub fn new() -> Self {
-        ResponseReader { buf: vec![0u8; READ_BUF].into_boxed_slice(), start: 0, end: 0 }
+        ResponseReader {
+            buf: vec![0u8; READ_BUF].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            latency_header: None,
+        }
+    }
+
+    /// Also reads this header (lower-case name) of every final response as an origin latency.
+    pub fn with_latency_header(mut self, name: Option<Rc<[u8]>>) -> Self {
+        self.latency_header = name;
+        self
     }
 
     /// Bytes received beyond the last complete response (should be 0 without pipelining).
@@ -122,7 +118,7 @@ impl ResponseReader {
         let mut received = self.buffered() > 0;
         let mut header_bytes = 0u64;
         loop {
-            let (status, head_len, framing, close) = loop {
+            let (status, head_len, framing, close, origin) = loop {
                 if self.end > self.start {
                     if let Some(h) = self.parse_head(head_request)? {
                         break h;
@@ -143,15 +139,12 @@ impl ResponseReader {
                 Framing::UntilClose => self.skip_to_eof(io, rx_bytes).await?,
             };
             let close = close || framing == Framing::UntilClose;
-            return Ok(ResponseInfo { status, header_bytes, body_bytes, close });
+            return Ok(ResponseInfo { status, header_bytes, body_bytes, close, origin });
         }
     }
 
     /// Parses a head at `start`. Ok(None) means more bytes are needed.
-    fn parse_head(
-        &self,
-        head_request: bool,
-    ) -> Result<Option<(u16, usize, Framing, bool)>, ReadError> {
+    fn parse_head(&self, head_request: bool) -> Result<Option<Head>, ReadError> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let n = match resp.parse(&self.buf[self.start..self.end]) {
@@ -203,7 +196,16 @@ impl ResponseReader {
             } else {
                 Framing::UntilClose
             };
-        Ok(Some((status, n, framing, close)))
+        // A separate pass, only when asked: a plain run's header loop stays as it was.
+        let origin = match &self.latency_header {
+            None => OriginLatency::Absent,
+            Some(name) => resp
+                .headers
+                .iter()
+                .find(|h| h.name.as_bytes().eq_ignore_ascii_case(name))
+                .map_or(OriginLatency::Absent, |h| OriginLatency::parse(h.value)),
+        };
+        Ok(Some((status, n, framing, close, origin)))
     }
 
     /// Reads more bytes after `end`, compacting or failing if the buffer is full.
@@ -396,7 +398,7 @@ mod tests {
         body_bytes: u64,
         close: bool,
     ) -> Result<ResponseInfo, String> {
-        Ok(ResponseInfo { status, header_bytes, body_bytes, close })
+        Ok(ResponseInfo { status, header_bytes, body_bytes, close, origin: OriginLatency::Absent })
     }
 
     #[tokio::test]

@@ -12,7 +12,9 @@
 //!   h2 and h3: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the
 //!   `h2` crate, and both run over one transport (TCP or TLS via rustls, see [`tls`]); h3 uses
 //!   the `h3` crate over QUIC (`quinn`, with the same rustls configuration);
-//! - **stop condition** ([`stop`]): duration, predicates, or a signal.
+//! - **request source** ([`requests`]): one request or a list (a request file) walked round
+//!   robin, with templates rendered per request only where they appear;
+//! - **stop condition** ([`stop`]): duration, predicates, a request count, or a signal.
 //!
 //! Observers ([`telemetry`]) watch a run live without changing it: workers ship per-tick
 //! histograms and counter deltas to a collector thread, which merges them exactly.
@@ -26,6 +28,7 @@ mod idle;
 pub mod pacer;
 pub mod pool;
 pub mod predicate;
+pub mod requests;
 pub mod runner;
 pub mod stop;
 pub mod target;
@@ -36,9 +39,11 @@ pub(crate) mod transport;
 pub mod worker;
 
 pub use config::{
-    ConfigError, Endpoint, EngineConfig, H1Reuse, IdleStrategy, Protocol, RequestSpec, StreamLimits,
+    Body, ConfigError, Endpoint, EngineConfig, H1Reuse, IdleStrategy, Protocol, RequestSpec,
+    StreamLimits,
 };
 pub use predicate::{Predicate, PredicateKind};
+pub use requests::RequestSource;
 pub use runner::{run, run_observed, validate, EngineError, RunOutput};
 pub use stop::StopHandle;
 pub use target::{AddressFamily, Target};

@@ -11,6 +11,8 @@ use shrike_stats::{Interval, Termination, WorkerResult};
 use crate::config::{EngineConfig, IdleStrategy, Protocol};
 use crate::h1;
 use crate::pool::h2::RequestTemplate;
+use crate::pool::PoolRequests;
+use crate::requests::{H1Entry, H1Request, H1Template};
 use crate::stop::StopHandle;
 use crate::target::Scheme;
 use crate::telemetry::{self, recorder::Msg, Link, Telemetry};
@@ -125,8 +127,8 @@ pub fn run_observed(
                 };
                 let local = tokio::task::LocalSet::new();
                 // Worker-local copies: the hot path reads them without touching shared memory.
-                let requests: Vec<(Rc<[u8]>, Option<RequestTemplate>)> =
-                    w_requests.iter().map(|(h1, h2)| (Rc::from(&h1[..]), h2.clone())).collect();
+                let requests: Vec<PoolRequests> =
+                    w_requests.iter().map(Prepared::for_worker).collect();
                 let out = local.block_on(
                     &rt,
                     run_worker(index, w_cfg, requests, w_stop, move || w_gate.wait(), w_link),
@@ -186,12 +188,53 @@ pub fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
     prepare(cfg).map(|_| ())
 }
 
-/// Per endpoint: the HTTP/1.1 request bytes and, for HTTP/2 and HTTP/3, the request template.
-type Prepared = Vec<(Arc<[u8]>, Option<RequestTemplate>)>;
+/// One endpoint's requests (one per request-source entry), encoded for the run's protocol;
+/// shared by the workers, which each take their own copy.
+enum Prepared {
+    /// HTTP/1.1: the fixed bytes, or the template of a request with placeholders; and whether
+    /// it is a HEAD request.
+    H1(Vec<(PreparedH1, bool)>),
+    H2(Vec<RequestTemplate>),
+}
 
-fn prepare(cfg: &EngineConfig) -> Result<Prepared, EngineError> {
+/// Fixed bytes (`Ok`) or the template of a request with placeholders (`Err`).
+type PreparedH1 = Result<Arc<[u8]>, H1Template>;
+
+impl Prepared {
+    fn for_worker(&self) -> PoolRequests {
+        match self {
+            Prepared::H1(entries) => PoolRequests::H1(
+                entries
+                    .iter()
+                    .map(|(r, head)| H1Entry {
+                        request: match r {
+                            // Worker-local copies: the hot path reads them without touching
+                            // shared memory.
+                            Ok(bytes) => H1Request::Fixed(Rc::from(&bytes[..])),
+                            Err(t) => H1Request::Templated(Rc::new(t.clone())),
+                        },
+                        head: *head,
+                    })
+                    .collect(),
+            ),
+            Prepared::H2(t) => PoolRequests::H2(t.clone().into_boxed_slice()),
+        }
+    }
+}
+
+fn prepare(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
     if cfg.endpoints.is_empty() {
         return Err(EngineError::NoEndpoint);
+    }
+    let entries = cfg.requests.entries();
+    if let Some(e) = entries.iter().find(|e| e.endpoint().is_some_and(|i| i >= cfg.endpoints.len()))
+    {
+        return Err(EngineError::Request(format!(
+            "{}: the request names endpoint {} of {}",
+            e.origin().unwrap_or("request"),
+            e.endpoint().unwrap_or_default(),
+            cfg.endpoints.len()
+        )));
     }
     let mut requests = Vec::with_capacity(cfg.endpoints.len());
     for ep in &cfg.endpoints {
@@ -204,14 +247,33 @@ fn prepare(cfg: &EngineConfig) -> Result<Prepared, EngineError> {
             return Err(EngineError::Http3NeedsTls(ep.target.url()));
         }
         // Encoded once per run, per endpoint (the host header / :authority differ).
-        let h2 = match cfg.protocol {
-            Protocol::Http1 => None,
-            Protocol::Http2 | Protocol::Http3 => {
-                Some(RequestTemplate::new(&ep.target, &cfg.request).map_err(EngineError::Request)?)
-            }
-        };
-        let h1: Arc<[u8]> = h1::encode_request(&ep.target, &cfg.request).into();
-        requests.push((h1, h2));
+        requests.push(match cfg.protocol {
+            Protocol::Http1 => Prepared::H1(
+                entries
+                    .iter()
+                    .map(|spec| {
+                        let t = H1Template::new(&ep.target, spec);
+                        let r = if t.has_placeholders() {
+                            Err(t)
+                        } else {
+                            Ok(Arc::from(h1::encode_request(&ep.target, spec)))
+                        };
+                        (r, spec.method() == "HEAD")
+                    })
+                    .collect(),
+            ),
+            Protocol::Http2 | Protocol::Http3 => Prepared::H2(
+                entries
+                    .iter()
+                    .map(|spec| {
+                        RequestTemplate::new(&ep.target, spec).map_err(|e| match spec.origin() {
+                            Some(o) => EngineError::Request(format!("{o}: {e}")),
+                            None => EngineError::Request(e),
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        });
     }
     Ok(requests)
 }

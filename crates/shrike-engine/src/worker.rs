@@ -17,9 +17,9 @@ use tokio::sync::Notify;
 use crate::config::EngineConfig;
 use crate::idle::Idle;
 use crate::pacer::{Pacer, RatePlan, Release};
-use crate::pool::h2::RequestTemplate;
-use crate::pool::{self, Pool};
+use crate::pool::{self, Pool, PoolRequests};
 use crate::predicate::PredicateKind;
+use crate::requests::RequestCursor;
 use crate::stop::StopHandle;
 
 /// A request released by the pacer: when it was due, and when it was handed to the pool.
@@ -30,6 +30,8 @@ pub(crate) struct Ticket {
     /// Set once the request was re-dispatched after a connection refused it unprocessed
     /// (GOAWAY, h2 REFUSED_STREAM, h3 H3_REQUEST_REJECTED); a request is retried at most once.
     pub retried: bool,
+    /// Which request-source entry it sends.
+    pub request: u32,
 }
 
 /// Distinct error messages are kept (with counts) so a failed run can say what went wrong;
@@ -65,7 +67,8 @@ impl WorkerState {
 /// locks. Borrows of `state` are never held across an `.await`.
 pub(crate) struct WorkerCtx {
     pub cfg: Arc<EngineConfig>,
-    pub head_request: bool,
+    /// The worker's walk over the request source (and its template state).
+    pub requests: RequestCursor,
     pub state: RefCell<WorkerState>,
     /// The protocol policy, one pool per endpoint: which connection carries each request.
     pub pools: Box<[Pool]>,
@@ -126,19 +129,15 @@ pub struct WorkerOutput {
 pub(crate) async fn run_worker(
     index: usize,
     cfg: Arc<EngineConfig>,
-    requests: Vec<(Rc<[u8]>, Option<RequestTemplate>)>,
+    requests: Vec<PoolRequests>,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
     telemetry: Option<crate::telemetry::Link>,
 ) -> WorkerOutput {
     let ctx = Rc::new(WorkerCtx {
-        head_request: cfg.request.method() == "HEAD",
+        requests: RequestCursor::new(index, &cfg, seed(index).rotate_left(17)),
         state: RefCell::new(WorkerState::default()),
-        pools: requests
-            .into_iter()
-            .enumerate()
-            .map(|(i, (h1, h2))| Pool::new(&cfg, i, h1, h2))
-            .collect(),
+        pools: requests.into_iter().enumerate().map(|(i, r)| Pool::new(&cfg, i, r)).collect(),
         quic: pool::h3::QuicEndpoints::default(),
         next_pool: Cell::new(0),
         capacity: Notify::new(),
@@ -261,7 +260,10 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
 /// Nighthawk documents); its latency samples are discarded.
 async fn warmup(ctx: &Rc<WorkerCtx>) {
     let now = Instant::now();
-    if pool::try_dispatch(ctx, Ticket { scheduled: now, released: now, retried: false }).is_err() {
+    // The entry this worker would send first, without spending it (or a `num_requests` slot).
+    let request = ctx.requests.peek();
+    let ticket = Ticket { scheduled: now, released: now, retried: false, request };
+    if pool::try_dispatch(ctx, ticket).is_err() {
         return;
     }
     let wait = async {
@@ -284,9 +286,15 @@ async fn dispatch(
     scheduled: Option<Instant>,
     deadline: Option<Instant>,
 ) -> bool {
+    // A request source with a limit (`num_requests`) ends this worker's run once spent.
+    let Some(request) = ctx.requests.next() else { return false };
     let released = Instant::now();
-    let ticket =
-        |at: Instant| Ticket { scheduled: scheduled.unwrap_or(at), released: at, retried: false };
+    let ticket = |at: Instant| Ticket {
+        scheduled: scheduled.unwrap_or(at),
+        released: at,
+        retried: false,
+        request,
+    };
     if pool::try_dispatch(ctx, ticket(released)).is_ok() {
         return true;
     }
@@ -354,6 +362,13 @@ async fn drain(ctx: &Rc<WorkerCtx>) {
             )
         });
     }
+}
+
+/// A per-worker seed: distinct across workers and runs.
+fn seed(index: usize) -> u64 {
+    (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos()
+            as u64
 }
 
 #[inline]

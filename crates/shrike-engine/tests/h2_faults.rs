@@ -10,8 +10,8 @@ use std::time::Duration;
 use h2::Reason;
 use shrike_engine::pacer::{Rate, RatePlan};
 use shrike_engine::{
-    Endpoint, EngineConfig, H1Reuse, IdleStrategy, Predicate, Protocol, RequestSpec, StopHandle,
-    StreamLimits, Target,
+    Endpoint, EngineConfig, H1Reuse, IdleStrategy, Predicate, Protocol, RequestSource, RequestSpec,
+    StopHandle, StreamLimits, Target,
 };
 use shrike_stats::{Counter, Termination, WorkerResult};
 
@@ -74,7 +74,7 @@ fn config(addr: SocketAddr, default_predicates: bool) -> EngineConfig {
             target: Target::parse(&format!("http://{addr}/")).expect("target"),
             tls: None,
         }],
-        request: RequestSpec::try_new("GET", vec![], 0).expect("request"),
+        requests: RequestSource::single(RequestSpec::try_new("GET", vec![], 0).expect("request")),
         protocol: Protocol::Http2,
         streams: StreamLimits::default(),
         workers: NonZeroUsize::MIN,

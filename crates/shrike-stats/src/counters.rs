@@ -31,6 +31,8 @@ counters! {
     PoolOverflow => "benchmark.pool_overflow";
     PoolConnectionFailure => "benchmark.pool_connection_failure";
     StreamResets => "benchmark.stream_resets";
+    // A response whose status is not among its request-list entry's expected ones.
+    ExpectationMismatch => "benchmark.expectation_mismatch";
     CxTotal => "upstream_cx_total";
     CxHttp1Total => "upstream_cx_http1_total";
     CxHttp2Total => "upstream_cx_http2_total";

@@ -8,6 +8,7 @@ mod args;
 mod embedded;
 mod log;
 mod report;
+mod request_args;
 mod run;
 mod serve;
 mod shaping;

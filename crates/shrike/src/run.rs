@@ -11,8 +11,8 @@ use serde_json::json;
 use shrike_engine::pacer::RatePlan;
 use shrike_engine::target::Scheme;
 use shrike_engine::{
-    AddressFamily, Endpoint, EngineConfig, H1Reuse, Predicate, PredicateKind, Protocol,
-    RequestSpec, StopHandle, StreamLimits, Target, TlsClient, TlsOptions, TlsVersion,
+    AddressFamily, Endpoint, EngineConfig, H1Reuse, Predicate, PredicateKind, Protocol, StopHandle,
+    StreamLimits, Target, TlsClient, TlsOptions, TlsVersion,
 };
 use shrike_output::OutputFormat;
 use shrike_stats::duration::format_proto;
@@ -21,6 +21,7 @@ use shrike_stats::{RunResult, Termination};
 use crate::args::{flag_duration, parse_concurrency, usage};
 use crate::embedded::EmbeddedServer;
 use crate::log::{self, info, warning, Level};
+use crate::request_args::RequestArgs;
 use crate::shaping::ShapingArgs;
 
 /// Nighthawk's default for --max-requests-per-connection (effectively unlimited).
@@ -48,15 +49,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "30", value_name = "DURATION")]
     pub timeout: String,
 
-    /// Request method.
-    #[arg(long, default_value = "GET", value_name = "METHOD")]
-    pub request_method: String,
-    /// Extra request header 'name: value' (repeatable).
-    #[arg(long = "request-header", value_name = "HEADER")]
-    pub request_headers: Vec<String>,
-    /// Request body size in bytes (a body of 'a's, as Nighthawk sends).
-    #[arg(long, default_value_t = 0, value_name = "BYTES")]
-    pub request_body_size: u32,
+    #[command(flatten)]
+    pub request: RequestArgs,
 
     /// Requests that may queue in the pool when every connection is busy (0: none).
     #[arg(long, default_value_t = 0)]
@@ -318,6 +312,7 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
             )));
         }
     }
+    let requests = args.request.build(&targets)?;
     let endpoints = endpoints(args, targets, protocol)?;
     let streams = StreamLimits {
         max_concurrent_streams: NonZeroU32::new(args.max_concurrent_streams)
@@ -349,13 +344,6 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
         Some(j) => flag_duration("jitter-uniform", j)?,
         None => Duration::ZERO,
     };
-    let headers = args
-        .request_headers
-        .iter()
-        .map(|h| RequestSpec::parse_header(h).map_err(|e| usage(format!("--request-header: {e}"))))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let request = RequestSpec::try_new(&args.request_method, headers, args.request_body_size)
-        .map_err(|e| usage(format!("--request-method/--request-header: {e}")))?;
     let max_requests_per_connection = Some(
         NonZeroU64::new(args.max_requests_per_connection)
             .ok_or_else(|| usage("--max-requests-per-connection must be at least 1"))?,
@@ -363,7 +351,7 @@ pub fn build_config(args: &RunArgs, targets: Vec<Target>) -> anyhow::Result<Engi
     let predicates = predicates(args)?;
     let cfg = EngineConfig {
         endpoints,
-        request,
+        requests,
         protocol,
         streams,
         workers: parse_concurrency(&args.concurrency)?,
@@ -426,13 +414,6 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
             "cipher_suites": args.tls_cipher_suites,
             "session_resumption": !args.tls_no_session_resumption,
         },
-        "request_options": {
-            "request_method": cfg.request.method(),
-            "request_headers": cfg.request.headers().iter()
-                .map(|(k, v)| json!({"header": {"key": k, "value": v}}))
-                .collect::<Vec<_>>(),
-            "request_body_size": cfg.request.body_size(),
-        },
         "max_pending_requests": cfg.max_pending_requests,
         "max_requests_per_connection": cfg.max_requests_per_connection.map(|m| m.get().to_string()),
         "open_loop": cfg.open_loop,
@@ -446,10 +427,11 @@ fn options_json(args: &RunArgs, cfg: &EngineConfig) -> serde_json::Value {
         "verbosity": format!("{:?}", args.verbosity).to_lowercase(),
         "labels": args.labels,
     });
-    if let (Some(o), serde_json::Value::Object(shaping)) =
-        (options.as_object_mut(), args.shaping.options_json(cfg))
-    {
-        o.extend(shaping);
+    if let Some(o) = options.as_object_mut() {
+        o.extend(args.request.options_json(&cfg.requests));
+        if let serde_json::Value::Object(shaping) = args.shaping.options_json(cfg) {
+            o.extend(shaping);
+        }
     }
     options
 }

@@ -18,6 +18,7 @@ use super::{
 use super::{Exchange, Pool};
 use crate::config::{EngineConfig, H1Reuse};
 use crate::h1::{ReadError, ResponseReader};
+use crate::requests::{H1Entry, H1Request};
 use crate::transport::{self, Transport};
 use crate::worker::{Ticket, WorkerCtx};
 
@@ -31,8 +32,8 @@ struct Slot {
 pub(crate) struct H1Pool {
     /// Which endpoint (`cfg.endpoints[index]`) this pool connects to.
     index: usize,
-    /// The request, encoded once.
-    request: Rc<[u8]>,
+    /// The requests, one per request-source entry, encoded once.
+    requests: Box<[H1Entry]>,
     slots: Box<[Slot]>,
     /// Idle connection slots; the most recently used is at the back.
     idle: RefCell<VecDeque<usize>>,
@@ -47,10 +48,13 @@ struct Conn {
     stream: Transport,
     reader: ResponseReader,
     requests: u64,
+    /// Templated requests render here (the request, and scratch for its body); reused.
+    out: Vec<u8>,
+    body: Vec<u8>,
 }
 
 impl H1Pool {
-    pub fn new(cfg: &EngineConfig, index: usize, request: Rc<[u8]>) -> H1Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, requests: Box<[H1Entry]>) -> H1Pool {
         let connections = cfg.connections.get() as usize;
         let reuse = cfg.h1_reuse;
         // Either way, slot 0 is the first connection used.
@@ -60,7 +64,7 @@ impl H1Pool {
         };
         H1Pool {
             index,
-            request,
+            requests,
             slots: (0..connections).map(|_| Slot::default()).collect(),
             idle: RefCell::new(idle),
             reuse,
@@ -156,7 +160,9 @@ async fn connection_task(ctx: Rc<WorkerCtx>, index: usize, id: usize, mut conn: 
 async fn connect(ctx: &WorkerCtx, index: usize) -> Option<Conn> {
     let stream = transport::connect(ctx, &ctx.cfg.endpoints[index]).await?;
     ctx.state.borrow_mut().counters.inc(Counter::CxHttp1Total);
-    Some(Conn { stream, reader: ResponseReader::new(), requests: 0 })
+    let latency = ctx.cfg.requests.latency_header().map(|h| Rc::from(h.as_bytes()));
+    let reader = ResponseReader::new().with_latency_header(latency);
+    Some(Conn { stream, reader, requests: 0, out: Vec::new(), body: Vec::new() })
 }
 
 /// Serves one request on this connection (connecting first if needed) and records it.
@@ -171,6 +177,17 @@ async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Tic
             record_connection_failure(ctx);
             return;
         };
+        let entry = &p.requests[ticket.request as usize];
+        // Split borrows: a templated request renders into the connection's own buffer while
+        // the exchange below writes and reads on its stream.
+        let Conn { stream, reader, out, body, .. } = c;
+        let request: &[u8] = match &entry.request {
+            H1Request::Fixed(bytes) => bytes,
+            H1Request::Templated(t) => {
+                t.render(out, body, &mut ctx.requests.render_cx());
+                out
+            }
+        };
         let t_send = Instant::now();
         let mut rx = 0u64;
         let mut tx = 0u64;
@@ -178,10 +195,10 @@ async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Tic
         // rustls and may return before the socket took every record; nothing else would send
         // them while we wait to read.
         let exchange = async {
-            c.stream.write_all(&p.request).await?;
-            c.stream.flush().await?;
-            tx = p.request.len() as u64;
-            c.reader.read_response(&mut c.stream, ctx.head_request, &mut rx).await
+            stream.write_all(request).await?;
+            stream.flush().await?;
+            tx = request.len() as u64;
+            reader.read_response(stream, entry.head, &mut rx).await
         };
         let outcome = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
         let t_end = Instant::now();
@@ -228,6 +245,7 @@ async fn serve(ctx: &WorkerCtx, p: &H1Pool, conn: &mut Option<Conn>, ticket: Tic
                         status: info.status,
                         header_bytes: info.header_bytes,
                         body_bytes: info.body_bytes,
+                        origin: info.origin,
                     },
                 );
                 return;

@@ -25,7 +25,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use h2::client::SendRequest;
 use h2::Reason;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use http::{HeaderName, Request};
 use shrike_stats::{Counter, Counters};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -33,8 +33,10 @@ use super::{
     capacity_freed, record_connection_failure, record_failure, record_response, record_timeout,
 };
 use super::{request_finished, Exchange, Pool};
-use crate::config::{EngineConfig, RequestSpec};
-use crate::target::{Scheme, Target};
+use crate::config::EngineConfig;
+pub use crate::requests::h2::RequestTemplate;
+pub(crate) use crate::requests::h2::{latency_header_name, origin_latency};
+use crate::requests::OriginLatency;
 use crate::transport::{self, Transport};
 use crate::worker::{Ticket, WorkerCtx};
 
@@ -50,77 +52,6 @@ const PRE_SETTINGS_STREAMS: usize = 100;
 
 /// HPACK's per-entry overhead (RFC 7541 §4.1), used to size response headers.
 const HPACK_ENTRY_OVERHEAD: u64 = 32;
-
-/// The request, built once per run; each stream clones the parts (cheap for the URI and body,
-/// one small map clone for the headers, which `h2` takes by value).
-#[derive(Clone, Debug)]
-pub struct RequestTemplate {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    pub(crate) body: Bytes,
-}
-
-/// HTTP/1.1 connection-specific headers have no meaning in HTTP/2 (RFC 9113 §8.2.2) and
-/// `h2` rejects them; they are dropped rather than failing every request.
-const CONNECTION_HEADERS: &[&str] =
-    &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
-
-impl RequestTemplate {
-    /// Builds the template. A `host` header becomes the `:authority`, as h2 requires.
-    pub fn new(target: &Target, spec: &RequestSpec) -> Result<RequestTemplate, String> {
-        let method = Method::from_bytes(spec.method().as_bytes())
-            .map_err(|e| format!("request method {:?}: {e}", spec.method()))?;
-        let mut authority = target.authority.clone();
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::USER_AGENT,
-            HeaderValue::from_static(concat!("shrike/", env!("CARGO_PKG_VERSION"))),
-        );
-        for (k, v) in spec.headers() {
-            let lower = k.to_ascii_lowercase();
-            if lower == "host" {
-                authority = v.clone();
-                continue;
-            }
-            if lower == "content-length" || CONNECTION_HEADERS.contains(&lower.as_str()) {
-                continue;
-            }
-            let name = HeaderName::from_bytes(lower.as_bytes())
-                .map_err(|e| format!("request header {k:?}: {e}"))?;
-            let value = HeaderValue::from_bytes(v.as_bytes())
-                .map_err(|e| format!("request header {k:?} value {v:?}: {e}"))?;
-            if name == http::header::USER_AGENT {
-                headers.insert(name, value);
-            } else {
-                headers.append(name, value);
-            }
-        }
-        let body_size = spec.body_size() as usize;
-        if body_size > 0 || matches!(spec.method(), "POST" | "PUT" | "PATCH") {
-            headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body_size));
-        }
-        let scheme = match target.scheme {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        };
-        let uri = Uri::builder()
-            .scheme(scheme)
-            .authority(authority.as_str())
-            .path_and_query(target.path.as_str())
-            .build()
-            .map_err(|e| format!("request URI {scheme}://{authority}{}: {e}", target.path))?;
-        Ok(RequestTemplate { method, uri, headers, body: Bytes::from(vec![b'a'; body_size]) })
-    }
-
-    pub(crate) fn request(&self) -> Request<()> {
-        let mut r = Request::new(());
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.headers_mut() = self.headers.clone();
-        r
-    }
-}
 
 enum ConnState {
     /// Connecting or in the h2 handshake; requests assigned meanwhile wait here.
@@ -180,13 +111,16 @@ pub(crate) struct H2Pool {
     max_active: u32,
     max_streams: u32,
     max_conns: usize,
-    template: RequestTemplate,
+    /// One per request-source entry.
+    templates: Box<[RequestTemplate]>,
+    /// The origin-latency header name, parsed once.
+    latency_header: Option<HeaderName>,
     io: Rc<IoBytes>,
     closing: Cell<bool>,
 }
 
 impl H2Pool {
-    pub fn new(cfg: &EngineConfig, index: usize, template: RequestTemplate) -> H2Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, templates: Box<[RequestTemplate]>) -> H2Pool {
         H2Pool {
             index,
             conns: RefCell::new(Vec::new()),
@@ -194,7 +128,8 @@ impl H2Pool {
             max_active: cfg.streams.max_active_requests.get(),
             max_streams: cfg.streams.max_concurrent_streams.get(),
             max_conns: cfg.connections.get() as usize,
-            template,
+            templates,
+            latency_header: latency_header_name(cfg),
             io: Rc::new(IoBytes::default()),
             closing: Cell::new(false),
         }
@@ -432,8 +367,9 @@ async fn stream_task(
 ) {
     let p = pool(&ctx, &conn);
     let mut sent = Instant::now();
+    let request = p.templates[ticket.request as usize].build(&ctx.requests);
     // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-    let exchange = exchange(sender, &p.template, &mut sent);
+    let exchange = exchange(sender, request, p.latency_header.as_ref(), &mut sent);
     let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
@@ -446,8 +382,8 @@ async fn stream_task(
             record_timeout(&ctx);
             request_finished(&ctx);
         }
-        Ok(Ok((status, header_bytes, body_bytes))) => {
-            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
+        Ok(Ok((status, header_bytes, body_bytes, origin))) => {
+            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
             record_response(&ctx, &x);
             request_finished(&ctx);
         }
@@ -504,20 +440,22 @@ fn describe(err: &h2::Error) -> String {
 /// server compressed it. `sent` is set when the stream is actually opened.
 async fn exchange(
     sender: SendRequest<Bytes>,
-    tpl: &RequestTemplate,
+    (request, body): (Request<()>, Bytes),
+    latency_header: Option<&HeaderName>,
     sent: &mut Instant,
-) -> Result<(u16, u64, u64), StreamError> {
+) -> Result<(u16, u64, u64, OriginLatency), StreamError> {
     let mut sender = sender.ready().await?;
     // Waiting for the connection to accept another stream is queueing, not service time.
     *sent = Instant::now();
-    let has_body = !tpl.body.is_empty();
-    let (response, mut stream) = sender.send_request(tpl.request(), !has_body)?;
+    let has_body = !body.is_empty();
+    let (response, mut stream) = sender.send_request(request, !has_body)?;
     drop(sender);
     if has_body {
-        send_body(&mut stream, tpl.body.clone()).await?;
+        send_body(&mut stream, body).await?;
     }
     let response = response.await?;
     let status = response.status().as_u16();
+    let origin = origin_latency(response.headers(), latency_header);
     let header_bytes = response
         .headers()
         .iter()
@@ -532,7 +470,7 @@ async fn exchange(
         // Give the window back at once: the body is counted, never kept.
         let _ = body.flow_control().release_capacity(chunk.len());
     }
-    Ok((status, header_bytes, body_bytes))
+    Ok((status, header_bytes, body_bytes, origin))
 }
 
 /// Sends the body as flow control allows: each chunk waits for window from the server.
@@ -613,50 +551,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn template(url: &str, method: &str, headers: &[(&str, &str)], body: u32) -> RequestTemplate {
-        let target = Target::parse_unresolved(url).expect("url");
-        let headers = headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let spec = RequestSpec::try_new(method, headers, body).expect("spec");
-        RequestTemplate::new(&target, &spec).expect("template")
-    }
-
-    #[test]
-    fn template_maps_h1_headers_to_h2() {
-        let t = template(
-            "http://127.0.0.1:8080/p?q=1",
-            "POST",
-            &[("Host", "example.com"), ("Connection", "keep-alive"), ("X-A", "1")],
-            3,
-        );
-        let r = t.request();
-        assert_eq!(r.method(), "POST");
-        // The host header becomes :authority; connection-specific headers are dropped.
-        assert_eq!(r.uri().to_string(), "http://example.com/p?q=1");
-        assert!(r.headers().get("host").is_none() && r.headers().get("connection").is_none());
-        assert_eq!(r.headers()["x-a"], "1");
-        assert_eq!(r.headers()["content-length"], "3");
-        assert!(r.headers()["user-agent"].to_str().is_ok_and(|v| v.starts_with("shrike/")));
-        assert_eq!(&t.body[..], b"aaa");
-        let t = template("https://h/", "GET", &[("user-agent", "custom")], 0);
-        let r = t.request();
-        assert_eq!(r.uri().to_string(), "https://h/");
-        assert_eq!(r.headers().get_all("user-agent").iter().count(), 1);
-        assert_eq!(r.headers()["user-agent"], "custom");
-        assert!(r.headers().get("content-length").is_none() && t.body.is_empty());
-    }
-
-    #[test]
-    fn invalid_authority_is_an_error_not_a_panic() {
-        let target = Target::parse_unresolved("http://h/").expect("url");
-        let spec =
-            RequestSpec::try_new("GET", vec![("host".into(), "a b".into())], 0).expect("spec");
-        assert!(RequestTemplate::new(&target, &spec).is_err());
     }
 }

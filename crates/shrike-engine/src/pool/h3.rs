@@ -31,13 +31,15 @@ use h3::error::{Code, ConnectionError, LocalError, StreamError};
 use h3::quic::ConnectionErrorIncoming;
 use shrike_stats::{Counter, Counters};
 
-use super::h2::RequestTemplate;
+use super::h2::{latency_header_name, origin_latency, RequestTemplate};
 use super::{
     capacity_freed, record_connection_failure, record_failure, record_response, record_timeout,
 };
 use super::{request_finished, Exchange, Pool};
 use crate::config::EngineConfig;
+use crate::requests::OriginLatency;
 use crate::worker::{Ticket, WorkerCtx};
+use http::{HeaderName, Request};
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
@@ -131,12 +133,14 @@ pub(crate) struct H3Pool {
     max_active: u32,
     max_streams: u32,
     max_conns: usize,
-    template: RequestTemplate,
+    /// One per request-source entry.
+    templates: Box<[RequestTemplate]>,
+    latency_header: Option<HeaderName>,
     closing: Cell<bool>,
 }
 
 impl H3Pool {
-    pub fn new(cfg: &EngineConfig, index: usize, template: RequestTemplate) -> H3Pool {
+    pub fn new(cfg: &EngineConfig, index: usize, templates: Box<[RequestTemplate]>) -> H3Pool {
         H3Pool {
             index,
             conns: RefCell::new(Vec::new()),
@@ -144,7 +148,8 @@ impl H3Pool {
             max_active: cfg.streams.max_active_requests.get(),
             max_streams: cfg.streams.max_concurrent_streams.get(),
             max_conns: cfg.connections.get() as usize,
-            template,
+            templates,
+            latency_header: latency_header_name(cfg),
             closing: Cell::new(false),
         }
     }
@@ -401,8 +406,9 @@ impl From<StreamError> for Failed {
 async fn stream_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>, sender: SendRequest, ticket: Ticket) {
     let p = pool(&ctx, &conn);
     let mut sent = Instant::now();
+    let request = p.templates[ticket.request as usize].build(&ctx.requests);
     // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-    let exchange = exchange(sender, &p.template, &mut sent);
+    let exchange = exchange(sender, request, p.latency_header.as_ref(), &mut sent);
     let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
@@ -415,8 +421,8 @@ async fn stream_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>, sender: SendRequest, 
             record_timeout(&ctx);
             request_finished(&ctx);
         }
-        Ok(Ok((status, header_bytes, body_bytes))) => {
-            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes };
+        Ok(Ok((status, header_bytes, body_bytes, origin))) => {
+            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
             record_response(&ctx, &x);
             request_finished(&ctx);
         }
@@ -474,10 +480,11 @@ fn describe(err: &StreamError) -> String {
 /// set when the stream is actually opened.
 async fn exchange(
     mut sender: SendRequest,
-    tpl: &RequestTemplate,
+    (request, body): (Request<()>, Bytes),
+    latency_header: Option<&HeaderName>,
     sent: &mut Instant,
-) -> Result<(u16, u64, u64), Failed> {
-    let mut stream = sender.send_request(tpl.request()).await?;
+) -> Result<(u16, u64, u64, OriginLatency), Failed> {
+    let mut stream = sender.send_request(request).await?;
     // The stream is open (and its headers are queued in quinn): waiting for the server's stream
     // credit was queueing, not service time, as waiting for `ready()` is in the h2 pool.
     *sent = Instant::now();
@@ -486,8 +493,8 @@ async fn exchange(
     // send fails but the response is what counts, so a send error only surfaces if no
     // response comes.
     let mut send_err = None;
-    if !tpl.body.is_empty() {
-        if let Err(e) = stream.send_data(tpl.body.clone()).await {
+    if !body.is_empty() {
+        if let Err(e) = stream.send_data(body).await {
             send_err = Some(e);
         }
     }
@@ -501,6 +508,7 @@ async fn exchange(
         Err(e) => return Err(send_err.unwrap_or(e).into()),
     };
     let status = response.status().as_u16();
+    let origin = origin_latency(response.headers(), latency_header);
     let header_bytes = response
         .headers()
         .iter()
@@ -515,5 +523,5 @@ async fn exchange(
             Err(err) => return Err(Failed { err, responded: true }),
         }
     }
-    Ok((status, header_bytes, body_bytes))
+    Ok((status, header_bytes, body_bytes, origin))
 }

@@ -24,6 +24,7 @@ use std::time::Instant;
 use shrike_stats::{Counter, Counters, StatId};
 
 use crate::config::{EngineConfig, Protocol};
+use crate::requests::{H1Entry, OriginLatency};
 use crate::worker::{nanos, Ticket, WorkerCtx};
 
 /// What one completed exchange looked like, for [`record_response`].
@@ -35,6 +36,7 @@ pub(crate) struct Exchange {
     pub status: u16,
     pub header_bytes: u64,
     pub body_bytes: u64,
+    pub origin: OriginLatency,
 }
 
 /// Enum dispatch rather than `dyn`: the h1 hot path stays a direct, inlinable call. The h2
@@ -47,18 +49,16 @@ pub(crate) enum Pool {
 }
 
 impl Pool {
-    /// The pool for endpoint `index`, with its pre-encoded request. The runner builds the
-    /// request template exactly when `cfg.protocol` is HTTP/2 or HTTP/3.
-    pub fn new(
-        cfg: &EngineConfig,
-        index: usize,
-        h1_request: Rc<[u8]>,
-        h2_request: Option<h2::RequestTemplate>,
-    ) -> Pool {
-        match (cfg.protocol, h2_request) {
-            (Protocol::Http3, Some(t)) => Pool::H3(Box::new(h3::H3Pool::new(cfg, index, t))),
-            (_, Some(t)) => Pool::H2(Box::new(h2::H2Pool::new(cfg, index, t))),
-            (_, None) => Pool::H1(h1::H1Pool::new(cfg, index, h1_request)),
+    /// The pool for endpoint `index`, with its pre-encoded requests (one per request-source
+    /// entry). The runner builds request templates exactly when `cfg.protocol` is HTTP/2 or
+    /// HTTP/3.
+    pub fn new(cfg: &EngineConfig, index: usize, requests: PoolRequests) -> Pool {
+        match (cfg.protocol, requests) {
+            (Protocol::Http3, PoolRequests::H2(t)) => {
+                Pool::H3(Box::new(h3::H3Pool::new(cfg, index, t)))
+            }
+            (_, PoolRequests::H2(t)) => Pool::H2(Box::new(h2::H2Pool::new(cfg, index, t))),
+            (_, PoolRequests::H1(r)) => Pool::H1(h1::H1Pool::new(cfg, index, r)),
         }
     }
 
@@ -102,12 +102,22 @@ impl Pool {
     }
 }
 
-/// Starts the request on the next endpoint in round-robin order that has capacity.
+/// A pool's requests, one per request-source entry, encoded for its protocol.
+pub(crate) enum PoolRequests {
+    H1(Box<[H1Entry]>),
+    H2(Box<[h2::RequestTemplate]>),
+}
+
+/// Starts the request on the next endpoint in round-robin order that has capacity (or on its
+/// own endpoint, for a request bound to one).
 #[inline]
 fn try_start_any(ctx: &Rc<WorkerCtx>, mut ticket: Ticket) -> Result<(), Ticket> {
     let n = ctx.pools.len();
     if n == 1 {
         return ctx.pools[0].try_start(ctx, ticket);
+    }
+    if let Some(ep) = ctx.cfg.requests.entries()[ticket.request as usize].endpoint() {
+        return ctx.pools[ep].try_start(ctx, ticket);
     }
     let first = ctx.next_pool.get();
     for k in 0..n {
@@ -197,6 +207,23 @@ pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
     s.record(StatId::ResponseBodySize, x.body_bytes);
     st.counters.inc(Counter::for_status(x.status));
     st.status_codes.inc(x.status);
+    match x.origin {
+        OriginLatency::Absent => {}
+        OriginLatency::Ns(v) => st.stats.record(StatId::OriginLatency, v),
+        // Counted in the run's error summary, never failing it (Nighthawk logs and skips).
+        OriginLatency::Invalid => st.note_error(|| {
+            format!(
+                "response header {} is no integer of nanoseconds: not recorded",
+                ctx.cfg.requests.latency_header().unwrap_or_default()
+            )
+        }),
+    }
+    if ctx.requests.expectations {
+        let entry = &ctx.cfg.requests.entries()[x.ticket.request as usize];
+        if entry.expect().is_some_and(|e| !e.contains(&x.status)) {
+            st.counters.inc(Counter::ExpectationMismatch);
+        }
+    }
     let st = &mut *st;
     ctx.check_predicates(&mut st.counters);
 }
