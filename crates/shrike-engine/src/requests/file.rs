@@ -128,7 +128,7 @@ fn json(name: &str, text: &str) -> Result<Vec<(At, RawEntry)>, FileError> {
 }
 
 fn yaml(name: &str, text: &str) -> Result<Vec<(At, RawEntry)>, FileError> {
-    let v: Vec<RawEntry> = serde_yaml::from_str(text)
+    let v: Vec<RawEntry> = serde_norway::from_str(text)
         .map_err(|e| FileError(format!("{name}: {e} (expected a YAML list of request entries)")))?;
     Ok(with_lines(text, v))
 }

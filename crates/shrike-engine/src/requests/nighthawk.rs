@@ -23,7 +23,7 @@ pub fn nighthawk_plugin(
     let cfg: PluginConfig = match serde_json::from_str(config) {
         Ok(c) => c,
         Err(e) => serde_json::from_str(&quote_keys(config))
-            .or_else(|_| serde_yaml::from_str(config))
+            .or_else(|_| serde_norway::from_str(config))
             .map_err(|_| bad(e.to_string()))?,
     };
     let tc = cfg.typed_config;
@@ -40,7 +40,7 @@ pub fn nighthawk_plugin(
             let name = path.display().to_string();
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| bad(format!("cannot read {name}: {e}")))?;
-            let list: OptionsList = serde_yaml::from_str(&text)
+            let list: OptionsList = serde_norway::from_str(&text)
                 .map_err(|e| FileError(format!("{name}: {e} (expected options: [...])")))?;
             (name, Some(text), list)
         }
