@@ -134,7 +134,9 @@ def main():
             server, url = starter()
             try:
                 time.sleep(0.5)
-                for name, fn in [("wrk", run_wrk), ("ab -k", run_ab), ("shrike", run_shrike)]:
+                clients = [("wrk", run_wrk), ("ab -k", run_ab), ("shrike", run_shrike),
+                           ("shrike max", lambda u, c, d: run_shrike(u, c, d, rps="max"))]
+                for name, fn in clients:
                     n, rps, cpu = fn(url, a.connections, a.duration)
                     rows.append((target, name, n, rps, cpu, cpu / max(n, 1) * 1e6))
                     print(f"{target:13} {name:7} {n:9d} req {rps:10.0f} rps  "
@@ -156,7 +158,7 @@ def main():
               f"Linux {platform.release()}\n\nClosed loop, {a.connections} connections, "
               f"{a.duration}s per run, {BODY}-byte bodies; client pinned to CPU {CLIENT_CPU}, "
               f"server to CPU {SERVER_CPU}. shrike: `--rps 1000000 --concurrency 1` "
-              f"(saturating closed loop).\n")
+              f"(saturating closed loop); shrike max: `--rps max` (unpaced closed loop).\n")
     table = header + "\n" + "\n".join(lines) + "\n"
     print("\n" + table)
     if not a.no_record:
