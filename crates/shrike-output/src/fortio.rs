@@ -122,7 +122,6 @@ fn int(v: u64) -> i64 {
 fn document(result: &RunResult) -> FortioResult {
     let g = &result.global;
     let o = &result.options;
-    let workers = result.workers.len().max(1) as f64;
     let labels: Vec<&str> = o
         .get("labels")
         .and_then(Value::as_array)
@@ -131,9 +130,8 @@ fn document(result: &RunResult) -> FortioResult {
         .filter_map(Value::as_str)
         .collect();
     let labels = labels.join(" ");
-    let rps = o.get("requests_per_second").and_then(Value::as_f64).filter(|r| *r > 0.0);
-    let requested_qps = match rps {
-        Some(r) => format!("{}", r * workers),
+    let requested_qps = match crate::options::requested_rate(result) {
+        Some(r) => format!("{r}"),
         None => "max".into(),
     };
     let requested_duration = match o.get("duration").and_then(Value::as_str) {

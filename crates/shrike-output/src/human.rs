@@ -47,14 +47,6 @@ pub fn render(result: &RunResult) -> String {
     s
 }
 
-/// Requests per second asked for, all workers together (options `requests_per_second` is per
-/// worker, as Nighthawk's `--rps`). `None` when the options do not say (unpaced, or a result
-/// from a tool that does not store it).
-fn requested_rate(result: &RunResult) -> Option<f64> {
-    let per_worker = result.options.get("requests_per_second")?.as_f64()?;
-    (per_worker > 0.0).then(|| per_worker * result.workers.len().max(1) as f64)
-}
-
 /// Requests sent per second over the global execution window.
 fn achieved_rate(g: &WorkerResult) -> Option<f64> {
     let secs = g.execution_duration.as_secs_f64();
@@ -90,7 +82,7 @@ fn header(result: &RunResult, s: &mut String) {
     rows.push(("Duration:", format_human_ns(g.execution_duration.as_nanos() as f64)));
     rows.push(("Workers:", result.workers.len().to_string()));
     let workers = result.workers.len().max(1);
-    match (requested_rate(result), achieved_rate(g)) {
+    match (crate::options::requested_rate(result), achieved_rate(g)) {
         (Some(req), Some(ach)) => rows.push((
             "Rate:",
             format!(
@@ -213,7 +205,8 @@ fn what_it_means(result: &RunResult) -> Option<String> {
     let sent = requests(g);
     let blocked_share = blocked as f64 / sent.max(1) as f64;
     let dropped_share = dropped as f64 / (sent + dropped).max(1) as f64;
-    let ratio = requested_rate(result).zip(achieved_rate(g)).map(|(req, ach)| ach / req);
+    let ratio =
+        crate::options::requested_rate(result).zip(achieved_rate(g)).map(|(req, ach)| ach / req);
     let short = ratio.is_some_and(|r| r < RATE_SHORTFALL);
     if blocked_share < SIGNIFICANT_SHARE && dropped_share < SIGNIFICANT_SHARE && !short {
         return Some(format!(

@@ -33,6 +33,7 @@ pub mod html;
 pub mod human;
 pub mod json;
 pub mod merge;
+pub mod options;
 pub mod prometheus;
 mod spectrum;
 mod table;

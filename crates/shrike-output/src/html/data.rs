@@ -6,7 +6,7 @@
 //! picks display units.
 
 use serde_json::{json, Map, Value};
-use shrike_stats::{Counter, Counters, Interval, IntervalStat, RunResult, StatId, Statistic};
+use shrike_stats::{Counter, Counters, Interval, IntervalStat, StatId, Statistic};
 
 use super::Input;
 use crate::spectrum::spectrum;
@@ -88,7 +88,7 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "started": format_rfc3339(g.execution_start),
         "duration_s": secs,
         "workers": r.workers.len(),
-        "requested_rps": requested_rps(r),
+        "requested_rps": crate::options::requested_rate(r),
         "achieved_rps": if secs > 0.0 { Some(responses as f64 / secs) } else { None },
         "requests": g.counters.get(Counter::RqTotal),
         "responses": responses,
@@ -119,18 +119,6 @@ fn target(options: &Value) -> String {
         _ => None,
     });
     found.unwrap_or_default()
-}
-
-/// The offered rate of the whole run: `requests_per_second` is per worker, as in Nighthawk.
-fn requested_rps(r: &RunResult) -> Option<f64> {
-    let number = |v: &Value| match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    };
-    let per_worker = r.options.get("requests_per_second").and_then(number)?;
-    let workers = r.options.get("workers").and_then(number).unwrap_or(r.workers.len() as f64);
-    (per_worker > 0.0 && workers > 0.0).then_some(per_worker * workers)
 }
 
 /// One latency statistic: summary, spectrum and bucketed counts. Values are clamped to the
@@ -273,7 +261,7 @@ impl Bins {
 mod tests {
     use super::*;
     use serde_json::json;
-    use shrike_stats::{Termination, WorkerResult};
+    use shrike_stats::{RunResult, Termination, WorkerResult};
     use std::time::{Duration, SystemTime};
 
     fn result(rps: f64, latencies: &[u64]) -> RunResult {
@@ -400,8 +388,8 @@ mod tests {
     #[test]
     fn unpaced_or_unknown_rate_has_no_requested_rate() {
         let mut r = result(0.0, &[1]);
-        assert_eq!(requested_rps(&r), None);
+        assert_eq!(crate::options::requested_rate(&r), None);
         r.options = json!({"requests_per_second": "25"});
-        assert_eq!(requested_rps(&r), Some(25.0));
+        assert_eq!(crate::options::requested_rate(&r), Some(25.0));
     }
 }
