@@ -209,7 +209,11 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
     let idle = Idle::new(cfg.idle);
     // Unpaced runs start with the others, not before: wait for the (possibly --start-at) start.
     if matches!(cfg.plan, RatePlan::Unpaced) {
-        idle.until(start, &ctx.stopping).await;
+        tokio::select! {
+            biased;
+            _ = ctx.wake.notified() => return,
+            _ = idle.until(start, &ctx.stopping) => {}
+        }
     }
     loop {
         if ctx.stopping.get() {
