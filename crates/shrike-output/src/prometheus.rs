@@ -19,6 +19,7 @@ use std::fmt::Write as _;
 use std::io;
 
 use serde_json::Value;
+use shrike_stats::duration::seconds_decimal;
 use shrike_stats::{Counter, RunResult, StatId, StatKind, WorkerResult};
 
 use crate::human::QUANTILES;
@@ -79,9 +80,10 @@ fn family(name: &str, kind: &str, help: &str, s: &mut String) {
 }
 
 fn summary(id: StatId, results: &[(&WorkerResult, String)], s: &mut String) {
-    let (unit, scale) = match id.kind() {
-        StatKind::Duration => ("seconds", 1e-9),
-        StatKind::Size => ("bytes", 1.0),
+    // Durations print as exact decimal seconds from whole nanoseconds; sizes as bytes.
+    let (unit, value): (&str, fn(u64) -> String) = match id.kind() {
+        StatKind::Duration => ("seconds", seconds_decimal),
+        StatKind::Size => ("bytes", |v| v.to_string()),
     };
     let name = format!("shrike_{}_{unit}", sanitize(id.id()));
     family(&name, "summary", &format!("{} [{}].", id.title(), id.id()), s);
@@ -94,11 +96,12 @@ fn summary(id: StatId, results: &[(&WorkerResult, String)], s: &mut String) {
                     1.0 => stat.max(),
                     _ => stat.value_at_quantile(q).max(stat.min()).min(stat.max()),
                 };
-                let _ = writeln!(s, "{name}{{{l},quantile=\"{q}\"}} {}", v as f64 * scale);
+                let _ = writeln!(s, "{name}{{{l},quantile=\"{q}\"}} {}", value(v));
             }
         }
-        let sum = stat.mean() * stat.count() as f64 * scale;
-        let _ = writeln!(s, "{name}_sum{{{l}}} {sum}");
+        // The mean is exact, so mean × count is the exact sum up to rounding to a whole unit.
+        let sum = (stat.mean() * stat.count() as f64).round() as u64;
+        let _ = writeln!(s, "{name}_sum{{{l}}} {}", value(sum));
         let _ = writeln!(s, "{name}_count{{{l}}} {}", stat.count());
     }
 }

@@ -67,6 +67,17 @@ pub fn format_proto(d: Duration) -> String {
     }
 }
 
+/// Seconds as an exact decimal number (`340` ns → `0.00000034`), for formats that want plain
+/// seconds: dividing by 1e9 in floating point would print `0.00000034000000000000003`.
+pub fn seconds_decimal(ns: u64) -> String {
+    let (secs, frac) = (ns / 1_000_000_000, ns % 1_000_000_000);
+    if frac == 0 {
+        return secs.to_string();
+    }
+    let digits = format!("{frac:09}");
+    format!("{secs}.{}", digits.trim_end_matches('0'))
+}
+
 /// Proto3 JSON duration of a nanosecond count.
 pub fn format_proto_ns(ns: u64) -> String {
     format_proto(Duration::from_nanos(ns))
@@ -103,6 +114,15 @@ pub fn format_human_ns(ns: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn seconds_are_exact_decimals() {
+        use super::seconds_decimal;
+        assert_eq!(seconds_decimal(340), "0.00000034");
+        assert_eq!(seconds_decimal(0), "0");
+        assert_eq!(seconds_decimal(2_000_000_000), "2");
+        assert_eq!(seconds_decimal(1_500_000_001), "1.500000001");
+    }
+
     use super::*;
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shrike_engine::{Observer, Sample};
+use shrike_stats::duration::seconds_decimal;
 use shrike_stats::{Counter, Counters, Statistic, StatusCodes};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -76,14 +77,14 @@ fn summary(out: &mut String, name: &str, help: &str, l: &Latency) {
     for (i, q) in QUANTILES.iter().enumerate() {
         match l.quantiles.as_ref().and_then(|v| v.get(i)) {
             Some(&ns) => {
-                let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {}", ns as f64 / 1e9);
+                let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {}", seconds_decimal(ns));
             }
             None => {
                 let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} NaN");
             }
         }
     }
-    let _ = writeln!(out, "{name}_sum {}", l.sum_ns / 1e9);
+    let _ = writeln!(out, "{name}_sum {}", seconds_decimal(l.sum_ns.round() as u64));
     let _ = writeln!(out, "{name}_count {}", l.count);
 }
 
