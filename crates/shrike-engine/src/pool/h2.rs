@@ -1,21 +1,9 @@
-//! The HTTP/2 pool (the `h2` crate's client): requests are streams multiplexed over up to
-//! `connections` connections per worker.
-//!
-//! - A request goes to the first open connection with a free stream (so load concentrates on
-//!   few connections, as Envoy's pool does). A connection's stream limit is
-//!   `max_concurrent_streams`, further bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS.
-//! - When every connection is full, a new one opens, up to `connections`.
-//! - The worker's in-flight budget is `max_active_requests`; beyond it the shared dispatch
-//!   logic queues, overflows or blocks the pacer, exactly as for HTTP/1.1.
-//! - `max_requests_per_connection` retires a connection after that many streams; a GOAWAY
-//!   retires it too (`upstream_cx_close_notify`). A retired connection finishes its streams
-//!   and then closes; new streams go elsewhere, and it no longer counts against
-//!   `connections` (so recycling never stalls the pool while old streams drain).
-//!
-//! Each stream runs as its own local task. Response bodies are counted and their flow-control
-//! capacity is released as data arrives; nothing is stored.
+//! HTTP/2 (the `h2` crate's client) for the multiplexing pool ([`super::mux`]): connecting
+//! (h2c with prior knowledge, or TLS with ALPN `h2`), driving a connection, one request's
+//! exchange, and what HTTP/2's errors mean. Response bodies are counted and their
+//! flow-control capacity is released as data arrives; nothing is stored.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -29,16 +17,12 @@ use http::{HeaderName, Request};
 use shrike_stats::{Counter, Counters};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{
-    capacity_freed, record_connection_failure, record_failure, record_response, record_timeout,
-};
-use super::{request_finished, Exchange, Pool};
-use crate::config::EngineConfig;
+use super::mux::{Answer, ConnState, Mux, MuxConn, MuxPool, StreamFailure};
+use super::{capacity_freed, Pool};
+use crate::requests::h2::origin_latency;
 pub use crate::requests::h2::RequestTemplate;
-pub(crate) use crate::requests::h2::{latency_header_name, origin_latency};
-use crate::requests::OriginLatency;
 use crate::transport::{self, Transport};
-use crate::worker::{Ticket, WorkerCtx};
+use crate::worker::WorkerCtx;
 
 /// Receive windows. Bodies are consumed as they arrive, so the window only bounds how much a
 /// server may send ahead of the reader; large windows keep flow control out of the
@@ -53,218 +37,70 @@ const PRE_SETTINGS_STREAMS: usize = 100;
 /// HPACK's per-entry overhead (RFC 7541 §4.1), used to size response headers.
 const HPACK_ENTRY_OVERHEAD: u64 = 32;
 
-enum ConnState {
-    /// Connecting or in the h2 handshake; requests assigned meanwhile wait here.
-    Connecting(Vec<Ticket>),
-    Ready(SendRequest<Bytes>),
-    /// No sender is held: once its streams end, `h2` closes the connection gracefully.
-    Closed,
-}
+/// The HTTP/2 protocol of the multiplexing pool.
+pub(crate) struct H2;
 
-struct H2Conn {
-    /// The endpoint's pool (`ctx.pools[pool]`) this connection belongs to.
-    pool: usize,
-    state: RefCell<ConnState>,
-    /// Streams assigned and not finished.
-    active: Cell<u32>,
-    /// Streams ever assigned (for `max_requests_per_connection`).
-    started: Cell<u64>,
-    /// Takes no new streams (limit reached, GOAWAY, closed); no longer in the pool's list.
-    retired: Cell<bool>,
-    goaway: Cell<bool>,
-}
+type H2Conn = MuxConn<H2>;
 
-impl H2Conn {
-    /// Whether another stream fits: under our limit first (a plain integer compare), and only
-    /// then under the server's SETTINGS_MAX_CONCURRENT_STREAMS, which `h2` reads under a
-    /// lock. Before the server's SETTINGS arrive only our limit is known; until then `h2`
-    /// holds back streams beyond [`PRE_SETTINGS_STREAMS`], and streams a server with a lower
-    /// limit refuses are retried.
-    fn has_room(&self, configured: u32) -> bool {
-        let active = self.active.get();
-        if active >= configured {
-            return false;
-        }
-        match &*self.state.borrow() {
-            Ready(s) => (active as usize) < s.current_max_send_streams(),
-            _ => true,
+impl Mux for H2 {
+    type Sender = SendRequest<Bytes>;
+    type ConnData = ();
+    /// Socket bytes of every connection, counted under the codec.
+    type PoolData = Rc<IoBytes>;
+    const NAME: &'static str = "h2";
+
+    fn pool(pool: &Pool) -> Option<&MuxPool<H2>> {
+        match pool {
+            Pool::H2(p) => Some(p),
+            _ => None,
         }
     }
-}
 
-use ConnState::{Closed, Connecting, Ready};
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS, which `h2` reads under a lock (so only
+    /// after our own limit passed). Before the server's SETTINGS arrive `h2` holds back
+    /// streams beyond [`PRE_SETTINGS_STREAMS`], and streams a server with a lower limit
+    /// refuses are retried.
+    fn server_room(sender: &SendRequest<Bytes>, active: u32) -> bool {
+        (active as usize) < sender.current_max_send_streams()
+    }
+
+    /// Connect, start the streams that waited, then drive the connection until it closes.
+    async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>) {
+        let p = MuxPool::<H2>::of(&ctx, conn.pool);
+        let Some((sender, connection)) = handshake(&ctx, &conn, p.data.clone()).await else {
+            p.connect_failed(&ctx, &conn);
+            return;
+        };
+        ctx.state.borrow_mut().counters.inc(Counter::CxHttp2Total);
+        p.connected(&ctx, &conn, sender);
+        let result = connection.await;
+        let state = p.disconnected(&conn);
+        connection_ended(&ctx, &conn, state, result).await;
+        // A connection slot is free again.
+        capacity_freed(&ctx);
+    }
+
+    async fn exchange(
+        sender: SendRequest<Bytes>,
+        request: (Request<()>, Bytes),
+        latency_header: Option<&HeaderName>,
+        sent: &mut Instant,
+    ) -> Result<Answer, StreamFailure> {
+        exchange(sender, request, latency_header, sent).await.map_err(StreamError::judge)
+    }
+
+    fn flush_counters(pool: &MuxPool<H2>, counters: &mut Counters) {
+        counters.add(Counter::CxRxBytesTotal, pool.data.rx.take());
+        counters.add(Counter::CxTxBytesTotal, pool.data.tx.take());
+    }
+}
 
 /// Socket bytes, counted under the h2 codec (it owns the stream) and folded into the worker's
 /// counters at the end.
 #[derive(Debug, Default)]
-struct IoBytes {
+pub(crate) struct IoBytes {
     rx: Cell<u64>,
     tx: Cell<u64>,
-}
-
-pub(crate) struct H2Pool {
-    index: usize,
-    /// Connections that take new streams, in opening order.
-    conns: RefCell<Vec<Rc<H2Conn>>>,
-    /// Streams in flight in this worker.
-    active: Cell<u32>,
-    max_active: u32,
-    max_streams: u32,
-    max_conns: usize,
-    /// One per request-source entry.
-    templates: Box<[RequestTemplate]>,
-    /// The origin-latency header name, parsed once.
-    latency_header: Option<HeaderName>,
-    io: Rc<IoBytes>,
-    closing: Cell<bool>,
-}
-
-impl H2Pool {
-    pub fn new(cfg: &EngineConfig, index: usize, templates: Box<[RequestTemplate]>) -> H2Pool {
-        H2Pool {
-            index,
-            conns: RefCell::new(Vec::new()),
-            active: Cell::new(0),
-            max_active: cfg.streams.max_active_requests.get(),
-            max_streams: cfg.streams.max_concurrent_streams.get(),
-            max_conns: cfg.connections.get() as usize,
-            templates,
-            latency_header: latency_header_name(cfg),
-            io: Rc::new(IoBytes::default()),
-            closing: Cell::new(false),
-        }
-    }
-
-    /// Starts a stream on a connection with room, opening a connection if all are full.
-    pub fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
-        if self.closing.get() || self.active.get() >= self.max_active {
-            return Err(ticket);
-        }
-        let pick = self.conns.borrow().iter().find(|c| c.has_room(self.max_streams)).cloned();
-        let conn = match pick {
-            Some(c) => c,
-            None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
-            None => return Err(ticket),
-        };
-        self.assign(ctx, &conn, ticket);
-        Ok(())
-    }
-
-    fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<H2Conn> {
-        let conn = Rc::new(H2Conn {
-            pool: self.index,
-            state: RefCell::new(Connecting(Vec::new())),
-            active: Cell::new(0),
-            started: Cell::new(0),
-            retired: Cell::new(false),
-            goaway: Cell::new(false),
-        });
-        self.conns.borrow_mut().push(conn.clone());
-        tokio::task::spawn_local(connection_task(ctx.clone(), conn.clone(), self.io.clone()));
-        conn
-    }
-
-    fn assign(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<H2Conn>, ticket: Ticket) {
-        conn.active.set(conn.active.get() + 1);
-        conn.started.set(conn.started.get() + 1);
-        self.active.set(self.active.get() + 1);
-        if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
-            // Closed by us once its streams finish, as the h1 pool counts its recycling.
-            ctx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
-            self.retire(conn);
-        }
-        match &mut *conn.state.borrow_mut() {
-            Connecting(waiting) => waiting.push(ticket),
-            Ready(sender) => {
-                tokio::task::spawn_local(stream_task(
-                    ctx.clone(),
-                    conn.clone(),
-                    sender.clone(),
-                    ticket,
-                ));
-            }
-            // Invariant: closed connections are retired first, and retired ones are not
-            // in `conns`, so `try_start` never picks one.
-            Closed => unreachable!("stream assigned to a closed h2 connection"),
-        }
-    }
-
-    /// Takes the connection out of rotation; it closes once its last stream ends.
-    fn retire(&self, conn: &Rc<H2Conn>) {
-        if !conn.retired.replace(true) {
-            self.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, conn));
-        }
-        if conn.active.get() == 0 {
-            let mut state = conn.state.borrow_mut();
-            if matches!(*state, Ready(_)) {
-                *state = Closed;
-            }
-        }
-    }
-
-    pub fn close(&self) {
-        self.closing.set(true);
-        for c in self.conns.take() {
-            c.retired.set(true);
-            *c.state.borrow_mut() = Closed;
-        }
-    }
-
-    pub fn flush_counters(&self, counters: &mut Counters) {
-        counters.add(Counter::CxRxBytesTotal, self.io.rx.take());
-        counters.add(Counter::CxTxBytesTotal, self.io.tx.take());
-    }
-}
-
-fn pool<'a>(ctx: &'a WorkerCtx, conn: &H2Conn) -> &'a H2Pool {
-    match &ctx.pools[conn.pool] {
-        Pool::H2(p) => p,
-        // Invariant: h2 tasks are only spawned by an h2 pool.
-        _ => unreachable!("h2 task in another protocol's pool"),
-    }
-}
-
-/// A connection's life: connect (TCP, TLS with ALPN h2, or h2c prior knowledge), start the
-/// streams that waited for it, then drive the connection until it closes.
-async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>, io_bytes: Rc<IoBytes>) {
-    let p = pool(&ctx, &conn);
-    let Some((sender, connection)) = handshake(&ctx, &conn, io_bytes).await else {
-        // Everything that waited for this connection fails as a connection failure, as on
-        // the h1 path.
-        let waiting = match conn.state.replace(Closed) {
-            Connecting(w) => w,
-            _ => Vec::new(),
-        };
-        p.retire(&conn);
-        for _ in waiting {
-            conn.active.set(conn.active.get() - 1);
-            p.active.set(p.active.get() - 1);
-            record_connection_failure(&ctx);
-            request_finished(&ctx);
-        }
-        capacity_freed(&ctx);
-        return;
-    };
-    ctx.state.borrow_mut().counters.inc(Counter::CxHttp2Total);
-    let waiting = match conn.state.replace(Ready(sender.clone())) {
-        Connecting(w) => w,
-        _ => Vec::new(),
-    };
-    for t in waiting {
-        tokio::task::spawn_local(stream_task(ctx.clone(), conn.clone(), sender.clone(), t));
-    }
-    drop(sender);
-    if conn.retired.get() && conn.active.get() == 0 {
-        conn.state.replace(Closed);
-    }
-    let result = connection.await;
-    // Out of rotation before anything below awaits: a closed connection must never be
-    // picked for a new stream (`assign` relies on it).
-    let state = conn.state.replace(Closed);
-    p.retire(&conn);
-    connection_ended(&ctx, &conn, state, result).await;
-    // A connection slot is free again.
-    capacity_freed(&ctx);
 }
 
 type Handshaken = (SendRequest<Bytes>, h2::client::Connection<Counted<Transport>, Bytes>);
@@ -298,7 +134,7 @@ async fn handshake(ctx: &WorkerCtx, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Opt
 async fn connection_ended(
     ctx: &WorkerCtx,
     conn: &Rc<H2Conn>,
-    state: ConnState,
+    state: ConnState<SendRequest<Bytes>>,
     result: Result<(), h2::Error>,
 ) {
     let url = || ctx.cfg.endpoints[conn.pool].target.url();
@@ -306,7 +142,7 @@ async fn connection_ended(
         // We still held the sender, so the server ended the connection. A graceful GOAWAY
         // (NO_ERROR) ends the driver with Ok just like our own close; the sender tells them
         // apart, since h2 keeps the GOAWAY as the connection's error for new requests.
-        (Ready(sender), Ok(())) => {
+        (ConnState::Ready(sender), Ok(())) => {
             if let Err(e) = sender.ready().await {
                 if e.is_go_away() && e.is_remote() {
                     note_goaway(ctx, conn);
@@ -340,10 +176,7 @@ async fn connection_ended(
 }
 
 fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H2Conn>) {
-    if !conn.goaway.replace(true) {
-        ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
-    }
-    pool(ctx, conn).retire(conn);
+    MuxPool::<H2>::of(ctx, conn.pool).note_goaway(ctx, conn);
 }
 
 /// What went wrong with a stream, and whether the server can have processed it.
@@ -359,64 +192,22 @@ impl From<h2::Error> for StreamError {
     }
 }
 
-async fn stream_task(
-    ctx: Rc<WorkerCtx>,
-    conn: Rc<H2Conn>,
-    sender: SendRequest<Bytes>,
-    ticket: Ticket,
-) {
-    let p = pool(&ctx, &conn);
-    let mut sent = Instant::now();
-    let request = p.templates[ticket.request as usize].build(&ctx.requests);
-    // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-    let exchange = exchange(sender, request, p.latency_header.as_ref(), &mut sent);
-    let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
-    let done = Instant::now();
-    conn.active.set(conn.active.get() - 1);
-    p.active.set(p.active.get() - 1);
-    if conn.retired.get() {
-        p.retire(&conn);
-    }
-    match result {
-        Err(_elapsed) => {
-            record_timeout(&ctx);
-            request_finished(&ctx);
-        }
-        Ok(Ok((status, header_bytes, body_bytes, origin))) => {
-            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
-            record_response(&ctx, &x);
-            request_finished(&ctx);
-        }
-        Ok(Err(StreamError { err, responded })) => {
-            let goaway = err.is_go_away() && err.is_remote();
-            if goaway {
-                note_goaway(&ctx, &conn);
-            }
-            // A stream the server refused (REFUSED_STREAM, or cut off by GOAWAY before any
-            // response) was not processed: retry it once elsewhere, as Envoy does, rather than
-            // count a server that is shedding connections gracefully as failing.
-            let refused = goaway || err.reason() == Some(Reason::REFUSED_STREAM);
-            let unprocessed = refused && !responded;
-            if unprocessed && ctx.stopping.get() {
-                // The run is draining: nothing new is sent, and a refusal is no failure.
-                ctx.state.borrow_mut().counters.inc(Counter::RqCancelled);
-                request_finished(&ctx);
-            } else if unprocessed && !ticket.retried {
-                let t = Ticket { retried: true, ..ticket };
-                if let Err(t) = p.try_start(&ctx, t) {
-                    ctx.state.borrow_mut().queue.push_front(t);
-                }
-            } else {
-                // Only errors our codec found in the server's frames count as connection
-                // protocol errors here: a reset is stream-level, a GOAWAY with an error code is
-                // counted once by the connection task, and I/O errors are neither.
-                let protocol_error = !err.is_io() && !err.is_reset() && !goaway;
-                record_failure(&ctx, protocol_error, || describe(&err));
-                request_finished(&ctx);
-            }
+impl StreamError {
+    fn judge(self) -> StreamFailure {
+        let err = &self.err;
+        let goaway = err.is_go_away() && err.is_remote();
+        StreamFailure {
+            responded: self.responded,
+            goaway,
+            // REFUSED_STREAM, or cut off by GOAWAY before any response.
+            refused: goaway || err.reason() == Some(Reason::REFUSED_STREAM),
+            // Only errors our codec found in the server's frames count as connection protocol
+            // errors here: a reset is stream-level, a GOAWAY with an error code is counted
+            // once by the connection task, and I/O errors are neither.
+            protocol_error: !err.is_io() && !err.is_reset() && !goaway,
+            message: describe(err),
         }
     }
-    capacity_freed(&ctx);
 }
 
 /// An error message that names the HTTP/2 error code, so distinct failures stay distinct in
@@ -443,7 +234,7 @@ async fn exchange(
     (request, body): (Request<()>, Bytes),
     latency_header: Option<&HeaderName>,
     sent: &mut Instant,
-) -> Result<(u16, u64, u64, OriginLatency), StreamError> {
+) -> Result<Answer, StreamError> {
     let mut sender = sender.ready().await?;
     // Waiting for the connection to accept another stream is queueing, not service time.
     *sent = Instant::now();

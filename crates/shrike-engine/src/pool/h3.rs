@@ -1,4 +1,5 @@
-//! The HTTP/3 pool (`h3` over `quinn`): the h2 pool's policy over QUIC connections.
+//! HTTP/3 (`h3` over `quinn`) for the multiplexing pool ([`super::mux`]): its policy over QUIC
+//! connections.
 //!
 //! - One QUIC endpoint (UDP socket) per worker and address family, shared by its connections
 //!   ([`QuicEndpoints`]); the rustls config behind it is built once per run ([`TlsClient`]).
@@ -20,7 +21,7 @@
 //! `ssl.session_reused` is not counted: resumption works (rustls' session cache is shared with
 //! quinn) but quinn does not report whether a handshake resumed.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::rc::Rc;
@@ -29,17 +30,13 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use h3::error::{Code, ConnectionError, LocalError, StreamError};
 use h3::quic::ConnectionErrorIncoming;
+use http::{HeaderName, Request};
 use shrike_stats::{Counter, Counters};
 
-use super::h2::{latency_header_name, origin_latency, RequestTemplate};
-use super::{
-    capacity_freed, record_connection_failure, record_failure, record_response, record_timeout,
-};
-use super::{request_finished, Exchange, Pool};
-use crate::config::EngineConfig;
-use crate::requests::OriginLatency;
-use crate::worker::{Ticket, WorkerCtx};
-use http::{HeaderName, Request};
+use super::mux::{Answer, ConnState, Mux, MuxConn, MuxPool, StreamFailure};
+use super::{capacity_freed, Pool};
+use crate::requests::h2::origin_latency;
+use crate::worker::WorkerCtx;
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
@@ -95,30 +92,19 @@ impl QuicEndpoints {
 /// How long the end of a run waits for QUIC close frames to be sent and acknowledged.
 const CLOSE_GRACE: Duration = Duration::from_millis(200);
 
-enum ConnState {
-    Connecting(Vec<Ticket>),
-    Ready(SendRequest),
-    /// No sender is held: once its streams end, h3 closes the connection with H3_NO_ERROR.
-    Closed,
-}
+/// The HTTP/3 protocol of the multiplexing pool.
+pub(crate) struct H3;
 
-use ConnState::{Closed, Connecting, Ready};
+type H3Conn = MuxConn<H3>;
 
-struct H3Conn {
-    pool: usize,
-    state: RefCell<ConnState>,
-    active: Cell<u32>,
-    started: Cell<u64>,
-    retired: Cell<bool>,
-    goaway: Cell<bool>,
-    /// The QUIC connection once established, for its UDP byte counts.
-    quic: RefCell<Option<quinn::Connection>>,
-}
+/// The QUIC connection once established, for its UDP byte counts.
+#[derive(Default)]
+pub(crate) struct Quic(RefCell<Option<quinn::Connection>>);
 
 impl H3Conn {
     /// Adds the connection's UDP bytes to the counters, once.
     fn count_bytes(&self, counters: &mut Counters) {
-        if let Some(q) = self.quic.take() {
+        if let Some(q) = self.data.0.take() {
             let s = q.stats();
             counters.add(Counter::CxRxBytesTotal, s.udp_rx.bytes);
             counters.add(Counter::CxTxBytesTotal, s.udp_tx.bytes);
@@ -126,163 +112,51 @@ impl H3Conn {
     }
 }
 
-pub(crate) struct H3Pool {
-    index: usize,
-    conns: RefCell<Vec<Rc<H3Conn>>>,
-    active: Cell<u32>,
-    max_active: u32,
-    max_streams: u32,
-    max_conns: usize,
-    /// One per request-source entry.
-    templates: Box<[RequestTemplate]>,
-    latency_header: Option<HeaderName>,
-    closing: Cell<bool>,
-}
+impl Mux for H3 {
+    type Sender = SendRequest;
+    type ConnData = Quic;
+    type PoolData = ();
+    const NAME: &'static str = "h3";
 
-impl H3Pool {
-    pub fn new(cfg: &EngineConfig, index: usize, templates: Box<[RequestTemplate]>) -> H3Pool {
-        H3Pool {
-            index,
-            conns: RefCell::new(Vec::new()),
-            active: Cell::new(0),
-            max_active: cfg.streams.max_active_requests.get(),
-            max_streams: cfg.streams.max_concurrent_streams.get(),
-            max_conns: cfg.connections.get() as usize,
-            templates,
-            latency_header: latency_header_name(cfg),
-            closing: Cell::new(false),
+    fn pool(pool: &Pool) -> Option<&MuxPool<H3>> {
+        match pool {
+            Pool::H3(p) => Some(p),
+            _ => None,
         }
     }
 
-    pub fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
-        if self.closing.get() || self.active.get() >= self.max_active {
-            return Err(ticket);
-        }
-        let pick = self.conns.borrow().iter().find(|c| c.active.get() < self.max_streams).cloned();
-        let conn = match pick {
-            Some(c) => c,
-            None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
-            None => return Err(ticket),
+    /// QUIC handshake, h3 setup, start the streams that waited, then drive the connection
+    /// until it closes.
+    async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>) {
+        let p = MuxPool::<H3>::of(&ctx, conn.pool);
+        let Some((mut driver, sender)) = handshake(&ctx, &conn).await else {
+            p.connect_failed(&ctx, &conn);
+            return;
         };
-        self.assign(ctx, &conn, ticket);
-        Ok(())
+        ctx.state.borrow_mut().counters.inc(Counter::CxHttp3Total);
+        p.connected(&ctx, &conn, sender);
+        let err = poll_fn(|cx| driver.poll_close(cx)).await;
+        let state = p.disconnected(&conn);
+        connection_ended(&ctx, &conn, state, &err);
+        conn.count_bytes(&mut ctx.state.borrow_mut().counters);
+        capacity_freed(&ctx);
     }
 
-    fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<H3Conn> {
-        let conn = Rc::new(H3Conn {
-            pool: self.index,
-            state: RefCell::new(Connecting(Vec::new())),
-            active: Cell::new(0),
-            started: Cell::new(0),
-            retired: Cell::new(false),
-            goaway: Cell::new(false),
-            quic: RefCell::new(None),
-        });
-        self.conns.borrow_mut().push(conn.clone());
-        tokio::task::spawn_local(connection_task(ctx.clone(), conn.clone()));
-        conn
-    }
-
-    fn assign(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<H3Conn>, ticket: Ticket) {
-        conn.active.set(conn.active.get() + 1);
-        conn.started.set(conn.started.get() + 1);
-        self.active.set(self.active.get() + 1);
-        if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
-            ctx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
-            self.retire(conn);
-        }
-        match &mut *conn.state.borrow_mut() {
-            Connecting(waiting) => waiting.push(ticket),
-            Ready(sender) => {
-                tokio::task::spawn_local(stream_task(
-                    ctx.clone(),
-                    conn.clone(),
-                    sender.clone(),
-                    ticket,
-                ));
-            }
-            // Invariant: closed connections are retired first, and retired ones are not
-            // in `conns`, so `try_start` never picks one.
-            Closed => unreachable!("stream assigned to a closed h3 connection"),
-        }
-    }
-
-    /// Takes the connection out of rotation; it closes once its last stream ends.
-    fn retire(&self, conn: &Rc<H3Conn>) {
-        if !conn.retired.replace(true) {
-            self.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, conn));
-        }
-        if conn.active.get() == 0 {
-            let mut state = conn.state.borrow_mut();
-            if matches!(*state, Ready(_)) {
-                *state = Closed;
-            }
-        }
-    }
-
-    pub fn close(&self) {
-        self.closing.set(true);
-        for c in self.conns.borrow().iter() {
-            c.retired.set(true);
-            *c.state.borrow_mut() = Closed;
-        }
+    async fn exchange(
+        sender: SendRequest,
+        request: (Request<()>, Bytes),
+        latency_header: Option<&HeaderName>,
+        sent: &mut Instant,
+    ) -> Result<Answer, StreamFailure> {
+        exchange(sender, request, latency_header, sent).await.map_err(Failed::judge)
     }
 
     /// Counts the bytes of connections still open at the end of the run.
-    pub fn flush_counters(&self, counters: &mut Counters) {
-        for c in self.conns.take() {
+    fn flush_counters(pool: &MuxPool<H3>, counters: &mut Counters) {
+        for c in pool.take_conns() {
             c.count_bytes(counters);
         }
     }
-}
-
-fn pool<'a>(ctx: &'a WorkerCtx, conn: &H3Conn) -> &'a H3Pool {
-    match &ctx.pools[conn.pool] {
-        Pool::H3(p) => p,
-        // Invariant: h3 tasks are only spawned by an h3 pool.
-        _ => unreachable!("h3 task in another protocol's pool"),
-    }
-}
-
-/// A connection's life: QUIC handshake, h3 setup, start the streams that waited, then drive
-/// the connection until it closes.
-async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>) {
-    let p = pool(&ctx, &conn);
-    let Some((mut driver, sender)) = handshake(&ctx, &conn).await else {
-        let waiting = match conn.state.replace(Closed) {
-            Connecting(w) => w,
-            _ => Vec::new(),
-        };
-        p.retire(&conn);
-        for _ in waiting {
-            conn.active.set(conn.active.get() - 1);
-            p.active.set(p.active.get() - 1);
-            record_connection_failure(&ctx);
-            request_finished(&ctx);
-        }
-        capacity_freed(&ctx);
-        return;
-    };
-    ctx.state.borrow_mut().counters.inc(Counter::CxHttp3Total);
-    let waiting = match conn.state.replace(Ready(sender.clone())) {
-        Connecting(w) => w,
-        // The run closed the pool during the handshake: nothing waits any more.
-        _ => Vec::new(),
-    };
-    for t in waiting {
-        tokio::task::spawn_local(stream_task(ctx.clone(), conn.clone(), sender.clone(), t));
-    }
-    drop(sender);
-    if (conn.retired.get() && conn.active.get() == 0) || p.closing.get() {
-        conn.state.replace(Closed);
-    }
-    let err = poll_fn(|cx| driver.poll_close(cx)).await;
-    // Out of rotation before anything else: `assign` relies on it.
-    let state = conn.state.replace(Closed);
-    p.retire(&conn);
-    connection_ended(&ctx, &conn, state, &err);
-    conn.count_bytes(&mut ctx.state.borrow_mut().counters);
-    capacity_freed(&ctx);
 }
 
 /// Runs the QUIC handshake against each resolved address in turn, then sets up HTTP/3.
@@ -343,7 +217,7 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
             st.counters.inc(Counter::CxTotal);
             st.counters.inc(Counter::SslHandshake);
         }
-        *conn.quic.borrow_mut() = Some(connection.clone());
+        *conn.data.0.borrow_mut() = Some(connection.clone());
         return match h3::client::new(h3_quinn::Connection::new(connection)).await {
             Ok(pair) => Some(pair),
             Err(e) => fail(format!("HTTP/3 setup with {addr}: {e}"), true, false),
@@ -354,7 +228,12 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
 
 /// Counts why a connection ended: our close, the server's graceful close (the GOAWAY path),
 /// an idle timeout, or an error.
-fn connection_ended(ctx: &WorkerCtx, conn: &Rc<H3Conn>, state: ConnState, err: &ConnectionError) {
+fn connection_ended(
+    ctx: &WorkerCtx,
+    conn: &Rc<H3Conn>,
+    state: ConnState<SendRequest>,
+    err: &ConnectionError,
+) {
     let url = || ctx.cfg.endpoints[conn.pool].target.url();
     let remote_graceful = matches!(
         err,
@@ -364,7 +243,7 @@ fn connection_ended(ctx: &WorkerCtx, conn: &Rc<H3Conn>, state: ConnState, err: &
     if remote_graceful {
         // A server that closes with H3_NO_ERROR while we still use the connection is
         // draining it (GOAWAY, then close); counted once whether or not the GOAWAY was seen.
-        if matches!(state, Ready(_)) || conn.goaway.get() {
+        if matches!(state, ConnState::Ready(_)) || conn.goaway.get() {
             note_goaway(ctx, conn);
         }
         return;
@@ -385,10 +264,7 @@ fn connection_ended(ctx: &WorkerCtx, conn: &Rc<H3Conn>, state: ConnState, err: &
 }
 
 fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H3Conn>) {
-    if !conn.goaway.replace(true) {
-        ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
-    }
-    pool(ctx, conn).retire(conn);
+    MuxPool::<H3>::of(ctx, conn.pool).note_goaway(ctx, conn);
 }
 
 /// A stream's failure, and whether the response head had arrived.
@@ -403,61 +279,27 @@ impl From<StreamError> for Failed {
     }
 }
 
-async fn stream_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>, sender: SendRequest, ticket: Ticket) {
-    let p = pool(&ctx, &conn);
-    let mut sent = Instant::now();
-    let request = p.templates[ticket.request as usize].build(&ctx.requests);
-    // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-    let exchange = exchange(sender, request, p.latency_header.as_ref(), &mut sent);
-    let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
-    let done = Instant::now();
-    conn.active.set(conn.active.get() - 1);
-    p.active.set(p.active.get() - 1);
-    if conn.retired.get() {
-        p.retire(&conn);
-    }
-    match result {
-        Err(_elapsed) => {
-            record_timeout(&ctx);
-            request_finished(&ctx);
-        }
-        Ok(Ok((status, header_bytes, body_bytes, origin))) => {
-            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
-            record_response(&ctx, &x);
-            request_finished(&ctx);
-        }
-        Ok(Err(Failed { err, responded })) => {
-            let goaway = matches!(err, StreamError::RemoteClosing { .. });
-            if goaway {
-                note_goaway(&ctx, &conn);
-            }
-            let rejected = matches!(
+impl Failed {
+    fn judge(self) -> StreamFailure {
+        let err = &self.err;
+        let goaway = matches!(err, StreamError::RemoteClosing { .. });
+        let rejected = matches!(
+            err,
+            StreamError::RemoteTerminate { code, .. } if *code == Code::H3_REQUEST_REJECTED
+        );
+        StreamFailure {
+            responded: self.responded,
+            goaway,
+            refused: goaway || rejected,
+            // Only errors our h3 codec found in the server's frames are protocol errors;
+            // resets are stream-level and connection errors are counted by the connection.
+            protocol_error: matches!(
                 err,
-                StreamError::RemoteTerminate { code, .. } if code == Code::H3_REQUEST_REJECTED
-            );
-            // Refused unprocessed: retry once elsewhere, as the h2 pool does.
-            let unprocessed = (goaway || rejected) && !responded;
-            if unprocessed && ctx.stopping.get() {
-                ctx.state.borrow_mut().counters.inc(Counter::RqCancelled);
-                request_finished(&ctx);
-            } else if unprocessed && !ticket.retried {
-                let t = Ticket { retried: true, ..ticket };
-                if let Err(t) = p.try_start(&ctx, t) {
-                    ctx.state.borrow_mut().queue.push_front(t);
-                }
-            } else {
-                // Only errors our h3 codec found in the server's frames are protocol errors;
-                // resets are stream-level and connection errors are counted by the connection.
-                let protocol_error = matches!(
-                    err,
-                    StreamError::StreamError { .. } | StreamError::HeaderTooBig { .. }
-                );
-                record_failure(&ctx, protocol_error, || describe(&err));
-                request_finished(&ctx);
-            }
+                StreamError::StreamError { .. } | StreamError::HeaderTooBig { .. }
+            ),
+            message: describe(err),
         }
     }
-    capacity_freed(&ctx);
 }
 
 /// Names the HTTP/3 error code so distinct failures stay distinct in the error summary.
@@ -483,7 +325,7 @@ async fn exchange(
     (request, body): (Request<()>, Bytes),
     latency_header: Option<&HeaderName>,
     sent: &mut Instant,
-) -> Result<(u16, u64, u64, OriginLatency), Failed> {
+) -> Result<Answer, Failed> {
     let mut stream = sender.send_request(request).await?;
     // The stream is open (and its headers are queued in quinn): waiting for the server's stream
     // credit was queueing, not service time, as waiting for `ready()` is in the h2 pool.

@@ -10,13 +10,14 @@
 //! round robin, skipping an endpoint that has no capacity left.
 //!
 //! - `h1`: one request at a time per connection, up to `connections` per worker.
-//! - [`h2`]: multiplexed streams over up to `connections` per worker, bounded by
-//!   `max_concurrent_streams` per connection and `max_active_requests` per worker.
-//! - [`h3`]: the same multiplexing policy over QUIC connections (quinn + h3).
+//! - [`mux`]: multiplexed streams over up to `connections` per worker, bounded by
+//!   `max_concurrent_streams` per connection and `max_active_requests` per worker; one policy
+//!   for both protocols that multiplex: [`h2`] (the `h2` crate) and [`h3`] (quinn + h3).
 
 pub(crate) mod h1;
 pub mod h2;
 pub(crate) mod h3;
+pub(crate) mod mux;
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -44,8 +45,8 @@ pub(crate) struct Exchange {
 /// touched per call.
 pub(crate) enum Pool {
     H1(h1::H1Pool),
-    H2(Box<h2::H2Pool>),
-    H3(Box<h3::H3Pool>),
+    H2(Box<mux::MuxPool<h2::H2>>),
+    H3(Box<mux::MuxPool<h3::H3>>),
 }
 
 impl Pool {
@@ -55,9 +56,9 @@ impl Pool {
     pub fn new(cfg: &EngineConfig, index: usize, requests: PoolRequests) -> Pool {
         match (cfg.protocol, requests) {
             (Protocol::Http3, PoolRequests::H2(t)) => {
-                Pool::H3(Box::new(h3::H3Pool::new(cfg, index, t)))
+                Pool::H3(Box::new(mux::MuxPool::new(cfg, index, t)))
             }
-            (_, PoolRequests::H2(t)) => Pool::H2(Box::new(h2::H2Pool::new(cfg, index, t))),
+            (_, PoolRequests::H2(t)) => Pool::H2(Box::new(mux::MuxPool::new(cfg, index, t))),
             (_, PoolRequests::H1(r)) => Pool::H1(h1::H1Pool::new(cfg, index, r)),
         }
     }

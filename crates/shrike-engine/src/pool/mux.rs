@@ -1,0 +1,362 @@
+//! The multiplexing pool policy, shared by HTTP/2 and HTTP/3: which connection carries the next
+//! stream, when a connection opens or retires, and what a finished stream means for the run.
+//! The protocols ([`super::h2`], [`super::h3`]) supply only what differs through [`Mux`]:
+//! connecting and driving a connection, one request's exchange, and how their errors read.
+//!
+//! - A request goes to the first open connection with a free stream (so load concentrates on
+//!   few connections, as Envoy's pool does). A connection's stream limit is
+//!   `max_concurrent_streams`, further bounded by what the server allows ([`Mux::server_room`]).
+//! - When every connection is full, a new one opens, up to `connections`.
+//! - The worker's in-flight budget is `max_active_requests`; beyond it the shared dispatch
+//!   logic queues, overflows or blocks the pacer, exactly as for HTTP/1.1.
+//! - `max_requests_per_connection` retires a connection after that many streams; the server's
+//!   GOAWAY retires it too (`upstream_cx_close_notify`). A retired connection finishes its
+//!   streams and then closes; new streams go elsewhere, and it no longer counts against
+//!   `connections` (so recycling never stalls the pool while old streams drain).
+//! - A stream the server refused unprocessed (GOAWAY, REFUSED_STREAM, H3_REQUEST_REJECTED) is
+//!   retried once elsewhere, as Envoy does.
+//!
+//! Each stream runs as its own local task.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderName, Request};
+use shrike_stats::{Counter, Counters};
+
+use super::{capacity_freed, record_connection_failure, record_failure, record_response};
+use super::{record_timeout, request_finished, Exchange, Pool};
+use crate::config::EngineConfig;
+use crate::requests::h2::{latency_header_name, RequestTemplate};
+use crate::requests::OriginLatency;
+use crate::worker::{Ticket, WorkerCtx};
+
+/// An answered request: status, header bytes, body bytes and the origin-latency header.
+pub(crate) type Answer = (u16, u64, u64, OriginLatency);
+
+/// What one protocol brings to the shared pool.
+pub(crate) trait Mux: Sized + 'static {
+    /// Opens streams on a ready connection.
+    type Sender: Clone + 'static;
+    /// Per-connection protocol state.
+    type ConnData: Default + 'static;
+    /// Per-pool protocol state.
+    type PoolData: Default + 'static;
+    /// For invariant messages.
+    const NAME: &'static str;
+
+    /// This protocol's pool, if `pool` is one.
+    fn pool(pool: &Pool) -> Option<&MuxPool<Self>>;
+
+    /// Whether the server lets a connection with `active` streams take another (beyond our own
+    /// limit, which is checked first).
+    fn server_room(_sender: &Self::Sender, _active: u32) -> bool {
+        true
+    }
+
+    /// A connection's life: connect, then [`MuxPool::connected`] or
+    /// [`MuxPool::connect_failed`], drive it until it ends, then [`MuxPool::disconnected`].
+    async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<MuxConn<Self>>);
+
+    /// Sends one request and reads its response to the end. `sent` is set when the stream
+    /// actually opens: waiting for the connection's stream credit is queueing, not service.
+    async fn exchange(
+        sender: Self::Sender,
+        request: (Request<()>, Bytes),
+        latency_header: Option<&HeaderName>,
+        sent: &mut Instant,
+    ) -> Result<Answer, StreamFailure>;
+
+    /// Adds what the pool counted outside the worker's counters.
+    fn flush_counters(pool: &MuxPool<Self>, counters: &mut Counters);
+}
+
+/// A failed stream, as the shared policy needs to judge it.
+#[derive(Debug)]
+pub(crate) struct StreamFailure {
+    /// The response head had arrived: the server certainly processed the request.
+    pub responded: bool,
+    /// The server's GOAWAY ended the stream: the connection is draining.
+    pub goaway: bool,
+    /// The server refused the stream without processing it.
+    pub refused: bool,
+    /// Our codec found the server's frames malformed (not a reset, not I/O).
+    pub protocol_error: bool,
+    /// Names the protocol's error code, so distinct failures stay distinct in the summary.
+    pub message: String,
+}
+
+pub(crate) enum ConnState<S> {
+    /// Connecting or in the protocol handshake; requests assigned meanwhile wait here.
+    Connecting(Vec<Ticket>),
+    Ready(S),
+    /// No sender is held: once its streams end, the protocol closes the connection gracefully.
+    Closed,
+}
+
+use ConnState::{Closed, Connecting, Ready};
+
+pub(crate) struct MuxConn<M: Mux> {
+    /// The endpoint's pool (`ctx.pools[pool]`) this connection belongs to.
+    pub pool: usize,
+    pub state: RefCell<ConnState<M::Sender>>,
+    /// Streams assigned and not finished.
+    pub active: Cell<u32>,
+    /// Streams ever assigned (for `max_requests_per_connection`).
+    started: Cell<u64>,
+    /// Takes no new streams (limit reached, GOAWAY, closed); no longer in the pool's list.
+    pub retired: Cell<bool>,
+    pub goaway: Cell<bool>,
+    pub data: M::ConnData,
+}
+
+impl<M: Mux> MuxConn<M> {
+    /// Whether another stream fits: under our limit first (a plain integer compare), then
+    /// under the server's.
+    fn has_room(&self, configured: u32) -> bool {
+        let active = self.active.get();
+        if active >= configured {
+            return false;
+        }
+        match &*self.state.borrow() {
+            Ready(s) => M::server_room(s, active),
+            _ => true,
+        }
+    }
+}
+
+pub(crate) struct MuxPool<M: Mux> {
+    index: usize,
+    /// Connections that take new streams, in opening order.
+    conns: RefCell<Vec<Rc<MuxConn<M>>>>,
+    /// Streams in flight in this worker.
+    active: Cell<u32>,
+    max_active: u32,
+    max_streams: u32,
+    max_conns: usize,
+    /// One per request-source entry.
+    templates: Box<[RequestTemplate]>,
+    /// The origin-latency header name, parsed once.
+    latency_header: Option<HeaderName>,
+    closing: Cell<bool>,
+    pub data: M::PoolData,
+}
+
+impl<M: Mux> MuxPool<M> {
+    pub fn new(cfg: &EngineConfig, index: usize, templates: Box<[RequestTemplate]>) -> Self {
+        MuxPool {
+            index,
+            conns: RefCell::new(Vec::new()),
+            active: Cell::new(0),
+            max_active: cfg.streams.max_active_requests.get(),
+            max_streams: cfg.streams.max_concurrent_streams.get(),
+            max_conns: cfg.connections.get() as usize,
+            templates,
+            latency_header: latency_header_name(cfg),
+            closing: Cell::new(false),
+            data: M::PoolData::default(),
+        }
+    }
+
+    /// The pool a connection task of this protocol belongs to.
+    pub fn of(ctx: &WorkerCtx, index: usize) -> &Self {
+        match M::pool(&ctx.pools[index]) {
+            Some(p) => p,
+            // Invariant: a protocol's tasks are only spawned by that protocol's pool.
+            None => unreachable!("{} task in another protocol's pool", M::NAME),
+        }
+    }
+
+    /// Starts a stream on a connection with room, opening a connection if all are full.
+    pub fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
+        if self.closing.get() || self.active.get() >= self.max_active {
+            return Err(ticket);
+        }
+        let pick = self.conns.borrow().iter().find(|c| c.has_room(self.max_streams)).cloned();
+        let conn = match pick {
+            Some(c) => c,
+            None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
+            None => return Err(ticket),
+        };
+        self.assign(ctx, &conn, ticket);
+        Ok(())
+    }
+
+    fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<MuxConn<M>> {
+        let conn = Rc::new(MuxConn {
+            pool: self.index,
+            state: RefCell::new(Connecting(Vec::new())),
+            active: Cell::new(0),
+            started: Cell::new(0),
+            retired: Cell::new(false),
+            goaway: Cell::new(false),
+            data: M::ConnData::default(),
+        });
+        self.conns.borrow_mut().push(conn.clone());
+        tokio::task::spawn_local(M::connection_task(ctx.clone(), conn.clone()));
+        conn
+    }
+
+    fn assign(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<MuxConn<M>>, ticket: Ticket) {
+        conn.active.set(conn.active.get() + 1);
+        conn.started.set(conn.started.get() + 1);
+        self.active.set(self.active.get() + 1);
+        if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
+            // Closed by us once its streams finish, as the h1 pool counts its recycling.
+            ctx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
+            self.retire(conn);
+        }
+        match &mut *conn.state.borrow_mut() {
+            Connecting(waiting) => waiting.push(ticket),
+            Ready(sender) => {
+                tokio::task::spawn_local(stream_task(
+                    ctx.clone(),
+                    conn.clone(),
+                    sender.clone(),
+                    ticket,
+                ));
+            }
+            // Invariant: closed connections are retired first, and retired ones are not
+            // in `conns`, so `try_start` never picks one.
+            Closed => unreachable!("stream assigned to a closed {} connection", M::NAME),
+        }
+    }
+
+    /// Takes the connection out of rotation; it closes once its last stream ends.
+    fn retire(&self, conn: &Rc<MuxConn<M>>) {
+        if !conn.retired.replace(true) {
+            self.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, conn));
+        }
+        if conn.active.get() == 0 {
+            let mut state = conn.state.borrow_mut();
+            if matches!(*state, Ready(_)) {
+                *state = Closed;
+            }
+        }
+    }
+
+    /// The run is over: no new streams, and every connection closes once its streams end.
+    /// The connections stay listed so [`Mux::flush_counters`] can still reach them.
+    pub fn close(&self) {
+        self.closing.set(true);
+        for c in self.conns.borrow().iter() {
+            c.retired.set(true);
+            *c.state.borrow_mut() = Closed;
+        }
+    }
+
+    pub fn flush_counters(&self, counters: &mut Counters) {
+        M::flush_counters(self, counters);
+    }
+
+    /// Takes the connections still listed (the end of the run).
+    pub fn take_conns(&self) -> Vec<Rc<MuxConn<M>>> {
+        self.conns.take()
+    }
+
+    /// The handshake failed: every request that waited for this connection fails as a
+    /// connection failure, as on the h1 path.
+    pub fn connect_failed(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<MuxConn<M>>) {
+        let waiting = match conn.state.replace(Closed) {
+            Connecting(w) => w,
+            _ => Vec::new(),
+        };
+        self.retire(conn);
+        for _ in waiting {
+            conn.active.set(conn.active.get() - 1);
+            self.active.set(self.active.get() - 1);
+            record_connection_failure(ctx);
+            request_finished(ctx);
+        }
+        capacity_freed(ctx);
+    }
+
+    /// The connection is ready: start the streams that waited for it.
+    pub fn connected(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<MuxConn<M>>, sender: M::Sender) {
+        let waiting = match conn.state.replace(Ready(sender.clone())) {
+            Connecting(w) => w,
+            // The run closed the pool during the handshake: nothing waits any more.
+            _ => Vec::new(),
+        };
+        for t in waiting {
+            tokio::task::spawn_local(stream_task(ctx.clone(), conn.clone(), sender.clone(), t));
+        }
+        if (conn.retired.get() && conn.active.get() == 0) || self.closing.get() {
+            conn.state.replace(Closed);
+        }
+    }
+
+    /// The connection's driver ended. Takes it out of rotation at once, before anything
+    /// awaits (a closed connection must never be picked: `assign` relies on it), and returns
+    /// the state it was in.
+    pub fn disconnected(&self, conn: &Rc<MuxConn<M>>) -> ConnState<M::Sender> {
+        let state = conn.state.replace(Closed);
+        self.retire(conn);
+        state
+    }
+
+    /// The server announced it is draining the connection (counted once per connection).
+    pub fn note_goaway(&self, ctx: &WorkerCtx, conn: &Rc<MuxConn<M>>) {
+        if !conn.goaway.replace(true) {
+            ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
+        }
+        self.retire(conn);
+    }
+}
+
+/// One request on one stream: the exchange (bounded by `--timeout`), then what it means for
+/// the run.
+async fn stream_task<M: Mux>(
+    ctx: Rc<WorkerCtx>,
+    conn: Rc<MuxConn<M>>,
+    sender: M::Sender,
+    ticket: Ticket,
+) {
+    let p = MuxPool::<M>::of(&ctx, conn.pool);
+    let mut sent = Instant::now();
+    let request = p.templates[ticket.request as usize].build(&ctx.requests);
+    // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
+    let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
+    let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
+    let done = Instant::now();
+    conn.active.set(conn.active.get() - 1);
+    p.active.set(p.active.get() - 1);
+    if conn.retired.get() {
+        p.retire(&conn);
+    }
+    match result {
+        Err(_elapsed) => {
+            record_timeout(&ctx);
+            request_finished(&ctx);
+        }
+        Ok(Ok((status, header_bytes, body_bytes, origin))) => {
+            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
+            record_response(&ctx, &x);
+            request_finished(&ctx);
+        }
+        Ok(Err(f)) => {
+            if f.goaway {
+                p.note_goaway(&ctx, &conn);
+            }
+            // A stream the server refused was not processed: retry it once elsewhere rather
+            // than count a server that is shedding connections gracefully as failing.
+            let unprocessed = f.refused && !f.responded;
+            if unprocessed && ctx.stopping.get() {
+                // The run is draining: nothing new is sent, and a refusal is no failure.
+                ctx.state.borrow_mut().counters.inc(Counter::RqCancelled);
+                request_finished(&ctx);
+            } else if unprocessed && !ticket.retried {
+                let t = Ticket { retried: true, ..ticket };
+                if let Err(t) = p.try_start(&ctx, t) {
+                    ctx.state.borrow_mut().queue.push_front(t);
+                }
+            } else {
+                record_failure(&ctx, f.protocol_error, || f.message);
+                request_finished(&ctx);
+            }
+        }
+    }
+    capacity_freed(&ctx);
+}
