@@ -17,5 +17,7 @@ pub mod result;
 pub mod statistic;
 
 pub use counters::{Counter, Counters, StatusCodes};
+/// The histogram type [`Statistic::decode_histogram`] returns.
+pub use hdrhistogram::Histogram;
 pub use result::{Interval, IntervalStat, RunResult, Termination, WorkerResult};
 pub use statistic::{HistogramDecodeError, Percentile, StatId, StatKind, Statistic, Stats};

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value};
 use shrike_stats::duration::parse_proto;
 use shrike_stats::{
-    Counter, Counters, HistogramDecodeError, Interval, IntervalStat, Percentile, RunResult, StatId,
-    StatKind, Statistic, Stats, StatusCodes, Termination, WorkerResult,
+    Counter, Counters, Histogram, HistogramDecodeError, Interval, IntervalStat, Percentile,
+    RunResult, StatId, StatKind, Statistic, Stats, StatusCodes, Termination, WorkerResult,
 };
 
 use super::write::{
@@ -236,11 +236,7 @@ fn interval(v: &Value, path: &str) -> Result<Interval> {
 
 fn interval_stat(v: &Value, path: &str) -> Result<IntervalStat> {
     let o = object(v, path)?;
-    let id_path = join(path, "id");
-    let id_str = string(field(o, path, "id")?, &id_path)?;
-    let id = StatId::from_id(id_str)
-        .ok_or_else(|| ReadError::UnknownStatistic { path: id_path, id: id_str.into() })?;
-    let count = uint(field(o, path, "count")?, &join(path, "count"))?;
+    let (id, count, histogram, _) = stored_histogram(o, path)?;
     let mean_path = join(path, "raw_mean");
     let mean_v = field(o, path, "raw_mean")?;
     let mean = mean_v
@@ -249,14 +245,6 @@ fn interval_stat(v: &Value, path: &str) -> Result<IntervalStat> {
         .ok_or_else(|| invalid(mean_path, "must be a finite, non-negative number"))?;
     let min = uint(field(o, path, "raw_min")?, &join(path, "raw_min"))?;
     let max = uint(field(o, path, "raw_max")?, &join(path, "raw_max"))?;
-    let hist_path = join(path, "shrike_histogram");
-    let histogram = string(field(o, path, "shrike_histogram")?, &hist_path)?;
-    let decoded = Statistic::decode_histogram(histogram)
-        .map_err(|source| ReadError::Histogram { path: hist_path.clone(), source })?;
-    if decoded.len() != count {
-        let reason = format!("holds {} samples but count is {count}", decoded.len());
-        return Err(invalid(hist_path, reason));
-    }
     let pct_path = join(path, "percentiles");
     let mut percentiles = Vec::new();
     for (i, pv) in array(field(o, path, "percentiles")?, &pct_path)?.iter().enumerate() {
@@ -282,8 +270,12 @@ fn interval_stat(v: &Value, path: &str) -> Result<IntervalStat> {
     Ok(IntervalStat { id, count, mean, min, max, percentiles, histogram: histogram.to_string() })
 }
 
-fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
-    let o = object(v, path)?;
+/// What every stored statistic has: its id, its count and its encoded histogram, decoded and
+/// checked to hold exactly `count` samples.
+fn stored_histogram<'a>(
+    o: &'a Map<String, Value>,
+    path: &str,
+) -> Result<(StatId, u64, &'a str, Histogram<u64>)> {
     let id_path = join(path, "id");
     let id_str = string(field(o, path, "id")?, &id_path)?;
     let id = StatId::from_id(id_str)
@@ -297,6 +289,12 @@ fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
         let reason = format!("holds {} samples but count is {count}", hist.len());
         return Err(invalid(hist_path, reason));
     }
+    Ok((id, count, encoded, hist))
+}
+
+fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
+    let o = object(v, path)?;
+    let (id, count, _, hist) = stored_histogram(o, path)?;
 
     let get = |key: &str| field(o, path, key).map(|v| (v, join(path, key)));
     let (mean, pstdev, min, max) = match id.kind() {
