@@ -240,15 +240,9 @@ async fn pace(ctx: &Rc<WorkerCtx>, index: usize, start: Instant) {
             Release::Now => None,
             // The plan ended at rate 0: idle until the run ends.
             Release::Never => {
-                let end = async {
-                    match deadline {
-                        Some(d) => tokio::time::sleep_until(d.into()).await,
-                        None => std::future::pending().await,
-                    }
-                };
                 tokio::select! {
                     _ = ctx.wake.notified() => {}
-                    _ = end => {}
+                    _ = run_end(deadline) => {}
                 }
                 return;
             }
@@ -306,12 +300,7 @@ async fn dispatch(
     // shows up in scheduled_to_response; the blocked time itself goes to sequencer.blocking.
     // The run's end still applies: a pacer stuck behind a slow server must not keep catching
     // up past the deadline.
-    let end = async {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d.into()).await,
-            None => std::future::pending().await,
-        }
-    };
+    let end = run_end(deadline);
     tokio::pin!(end);
     let record_blocking = |now: Instant| {
         if scheduled.is_some() {
@@ -336,6 +325,14 @@ async fn dispatch(
             record_blocking(now);
             return true;
         }
+    }
+}
+
+/// Completes when the run's deadline passes; never, for a run without one.
+async fn run_end(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
     }
 }
 
