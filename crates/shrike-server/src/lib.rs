@@ -33,7 +33,6 @@ mod h1;
 mod headers;
 mod http2;
 mod http3;
-mod relaxed;
 mod rewind;
 mod server;
 mod state;

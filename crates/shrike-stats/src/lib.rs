@@ -13,6 +13,7 @@
 
 pub mod counters;
 pub mod duration;
+pub mod relaxed;
 pub mod result;
 pub mod statistic;
 

@@ -139,9 +139,7 @@ impl ShapingArgs {
             ))
         };
         // Nighthawk's example writes unquoted keys (proto text-ish JSON); accept both.
-        let v: serde_json::Value = serde_json::from_str(raw)
-            .or_else(|_| serde_json::from_str(&quote_keys(raw)))
-            .map_err(|e| bad(&format!("not JSON ({e})")))?;
+        let v = shrike_stats::relaxed::parse(raw).map_err(|e| bad(&format!("not JSON ({e})")))?;
         let sa = v.get("source_address").ok_or_else(|| bad("no source_address"))?;
         if sa.get("port_value").and_then(|p| p.as_u64()).is_some_and(|p| p != 0) {
             return Err(bad(
@@ -175,40 +173,6 @@ impl ShapingArgs {
             "bind_address": cfg.bind_address.map(|a| a.to_string()),
         })
     }
-}
-
-/// Turns `{source_address:{address:"x"}}` into strict JSON by quoting bare keys.
-fn quote_keys(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    let mut chars = s.chars().peekable();
-    let mut in_str = false;
-    while let Some(c) = chars.next() {
-        if c == '"' {
-            in_str = !in_str;
-        }
-        if !in_str && (c.is_ascii_alphabetic() || c == '_') {
-            let mut word = String::from(c);
-            while let Some(&n) = chars.peek() {
-                if n.is_ascii_alphanumeric() || n == '_' {
-                    word.push(n);
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
-            let is_key = chars.clone().find(|c| !c.is_whitespace()) == Some(':');
-            if is_key {
-                out.push('"');
-                out.push_str(&word);
-                out.push('"');
-            } else {
-                out.push_str(&word);
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// `--start-at`: RFC 3339, `@UNIX_SECONDS[.fraction]`, or `+DURATION` from now.
@@ -251,16 +215,6 @@ fn parse_start_at(s: &str) -> anyhow::Result<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quotes_bare_keys_only() {
-        let v: serde_json::Value = serde_json::from_str(&quote_keys(
-            r#"{source_address:{address:"127.0.0.1",port_value:0}}"#,
-        ))
-        .expect("json");
-        assert_eq!(v["source_address"]["address"], "127.0.0.1");
-        assert_eq!(quote_keys(r#"{"a":"b:c"}"#), r#"{"a":"b:c"}"#);
-    }
 
     #[test]
     fn start_at_forms() {

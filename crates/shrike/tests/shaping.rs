@@ -63,7 +63,7 @@ fn stages_produce_the_planned_per_stage_counts() {
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 150);
     assert_eq!(v["options"]["stages"], "1s:100,0s:200,500ms:200,0s:0");
-    assert_eq!(secs_of(&g["execution_duration"]).round(), 2.0, "the run lasts the stages");
+    assert_eq!(common::secs(&g["execution_duration"]).round(), 2.0, "the run lasts the stages");
     let mut times: Vec<f64> = nginx.access_log().iter().map(|e| e.secs).collect();
     times.sort_by(f64::total_cmp);
     let t0 = times[0];
@@ -74,10 +74,6 @@ fn stages_produce_the_planned_per_stage_counts() {
     // Inside the ramp the rate grows: the second half holds three times the first.
     let first = times.iter().filter(|t| **t - t0 < 0.5).count();
     assert!((9..=16).contains(&first), "{first} requests in the first half second");
-}
-
-fn secs_of(v: &serde_json::Value) -> f64 {
-    common::secs(v)
 }
 
 #[test]

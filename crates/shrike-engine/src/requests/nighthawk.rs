@@ -22,8 +22,9 @@ pub fn nighthawk_plugin(
     // Strict JSON, then Nighthawk's relaxed form (unquoted keys), then YAML.
     let cfg: PluginConfig = match serde_json::from_str(config) {
         Ok(c) => c,
-        Err(e) => serde_json::from_str(&quote_keys(config))
-            .or_else(|_| serde_norway::from_str(config))
+        Err(e) => shrike_stats::relaxed::to_json(config)
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .map_or_else(|| serde_norway::from_str(config), Ok)
             .map_err(|_| bad(e.to_string()))?,
     };
     let tc = cfg.typed_config;
@@ -73,42 +74,6 @@ pub fn nighthawk_plugin(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((specs, limit))
-}
-
-/// Quotes bare object keys (`{name:"x"}` → `{"name":"x"}`), leaving strings alone.
-fn quote_keys(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out: Vec<u8> = Vec::with_capacity(s.len() + 16);
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'"' {
-            let start = i;
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                i += if b[i] == b'\\' { 2 } else { 1 };
-            }
-            i = (i + 1).min(b.len());
-            out.extend_from_slice(&b[start..i]);
-        } else if c.is_ascii_alphabetic() || c == b'_' || c == b'@' {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b"_.@-".contains(&b[i])) {
-                i += 1;
-            }
-            let word = &s[start..i];
-            if s[i..].trim_start().starts_with(':') {
-                out.push(b'"');
-                out.extend_from_slice(word.as_bytes());
-                out.push(b'"');
-            } else {
-                out.extend_from_slice(word.as_bytes());
-            }
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[derive(Deserialize)]

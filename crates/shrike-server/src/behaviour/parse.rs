@@ -12,7 +12,7 @@ use super::faults::{probability, Distribution, Reset, ResetScope, Stall};
 use super::{Body, Chunking, Delay, Headers, Plan, CONFIG_HEADER};
 use crate::config::{validate_body_size, validate_status, ConfigError, ServerConfig};
 use crate::headers::{self, HeaderList};
-use crate::relaxed;
+use shrike_stats::relaxed;
 
 /// A bad `x-nighthawk-test-server-config`; answered with a 500 carrying this message.
 #[derive(Debug, thiserror::Error)]

@@ -46,8 +46,7 @@ impl Target {
                 "expected statsd://HOST:PORT or an {STATSD_SINK} JSON object, got {s:?}"
             ));
         }
-        let v: Value = serde_json::from_str(&quote_bare_keys(s))
-            .map_err(|e| format!("not a JSON object: {e}"))?;
+        let v = shrike_stats::relaxed::parse(s).map_err(|e| format!("not a JSON object: {e}"))?;
         let name = v.get("name").and_then(Value::as_str).unwrap_or(STATSD_SINK);
         if name != STATSD_SINK {
             return Err(format!("only the {STATSD_SINK} sink is supported, got {name:?}"));
@@ -82,58 +81,6 @@ impl Target {
         let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
         Target::parse_addr(&format!("{host}:{port}"), prefix)
     }
-}
-
-/// Quotes the bare object keys of Nighthawk's compact JSON (`{name:"x"}`) so serde reads it.
-fn quote_bare_keys(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    let mut chars = s.chars().peekable();
-    let mut in_string = false;
-    let mut expect_key = false;
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            match c {
-                '\\' => out.extend(chars.next()),
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                expect_key = false;
-                out.push(c);
-            }
-            '{' | ',' => {
-                expect_key = true;
-                out.push(c);
-            }
-            c if expect_key && (c.is_ascii_alphabetic() || c == '_' || c == '@') => {
-                let mut key = c.to_string();
-                while let Some(&n) = chars.peek() {
-                    if n.is_ascii_alphanumeric() || matches!(n, '_' | '.' | '@' | '-') {
-                        key.push(n);
-                        chars.next();
-                    } else {
-                        break;
-                    }
-                }
-                out.push('"');
-                out.push_str(&key);
-                out.push('"');
-                expect_key = false;
-            }
-            c => {
-                if !c.is_whitespace() {
-                    expect_key = false;
-                }
-                out.push(c);
-            }
-        }
-    }
-    out
 }
 
 struct Sink {
@@ -300,11 +247,6 @@ mod tests {
         ] {
             assert!(Target::parse_sink(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn bare_keys_are_quoted_but_strings_are_not_touched() {
-        assert_eq!(quote_bare_keys(r#"{a:"x,b:1", b: {c:2}}"#), r#"{"a":"x,b:1", "b": {"c":2}}"#);
     }
 
     #[test]

@@ -1,11 +1,22 @@
-//! Nighthawk's own documentation writes the config header as YAML flow, e.g.
-//! `{response_body_size:20, static_delay: "0s"}`, which Envoy accepts because it falls back to
-//! YAML. Users copy those lines, so this rewrites that subset into JSON: bare keys and bare
-//! non-numeric scalars become strings and single-quoted strings become double-quoted. It is only
-//! consulted after strict JSON has failed, so well-formed JSON never pays for it.
+//! Nighthawk's documentation writes JSON options as YAML flow, e.g. the test server's
+//! `{response_body_size:20, static_delay: "0s"}` or the client's
+//! `--upstream-bind-config {source_address:{address:"127.0.0.1",port_value:0}}`, which Envoy
+//! accepts because it falls back to YAML. Users copy those lines, so this rewrites that subset
+//! into JSON: bare keys and bare non-numeric scalars become strings and single-quoted strings
+//! become double-quoted. It is only consulted after strict JSON has failed, so well-formed JSON
+//! never pays for it. One reader for every such option: the config header, the bind config,
+//! the request-source plugin config and the stats sinks.
+
+/// Strict JSON, else the relaxed form. The error is strict JSON's, which names the first place
+/// the input stopped being JSON.
+pub fn parse(input: &str) -> Result<serde_json::Value, serde_json::Error> {
+    serde_json::from_str(input).or_else(|strict| {
+        to_json(input).and_then(|json| serde_json::from_str(&json).ok()).ok_or(strict)
+    })
+}
 
 /// Returns `None` when the input is not even relaxed YAML flow (an unterminated string).
-pub(crate) fn to_json(input: &str) -> Option<String> {
+pub fn to_json(input: &str) -> Option<String> {
     let mut out = String::with_capacity(input.len() + 16);
     let mut rest = input;
     while let Some(c) = rest.chars().next() {
@@ -93,7 +104,17 @@ fn push_json_string(out: &mut String, value: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::to_json;
+    use super::{parse, to_json};
+
+    #[test]
+    fn bare_keys_are_quoted_but_strings_are_not_touched() {
+        assert_eq!(to_json(r#"{a:"x,b:1", b: {c:2}}"#).unwrap(), r#"{"a":"x,b:1", "b": {"c":2}}"#);
+        assert_eq!(to_json(r#"{"a":"b:c"}"#).unwrap(), r#"{"a":"b:c"}"#);
+        let v = parse(r#"{source_address:{address:"127.0.0.1",port_value:0}}"#).unwrap();
+        assert_eq!(v["source_address"]["address"], "127.0.0.1");
+        assert_eq!(v["source_address"]["port_value"], 0);
+        assert!(parse("{a: 'x}").is_err());
+    }
 
     #[test]
     fn nighthawk_readme_example() {
