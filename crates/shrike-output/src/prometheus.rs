@@ -106,7 +106,8 @@ fn summary(id: StatId, results: &[(&WorkerResult, String)], s: &mut String) {
     }
 }
 
-fn counter_name(c: Counter) -> String {
+/// The Prometheus name of a counter: `shrike_<name>_total` with `.` and `-` as `_`.
+pub fn counter_name(c: Counter) -> String {
     let base = format!("shrike_{}", sanitize(c.name()));
     if base.ends_with("_total") {
         base

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shrike_engine::{Observer, Sample};
+use shrike_output::prometheus::counter_name;
 use shrike_stats::duration::seconds_decimal;
 use shrike_stats::{Counter, Counters, Statistic, StatusCodes};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -52,19 +53,6 @@ pub(crate) struct Snapshot {
     in_flight: u64,
     intervals: u64,
     finished: bool,
-}
-
-fn metric_name(c: Counter) -> String {
-    let base: String = c
-        .name()
-        .chars()
-        .map(|ch| if ch.is_ascii_alphanumeric() || ch == '_' { ch } else { '_' })
-        .collect();
-    if base.ends_with("_total") {
-        format!("shrike_{base}")
-    } else {
-        format!("shrike_{base}_total")
-    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -119,7 +107,7 @@ pub(crate) fn render(s: &Snapshot) -> String {
     );
     let _ = writeln!(out, "shrike_requests_in_flight {}", s.in_flight);
     for &c in Counter::ALL {
-        let name = metric_name(c);
+        let name = counter_name(c);
         family(&mut out, &name, "counter", &format!("Shrike counter {}.", c.name()));
         let _ = writeln!(out, "{name} {}", s.counters.get(c));
     }
@@ -293,9 +281,9 @@ mod tests {
 
     #[test]
     fn names_follow_prometheus_conventions() {
-        assert_eq!(metric_name(Counter::RqTotal), "shrike_upstream_rq_total");
-        assert_eq!(metric_name(Counter::Http2xx), "shrike_benchmark_http_2xx_total");
-        assert_eq!(metric_name(Counter::SslHandshake), "shrike_ssl_handshake_total");
+        assert_eq!(counter_name(Counter::RqTotal), "shrike_upstream_rq_total");
+        assert_eq!(counter_name(Counter::Http2xx), "shrike_benchmark_http_2xx_total");
+        assert_eq!(counter_name(Counter::SslHandshake), "shrike_ssl_handshake_total");
     }
 
     #[test]
