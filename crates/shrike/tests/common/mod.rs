@@ -69,6 +69,30 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     wait_limited(child, limit)
 }
 
+/// Starts `shrike serve --listen 127.0.0.1:0 <args>`; its first two stdout lines (the bound
+/// address, then `tls-ca: PATH` with a generated certificate) arrive trimmed on the channel.
+fn spawn_serve(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = shrike()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shrike serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        for _ in 0..2 {
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let _ = tx.send(line.trim().to_string());
+        }
+    });
+    (child, rx)
+}
+
 /// `shrike serve` on 127.0.0.1:0; the bound address is read from its first stdout line.
 pub struct Server {
     child: Child,
@@ -77,23 +101,8 @@ pub struct Server {
 
 impl Server {
     pub fn start(extra: &[&str]) -> Server {
-        let mut child = shrike()
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn shrike serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(10)).expect("server printed its address");
-        let addr = line.trim().to_string();
+        let (child, lines) = spawn_serve(extra);
+        let addr = lines.recv_timeout(Duration::from_secs(10)).expect("server printed its address");
         assert!(addr.starts_with("127.0.0.1:"), "unexpected first line {addr:?}");
         Server { child, addr }
     }
@@ -174,24 +183,7 @@ pub struct TlsServer {
 
 impl TlsServer {
     pub fn start(args: &[&str]) -> TlsServer {
-        let mut child = shrike()
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn shrike serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            for _ in 0..2 {
-                let mut line = String::new();
-                let _ = r.read_line(&mut line);
-                let _ = tx.send(line.trim().to_string());
-            }
-        });
+        let (child, rx) = spawn_serve(args);
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
         let ca = match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(line) if line.starts_with("tls-ca: ") => line["tls-ca: ".len()..].to_string(),
