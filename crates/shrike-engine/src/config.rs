@@ -1,124 +1,19 @@
-//! The engine's validated configuration. The CLI (and later the gRPC service and replay) build
-//! this from their own inputs; the engine never sees flags.
+//! A prepared run: a [`shrike_spec::RunSpec`] with its hosts resolved, TLS clients built and
+//! request lists loaded ([`crate::prepare`]). Only the engine builds one; callers describe a
+//! run with a `RunSpec`.
 
 use std::net::IpAddr;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::pacer::RatePlan;
-use crate::predicate::Predicate;
+pub use shrike_spec::{H1Reuse, IdleStrategy, Protocol, StreamLimits};
+use shrike_spec::{Predicate, RatePlan};
+
 use crate::requests::template::{Template, TemplateError};
 use crate::requests::RequestSource;
 use crate::target::Target;
 use crate::tls::TlsClient;
-
-/// The HTTP version a run speaks. A protocol is a pool policy ([`crate::pool`]), not a loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Http1,
-    /// `http://` targets use h2c with prior knowledge; `https://` targets negotiate `h2`
-    /// with ALPN and fail the connection if the server picks anything else.
-    Http2,
-    /// HTTP/3 over QUIC: `https://` targets only (QUIC always runs TLS 1.3), ALPN `h3`.
-    Http3,
-}
-
-impl Protocol {
-    /// Nighthawk's name for it (the `protocol` option).
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Http1 => "http1",
-            Protocol::Http2 => "http2",
-            Protocol::Http3 => "http3",
-        }
-    }
-
-    /// The ALPN id offered over TLS.
-    pub fn alpn(self) -> &'static [u8] {
-        match self {
-            Protocol::Http1 => b"http/1.1",
-            Protocol::Http2 => b"h2",
-            Protocol::Http3 => b"h3",
-        }
-    }
-}
-
-/// Which idle HTTP/1.1 connection takes the next request (Nighthawk's
-/// `--experimental-h1-connection-reuse-strategy`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum H1Reuse {
-    /// Most recently used: a lightly loaded run keeps few connections hot.
-    #[default]
-    Mru,
-    /// Least recently used: requests rotate over every open connection.
-    Lru,
-}
-
-impl H1Reuse {
-    pub fn name(self) -> &'static str {
-        match self {
-            H1Reuse::Mru => "mru",
-            H1Reuse::Lru => "lru",
-        }
-    }
-}
-
-/// Multiplexing limits for HTTP/2 and HTTP/3 (ignored by HTTP/1.1, which carries one request per
-/// connection at a time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StreamLimits {
-    /// Streams per connection; the server's SETTINGS_MAX_CONCURRENT_STREAMS also bounds it.
-    pub max_concurrent_streams: NonZeroU32,
-    /// Requests in flight per worker across all its connections (Nighthawk's
-    /// `--max-active-requests`).
-    pub max_active_requests: NonZeroU32,
-}
-
-impl Default for StreamLimits {
-    fn default() -> Self {
-        // Nighthawk's defaults: streams limited only by the server; 100 active requests.
-        StreamLimits {
-            max_concurrent_streams: NonZeroU32::new(2_147_483_647).unwrap_or(NonZeroU32::MAX),
-            max_active_requests: NonZeroU32::new(100).unwrap_or(NonZeroU32::MIN),
-        }
-    }
-}
-
-/// How a worker waits for the next release (Nighthawk's `--sequencer-idle-strategy`). The
-/// trade-off shows in `sequencer.send_lateness`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IdleStrategy {
-    /// Busy-wait, yielding to the event loop on every turn: the tightest release timing, at the
-    /// cost of a whole core per worker.
-    Spin,
-    /// Block in epoll on a timerfd armed for the due time: tens of µs of lateness and no CPU
-    /// while idle. The default (Nighthawk's is spin, which on a small machine steals the core
-    /// the server under test needs).
-    #[default]
-    Poll,
-    /// Sleep on tokio's millisecond timer wheel: the fewest wake-ups, kind to shared machines,
-    /// but releases are late by up to a millisecond and bunch at high rates.
-    Sleep,
-}
-
-impl IdleStrategy {
-    pub fn parse(s: &str) -> Option<IdleStrategy> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "spin" => Some(IdleStrategy::Spin),
-            "poll" => Some(IdleStrategy::Poll),
-            "sleep" => Some(IdleStrategy::Sleep),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            IdleStrategy::Spin => "spin",
-            IdleStrategy::Poll => "poll",
-            IdleStrategy::Sleep => "sleep",
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -335,9 +230,10 @@ pub struct Endpoint {
     pub tls: Option<TlsClient>,
 }
 
-/// Everything a run needs. Rates and connection counts are per worker, as in Nighthawk.
+/// Everything a run needs, resolved. Rates and connection counts are per worker, as in
+/// Nighthawk.
 #[derive(Clone, Debug)]
-pub struct EngineConfig {
+pub(crate) struct EngineConfig {
     /// Where requests go: one endpoint for a URL, or several (Nighthawk's multi-target mode)
     /// that requests rotate over round robin. Each endpoint has its own connection pool with
     /// the limits below.

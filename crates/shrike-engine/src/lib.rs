@@ -27,8 +27,9 @@ pub mod h1;
 mod idle;
 pub mod pacer;
 pub mod pool;
-pub mod predicate;
+mod prepare;
 pub mod requests;
+mod run;
 pub mod runner;
 pub mod stop;
 pub mod target;
@@ -38,14 +39,15 @@ pub mod tls;
 pub(crate) mod transport;
 pub mod worker;
 
-pub use config::{
-    Body, ConfigError, Endpoint, EngineConfig, H1Reuse, IdleStrategy, Protocol, RequestSpec,
-    StreamLimits,
-};
-pub use predicate::{Predicate, PredicateKind};
+pub use config::{Body, ConfigError, Endpoint, RequestSpec};
 pub use requests::RequestSource;
-pub use runner::{run, run_observed, validate, EngineError, RunOutput};
+pub use run::{check, run, RunError};
+pub use runner::EngineError;
+pub use shrike_spec::{
+    AddressFamily, H1Reuse, IdleStrategy, Predicate, PredicateKind, Protocol, RunSpec, SpecError,
+    StreamLimits, TlsOptions, TlsVersion,
+};
 pub use stop::StopHandle;
-pub use target::{AddressFamily, Target};
+pub use target::Target;
 pub use telemetry::{Observer, Sample, Telemetry, TelemetryConfig};
-pub use tls::{TlsClient, TlsError, TlsOptions, TlsVersion};
+pub use tls::{TlsClient, TlsError};

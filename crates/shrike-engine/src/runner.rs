@@ -20,7 +20,7 @@ use crate::worker::{run_worker, WorkerOutput};
 
 /// What a run produced.
 #[derive(Debug)]
-pub struct RunOutput {
+pub(crate) struct RunOutput {
     pub workers: Vec<WorkerResult>,
     pub termination: Termination,
     /// Distinct error messages seen by any worker, with counts.
@@ -38,6 +38,8 @@ pub enum EngineError {
     Runtime(std::io::Error),
     #[error("worker {0} crashed; its results are lost")]
     WorkerPanicked(usize),
+    #[error("the engine thread crashed; the run's results are lost")]
+    Crashed,
     #[error("invalid request for HTTP/2 or HTTP/3: {0}")]
     Request(String),
     #[error("{0} is an https:// target but the run has no TLS configuration")]
@@ -69,20 +71,16 @@ impl StartGate {
     }
 }
 
-/// Runs the benchmark described by `cfg` until it completes or `stop` is requested. Blocks the
-/// calling thread; signal handling belongs to the caller, which requests stops via `stop`.
-pub fn run(cfg: EngineConfig, stop: StopHandle) -> Result<RunOutput, EngineError> {
-    run_observed(cfg, stop, None)
-}
-
-/// [`run`] with live telemetry: the observers see every tick and interval on a collector
-/// thread, and the intervals are returned in [`RunOutput::intervals`].
-pub fn run_observed(
+/// Runs the prepared benchmark until it completes or `stop` is requested, blocking the calling
+/// thread. With telemetry, the observers see every tick and interval on a collector thread, and
+/// the intervals are returned in [`RunOutput::intervals`].
+pub(crate) fn execute(
     cfg: EngineConfig,
+    requests: Vec<Prepared>,
     stop: StopHandle,
     telemetry: Option<Telemetry>,
 ) -> Result<RunOutput, EngineError> {
-    let requests = Arc::new(prepare(&cfg)?);
+    let requests = Arc::new(requests);
     let cfg = Arc::new(cfg);
     let n = cfg.workers.get();
     let (links, collector) = match telemetry {
@@ -181,16 +179,9 @@ pub fn run_observed(
     Ok(RunOutput { workers, termination, errors, intervals })
 }
 
-/// Checks what only the engine can check (every endpoint's request encodes, https endpoints
-/// have TLS) without starting anything, so callers can report problems as configuration
-/// errors before a run.
-pub fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
-    prepare(cfg).map(|_| ())
-}
-
 /// One endpoint's requests (one per request-source entry), encoded for the run's protocol;
 /// shared by the workers, which each take their own copy.
-enum Prepared {
+pub(crate) enum Prepared {
     /// HTTP/1.1: the fixed bytes, or the template of a request with placeholders; and whether
     /// it is a HEAD request.
     H1(Vec<(PreparedH1, bool)>),
@@ -222,7 +213,8 @@ impl Prepared {
     }
 }
 
-fn prepare(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
+/// Encodes every endpoint's requests for the run's protocol, once.
+pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
     if cfg.endpoints.is_empty() {
         return Err(EngineError::NoEndpoint);
     }

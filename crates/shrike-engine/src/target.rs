@@ -2,6 +2,8 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
+pub use shrike_spec::{AddressFamily, Scheme, Url};
+
 /// An `http://` or `https://` target, resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
@@ -15,50 +17,6 @@ pub struct Target {
     pub path: String,
     /// Resolved addresses in connect preference order.
     pub addrs: Vec<SocketAddr>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheme {
-    Http,
-    Https,
-}
-
-impl Scheme {
-    pub fn default_port(self) -> u16 {
-        match self {
-            Scheme::Http => 80,
-            Scheme::Https => 443,
-        }
-    }
-}
-
-/// Which resolved addresses a run may connect to (Nighthawk's `--address-family`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AddressFamily {
-    /// Every address, IPv4 first.
-    #[default]
-    Auto,
-    V4,
-    V6,
-}
-
-impl AddressFamily {
-    pub fn parse(s: &str) -> Option<AddressFamily> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Some(AddressFamily::Auto),
-            "v4" => Some(AddressFamily::V4),
-            "v6" => Some(AddressFamily::V6),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AddressFamily::Auto => "auto",
-            AddressFamily::V4 => "v4",
-            AddressFamily::V6 => "v6",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,7 +37,12 @@ impl Target {
 
     /// [`Target::parse`], keeping only addresses of `family`.
     pub fn parse_with_family(url: &str, family: AddressFamily) -> Result<Target, TargetError> {
-        let mut t = Self::parse_unresolved(url)?;
+        Self::resolve(Self::parse_unresolved(url)?, family)
+    }
+
+    /// Resolves an unresolved target's host, keeping only addresses of `family`.
+    pub fn resolve(mut t: Target, family: AddressFamily) -> Result<Target, TargetError> {
+        let url = t.url();
         let addrs: Vec<SocketAddr> = (t.host.as_str(), t.port)
             .to_socket_addrs()
             .map_err(|e| TargetError::Resolve {
@@ -125,68 +88,21 @@ impl Target {
 
     /// Parses without resolving (used by tests and for validation of syntax alone).
     pub fn parse_unresolved(url: &str) -> Result<Target, TargetError> {
-        let bad = |reason| TargetError::Invalid { url: url.to_string(), reason };
-        let (scheme, rest) = if let Some(r) = strip_prefix_ci(url, "http://") {
-            (Scheme::Http, r)
-        } else if let Some(r) = strip_prefix_ci(url, "https://") {
-            (Scheme::Https, r)
-        } else {
-            return Err(bad("the scheme must be http:// or https://"));
-        };
-        let (authority, path) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'?' => (&rest[..i], format!("/{}", &rest[i..])),
-            Some(i) => (&rest[..i], rest[i..].to_string()),
-            None => (rest, "/".to_string()),
-        };
-        let path = match path.find('#') {
-            Some(i) => path[..i].to_string(),
-            None => path,
-        };
-        if authority.contains('@') {
-            return Err(bad("user info in the URL is not supported"));
+        let u = Url::parse(url)
+            .map_err(|e| TargetError::Invalid { url: url.to_string(), reason: e.reason })?;
+        Ok(Target::from_url(u))
+    }
+
+    /// The target of an already validated URL (resolved later).
+    pub fn from_url(u: Url) -> Target {
+        Target {
+            scheme: u.scheme,
+            host: u.host,
+            port: u.port,
+            authority: u.authority,
+            path: u.path,
+            addrs: Vec::new(),
         }
-        if authority.is_empty() {
-            return Err(bad("the host is missing"));
-        }
-        let (host, port) = if let Some(r) = authority.strip_prefix('[') {
-            let end = r.find(']').ok_or_else(|| bad("unterminated IPv6 address"))?;
-            let host = &r[..end];
-            let after = &r[end + 1..];
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if after.is_empty() => None,
-                None => return Err(bad("unexpected characters after the IPv6 address")),
-            };
-            (host, port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (authority, None),
-            }
-        };
-        if host.is_empty() {
-            return Err(bad("the host is missing"));
-        }
-        if host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(bad("the host contains whitespace or control characters"));
-        }
-        if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(bad(
-                "the path contains whitespace or control characters (percent-encode them)",
-            ));
-        }
-        let port = match port {
-            None => scheme.default_port(),
-            Some(p) => match p.parse::<u16>() {
-                Ok(0) => return Err(bad("port 0 is not a valid target port")),
-                Ok(p) => p,
-                Err(_) => return Err(bad("the port must be a number from 1 to 65535")),
-            },
-        };
-        let host_hdr = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
-        let authority =
-            if port == scheme.default_port() { host_hdr } else { format!("{host_hdr}:{port}") };
-        Ok(Target { scheme, host: host.to_string(), port, authority, path, addrs: Vec::new() })
     }
 
     pub fn url(&self) -> String {
@@ -195,14 +111,6 @@ impl Target {
             Scheme::Https => "https",
         };
         format!("{scheme}://{}{}", self.authority, self.path)
-    }
-}
-
-fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
-    if s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix) {
-        Some(&s[prefix.len()..])
-    } else {
-        None
     }
 }
 

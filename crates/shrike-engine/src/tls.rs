@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,48 +22,14 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 use crate::config::Protocol;
+pub use shrike_spec::{TlsOptions, TlsVersion};
 
-/// A TLS protocol version a user can pin.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TlsVersion {
-    Tls12,
-    Tls13,
-}
-
-impl TlsVersion {
-    /// Parses `1.2` / `1.3` (also `tls1.2`, `TLSv1.3`).
-    pub fn parse(s: &str) -> Option<TlsVersion> {
-        let t = s.trim().to_ascii_lowercase();
-        let t = t.strip_prefix("tlsv").or_else(|| t.strip_prefix("tls")).unwrap_or(&t);
-        match t {
-            "1.2" => Some(TlsVersion::Tls12),
-            "1.3" => Some(TlsVersion::Tls13),
-            _ => None,
-        }
+/// The rustls version of a pinned [`TlsVersion`].
+fn rustls_version(v: TlsVersion) -> &'static rustls::SupportedProtocolVersion {
+    match v {
+        TlsVersion::Tls12 => &rustls::version::TLS12,
+        TlsVersion::Tls13 => &rustls::version::TLS13,
     }
-
-    fn rustls(self) -> &'static rustls::SupportedProtocolVersion {
-        match self {
-            TlsVersion::Tls12 => &rustls::version::TLS12,
-            TlsVersion::Tls13 => &rustls::version::TLS13,
-        }
-    }
-}
-
-/// What the user asked for; [`TlsClient::build`] turns it into a validated rustls config.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TlsOptions {
-    /// Extra trust roots (PEM), added to the system's.
-    pub ca_file: Option<PathBuf>,
-    /// Accept any certificate (handshake signatures are still verified).
-    pub insecure: bool,
-    /// Server name sent as SNI and checked against the certificate. Default: the URL host.
-    pub sni: Option<String>,
-    pub min_version: Option<TlsVersion>,
-    pub max_version: Option<TlsVersion>,
-    /// rustls cipher suite names (e.g. `TLS13_AES_128_GCM_SHA256`); empty: the defaults.
-    pub cipher_suites: Vec<String>,
-    pub no_session_resumption: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -241,7 +207,7 @@ fn select_versions(
     Ok([TlsVersion::Tls13, TlsVersion::Tls12]
         .into_iter()
         .filter(|v| (lo..=hi).contains(v))
-        .map(TlsVersion::rustls)
+        .map(rustls_version)
         .collect())
 }
 

@@ -18,9 +18,9 @@ use crate::config::EngineConfig;
 use crate::idle::Idle;
 use crate::pacer::{Pacer, RatePlan, Release};
 use crate::pool::{self, Pool, PoolRequests};
-use crate::predicate::PredicateKind;
 use crate::requests::RequestCursor;
 use crate::stop::StopHandle;
+use shrike_spec::PredicateKind;
 
 /// A request released by the pacer: when it was due, and when it was handed to the pool.
 #[derive(Clone, Copy, Debug)]

@@ -4,15 +4,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
-use std::time::Duration;
 
 use h2::Reason;
-use shrike_engine::pacer::{Rate, RatePlan};
-use shrike_engine::{
-    Endpoint, EngineConfig, H1Reuse, IdleStrategy, Predicate, Protocol, RequestSource, RequestSpec,
-    StopHandle, StreamLimits, Target,
-};
+use shrike_engine::{RunSpec, StopHandle};
 use shrike_stats::{Counter, Termination, WorkerResult};
 
 /// What the server does with the n-th stream (1-based) of a connection.
@@ -68,39 +62,23 @@ async fn serve_conn(sock: tokio::net::TcpStream, fault: Fault) {
     let _ = std::future::poll_fn(|cx| conn.poll_closed(cx)).await;
 }
 
-fn config(addr: SocketAddr, default_predicates: bool) -> EngineConfig {
-    EngineConfig {
-        endpoints: vec![Endpoint {
-            target: Target::parse(&format!("http://{addr}/")).expect("target"),
-            tls: None,
-        }],
-        requests: RequestSource::single(RequestSpec::try_new("GET", vec![], 0).expect("request")),
-        protocol: Protocol::Http2,
-        streams: StreamLimits::default(),
-        workers: NonZeroUsize::MIN,
-        plan: RatePlan::Constant(Rate::try_new(20.0).expect("rate")),
-        idle: IdleStrategy::default(),
-        burst: NonZeroU32::MIN,
-        jitter: Duration::ZERO,
-        connections: NonZeroU32::new(4).expect("n"),
-        h1_reuse: H1Reuse::Mru,
-        duration: Some(Duration::from_secs(1)),
-        timeout: Duration::from_secs(5),
-        max_pending_requests: 0,
-        max_requests_per_connection: NonZeroU64::new(u64::MAX),
-        open_loop: false,
-        prefetch_connections: false,
-        warmup: false,
-        start_at: None,
-        bind_address: None,
-        predicates: if default_predicates { Predicate::default_failures() } else { vec![] },
-    }
+fn config(addr: SocketAddr, default_predicates: bool) -> RunSpec {
+    RunSpec::from_json(&serde_json::json!({
+        "uri": format!("http://{addr}/"),
+        "protocol": "http2",
+        "requests_per_second": 20,
+        "connections": 4,
+        "duration": "1s",
+        "timeout": "5s",
+        "max_requests_per_connection": u64::MAX.to_string(),
+        "no_default_failure_predicates": !default_predicates,
+    }))
+    .expect("spec")
 }
 
-fn run(cfg: EngineConfig) -> (WorkerResult, Termination, Vec<String>) {
-    let out = shrike_engine::run(cfg, StopHandle::new()).expect("run");
-    let g = WorkerResult::merge_all("global", &out.workers);
-    (g, out.termination, out.errors.into_keys().collect())
+fn run(spec: RunSpec) -> (WorkerResult, Termination, Vec<String>) {
+    let out = shrike_engine::run(&spec, &StopHandle::new(), None).expect("run");
+    (out.global, out.termination, out.errors.into_keys().collect())
 }
 
 #[test]

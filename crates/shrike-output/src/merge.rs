@@ -125,8 +125,12 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         .max_by_key(|t| severity(t))
         .cloned()
         .unwrap_or(Termination::Completed);
+    let mut errors = std::collections::BTreeMap::new();
+    for (msg, n) in inputs.iter().flat_map(|i| &i.result.errors) {
+        *errors.entry(msg.clone()).or_insert(0) += n;
+    }
     Ok(Merged {
-        result: RunResult { timestamp, options, workers, global, termination, intervals },
+        result: RunResult { timestamp, options, workers, global, termination, intervals, errors },
         warnings,
     })
 }

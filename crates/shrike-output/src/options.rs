@@ -1,46 +1,32 @@
-//! Reading what a run asked for back out of its stored `options`, one way for every formatter.
+//! Reading what a run asked for back out of its stored `options`, one way for every formatter:
+//! through the run spec's own types ([`shrike_spec`]), so the rate plan and its integral are the
+//! ones the engine paced by, never re-derived here.
 
-use serde_json::Value;
-use shrike_stats::duration::parse_duration;
+use shrike_spec::RateSpec;
 use shrike_stats::RunResult;
 
 /// Requests per second the run asked for, all workers together (`requests_per_second` is per
-/// worker, as Nighthawk's `--rps`). A staged run asked for its plan's mean rate: the planned
-/// count (each linear stage plans `(from + to) / 2 × duration`) over the plan's length. `None`
-/// for unpaced runs (`"max"`) and for results that do not say.
+/// worker, as Nighthawk's `--rps`). A staged run asked for its plan's mean rate over the whole
+/// plan. `None` for unpaced runs (`"max"`) and for results that do not say.
 pub fn requested_rate(result: &RunResult) -> Option<f64> {
-    let o = &result.options;
-    let number = |v: &Value| match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+    let rate = RateSpec::from_options(&result.options).ok().flatten()?;
+    // The workers the run had (recorded with its options), else the results present.
+    let workers = result
+        .options
+        .get("workers")
+        .and_then(|w| w.as_u64().or_else(|| w.as_str()?.parse().ok()))
+        .map_or(result.workers.len().max(1), |w| w as usize);
+    let window = match &rate {
+        RateSpec::Stages(s) => shrike_spec::RatePlan::stages_duration(s),
+        _ => std::time::Duration::from_secs(1),
     };
-    let workers = o.get("workers").and_then(number).unwrap_or(result.workers.len().max(1) as f64);
-    let per_worker = match o.get("requests_per_second").and_then(number) {
-        Some(r) => r,
-        None => o.get("stages").and_then(Value::as_str).and_then(stages_mean_rate)?,
-    };
-    (per_worker > 0.0 && workers > 0.0).then_some(per_worker * workers)
-}
-
-/// The mean rate of a `--stages` plan (`10s:1000,30s:5000,10s:0`).
-fn stages_mean_rate(stages: &str) -> Option<f64> {
-    let (mut planned, mut secs, mut prev) = (0.0, 0.0, 0.0);
-    for part in stages.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (d, r) = part.rsplit_once(':')?;
-        let d = parse_duration(d.trim()).ok()?.as_secs_f64();
-        let r: f64 = r.trim().parse().ok()?;
-        planned += (prev + r) / 2.0 * d;
-        secs += d;
-        prev = r;
-    }
-    (secs > 0.0).then(|| planned / secs)
+    rate.requested_rate(workers, window).filter(|r| *r > 0.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
     use shrike_stats::{Termination, WorkerResult};
 
     fn result(options: Value, workers: usize) -> RunResult {

@@ -8,6 +8,7 @@
 //! - [`Counter`] / [`Counters`]: the named counters users know from Nighthawk and Envoy.
 //! - [`WorkerResult`] / [`RunResult`]: what a run produced, per worker and merged.
 //! - [`duration`]: parsing and formatting of the duration strings users type and proto3 JSON uses.
+//! - [`timestamp`]: RFC 3339 timestamps as proto3 JSON writes them.
 //!
 //! This crate does no I/O; formatters live in `shrike-output`.
 
@@ -16,6 +17,7 @@ pub mod duration;
 pub mod relaxed;
 pub mod result;
 pub mod statistic;
+pub mod timestamp;
 
 pub use counters::{Counter, Counters, StatusCodes};
 /// The histogram type [`Statistic::decode_histogram`] returns.

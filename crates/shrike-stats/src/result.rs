@@ -1,5 +1,6 @@
 //! What a run produced: one [`WorkerResult`] per worker and their exact merge.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use crate::{Counters, Percentile, StatId, Statistic, Stats, StatusCodes};
@@ -93,6 +94,9 @@ pub struct RunResult {
     pub termination: Termination,
     /// The run's time series (`--stats-interval`), oldest first; empty when not sampled.
     pub intervals: Vec<Interval>,
+    /// Distinct error messages seen by any worker, with how often each occurred (bounded per
+    /// worker, so a misbehaving server cannot grow it).
+    pub errors: BTreeMap<String, u64>,
 }
 
 impl RunResult {
@@ -109,6 +113,7 @@ impl RunResult {
             global,
             termination,
             intervals: Vec::new(),
+            errors: BTreeMap::new(),
         }
     }
 }

@@ -1,18 +1,13 @@
 //! Load-shaping flags of `shrike run`: the rate plan (constant, unpaced, ramp, stages), how a
-//! worker idles between releases, warm-up, a scheduled start and the source address.
+//! worker idles between releases, warm-up, a scheduled start and the source address. They
+//! become options of the run spec, which validates them.
 
-use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
-use serde_json::json;
-use shrike_engine::pacer::{Rate, RatePlan};
-use shrike_engine::{EngineConfig, IdleStrategy};
 
 use crate::args::{flag_duration, usage};
-
-/// Nighthawk's default rate.
-const DEFAULT_RPS: f64 = 5.0;
+use crate::run::Patch;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ShapingArgs {
@@ -30,14 +25,14 @@ pub struct ShapingArgs {
     #[arg(long, value_name = "LIST", conflicts_with_all = ["rps", "duration", "no_duration"])]
     pub stages: Option<String>,
     /// How a worker waits for its next release: spin (busy-wait: tightest timing, burns a core
-    /// per worker), poll (timerfd in epoll: tens of µs, no idle CPU) or sleep (tokio's 1 ms
-    /// timer: fewest wake-ups, coarse).
-    #[arg(long, default_value = "poll", value_name = "spin|poll|sleep")]
-    pub sequencer_idle_strategy: String,
+    /// per worker), poll (timerfd in epoll: tens of µs, no idle CPU; the default) or sleep
+    /// (tokio's 1 ms timer: fewest wake-ups, coarse).
+    #[arg(long, value_name = "spin|poll|sleep")]
+    pub sequencer_idle_strategy: Option<String>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
     /// Nighthawk; not in latency statistics).
-    #[arg(long)]
-    pub simple_warmup: bool,
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub simple_warmup: Option<bool>,
     /// Start at this wall-clock time, so several processes start together: RFC 3339
     /// (2026-11-21T10:00:00Z), @UNIX_SECONDS, or +DURATION from now. Connections (with
     /// --prefetch-connections) and warm-up happen before it.
@@ -52,130 +47,47 @@ pub struct ShapingArgs {
     pub upstream_bind_config: Option<String>,
 }
 
-/// The validated shaping options.
-#[derive(Debug, Clone)]
-pub struct Shaping {
-    pub plan: RatePlan,
-    /// Set by --stages: the run's length.
-    pub stages_duration: Option<Duration>,
-    pub idle: IdleStrategy,
-    pub start_at: Option<SystemTime>,
-    pub bind_address: Option<IpAddr>,
-}
-
 impl ShapingArgs {
-    pub fn validate(&self, open_loop: bool) -> anyhow::Result<Shaping> {
-        let idle = IdleStrategy::parse(&self.sequencer_idle_strategy).ok_or_else(|| {
-            usage(format!(
-                "--sequencer-idle-strategy: expected spin, poll or sleep, got {:?}",
-                self.sequencer_idle_strategy
-            ))
-        })?;
-        let (plan, stages_duration) = self.plan()?;
-        if open_loop && plan == RatePlan::Unpaced {
-            return Err(usage(
-                "--rps max is a closed loop (send when a connection frees up); --open-loop needs a rate",
-            ));
-        }
-        Ok(Shaping {
-            plan,
-            stages_duration,
-            idle,
-            start_at: self.start_at.as_deref().map(parse_start_at).transpose()?,
-            bind_address: self.bind_address()?,
-        })
-    }
-
-    fn plan(&self) -> anyhow::Result<(RatePlan, Option<Duration>)> {
-        if let Some(list) = &self.stages {
-            let stages =
-                RatePlan::parse_stages(list).map_err(|e| usage(format!("--stages: {e}")))?;
-            let total = RatePlan::stages_duration(&stages);
-            if total.is_zero() {
-                return Err(usage("--stages: the stages last 0s in total"));
+    /// Writes the shaping flags given into the run's options. A rate replaces stages and
+    /// stages replace a rate, a ramp and a duration: each is the whole plan.
+    pub fn patch(&self, p: &mut Patch) -> anyhow::Result<()> {
+        if let Some(r) = &self.rps {
+            match r.trim().parse::<f64>() {
+                Ok(n) if n.is_finite() => p.set("requests_per_second", n),
+                _ => p.set("requests_per_second", r.trim()),
             }
-            return Ok((RatePlan::Stages(stages), Some(total)));
+            p.clear("stages");
         }
-        let rate = match self.rps.as_deref().map(str::trim) {
-            None => Rate::try_new(DEFAULT_RPS),
-            Some(m) if m.eq_ignore_ascii_case("max") => {
-                if self.ramp_duration.is_some() {
-                    return Err(usage("--ramp-duration needs a numeric --rps to ramp to"));
-                }
-                return Ok((RatePlan::Unpaced, None));
-            }
-            Some(r) => r.parse::<f64>().ok().and_then(Rate::try_new),
+        if let Some(r) = &self.ramp_duration {
+            p.set("ramp_duration", r.as_str());
         }
-        .ok_or_else(|| {
-            usage(format!(
-                "--rps must be a number greater than 0 or 'max', got {:?}",
-                self.rps.as_deref().unwrap_or_default()
-            ))
-        })?;
-        match &self.ramp_duration {
-            None => Ok((RatePlan::Constant(rate), None)),
-            Some(d) => {
-                let d = flag_duration("ramp-duration", d)?;
-                Ok((
-                    if d.is_zero() { RatePlan::Constant(rate) } else { RatePlan::ramp(rate, d) },
-                    None,
-                ))
+        if let Some(s) = &self.stages {
+            p.set("stages", s.as_str());
+            for f in ["requests_per_second", "ramp_duration", "duration", "no_duration"] {
+                p.clear(f);
             }
         }
-    }
-
-    fn bind_address(&self) -> anyhow::Result<Option<IpAddr>> {
+        p.opt("sequencer_idle_strategy", &self.sequencer_idle_strategy);
+        p.opt("simple_warmup", &self.simple_warmup);
+        if let Some(s) = &self.start_at {
+            let t = parse_start_at(s)?;
+            p.set("start_at", shrike_output::timestamp::format_rfc3339(t));
+            p.clear("scheduled_start");
+        }
         if let Some(a) = &self.bind_address {
-            let ip = a.trim().trim_start_matches('[').trim_end_matches(']');
-            return ip
-                .parse()
-                .map(Some)
-                .map_err(|_| usage(format!("--bind-address: {a:?} is not an IP address")));
+            p.set("bind_address", a.as_str());
+            p.clear("upstream_bind_config");
         }
-        let Some(raw) = &self.upstream_bind_config else { return Ok(None) };
-        let bad = |why: &str| {
-            usage(format!(
-                "--upstream-bind-config: {why}; expected e.g. {{\"source_address\":{{\"address\":\"127.0.0.1\",\"port_value\":0}}}}"
-            ))
-        };
-        // Nighthawk's example writes unquoted keys (proto text-ish JSON); accept both.
-        let v = shrike_stats::relaxed::parse(raw).map_err(|e| bad(&format!("not JSON ({e})")))?;
-        let sa = v.get("source_address").ok_or_else(|| bad("no source_address"))?;
-        if sa.get("port_value").and_then(|p| p.as_u64()).is_some_and(|p| p != 0) {
-            return Err(bad(
-                "a fixed source port_value is not supported (connections would collide); use 0",
-            ));
+        if let Some(c) = &self.upstream_bind_config {
+            p.set("upstream_bind_config", c.as_str());
+            p.clear("bind_address");
         }
-        let addr = sa
-            .get("address")
-            .and_then(|a| a.as_str())
-            .ok_or_else(|| bad("source_address.address is missing"))?;
-        addr.parse().map(Some).map_err(|_| bad(&format!("{addr:?} is not an IP address")))
-    }
-
-    /// The shaping part of the result's `options`.
-    pub fn options_json(&self, cfg: &EngineConfig) -> serde_json::Value {
-        let (rps, stages) = match &cfg.plan {
-            RatePlan::Constant(r) => (json!(r.per_second()), None),
-            RatePlan::Unpaced => (json!("max"), None),
-            RatePlan::Stages(_) if self.ramp_duration.is_some() => {
-                (json!(cfg.plan.peak().unwrap_or_default()), None)
-            }
-            RatePlan::Stages(_) => (serde_json::Value::Null, self.stages.clone()),
-        };
-        json!({
-            "requests_per_second": rps,
-            "ramp_duration": self.ramp_duration,
-            "stages": stages,
-            "sequencer_idle_strategy": cfg.idle.name(),
-            "simple_warmup": cfg.warmup,
-            "start_at": cfg.start_at.map(shrike_output::timestamp::format_rfc3339),
-            "bind_address": cfg.bind_address.map(|a| a.to_string()),
-        })
+        Ok(())
     }
 }
 
-/// `--start-at`: RFC 3339, `@UNIX_SECONDS[.fraction]`, or `+DURATION` from now.
+/// `--start-at`: RFC 3339, `@UNIX_SECONDS[.fraction]`, or `+DURATION` from now, checked as
+/// the engine will check it.
 fn parse_start_at(s: &str) -> anyhow::Result<SystemTime> {
     let s = s.trim();
     let t = if let Some(rel) = s.strip_prefix('+') {
@@ -194,21 +106,8 @@ fn parse_start_at(s: &str) -> anyhow::Result<SystemTime> {
             ))
         })?
     };
-    let now = SystemTime::now();
-    if let Ok(ahead) = t.duration_since(now) {
-        if ahead > Duration::from_secs(24 * 3600) {
-            return Err(usage(format!(
-                "--start-at is {:.0}s away; more than a day ahead is surely a mistake",
-                ahead.as_secs_f64()
-            )));
-        }
-    } else if now.duration_since(t).unwrap_or_default() > Duration::from_secs(1) {
-        // Several processes meant to start together: a late one must not run out of step.
-        return Err(usage(format!(
-            "--start-at {s} is in the past ({:.1}s ago)",
-            now.duration_since(t).unwrap_or_default().as_secs_f64()
-        )));
-    }
+    shrike_spec::spec::check_start_at(t, SystemTime::now())
+        .map_err(|e| usage(e.renamed("--start-at").to_string()))?;
     Ok(t)
 }
 

@@ -266,7 +266,7 @@ impl RawEntry {
             spec = spec.with_body(Body::Bytes(Arc::from(bytes))).map_err(|e| e.to_string())?;
         }
         if let Some(j) = self.json {
-            spec = json_body(spec, &j.to_string())?;
+            spec = json_body(spec, &j.to_string()).map_err(|e| e.0)?;
         }
         match (self.path, self.url) {
             (Some(_), Some(_)) => return Err("give either path or url, not both".into()),
@@ -306,12 +306,13 @@ impl RawEntry {
 /// Sets a JSON body (which may hold placeholders) and `content-type: application/json`
 /// unless the request has a content type. The body must be JSON once rendered: checked on a
 /// sample rendering, so `{"n": {{seq}}}` passes and a typo fails.
-pub fn json_body(spec: RequestSpec, text: &str) -> Result<RequestSpec, String> {
-    let spec = spec.with_body(Body::Text(text.into())).map_err(|e| e.to_string())?;
+pub fn json_body(spec: RequestSpec, text: &str) -> Result<RequestSpec, FileError> {
+    let spec = spec.with_body(Body::Text(text.into())).map_err(|e| FileError(e.to_string()))?;
     let sample = spec.body().template().sample();
     serde_json::from_slice::<serde_json::Value>(&sample)
-        .map_err(|e| format!("the JSON body is not valid JSON: {e}"))?;
-    spec.with_default_header("content-type", "application/json").map_err(|e| e.to_string())
+        .map_err(|e| FileError(format!("the JSON body is not valid JSON: {e}")))?;
+    spec.with_default_header("content-type", "application/json")
+        .map_err(|e| FileError(e.to_string()))
 }
 
 #[cfg(test)]

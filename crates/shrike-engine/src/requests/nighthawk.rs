@@ -18,7 +18,7 @@ pub fn nighthawk_plugin(
     config: &str,
     headers: &[(String, String)],
 ) -> Result<(Vec<RequestSpec>, Option<NonZeroU64>), FileError> {
-    let bad = |m: String| FileError(format!("--request-source-plugin-config: {m}"));
+    let bad = FileError;
     // Strict JSON, then Nighthawk's relaxed form (unquoted keys), then YAML.
     let cfg: PluginConfig = match serde_json::from_str(config) {
         Ok(c) => c,
@@ -149,7 +149,7 @@ impl NhOptions {
             if size > 0 {
                 return Err("give either request_body_size or json_body, not both".into());
             }
-            spec = json_body(spec, &j)?;
+            spec = json_body(spec, &j).map_err(|e| e.0)?;
         }
         if let Some(p) = path {
             spec = spec.with_path(&p).map_err(|e| e.to_string())?;

@@ -120,7 +120,31 @@ pub fn from_json(input: &str) -> Result<RunResult> {
             .map(|(i, v)| interval(v, &format!("shrike.intervals[{i}]")))
             .collect::<Result<_>>()?,
     };
-    Ok(RunResult { timestamp, options: options.clone(), workers, global, termination, intervals })
+    let errors = match shrike.get("errors") {
+        // Results written before errors were stored have none to read.
+        None | Some(Value::Null) => Default::default(),
+        Some(v) => array(v, "shrike.errors")?
+            .iter()
+            .enumerate()
+            .map(|(i, e)| error(e, &format!("shrike.errors[{i}]")))
+            .collect::<Result<_>>()?,
+    };
+    Ok(RunResult {
+        timestamp,
+        options: options.clone(),
+        workers,
+        global,
+        termination,
+        intervals,
+        errors,
+    })
+}
+
+fn error(v: &Value, path: &str) -> Result<(String, u64)> {
+    let o = object(v, path)?;
+    let message = string(field(o, path, "message")?, &join(path, "message"))?;
+    let count = uint(field(o, path, "count")?, &join(path, "count"))?;
+    Ok((message.to_string(), count))
 }
 
 fn termination(v: &Value, path: &str) -> Result<Termination> {

@@ -97,6 +97,14 @@ struct ShrikeDoc {
     environment: EnvironmentDoc,
     /// The time series (`--stats-interval`); always present, empty when not sampled.
     intervals: Vec<IntervalDoc>,
+    /// Distinct errors the run saw, most frequent first; always present, empty without errors.
+    errors: Vec<ErrorDoc>,
+}
+
+#[derive(Serialize)]
+struct ErrorDoc {
+    message: String,
+    count: String,
 }
 
 #[derive(Serialize)]
@@ -179,6 +187,7 @@ fn document(result: &RunResult) -> OutputDoc<'_> {
                 available_parallelism: std::thread::available_parallelism().ok().map(|n| n.get()),
             },
             intervals: result.intervals.iter().map(interval_doc).collect(),
+            errors: error_docs(&result.errors),
         },
     }
 }
@@ -193,6 +202,12 @@ pub(super) const KIND_COMPLETED: &str = "completed";
 pub(super) const KIND_TERMINATION_PREDICATE: &str = "termination_predicate";
 pub(super) const KIND_FAILURE_PREDICATE: &str = "failure_predicate";
 pub(super) const KIND_INTERRUPTED: &str = "interrupted";
+
+fn error_docs(errors: &std::collections::BTreeMap<String, u64>) -> Vec<ErrorDoc> {
+    let mut v: Vec<(&String, &u64)> = errors.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    v.into_iter().map(|(m, n)| ErrorDoc { message: m.clone(), count: n.to_string() }).collect()
+}
 
 fn termination_doc(t: &Termination) -> TerminationDoc {
     let (kind, detail) = match t {

@@ -14,13 +14,13 @@ use clap::Args;
 use shrike_engine::{Observer, Telemetry, TelemetryConfig};
 use shrike_output::OutputFormat;
 
-use crate::args::{flag_duration, usage};
+use crate::args::usage;
 use crate::log::info;
+use crate::run::Patch;
+use shrike_spec::TelemetrySpec;
 
 /// Stored intervals default to this period when telemetry is on without `--stats-interval`.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
-/// Finer intervals would spend more on merging and storing histograms than they show.
-const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// The progress line redraws at most this often.
 const PROGRESS_PERIOD: Duration = Duration::from_millis(250);
 
@@ -46,15 +46,24 @@ pub struct TelemetryArgs {
     /// port_value:8125}},prefix:"shrike"}}.
     #[arg(long = "stats-sinks", value_name = "SINK")]
     pub stats_sinks: Vec<String>,
-    /// Time between flushes to the statsd sinks (seconds, or with a unit). Nighthawk's
-    /// --stats-flush-interval-duration is the same flag.
-    #[arg(
-        long,
-        default_value = "5",
-        value_name = "DURATION",
-        alias = "stats-flush-interval-duration"
-    )]
-    pub stats_flush_interval: String,
+    /// Time between flushes to the statsd sinks (seconds, or with a unit) [default: 5].
+    /// Nighthawk's --stats-flush-interval-duration is the same flag.
+    #[arg(long, value_name = "DURATION", alias = "stats-flush-interval-duration")]
+    pub stats_flush_interval: Option<String>,
+}
+
+impl TelemetryArgs {
+    /// Writes the telemetry flags given into the run's options.
+    pub fn patch(&self, p: &mut Patch) {
+        if self.no_progress {
+            p.set("no_progress", true);
+        }
+        p.opt("stats_interval", &self.stats_interval);
+        p.opt("metrics_listen", &self.metrics_listen);
+        p.list("statsd", &self.statsd);
+        p.list("stats_sinks", &self.stats_sinks);
+        p.opt("stats_flush_interval", &self.stats_flush_interval);
+    }
 }
 
 /// What the run needs from telemetry: the engine's observers and, while the run lasts, the
@@ -76,39 +85,23 @@ impl Session {
 /// Validates the flags and starts what must exist before the run (the metrics listener).
 /// Everything wrong is a usage error, reported before any load is sent.
 pub fn start(
-    args: &TelemetryArgs,
+    spec: &TelemetrySpec,
     format: OutputFormat,
     run_duration: Option<Duration>,
 ) -> anyhow::Result<Session> {
-    let interval = args
-        .stats_interval
-        .as_deref()
-        .map(|s| {
-            let d = flag_duration("stats-interval", s)?;
-            if d < MIN_INTERVAL {
-                return Err(usage(format!(
-                    "--stats-interval must be at least 100ms (each interval holds full \
-                     histograms), got {s:?}"
-                )));
-            }
-            Ok(d)
-        })
-        .transpose()?;
-    let flush = flag_duration("stats-flush-interval", &args.stats_flush_interval)?;
-    if flush.is_zero() {
-        return Err(usage("--stats-flush-interval must be greater than 0"));
-    }
+    let interval = spec.stats_interval;
+    let flush = spec.stats_flush_interval;
     let mut statsd_targets = Vec::new();
-    for s in &args.statsd {
+    for s in &spec.statsd {
         statsd_targets.push(
             statsd::Target::parse_addr(s, "shrike").map_err(|e| usage(format!("--statsd: {e}")))?,
         );
     }
-    for s in &args.stats_sinks {
+    for s in &spec.stats_sinks {
         statsd_targets
             .push(statsd::Target::parse_sink(s).map_err(|e| usage(format!("--stats-sinks: {e}")))?);
     }
-    let progress = !args.no_progress && std::io::stderr().is_terminal();
+    let progress = !spec.no_progress && std::io::stderr().is_terminal();
 
     let mut observers: Vec<Box<dyn Observer>> = Vec::new();
     if progress || interval.is_some() {
@@ -127,7 +120,7 @@ pub fn start(
                 .map_err(|e| usage(format!("statsd: {e}")))?,
         ));
     }
-    let metrics = match &args.metrics_listen {
+    let metrics = match &spec.metrics_listen {
         None => None,
         Some(addr) => {
             let (server, observer) = prometheus::Server::start(addr, run_duration)
@@ -148,18 +141,6 @@ pub fn start(
     let config = TelemetryConfig::new(interval.unwrap_or(DEFAULT_INTERVAL), max_tick)
         .ok_or_else(|| usage("--stats-interval is out of range"))?;
     Ok(Session { telemetry: Some(Telemetry { config, observers }), metrics })
-}
-
-/// The options object's telemetry fields (as given).
-pub fn options_json(args: &TelemetryArgs) -> serde_json::Value {
-    serde_json::json!({
-        "stats_interval": args.stats_interval,
-        "metrics_listen": args.metrics_listen,
-        "statsd": args.statsd,
-        "stats_sinks": args.stats_sinks,
-        "stats_flush_interval": args.stats_flush_interval,
-        "no_progress": args.no_progress,
-    })
 }
 
 /// Counters that mean a request did not get a good answer: what progress and reports call

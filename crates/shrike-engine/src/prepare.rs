@@ -1,0 +1,132 @@
+//! Preparing a run: what a [`RunSpec`] needs from the world before any load is sent. Hosts are
+//! resolved, TLS clients built (CA files read), request files loaded and every request encoded
+//! once, so a problem is reported as the spec field it comes from, before a worker starts.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use shrike_spec::{RunSpec, Scheme, SpecError, TargetSpec};
+
+use crate::config::{Body, Endpoint, EngineConfig, RequestSpec};
+use crate::requests::{file, nighthawk, RequestSource};
+use crate::target::Target;
+use crate::tls::TlsClient;
+
+/// Resolves `spec` into the engine's configuration.
+pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
+    check_start(spec)?;
+    let target_field = match spec.target() {
+        TargetSpec::Uri(_) => "uri",
+        TargetSpec::Multi { .. } => "multi_target_endpoints",
+    };
+    let targets = spec
+        .urls()
+        .into_iter()
+        .map(|u| Target::resolve(Target::from_url(u), spec.address_family()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SpecError::invalid(target_field, e))?;
+    let requests = request_source(spec, &targets)?;
+    let endpoints = endpoints(spec, targets)?;
+    Ok(EngineConfig {
+        endpoints,
+        requests,
+        protocol: spec.protocol(),
+        streams: spec.streams(),
+        workers: spec.concurrency().workers(),
+        plan: spec.plan(),
+        idle: spec.idle(),
+        burst: spec.burst(),
+        jitter: spec.jitter(),
+        connections: spec.connections(),
+        h1_reuse: spec.h1_reuse(),
+        duration: spec.duration(),
+        timeout: spec.timeout(),
+        max_pending_requests: spec.max_pending_requests(),
+        max_requests_per_connection: Some(spec.max_requests_per_connection()),
+        open_loop: spec.open_loop(),
+        prefetch_connections: spec.prefetch_connections(),
+        warmup: spec.simple_warmup(),
+        start_at: spec.start_at(),
+        bind_address: spec.bind_address(),
+        predicates: spec.predicates().to_vec(),
+    })
+}
+
+fn check_start(spec: &RunSpec) -> Result<(), SpecError> {
+    match spec.start_at() {
+        Some(t) => shrike_spec::spec::check_start_at(t, SystemTime::now()),
+        None => Ok(()),
+    }
+}
+
+/// Pairs each target with its TLS client: one rustls config (and session cache) for every
+/// endpoint; only the server name differs.
+fn endpoints(spec: &RunSpec, targets: Vec<Target>) -> Result<Vec<Endpoint>, SpecError> {
+    let tls_err = |e| SpecError::invalid("tls", e);
+    let mut first: Option<TlsClient> = None;
+    let mut endpoints = Vec::with_capacity(targets.len());
+    for target in targets {
+        let tls = match (target.scheme, &first) {
+            (Scheme::Http, _) => None,
+            (Scheme::Https, None) => {
+                Some(TlsClient::build(spec.tls(), &target.host, spec.protocol()).map_err(tls_err)?)
+            }
+            (Scheme::Https, Some(c)) => Some(c.for_host(&target.host).map_err(tls_err)?),
+        };
+        if first.is_none() {
+            first = tls.clone();
+        }
+        endpoints.push(Endpoint { target, tls });
+    }
+    Ok(endpoints)
+}
+
+/// What the run sends: the one request of `request_options`, a request file, or Nighthawk's
+/// request-source plugin, with the spec's headers.
+fn request_source(spec: &RunSpec, targets: &[Target]) -> Result<RequestSource, SpecError> {
+    let r = spec.requests();
+    let headers = r.headers.clone();
+    let mut source = if let Some(path) = &r.request_file {
+        let entries = file::load(path, targets, &headers)
+            .map_err(|e| SpecError::invalid("request_file", e))?;
+        RequestSource::list(entries).map_err(|e| SpecError::invalid("request_file", e))?
+    } else if let Some(cfg) = &r.plugin_config {
+        let field = "request_source_plugin_config";
+        let (entries, limit) =
+            nighthawk::nighthawk_plugin(cfg, &headers).map_err(|e| SpecError::invalid(field, e))?;
+        let s = RequestSource::list(entries).map_err(|e| SpecError::invalid(field, e))?;
+        match limit {
+            Some(n) => s.with_limit(n),
+            None => s,
+        }
+    } else {
+        RequestSource::single(single_request(spec)?)
+    };
+    if let Some(name) = &r.latency_header {
+        source = source
+            .with_latency_header(name)
+            .map_err(|e| SpecError::invalid("latency_response_header_name", e))?;
+    }
+    Ok(source)
+}
+
+/// The one request of a run without a request list.
+fn single_request(spec: &RunSpec) -> Result<RequestSpec, SpecError> {
+    let r = spec.requests();
+    let req = RequestSpec::try_new(&r.method, r.headers.clone(), r.body_size)
+        .map_err(|e| SpecError::invalid("request_options", e))?;
+    if let Some(path) = &r.body_file {
+        let field = "request_options.request_body_file";
+        let bytes = std::fs::read(path).map_err(|e| {
+            SpecError::invalid(field, format!("cannot read {}: {e}", path.display()))
+        })?;
+        return req
+            .with_body(Body::Bytes(Arc::from(bytes)))
+            .map_err(|e| SpecError::invalid(field, e));
+    }
+    if let Some(j) = &r.json_body {
+        return file::json_body(req, j)
+            .map_err(|e| SpecError::invalid("request_options.json_body", e));
+    }
+    Ok(req)
+}

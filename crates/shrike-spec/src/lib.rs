@@ -1,0 +1,41 @@
+//! Shrike's run spec: everything a run is, as one typed, validated value ([`RunSpec`]).
+//!
+//! The CLI's flags, a spec file, a stored result's `options`, and the code of the commands
+//! built on the engine (capacity search, sweeps, replay, the service) all describe a run the
+//! same way: as a [`RunSpec`], read through one validator whose errors name the field. Its JSON
+//! form ([`RunSpec::to_json`]) is Nighthawk's `CommandLineOptions` in proto3 JSON plus
+//! Shrike's own options, and it is what a result stores as `options`, so any result can be
+//! re-run exactly and read back as typed data.
+//!
+//! - [`spec`]: [`RunSpec`] and its parts; [`json`]: reading and writing it.
+//! - [`plan`]: rate plans (constant, ramp, stages) and their planned-count integral.
+//! - [`types`]: protocol, pool and pacing policies, TLS options, worker count, verbosity.
+//! - [`predicate`]: failure and termination predicates.
+//! - [`url`]: target URL syntax; [`format`]: output format names.
+//!
+//! This crate does no I/O: resolving hosts and reading files happen when the engine prepares
+//! a run.
+
+// The canonical JSON form is one `json!` literal with every option in it.
+#![recursion_limit = "256"]
+
+pub mod error;
+pub mod format;
+pub mod json;
+pub mod plan;
+pub mod predicate;
+pub mod spec;
+pub mod types;
+pub mod url;
+
+pub use error::SpecError;
+pub use format::{OutputFormat, UnknownFormat};
+pub use json::parse_header;
+pub use plan::{Rate, RatePlan, Stage, StagesError};
+pub use predicate::{Predicate, PredicateError, PredicateKind};
+pub use spec::{RateSpec, RequestsSpec, RunSpec, TargetSpec, TelemetrySpec};
+pub use types::{
+    AddressFamily, Concurrency, H1Reuse, IdleStrategy, Protocol, StreamLimits, TlsOptions,
+    TlsVersion, Verbosity,
+};
+pub use url::{Scheme, Url, UrlError};

@@ -1,0 +1,381 @@
+//! [`RunSpec`]: everything a run is, as one typed value.
+//!
+//! A spec is built only through [`RunSpec::from_json`] (a spec file, a stored result's
+//! `options`, or the CLI's flags written as JSON) or by changing an existing spec with
+//! [`RunSpec::patched`]; both end in the same field parsers and [`RunSpec::check`], so a
+//! `RunSpec` value is always valid. What needs I/O (resolving hosts, reading request files,
+//! loading CA certificates) is checked by the engine when it prepares a run.
+
+use std::net::IpAddr;
+use std::num::{NonZeroU32, NonZeroU64};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+use crate::error::SpecError;
+use crate::format::OutputFormat;
+use crate::plan::{Rate, RatePlan, Stage};
+use crate::predicate::Predicate;
+use crate::types::{
+    AddressFamily, Concurrency, H1Reuse, IdleStrategy, Protocol, StreamLimits, TlsOptions,
+    Verbosity,
+};
+use crate::url::{Scheme, Url};
+
+/// Nighthawk's default for `--max-requests-per-connection` (effectively unlimited).
+pub const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
+/// Nighthawk's default rate, per worker.
+pub const DEFAULT_RPS: f64 = 5.0;
+/// Interval reports finer than this would spend more on merging histograms than they show.
+pub const MIN_STATS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A scheduled start further ahead than this is surely a mistake.
+const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
+/// Several processes meant to start together: one that is late must not run out of step.
+const MAX_START_LATE: Duration = Duration::from_secs(1);
+
+/// Whether a run may start at `t`, seen at `now`: not more than a second late (processes meant
+/// to start together would run out of step) and not more than a day ahead (surely a mistake).
+pub fn check_start_at(t: SystemTime, now: SystemTime) -> Result<(), SpecError> {
+    match t.duration_since(now) {
+        Ok(ahead) if ahead > MAX_START_AHEAD => Err(SpecError::must(
+            "start_at",
+            format!(
+                "is {:.0}s away; more than a day ahead is surely a mistake",
+                ahead.as_secs_f64()
+            ),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.duration() > MAX_START_LATE => Err(SpecError::must(
+            "start_at",
+            format!(
+                "{} is in the past ({:.1}s ago)",
+                shrike_stats::timestamp::format_rfc3339(t),
+                e.duration().as_secs_f64()
+            ),
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Where requests go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetSpec {
+    /// One URL.
+    Uri(Url),
+    /// Nighthawk's multi-target mode: `HOST:PORT` endpoints that requests rotate over round
+    /// robin, all with one path and scheme.
+    Multi { endpoints: Vec<String>, path: String, https: bool },
+}
+
+impl TargetSpec {
+    /// The URL of every endpoint.
+    pub fn urls(&self) -> Vec<Url> {
+        match self {
+            TargetSpec::Uri(u) => vec![u.clone()],
+            TargetSpec::Multi { endpoints, path, https } => {
+                let scheme = if *https { "https" } else { "http" };
+                // Checked when the spec was built.
+                endpoints
+                    .iter()
+                    .filter_map(|ep| Url::parse(&format!("{scheme}://{ep}{path}")).ok())
+                    .collect()
+            }
+        }
+    }
+}
+
+/// How the rate was asked for; [`RunSpec::plan`] turns it into the pacer's plan.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RateSpec {
+    /// `requests_per_second`, optionally reached by a linear ramp.
+    Rps { rate: Rate, ramp: Option<Duration> },
+    /// `requests_per_second: "max"`: an unpaced closed loop.
+    Max,
+    /// k6-style stages; the run lasts their sum.
+    Stages(Vec<Stage>),
+}
+
+impl RateSpec {
+    /// Requests per second asked for, all `workers` together: the rate (a ramp's target), or
+    /// a staged plan's mean over `window`. `None` for unpaced runs.
+    pub fn requested_rate(&self, workers: usize, window: Duration) -> Option<f64> {
+        let per_worker = match self {
+            RateSpec::Rps { rate, .. } => Some(rate.per_second()),
+            RateSpec::Max => None,
+            RateSpec::Stages(s) => RatePlan::Stages(s.clone()).mean_rate(window),
+        }?;
+        Some(per_worker * workers as f64)
+    }
+}
+
+/// What each request sends (Nighthawk's `request_options`, a request file, or its
+/// request-source plugin), and what to read from responses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestsSpec {
+    /// An HTTP token, upper-cased.
+    pub method: String,
+    /// `name: value` pairs; values may hold placeholders. With a request file, added to every
+    /// entry that does not set the header itself.
+    pub headers: Vec<(String, String)>,
+    /// A body of this many `a`s (Nighthawk's `request_body_size`).
+    pub body_size: u32,
+    /// A file sent verbatim as the body.
+    pub body_file: Option<PathBuf>,
+    /// A JSON body (may hold placeholders).
+    pub json_body: Option<String>,
+    /// A request list (JSON Lines, JSON or YAML).
+    pub request_file: Option<PathBuf>,
+    /// Nighthawk's request-source plugin config (JSON, relaxed).
+    pub plugin_config: Option<String>,
+    /// Record this response header in `origin_latency_statistic`.
+    pub latency_header: Option<String>,
+}
+
+/// Live telemetry: what observers watch a run (they never change it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TelemetrySpec {
+    pub stats_interval: Option<Duration>,
+    pub metrics_listen: Option<String>,
+    pub statsd: Vec<String>,
+    pub stats_sinks: Vec<String>,
+    pub stats_flush_interval: Duration,
+    pub no_progress: bool,
+}
+
+impl Default for TelemetrySpec {
+    fn default() -> Self {
+        TelemetrySpec {
+            stats_interval: None,
+            metrics_listen: None,
+            statsd: Vec::new(),
+            stats_sinks: Vec::new(),
+            stats_flush_interval: Duration::from_secs(5),
+            no_progress: false,
+        }
+    }
+}
+
+/// Everything a run is: one typed, validated value, serialized as the result's `options`.
+/// Rates and connection counts are per worker, as in Nighthawk.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSpec {
+    pub(crate) target: TargetSpec,
+    /// The target is the built-in test server the CLI starts (its port changes every run).
+    pub(crate) built_in_server: bool,
+    pub(crate) protocol: Protocol,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) connections: NonZeroU32,
+    /// `None`: run until stopped (`no_duration`).
+    pub(crate) duration: Option<Duration>,
+    pub(crate) timeout: Duration,
+    pub(crate) rate: RateSpec,
+    pub(crate) idle: IdleStrategy,
+    pub(crate) burst_size: u32,
+    pub(crate) jitter: Duration,
+    pub(crate) max_pending_requests: u32,
+    pub(crate) max_requests_per_connection: NonZeroU64,
+    pub(crate) open_loop: bool,
+    pub(crate) prefetch_connections: bool,
+    pub(crate) simple_warmup: bool,
+    pub(crate) start_at: Option<SystemTime>,
+    pub(crate) bind_address: Option<IpAddr>,
+    pub(crate) streams: StreamLimits,
+    pub(crate) h1_reuse: H1Reuse,
+    pub(crate) address_family: AddressFamily,
+    pub(crate) tls: TlsOptions,
+    pub(crate) requests: RequestsSpec,
+    /// The effective predicates: the defaults (unless turned off) with the user's replacing
+    /// any default on the same counter.
+    pub(crate) predicates: Vec<Predicate>,
+    pub(crate) no_default_failure_predicates: bool,
+    pub(crate) labels: Vec<String>,
+    pub(crate) output_format: OutputFormat,
+    pub(crate) verbosity: Verbosity,
+    pub(crate) telemetry: TelemetrySpec,
+}
+
+impl RunSpec {
+    /// A spec for `url` with every other option at its default.
+    pub fn for_url(url: &str) -> Result<RunSpec, SpecError> {
+        RunSpec::from_json(&serde_json::json!({ "uri": url }))
+    }
+
+    /// This spec with `patch` (a JSON object of options, as [`RunSpec::from_json`] reads them)
+    /// applied over it: every field the patch names replaces this spec's; `null` resets a
+    /// field to its default. The result is validated as a whole.
+    pub fn patched(&self, patch: &Value) -> Result<RunSpec, SpecError> {
+        let mut base = self.to_json();
+        crate::json::merge(&mut base, patch);
+        RunSpec::from_json(&base)
+    }
+
+    /// Cross-field rules, checked after every field parsed on its own.
+    pub(crate) fn check(self) -> Result<RunSpec, SpecError> {
+        let urls = self.target.urls();
+        if self.protocol == Protocol::Http3 {
+            if let Some(u) = urls.iter().find(|u| u.scheme == Scheme::Http) {
+                return Err(SpecError::must(
+                    "protocol",
+                    format!("http3 needs an https:// URL (QUIC always runs TLS), got {u}"),
+                ));
+            }
+        }
+        if self.tls != TlsOptions::default() && urls.iter().all(|u| u.scheme == Scheme::Http) {
+            return Err(SpecError::invalid(
+                "tls",
+                format!(
+                    "TLS options need an https:// target, got {}",
+                    urls.first().map(Url::to_string).unwrap_or_default()
+                ),
+            ));
+        }
+        if self.open_loop && self.rate == RateSpec::Max {
+            return Err(SpecError::must(
+                "open_loop",
+                "needs a rate: requests_per_second \"max\" is a closed loop (a request goes out \
+                 when a connection frees up)",
+            ));
+        }
+        let r = &self.requests;
+        let single_changed =
+            r.method != "GET" || r.body_size != 0 || r.body_file.is_some() || r.json_body.is_some();
+        for (set, name) in [
+            (r.request_file.is_some(), "request_file"),
+            (r.plugin_config.is_some(), "request_source_plugin_config"),
+        ] {
+            if set && single_changed {
+                return Err(SpecError::must(
+                    name,
+                    "cannot be used with request_options' method or body (each entry sets its own)",
+                ));
+            }
+        }
+        if r.request_file.is_some() && r.plugin_config.is_some() {
+            return Err(SpecError::must(
+                "request_file",
+                "cannot be used with request_source_plugin_config",
+            ));
+        }
+        if r.body_file.is_some() && (r.body_size != 0 || r.json_body.is_some()) {
+            return Err(SpecError::must(
+                "request_options.request_body_file",
+                "cannot be used with request_body_size or json_body",
+            ));
+        }
+        if r.json_body.is_some() && r.body_size != 0 {
+            return Err(SpecError::must(
+                "request_options.json_body",
+                "cannot be used with request_body_size",
+            ));
+        }
+        Ok(self)
+    }
+
+    pub fn target(&self) -> &TargetSpec {
+        &self.target
+    }
+    /// Every endpoint's URL, in order.
+    pub fn urls(&self) -> Vec<Url> {
+        self.target.urls()
+    }
+    pub fn built_in_server(&self) -> bool {
+        self.built_in_server
+    }
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+    pub fn concurrency(&self) -> Concurrency {
+        self.concurrency
+    }
+    pub fn connections(&self) -> NonZeroU32 {
+        self.connections
+    }
+    /// `None`: the run lasts until a predicate or a signal stops it.
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration
+    }
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    pub fn rate(&self) -> &RateSpec {
+        &self.rate
+    }
+    /// The per-worker rate over time.
+    pub fn plan(&self) -> RatePlan {
+        match &self.rate {
+            RateSpec::Rps { rate, ramp: Some(d) } if !d.is_zero() => RatePlan::ramp(*rate, *d),
+            RateSpec::Rps { rate, .. } => RatePlan::Constant(*rate),
+            RateSpec::Max => RatePlan::Unpaced,
+            RateSpec::Stages(s) => RatePlan::Stages(s.clone()),
+        }
+    }
+    pub fn idle(&self) -> IdleStrategy {
+        self.idle
+    }
+    /// Requests released together (1: no bursts).
+    pub fn burst(&self) -> NonZeroU32 {
+        NonZeroU32::new(self.burst_size.max(1)).unwrap_or(NonZeroU32::MIN)
+    }
+    pub fn jitter(&self) -> Duration {
+        self.jitter
+    }
+    pub fn max_pending_requests(&self) -> u32 {
+        self.max_pending_requests
+    }
+    pub fn max_requests_per_connection(&self) -> NonZeroU64 {
+        self.max_requests_per_connection
+    }
+    pub fn open_loop(&self) -> bool {
+        self.open_loop
+    }
+    pub fn prefetch_connections(&self) -> bool {
+        self.prefetch_connections
+    }
+    pub fn simple_warmup(&self) -> bool {
+        self.simple_warmup
+    }
+    pub fn start_at(&self) -> Option<SystemTime> {
+        self.start_at
+    }
+    pub fn bind_address(&self) -> Option<IpAddr> {
+        self.bind_address
+    }
+    pub fn streams(&self) -> StreamLimits {
+        self.streams
+    }
+    pub fn h1_reuse(&self) -> H1Reuse {
+        self.h1_reuse
+    }
+    pub fn address_family(&self) -> AddressFamily {
+        self.address_family
+    }
+    pub fn tls(&self) -> &TlsOptions {
+        &self.tls
+    }
+    pub fn requests(&self) -> &RequestsSpec {
+        &self.requests
+    }
+    pub fn predicates(&self) -> &[Predicate] {
+        &self.predicates
+    }
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+    pub fn output_format(&self) -> OutputFormat {
+        self.output_format
+    }
+    pub fn verbosity(&self) -> Verbosity {
+        self.verbosity
+    }
+    pub fn telemetry(&self) -> &TelemetrySpec {
+        &self.telemetry
+    }
+
+    /// Requests per second the run asks for, all `workers` together, over its first `window`
+    /// (the whole run, or up to where it stopped). `None` for unpaced runs.
+    pub fn requested_rate(&self, workers: usize, window: Duration) -> Option<f64> {
+        self.rate.requested_rate(workers, window)
+    }
+}
