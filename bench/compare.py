@@ -104,8 +104,8 @@ def run_ab(url, c, d):
     return n, rps, cpu
 
 
-def run_shrike(url, c, d, rps="1000000"):
-    out, cpu = timed([SHRIKE, "run", url, "--rps", rps, "--connections", str(c),
+def run_shrike(url, c, d, rps="1000000", binary=SHRIKE):
+    out, cpu = timed([binary, "run", url, "--rps", rps, "--connections", str(c),
                       "--duration", str(d), "--concurrency", "1", "--output-format", "json",
                       "-v", "error"])
     v = json.loads(out)
@@ -120,6 +120,9 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--no-record", action="store_true", help="do not write bench/results/")
+    ap.add_argument("--before", metavar="BINARY",
+                    help="also run this (older) shrike binary, as 'shrike before', for a "
+                         "before/after comparison in the same run")
     a = ap.parse_args()
     for tool in ["wrk", "ab", "nginx", "taskset"]:
         if not shutil.which(tool):
@@ -136,6 +139,11 @@ def main():
                 time.sleep(0.5)
                 clients = [("wrk", run_wrk), ("ab -k", run_ab), ("shrike", run_shrike),
                            ("shrike max", lambda u, c, d: run_shrike(u, c, d, rps="max"))]
+                if a.before:
+                    # Interleaved with the current binary, so drift hits both alike.
+                    clients += [("shrike before", lambda u, c, d: run_shrike(u, c, d, binary=a.before)),
+                                ("shrike", run_shrike),
+                                ("shrike before", lambda u, c, d: run_shrike(u, c, d, binary=a.before))]
                 for name, fn in clients:
                     n, rps, cpu = fn(url, a.connections, a.duration)
                     rows.append((target, name, n, rps, cpu, cpu / max(n, 1) * 1e6))
@@ -152,6 +160,12 @@ def main():
         for r in (r for r in rows if r[0] == target):
             lines.append(f"| {target} | {r[1]} | {r[2]} | {r[3]:.0f} | {r[5]:.2f} | "
                          f"{r[5] / base[5]:.2f}× | {r[3] / base[3]:.2f}× |")
+        if a.before:
+            now = [r[5] for r in rows if r[0] == target and r[1] == "shrike"]
+            old = [r[5] for r in rows if r[0] == target and r[1] == "shrike before"]
+            lines.append(f"| {target} | **after / before** (mean of {len(now)} vs {len(old)}) | | | "
+                         f"{sum(now) / len(now):.2f} vs {sum(old) / len(old):.2f} | "
+                         f"**{(sum(now) / len(now)) / (sum(old) / len(old)):.3f}×** | |")
     cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                       if l.startswith("model name")), "unknown CPU")
     header = (f"## {datetime.date.today().isoformat()} — {os.cpu_count()} vCPU {cpu_model}, "

@@ -112,8 +112,8 @@ def h2load(url, d):
     return n, rps, cpu
 
 
-def shrike_h2(url, d):
-    out, cpu = timed([SHRIKE, "run", url, "--protocol", "http2", "--rps", "1000000",
+def shrike_h2(url, d, binary=SHRIKE):
+    out, cpu = timed([binary, "run", url, "--protocol", "http2", "--rps", "1000000",
                       "--connections", str(CONNS), "--max-concurrent-streams", str(STREAMS),
                       "--max-active-requests", str(CONNS * STREAMS), "--duration", str(d),
                       "--output-format", "json", "-v", "error"])
@@ -143,6 +143,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--before", metavar="BINARY",
+                    help="also run this (older) shrike binary over h2c, interleaved with the "
+                         "current one, for a before/after comparison in the same run")
     a = ap.parse_args()
     for tool in ["h2load", "ab", "nginx", "taskset", "openssl"]:
         if not shutil.which(tool):
@@ -162,8 +165,12 @@ def main():
             server, url = start(tmp, False)
             try:
                 time.sleep(0.3)
-                for name, fn in [("h2load", lambda: h2load(url, a.duration)),
-                                 ("shrike", lambda: shrike_h2(url, a.duration))]:
+                runs = [("h2load", lambda: h2load(url, a.duration)),
+                        ("shrike", lambda: shrike_h2(url, a.duration))]
+                if a.before:
+                    before = ("shrike before", lambda: shrike_h2(url, a.duration, a.before))
+                    runs += [before, runs[1], before]
+                for name, fn in runs:
                     n, rps, cpu = fn()
                     h2rows.append((target, name, n, rps, cpu / max(n, 1) * 1e6))
                     print(f"h2c  {target:13} {name:7} {rps:9.0f} req/s {h2rows[-1][4]:6.2f} us/req",
@@ -196,6 +203,12 @@ def main():
             "| target | client | req/s | client CPU µs/req | CPU/req vs h2load | req/s vs h2load |",
             "|---|---|---:|---:|---:|---:|"]
     for t in ["nginx", "shrike serve"]:
+        if a.before:
+            now = [r[4] for r in h2rows if r[0] == t and r[1] == "shrike"]
+            old = [r[4] for r in h2rows if r[0] == t and r[1] == "shrike before"]
+            print(f"h2c {t}: client CPU/req after/before = "
+                  f"{(sum(now) / len(now)) / (sum(old) / len(old)):.3f}× "
+                  f"({sum(now) / len(now):.2f} vs {sum(old) / len(old):.2f} us/req)")
         base = next(r for r in h2rows if r[0] == t and r[1] == "h2load")
         for r in (r for r in h2rows if r[0] == t):
             text.append(f"| {t} | {r[1]} | {r[3]:.0f} | {r[4]:.2f} | {r[4] / base[4]:.2f}× | "

@@ -57,7 +57,27 @@ pub enum ReadError {
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("invalid HTTP/1.1 response: {0}")]
-    Protocol(String),
+    Protocol(Malformed),
+}
+
+/// What is wrong with a response. `Copy` and without text of its own: a server answering
+/// garbage at full rate costs no allocation per response; the message is built only when the
+/// run's error summary first sees the kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Malformed {
+    #[error("{0}")]
+    Head(httparse::Error),
+    #[error("bad content-length")]
+    ContentLength,
+    #[error("conflicting content-length headers")]
+    ConflictingLength,
+    #[error("response head or chunk line larger than {MAX_HEAD} bytes")]
+    TooLarge,
+    #[error("missing CRLF after chunk data")]
+    ChunkCrlf,
+    #[error("bad chunk size")]
+    ChunkSize,
 }
 
 /// A parsed response head: status, head length, framing, close, origin latency.
@@ -150,7 +170,7 @@ impl ResponseReader {
         let n = match resp.parse(&self.buf[self.start..self.end]) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
-            Err(e) => return Err(ReadError::Protocol(e.to_string())),
+            Err(e) => return Err(ReadError::Protocol(Malformed::Head(e))),
         };
         let status = resp.code.unwrap_or(0);
         let mut close = resp.version == Some(0);
@@ -159,14 +179,10 @@ impl ResponseReader {
         for h in resp.headers.iter() {
             let name = h.name.as_bytes();
             if name.eq_ignore_ascii_case(b"content-length") {
-                let v = parse_content_length(h.value).ok_or_else(|| {
-                    ReadError::Protocol(format!(
-                        "bad content-length {:?}",
-                        String::from_utf8_lossy(h.value)
-                    ))
-                })?;
+                let v = parse_content_length(h.value)
+                    .ok_or(ReadError::Protocol(Malformed::ContentLength))?;
                 if length.is_some_and(|l| l != v) {
-                    return Err(ReadError::Protocol("conflicting content-length headers".into()));
+                    return Err(ReadError::Protocol(Malformed::ConflictingLength));
                 }
                 length = Some(v);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
@@ -220,9 +236,7 @@ impl ResponseReader {
             self.end = 0;
         } else if self.end == self.buf.len() {
             if self.start == 0 {
-                return Err(ReadError::Protocol(format!(
-                    "response head or chunk line larger than {MAX_HEAD} bytes"
-                )));
+                return Err(ReadError::Protocol(Malformed::TooLarge));
             }
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -294,7 +308,7 @@ impl ResponseReader {
             body += self.skip_exact(io, size, rx_bytes).await?;
             let (a, b) = self.line(io, rx_bytes).await?;
             if a != b {
-                return Err(ReadError::Protocol("missing CRLF after chunk data".into()));
+                return Err(ReadError::Protocol(Malformed::ChunkCrlf));
             }
         }
     }
@@ -330,7 +344,7 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
 
 fn parse_chunk_size(line: &[u8]) -> Result<u64, ReadError> {
     let hex = trim(line.split(|&b| b == b';').next().unwrap_or_default());
-    let bad = || ReadError::Protocol(format!("bad chunk size {:?}", String::from_utf8_lossy(line)));
+    let bad = || ReadError::Protocol(Malformed::ChunkSize);
     if hex.is_empty() || hex.len() > 15 {
         return Err(bad());
     }

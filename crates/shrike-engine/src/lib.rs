@@ -1,23 +1,27 @@
-//! Shrike's load engine.
+//! Shrike's load engine, as a library: [`run`] takes a [`RunSpec`] (and a stop handle and
+//! optional observers) and returns a `RunResult`. The CLI calls it once; capacity search,
+//! sweeps, replay and the service call it as often as they need ([`Run`] adds timed sessions).
 //!
 //! A run is N workers. Each worker is one OS thread with its own single-threaded tokio runtime
-//! and owns everything it touches on the hot path: connections, pacer, statistics, counters.
+//! and owns everything it touches on the hot path: connections, schedule, statistics, counters.
 //! Nothing is shared between workers but a stop signal; results merge exactly at the end.
 //!
-//! One worker loop ([`worker`]) is composed from policies rather than written once per mode:
-//! - **pacer** ([`pacer`]): when each request is *scheduled* to start;
-//! - **pool** ([`pool`]): which connection carries it, and what happens when none is free
-//!   (closed loop waits and records `sequencer.blocking`; open loop counts overflow);
-//! - **protocol**: the pool is the protocol policy (h1: one request per connection at a time;
-//!   h2 and h3: multiplexed streams); [`h1`] is the hand-written HTTP/1.1 codec, h2 uses the
-//!   `h2` crate, and both run over one transport (TCP or TLS via rustls, see [`tls`]); h3 uses
-//!   the `h3` crate over QUIC (`quinn`, with the same rustls configuration);
-//! - **request source** ([`requests`]): one request or a list (a request file) walked round
-//!   robin, with templates rendered per request only where they appear;
-//! - **stop condition** ([`stop`]): duration, predicates, a request count, or a signal.
-//!
-//! Observers ([`telemetry`]) watch a run live without changing it: workers ship per-tick
-//! histograms and counter deltas to a collector thread, which merges them exactly.
+//! Where things live, by file:
+//! - `run.rs`: the library entry point; `prepare.rs`: a spec resolved (hosts, TLS, request
+//!   files) before anything is sent; `runner.rs`: the worker threads and their start gate.
+//! - `worker.rs`: the one worker loop, composed from policies rather than written per mode.
+//! - [`schedule`]: what is due next, as (due time, session, request): the rate plan's
+//!   [`schedule::rate`] (over the [`pacer`]) or timed sessions ([`schedule::sessions`]), a
+//!   session optionally holding a connection of its own.
+//! - `protocol/`: what a connection speaks (connect, one exchange, close, with a
+//!   protocol-neutral outcome); HTTP/1.1 today ([`h1`] is its hand-written codec).
+//! - [`pool`]: which connection carries each request, and what happens when none can (closed
+//!   loop waits and records `sequencer.blocking`; open loop counts overflow). `pool/cx.rs` is
+//!   the narrow context pools and protocols get; `pool/serial.rs` serves any one-at-a-time
+//!   protocol; `pool/mux.rs` multiplexes h2 (the `h2` crate) and h3 (`h3` over `quinn`).
+//! - [`requests`]: what each request sends (one request or a list, templates rendered only
+//!   where they appear); [`tls`] and `transport.rs`: TCP and TLS (rustls) connections.
+//! - [`stop`]: the stop signal; [`telemetry`]: observers of a run, which never change it.
 //!
 //! Every request carries its scheduled time, so the engine records both service time
 //! (`request_to_response`) and coordinated-omission-free latency (`scheduled_to_response`).
@@ -28,9 +32,11 @@ mod idle;
 pub mod pacer;
 pub mod pool;
 mod prepare;
+pub(crate) mod protocol;
 pub mod requests;
 mod run;
 pub mod runner;
+pub mod schedule;
 pub mod stop;
 pub mod target;
 pub mod telemetry;
@@ -41,8 +47,9 @@ pub mod worker;
 
 pub use config::{Body, ConfigError, Endpoint, RequestSpec};
 pub use requests::RequestSource;
-pub use run::{check, run, RunError};
+pub use run::{check, run, Run, RunError};
 pub use runner::EngineError;
+pub use schedule::sessions::SessionPlan;
 pub use shrike_spec::{
     AddressFamily, H1Reuse, IdleStrategy, Predicate, PredicateKind, Protocol, RunSpec, SpecError,
     StreamLimits, TlsOptions, TlsVersion,

@@ -13,10 +13,11 @@ use crate::h1;
 use crate::pool::h2::RequestTemplate;
 use crate::pool::PoolRequests;
 use crate::requests::{H1Entry, H1Request, H1Template};
+use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
 use crate::target::Scheme;
 use crate::telemetry::{self, recorder::Msg, Link, Telemetry};
-use crate::worker::{run_worker, WorkerOutput};
+use crate::worker::{run_worker, Plan, WorkerOutput};
 
 /// What a run produced.
 #[derive(Debug)]
@@ -77,6 +78,7 @@ impl StartGate {
 pub(crate) fn execute(
     cfg: EngineConfig,
     requests: Vec<Prepared>,
+    sessions: Option<Vec<SessionPlan>>,
     stop: StopHandle,
     telemetry: Option<Telemetry>,
 ) -> Result<RunOutput, EngineError> {
@@ -99,8 +101,19 @@ pub(crate) fn execute(
     let mut links = links.into_iter();
     let gate =
         Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new(), at: cfg.start_at });
+    // Sessions are dealt to the workers in turn: session k plays on worker k mod N.
+    let plans: Vec<Plan> = match sessions {
+        None => (0..n).map(|_| Plan::Rate).collect(),
+        Some(all) => {
+            let mut shares: Vec<Vec<SessionPlan>> = (0..n).map(|_| Vec::new()).collect();
+            for (k, s) in all.into_iter().enumerate() {
+                shares[k % n].push(s);
+            }
+            shares.into_iter().map(Plan::Sessions).collect()
+        }
+    };
     let mut handles = Vec::with_capacity(n);
-    for index in 0..n {
+    for (index, w_plan) in plans.into_iter().enumerate() {
         let (w_cfg, w_stop, w_gate, w_requests) =
             (cfg.clone(), stop.clone(), gate.clone(), requests.clone());
         let w_link = links.next().flatten();
@@ -129,7 +142,15 @@ pub(crate) fn execute(
                     w_requests.iter().map(Prepared::for_worker).collect();
                 let out = local.block_on(
                     &rt,
-                    run_worker(index, w_cfg, requests, w_stop, move || w_gate.wait(), w_link),
+                    run_worker(
+                        index,
+                        w_cfg,
+                        requests,
+                        w_plan,
+                        w_stop,
+                        move || w_gate.wait(),
+                        w_link,
+                    ),
                 );
                 Ok(out)
             })
@@ -260,7 +281,7 @@ pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
                     .map(|spec| {
                         RequestTemplate::new(&ep.target, spec).map_err(|e| match spec.origin() {
                             Some(o) => EngineError::Request(format!("{o}: {e}")),
-                            None => EngineError::Request(e),
+                            None => EngineError::Request(e.to_string()),
                         })
                     })
                     .collect::<Result<_, _>>()?,

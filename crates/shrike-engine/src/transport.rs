@@ -16,8 +16,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use crate::config::{Endpoint, Protocol};
+use crate::pool::cx::PoolCx;
 use crate::tls::TlsClient;
-use crate::worker::WorkerCtx;
 
 /// A connected stream, plain or TLS. An enum rather than a boxed trait object so the h1 hot
 /// path stays statically dispatched.
@@ -90,8 +90,8 @@ impl AsyncWrite for Transport {
 /// counted in `upstream_cx_connect_fail` (or a TLS/ALPN failure also in
 /// `upstream_cx_protocol_error` when the server spoke the wrong protocol) and noted with a
 /// message that names the peer and the reason.
-pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Transport> {
-    let cfg = &ctx.cfg;
+pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transport> {
+    let cfg = &cx.connect;
     let mut last_err = String::new();
     let mut timed_out = false;
     for addr in &endpoint.target.addrs {
@@ -114,13 +114,13 @@ pub(crate) async fn connect(ctx: &WorkerCtx, endpoint: &Endpoint) -> Option<Tran
         };
         // Requests are written whole; Nagle would only delay them.
         let _ = stream.set_nodelay(true);
-        ctx.state.borrow_mut().counters.inc(Counter::CxTotal);
+        cx.state.borrow_mut().counters.inc(Counter::CxTotal);
         let Some(tls) = &endpoint.tls else {
             return Some(Transport::Tcp(stream));
         };
-        return tls_handshake(ctx, tls, addr, stream).await;
+        return tls_handshake(cx, tls, addr, stream).await;
     }
-    let mut st = ctx.state.borrow_mut();
+    let mut st = cx.state.borrow_mut();
     st.counters.inc(Counter::CxConnectFail);
     if timed_out {
         st.counters.inc(Counter::CxConnectTimeout);
@@ -147,17 +147,17 @@ async fn open(addr: std::net::SocketAddr, bind: Option<std::net::IpAddr>) -> io:
 /// The TLS half of [`connect`]: handshake, check the ALPN answer, count the handshake and
 /// whether it resumed a session.
 async fn tls_handshake(
-    ctx: &WorkerCtx,
+    cx: &PoolCx,
     tls: &TlsClient,
     addr: &SocketAddr,
     stream: TcpStream,
 ) -> Option<Transport> {
-    let cfg = &ctx.cfg;
+    let cfg = &cx.connect;
     let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
     let describe = || format!("TLS handshake with {addr} ({})", tls.describe_sni());
     let handshake = connector.connect(tls.server_name.clone(), stream);
-    let fail = |ctx: &WorkerCtx, msg: String, protocol_error: bool| {
-        let mut st = ctx.state.borrow_mut();
+    let fail = |cx: &PoolCx, msg: String, protocol_error: bool| {
+        let mut st = cx.state.borrow_mut();
         st.counters.inc(Counter::CxConnectFail);
         if protocol_error {
             st.counters.inc(Counter::CxProtocolError);
@@ -184,14 +184,14 @@ async fn tls_handshake(
                 String::new()
             };
             let advice = crate::tls::certificate_hint(&e.to_string());
-            return fail(ctx, format!("{} failed: {e}{hint}{advice}", describe()), no_alpn);
+            return fail(cx, format!("{} failed: {e}{hint}{advice}", describe()), no_alpn);
         }
         Err(_) => {
-            let mut st = ctx.state.borrow_mut();
+            let mut st = cx.state.borrow_mut();
             st.counters.inc(Counter::CxConnectTimeout);
             drop(st);
             let msg = format!("{} timed out after {}s", describe(), cfg.timeout.as_secs_f64());
-            return fail(ctx, msg, false);
+            return fail(cx, msg, false);
         }
     };
     let (_, conn) = stream.get_ref();
@@ -214,10 +214,10 @@ async fn tls_handshake(
             cfg.protocol.name(),
             String::from_utf8_lossy(wanted)
         );
-        return fail(ctx, msg, true);
+        return fail(cx, msg, true);
     }
     let resumed = conn.handshake_kind() == Some(HandshakeKind::Resumed);
-    let mut st = ctx.state.borrow_mut();
+    let mut st = cx.state.borrow_mut();
     st.counters.inc(Counter::SslHandshake);
     if resumed {
         st.counters.inc(Counter::SslSessionReused);

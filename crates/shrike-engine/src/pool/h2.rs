@@ -18,11 +18,10 @@ use shrike_stats::{Counter, Counters};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::mux::{Answer, ConnState, Mux, MuxConn, MuxPool, StreamFailure};
-use super::{capacity_freed, Pool};
+use super::{capacity_freed, Pool, Pools};
 use crate::requests::h2::origin_latency;
 pub use crate::requests::h2::RequestTemplate;
 use crate::transport::{self, Transport};
-use crate::worker::WorkerCtx;
 
 /// Receive windows. Bodies are consumed as they arrive, so the window only bounds how much a
 /// server may send ahead of the reader; large windows keep flow control out of the
@@ -65,19 +64,19 @@ impl Mux for H2 {
     }
 
     /// Connect, start the streams that waited, then drive the connection until it closes.
-    async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H2Conn>) {
-        let p = MuxPool::<H2>::of(&ctx, conn.pool);
-        let Some((sender, connection)) = handshake(&ctx, &conn, p.data.clone()).await else {
-            p.connect_failed(&ctx, &conn);
+    async fn connection_task(pools: Rc<Pools>, conn: Rc<H2Conn>) {
+        let p = MuxPool::<H2>::of(&pools, conn.pool);
+        let Some((sender, connection)) = handshake(&pools, &conn, p.data.clone()).await else {
+            p.connect_failed(&pools, &conn);
             return;
         };
-        ctx.state.borrow_mut().counters.inc(Counter::CxHttp2Total);
-        p.connected(&ctx, &conn, sender);
+        pools.cx.state.borrow_mut().counters.inc(Counter::CxHttp2Total);
+        p.connected(&pools, &conn, sender);
         let result = connection.await;
         let state = p.disconnected(&conn);
-        connection_ended(&ctx, &conn, state, result).await;
+        connection_ended(&pools, &conn, state, result).await;
         // A connection slot is free again.
-        capacity_freed(&ctx);
+        capacity_freed(&pools);
     }
 
     async fn exchange(
@@ -106,9 +105,9 @@ pub(crate) struct IoBytes {
 type Handshaken = (SendRequest<Bytes>, h2::client::Connection<Counted<Transport>, Bytes>);
 
 /// Connects (TCP, then TLS with ALPN h2, or h2c with prior knowledge) and starts HTTP/2.
-async fn handshake(ctx: &WorkerCtx, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Option<Handshaken> {
-    let endpoint = &ctx.cfg.endpoints[conn.pool];
-    let io = transport::connect(ctx, endpoint).await?;
+async fn handshake(pools: &Pools, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Option<Handshaken> {
+    let endpoint = &pools.cfg.endpoints[conn.pool];
+    let io = transport::connect(&pools.cx, endpoint).await?;
     let io = Counted { io, bytes: io_bytes };
     let res = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
@@ -120,7 +119,7 @@ async fn handshake(ctx: &WorkerCtx, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Opt
     match res {
         Ok(pair) => Some(pair),
         Err(e) => {
-            let mut st = ctx.state.borrow_mut();
+            let mut st = pools.cx.state.borrow_mut();
             st.counters.inc(Counter::CxConnectFail);
             st.counters.inc(Counter::CxProtocolError);
             st.note_error(|| format!("HTTP/2 handshake with {}: {e}", endpoint.target.url()));
@@ -132,12 +131,12 @@ async fn handshake(ctx: &WorkerCtx, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Opt
 /// Counts why a connection's driver ended: our close, the server's GOAWAY (with or without
 /// an error code), an I/O failure, or a protocol error.
 async fn connection_ended(
-    ctx: &WorkerCtx,
+    pools: &Pools,
     conn: &Rc<H2Conn>,
     state: ConnState<SendRequest<Bytes>>,
     result: Result<(), h2::Error>,
 ) {
-    let url = || ctx.cfg.endpoints[conn.pool].target.url();
+    let url = || pools.cfg.endpoints[conn.pool].target.url();
     match (state, result) {
         // We still held the sender, so the server ended the connection. A graceful GOAWAY
         // (NO_ERROR) ends the driver with Ok just like our own close; the sender tells them
@@ -145,18 +144,18 @@ async fn connection_ended(
         (ConnState::Ready(sender), Ok(())) => {
             if let Err(e) = sender.ready().await {
                 if e.is_go_away() && e.is_remote() {
-                    note_goaway(ctx, conn);
+                    note_goaway(pools, conn);
                 } else {
-                    ctx.state.borrow_mut().counters.inc(Counter::CxDestroyRemote);
+                    pools.cx.state.borrow_mut().counters.inc(Counter::CxDestroyRemote);
                 }
             }
         }
         (_, Ok(())) => {}
         (_, Err(e)) if e.is_go_away() && e.is_remote() => {
-            note_goaway(ctx, conn);
+            note_goaway(pools, conn);
             // A GOAWAY carrying an error code is the server declaring a connection error.
             if let Some(reason) = e.reason().filter(|r| *r != Reason::NO_ERROR) {
-                let mut st = ctx.state.borrow_mut();
+                let mut st = pools.cx.state.borrow_mut();
                 st.counters.inc(Counter::CxProtocolError);
                 st.note_error(|| {
                     format!("HTTP/2 connection to {}: GOAWAY {reason:?} from the server", url())
@@ -164,7 +163,7 @@ async fn connection_ended(
             }
         }
         (_, Err(e)) => {
-            let mut st = ctx.state.borrow_mut();
+            let mut st = pools.cx.state.borrow_mut();
             if e.is_io() {
                 st.counters.inc(Counter::CxDestroyRemote);
             } else {
@@ -175,8 +174,8 @@ async fn connection_ended(
     }
 }
 
-fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H2Conn>) {
-    MuxPool::<H2>::of(ctx, conn.pool).note_goaway(ctx, conn);
+fn note_goaway(pools: &Pools, conn: &Rc<H2Conn>) {
+    MuxPool::<H2>::of(pools, conn.pool).note_goaway(pools, conn);
 }
 
 /// What went wrong with a stream, and whether the server can have processed it.

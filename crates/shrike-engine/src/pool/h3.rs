@@ -34,9 +34,8 @@ use http::{HeaderName, Request};
 use shrike_stats::{Counter, Counters};
 
 use super::mux::{Answer, ConnState, Mux, MuxConn, MuxPool, StreamFailure};
-use super::{capacity_freed, Pool};
+use super::{capacity_freed, Pool, Pools};
 use crate::requests::h2::origin_latency;
-use crate::worker::WorkerCtx;
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
@@ -127,19 +126,19 @@ impl Mux for H3 {
 
     /// QUIC handshake, h3 setup, start the streams that waited, then drive the connection
     /// until it closes.
-    async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<H3Conn>) {
-        let p = MuxPool::<H3>::of(&ctx, conn.pool);
-        let Some((mut driver, sender)) = handshake(&ctx, &conn).await else {
-            p.connect_failed(&ctx, &conn);
+    async fn connection_task(pools: Rc<Pools>, conn: Rc<H3Conn>) {
+        let p = MuxPool::<H3>::of(&pools, conn.pool);
+        let Some((mut driver, sender)) = handshake(&pools, &conn).await else {
+            p.connect_failed(&pools, &conn);
             return;
         };
-        ctx.state.borrow_mut().counters.inc(Counter::CxHttp3Total);
-        p.connected(&ctx, &conn, sender);
+        pools.cx.state.borrow_mut().counters.inc(Counter::CxHttp3Total);
+        p.connected(&pools, &conn, sender);
         let err = poll_fn(|cx| driver.poll_close(cx)).await;
         let state = p.disconnected(&conn);
-        connection_ended(&ctx, &conn, state, &err);
-        conn.count_bytes(&mut ctx.state.borrow_mut().counters);
-        capacity_freed(&ctx);
+        connection_ended(&pools, &conn, state, &err);
+        conn.count_bytes(&mut pools.cx.state.borrow_mut().counters);
+        capacity_freed(&pools);
     }
 
     async fn exchange(
@@ -160,10 +159,10 @@ impl Mux for H3 {
 }
 
 /// Runs the QUIC handshake against each resolved address in turn, then sets up HTTP/3.
-async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendRequest)> {
-    let endpoint = &ctx.cfg.endpoints[conn.pool];
+async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(Driver, SendRequest)> {
+    let endpoint = &pools.cfg.endpoints[conn.pool];
     let fail = |msg: String, protocol_error: bool, timed_out: bool| {
-        let mut st = ctx.state.borrow_mut();
+        let mut st = pools.cx.state.borrow_mut();
         st.counters.inc(Counter::CxConnectFail);
         if protocol_error {
             st.counters.inc(Counter::CxProtocolError);
@@ -180,11 +179,11 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
         return fail(format!("{}: HTTP/3 needs TLS", endpoint.target.url()), false, false);
     };
     let name = tls.server_name_str();
-    let timeout = ctx.cfg.timeout;
+    let timeout = pools.cfg.timeout;
     let mut last = (String::new(), false);
     for addr in &endpoint.target.addrs {
         let describe = || format!("QUIC handshake with {addr} ({})", tls.describe_sni());
-        let quic = match ctx.quic.for_addr(addr, ctx.cfg.bind_address) {
+        let quic = match pools.quic.for_addr(addr, pools.cfg.bind_address) {
             Ok(e) => e,
             Err(e) => {
                 last = (format!("cannot open a UDP socket for {addr}: {e}"), false);
@@ -213,7 +212,7 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
             }
         };
         {
-            let mut st = ctx.state.borrow_mut();
+            let mut st = pools.cx.state.borrow_mut();
             st.counters.inc(Counter::CxTotal);
             st.counters.inc(Counter::SslHandshake);
         }
@@ -229,12 +228,12 @@ async fn handshake(ctx: &WorkerCtx, conn: &H3Conn) -> Option<(Driver, SendReques
 /// Counts why a connection ended: our close, the server's graceful close (the GOAWAY path),
 /// an idle timeout, or an error.
 fn connection_ended(
-    ctx: &WorkerCtx,
+    pools: &Pools,
     conn: &Rc<H3Conn>,
     state: ConnState<SendRequest>,
     err: &ConnectionError,
 ) {
-    let url = || ctx.cfg.endpoints[conn.pool].target.url();
+    let url = || pools.cfg.endpoints[conn.pool].target.url();
     let remote_graceful = matches!(
         err,
         ConnectionError::Remote { 0: ConnectionErrorIncoming::ApplicationClose { error_code }, .. }
@@ -244,7 +243,7 @@ fn connection_ended(
         // A server that closes with H3_NO_ERROR while we still use the connection is
         // draining it (GOAWAY, then close); counted once whether or not the GOAWAY was seen.
         if matches!(state, ConnState::Ready(_)) || conn.goaway.get() {
-            note_goaway(ctx, conn);
+            note_goaway(pools, conn);
         }
         return;
     }
@@ -254,7 +253,7 @@ fn connection_ended(
         // Our own close: the last sender dropped, or the run ended.
         return;
     }
-    let mut st = ctx.state.borrow_mut();
+    let mut st = pools.cx.state.borrow_mut();
     match err {
         ConnectionError::Remote { 0: ConnectionErrorIncoming::ApplicationClose { .. }, .. }
         | ConnectionError::Local { .. } => st.counters.inc(Counter::CxProtocolError),
@@ -263,8 +262,8 @@ fn connection_ended(
     st.note_error(|| format!("HTTP/3 connection to {}: {err}", url()));
 }
 
-fn note_goaway(ctx: &WorkerCtx, conn: &Rc<H3Conn>) {
-    MuxPool::<H3>::of(ctx, conn.pool).note_goaway(ctx, conn);
+fn note_goaway(pools: &Pools, conn: &Rc<H3Conn>) {
+    MuxPool::<H3>::of(pools, conn.pool).note_goaway(pools, conn);
 }
 
 /// A stream's failure, and whether the response head had arrived.

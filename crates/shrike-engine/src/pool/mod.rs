@@ -9,24 +9,35 @@
 //! There is one pool per endpoint; with several (multi-target runs) requests rotate over them
 //! round robin, skipping an endpoint that has no capacity left.
 //!
-//! - `h1`: one request at a time per connection, up to `connections` per worker.
+//! Pools receive a narrow context ([`cx::PoolCx`]: the recorder, capacity and drain notifiers,
+//! timeouts), never the worker; what a connection speaks is a [`crate::protocol::Protocol`].
+//!
+//! - [`serial`]: one exchange at a time per connection, up to `connections` per worker, for
+//!   any serial protocol (HTTP/1.1), plus connections owned by sessions.
 //! - [`mux`]: multiplexed streams over up to `connections` per worker, bounded by
 //!   `max_concurrent_streams` per connection and `max_active_requests` per worker; one policy
 //!   for both protocols that multiplex: [`h2`] (the `h2` crate) and [`h3`] (quinn + h3).
 
-pub(crate) mod h1;
+pub(crate) mod cx;
 pub mod h2;
 pub(crate) mod h3;
 pub(crate) mod mux;
+pub(crate) mod serial;
 
+use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use shrike_stats::{Counter, Counters, StatId};
 
 use crate::config::{EngineConfig, Protocol};
+use crate::protocol::http1::Http1;
 use crate::requests::{H1Entry, OriginLatency};
-use crate::worker::{nanos, Ticket, WorkerCtx};
+use crate::schedule::Ticket;
+use crate::worker::nanos;
+use cx::PoolCx;
+use serial::SerialPool;
 
 /// What one completed exchange looked like, for [`record_response`].
 #[derive(Clone, Copy, Debug)]
@@ -34,17 +45,67 @@ pub(crate) struct Exchange {
     pub ticket: Ticket,
     pub sent: Instant,
     pub done: Instant,
-    pub status: u16,
+    /// The HTTP status, for protocols that have one.
+    pub status: Option<u16>,
     pub header_bytes: u64,
     pub body_bytes: u64,
     pub origin: OriginLatency,
+}
+
+/// A worker's pools, one per endpoint, and the narrow context they share. Connection and
+/// stream tasks hold this, never the worker: the pools know nothing of how requests are timed.
+pub(crate) struct Pools {
+    pub cx: PoolCx,
+    /// The run's resolved configuration (endpoints, limits), read only.
+    pub cfg: Arc<EngineConfig>,
+    pub list: Box<[Pool]>,
+    /// The endpoint the next request tries first (round robin).
+    next: Cell<usize>,
+    /// The worker's QUIC sockets (HTTP/3 runs), shared by all its pools' connections.
+    pub quic: h3::QuicEndpoints,
+    /// Whether any request-source entry has expectations (skips the lookup otherwise).
+    expectations: bool,
+}
+
+impl Pools {
+    pub fn new(cx: PoolCx, cfg: Arc<EngineConfig>, requests: Vec<PoolRequests>) -> Pools {
+        let list = requests.into_iter().enumerate().map(|(i, r)| Pool::new(&cfg, i, r)).collect();
+        let expectations = cfg.requests.entries().iter().any(|e| e.expect().is_some());
+        Pools {
+            cx,
+            cfg,
+            list,
+            next: Cell::new(0),
+            quic: h3::QuicEndpoints::default(),
+            expectations,
+        }
+    }
+
+    /// Opens connections up front if asked (serial pools only, as in Nighthawk: an h2 pool
+    /// opens connections as streams need them) and starts the pools' connection tasks.
+    pub async fn start(self: &Rc<Self>) {
+        for p in self.list.iter() {
+            if let Pool::Http1(p) = p {
+                p.start(self).await;
+            }
+        }
+    }
+
+    /// The run is over: let idle connections close, and add what the pools counted outside
+    /// the worker's counters (h2 socket bytes, h3 UDP bytes of connections still open).
+    pub fn close(&self, counters: &mut Counters) {
+        for p in self.list.iter() {
+            p.close();
+            p.flush_counters(counters);
+        }
+    }
 }
 
 /// Enum dispatch rather than `dyn`: the h1 hot path stays a direct, inlinable call. The h2
 /// and h3 pools are boxed because they are several times larger and only their pointer is
 /// touched per call.
 pub(crate) enum Pool {
-    H1(h1::H1Pool),
+    Http1(Rc<SerialPool<Http1>>),
     H2(Box<mux::MuxPool<h2::H2>>),
     H3(Box<mux::MuxPool<h3::H3>>),
 }
@@ -53,50 +114,41 @@ impl Pool {
     /// The pool for endpoint `index`, with its pre-encoded requests (one per request-source
     /// entry). The runner builds request templates exactly when `cfg.protocol` is HTTP/2 or
     /// HTTP/3.
-    pub fn new(cfg: &EngineConfig, index: usize, requests: PoolRequests) -> Pool {
+    fn new(cfg: &EngineConfig, index: usize, requests: PoolRequests) -> Pool {
         match (cfg.protocol, requests) {
             (Protocol::Http3, PoolRequests::H2(t)) => {
                 Pool::H3(Box::new(mux::MuxPool::new(cfg, index, t)))
             }
             (_, PoolRequests::H2(t)) => Pool::H2(Box::new(mux::MuxPool::new(cfg, index, t))),
-            (_, PoolRequests::H1(r)) => Pool::H1(h1::H1Pool::new(cfg, index, r)),
-        }
-    }
-
-    /// Opens connections up front if asked (HTTP/1 only, as in Nighthawk: an h2 pool opens
-    /// connections as streams need them) and starts the pools' background tasks.
-    pub async fn start(ctx: &Rc<WorkerCtx>) {
-        for (i, p) in ctx.pools.iter().enumerate() {
-            if let Pool::H1(_) = p {
-                h1::start(ctx, i).await;
+            (_, PoolRequests::H1(r)) => {
+                let http1 = Http1::new(r, cfg.requests.latency_header());
+                Pool::Http1(Rc::new(SerialPool::new(cfg, index, http1)))
             }
         }
     }
 
     /// Starts the request now if a connection can carry it; otherwise hands it back.
     #[inline]
-    fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
+    fn try_start(&self, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
         match self {
-            Pool::H1(p) => p.try_start(ticket),
-            Pool::H2(p) => p.try_start(ctx, ticket),
-            Pool::H3(p) => p.try_start(ctx, ticket),
+            Pool::Http1(p) => p.try_start(pools, ticket),
+            Pool::H2(p) => p.try_start(pools, ticket),
+            Pool::H3(p) => p.try_start(pools, ticket),
         }
     }
 
-    /// The run is over: let idle connections close.
-    pub fn close(&self) {
+    fn close(&self) {
         match self {
-            Pool::H1(p) => p.close(),
+            Pool::Http1(p) => p.close(),
             Pool::H2(p) => p.close(),
             Pool::H3(p) => p.close(),
         }
     }
 
-    /// Adds what the pool counted outside the worker's counters (h2 socket bytes, h3 UDP
-    /// bytes of connections still open).
+    /// Adds what the pool counted outside the worker's counters.
     pub fn flush_counters(&self, counters: &mut Counters) {
         match self {
-            Pool::H1(_) => {}
+            Pool::Http1(_) => {}
             Pool::H2(p) => p.flush_counters(counters),
             Pool::H3(p) => p.flush_counters(counters),
         }
@@ -112,20 +164,20 @@ pub(crate) enum PoolRequests {
 /// Starts the request on the next endpoint in round-robin order that has capacity (or on its
 /// own endpoint, for a request bound to one).
 #[inline]
-fn try_start_any(ctx: &Rc<WorkerCtx>, mut ticket: Ticket) -> Result<(), Ticket> {
-    let n = ctx.pools.len();
+fn try_start_any(pools: &Rc<Pools>, mut ticket: Ticket) -> Result<(), Ticket> {
+    let n = pools.list.len();
     if n == 1 {
-        return ctx.pools[0].try_start(ctx, ticket);
+        return pools.list[0].try_start(pools, ticket);
     }
-    if let Some(ep) = ctx.cfg.requests.entries()[ticket.request as usize].endpoint() {
-        return ctx.pools[ep].try_start(ctx, ticket);
+    if let Some(ep) = pools.cfg.requests.entries()[ticket.request as usize].endpoint() {
+        return pools.list[ep].try_start(pools, ticket);
     }
-    let first = ctx.next_pool.get();
+    let first = pools.next.get();
     for k in 0..n {
         let i = (first + k) % n;
-        match ctx.pools[i].try_start(ctx, ticket) {
+        match pools.list[i].try_start(pools, ticket) {
             Ok(()) => {
-                ctx.next_pool.set((i + 1) % n);
+                pools.next.set((i + 1) % n);
                 return Ok(());
             }
             Err(t) => ticket = t,
@@ -135,13 +187,18 @@ fn try_start_any(ctx: &Rc<WorkerCtx>, mut ticket: Ticket) -> Result<(), Ticket> 
 }
 
 /// Gives the ticket to the pool, or queues it if the pending budget allows, or (open loop)
-/// drops it as overflow. `Err` hands the ticket back: closed loop must wait.
-pub(crate) fn try_dispatch(ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
-    // Queued requests were released first; a new one must not overtake them.
-    let ticket = if ctx.state.borrow().queue.is_empty() {
-        match try_start_any(ctx, ticket) {
+/// drops it as overflow. `Err` hands the ticket back: closed loop must wait. A session's
+/// request never makes the worker wait: it queues (a session has at most one request in
+/// flight, so the queue stays bounded by the live sessions).
+pub(crate) fn try_dispatch(pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
+    let cx = &pools.cx;
+    // Queued requests were released first; a new one must not overtake them, unless it has
+    // a connection of its own waiting for it.
+    let own = ticket.session.is_some_and(|s| s.own_connection);
+    let ticket = if own || cx.state.borrow().queue.is_empty() {
+        match try_start_any(pools, ticket) {
             Ok(()) => {
-                ctx.state.borrow_mut().outstanding += 1;
+                cx.state.borrow_mut().outstanding += 1;
                 return Ok(());
             }
             Err(t) => t,
@@ -149,17 +206,17 @@ pub(crate) fn try_dispatch(ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ti
     } else {
         ticket
     };
-    let mut st = ctx.state.borrow_mut();
-    if st.queue.len() < ctx.cfg.max_pending_requests as usize {
+    let mut st = cx.state.borrow_mut();
+    if st.queue.len() < pools.cfg.max_pending_requests as usize || ticket.session.is_some() {
         st.outstanding += 1;
         st.queue.push_back(ticket);
         st.counters.inc(Counter::RqPendingTotal);
         return Ok(());
     }
-    if ctx.cfg.open_loop {
+    if pools.cfg.open_loop {
         st.counters.inc(Counter::PoolOverflow);
         let st = &mut *st;
-        ctx.check_predicates(&mut st.counters);
+        cx.check_predicates(&mut st.counters);
         return Ok(());
     }
     Err(ticket)
@@ -167,33 +224,25 @@ pub(crate) fn try_dispatch(ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ti
 
 /// A pool gained capacity (a stream or connection finished): start queued requests while it
 /// can, then wake a blocked closed-loop pacer.
-pub(crate) fn capacity_freed(ctx: &Rc<WorkerCtx>) {
+pub(crate) fn capacity_freed(pools: &Rc<Pools>) {
+    let cx = &pools.cx;
     loop {
-        let Some(t) = ctx.state.borrow_mut().queue.pop_front() else { break };
-        if let Err(t) = try_start_any(ctx, t) {
-            ctx.state.borrow_mut().queue.push_front(t);
+        let Some(t) = cx.state.borrow_mut().queue.pop_front() else { break };
+        if let Err(t) = try_start_any(pools, t) {
+            cx.state.borrow_mut().queue.push_front(t);
             return;
         }
     }
-    if ctx.pacer_blocked.get() {
-        ctx.capacity.notify_one();
-    }
-}
-
-/// A request left the pool (answered, failed or abandoned).
-#[inline]
-pub(crate) fn request_finished(ctx: &WorkerCtx) {
-    let mut st = ctx.state.borrow_mut();
-    st.outstanding -= 1;
-    if st.outstanding == 0 {
-        ctx.drained.notify_one();
+    if cx.pacer_blocked.get() {
+        cx.capacity.notify_one();
     }
 }
 
 /// Records one answered request, identically for every protocol.
 #[inline]
-pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
-    let mut st = ctx.state.borrow_mut();
+pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
+    let cx = &pools.cx;
+    let mut st = cx.state.borrow_mut();
     crate::telemetry::record_response(&mut st, x);
     st.counters.inc(Counter::RqTotal);
     let s = &mut st.stats;
@@ -201,13 +250,21 @@ pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
     s.record(StatId::SendLateness, nanos(x.sent.saturating_duration_since(x.ticket.scheduled)));
     let service = nanos(x.done - x.sent);
     s.record(StatId::RequestToResponse, service);
-    s.record(StatId::latency_for_status(x.status), service);
     s.record(StatId::ScheduledToResponse, nanos(x.done - x.ticket.scheduled));
     s.record(StatId::SequencerCallback, nanos(x.done - x.ticket.released));
     s.record(StatId::ResponseHeaderSize, x.header_bytes);
     s.record(StatId::ResponseBodySize, x.body_bytes);
-    st.counters.inc(Counter::for_status(x.status));
-    st.status_codes.inc(x.status);
+    if let Some(status) = x.status {
+        st.stats.record(StatId::latency_for_status(status), service);
+        st.counters.inc(Counter::for_status(status));
+        st.status_codes.inc(status);
+        if pools.expectations {
+            let entry = &pools.cfg.requests.entries()[x.ticket.request as usize];
+            if entry.expect().is_some_and(|e| !e.contains(&status)) {
+                st.counters.inc(Counter::ExpectationMismatch);
+            }
+        }
+    }
     match x.origin {
         OriginLatency::Absent => {}
         OriginLatency::Ns(v) => st.stats.record(StatId::OriginLatency, v),
@@ -215,23 +272,18 @@ pub(crate) fn record_response(ctx: &WorkerCtx, x: &Exchange) {
         OriginLatency::Invalid => st.note_error(|| {
             format!(
                 "response header {} is no integer of nanoseconds: not recorded",
-                ctx.cfg.requests.latency_header().unwrap_or_default()
+                pools.cfg.requests.latency_header().unwrap_or_default()
             )
         }),
     }
-    if ctx.requests.expectations {
-        let entry = &ctx.cfg.requests.entries()[x.ticket.request as usize];
-        if entry.expect().is_some_and(|e| !e.contains(&x.status)) {
-            st.counters.inc(Counter::ExpectationMismatch);
-        }
-    }
     let st = &mut *st;
-    ctx.check_predicates(&mut st.counters);
+    cx.check_predicates(&mut st.counters);
 }
 
 /// Records a request that failed after it was sent (reset, protocol error, closed mid-way).
-pub(crate) fn record_failure(ctx: &WorkerCtx, protocol_error: bool, msg: impl FnOnce() -> String) {
-    let mut st = ctx.state.borrow_mut();
+pub(crate) fn record_failure(pools: &Pools, protocol_error: bool, msg: impl FnOnce() -> String) {
+    let cx = &pools.cx;
+    let mut st = cx.state.borrow_mut();
     crate::telemetry::record_failure(&mut st);
     st.counters.inc(Counter::RqTotal);
     if protocol_error {
@@ -240,25 +292,27 @@ pub(crate) fn record_failure(ctx: &WorkerCtx, protocol_error: bool, msg: impl Fn
     st.counters.inc(Counter::StreamResets);
     st.note_error(msg);
     let st = &mut *st;
-    ctx.check_predicates(&mut st.counters);
+    cx.check_predicates(&mut st.counters);
 }
 
 /// Records a request abandoned after `--timeout` without a complete response. Its stream is
 /// reset (h2/h3) or its connection closed (HTTP/1.1, whose framing is lost mid-response).
-pub(crate) fn record_timeout(ctx: &WorkerCtx) {
-    let mut st = ctx.state.borrow_mut();
+pub(crate) fn record_timeout(pools: &Pools) {
+    let cx = &pools.cx;
+    let mut st = cx.state.borrow_mut();
     st.counters.inc(Counter::RqTotal);
     st.counters.inc(Counter::RqTimeout);
-    let secs = ctx.cfg.timeout.as_secs_f64();
+    let secs = cx.request_timeout.as_secs_f64();
     st.note_error(|| format!("request timed out: no complete response within {secs}s"));
     let st = &mut *st;
-    ctx.check_predicates(&mut st.counters);
+    cx.check_predicates(&mut st.counters);
 }
 
 /// Records a request that never left because no connection could be opened.
-pub(crate) fn record_connection_failure(ctx: &WorkerCtx) {
-    let mut st = ctx.state.borrow_mut();
+pub(crate) fn record_connection_failure(pools: &Pools) {
+    let cx = &pools.cx;
+    let mut st = cx.state.borrow_mut();
     st.counters.inc(Counter::PoolConnectionFailure);
     let st = &mut *st;
-    ctx.check_predicates(&mut st.counters);
+    cx.check_predicates(&mut st.counters);
 }

@@ -19,6 +19,7 @@
 //! Each stream runs as its own local task.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -27,11 +28,11 @@ use http::{HeaderName, Request};
 use shrike_stats::{Counter, Counters};
 
 use super::{capacity_freed, record_connection_failure, record_failure, record_response};
-use super::{record_timeout, request_finished, Exchange, Pool};
+use super::{record_timeout, Exchange, Pool, Pools};
 use crate::config::EngineConfig;
 use crate::requests::h2::{latency_header_name, RequestTemplate};
 use crate::requests::OriginLatency;
-use crate::worker::{Ticket, WorkerCtx};
+use crate::schedule::Ticket;
 
 /// An answered request: status, header bytes, body bytes and the origin-latency header.
 pub(crate) type Answer = (u16, u64, u64, OriginLatency);
@@ -58,7 +59,7 @@ pub(crate) trait Mux: Sized + 'static {
 
     /// A connection's life: connect, then [`MuxPool::connected`] or
     /// [`MuxPool::connect_failed`], drive it until it ends, then [`MuxPool::disconnected`].
-    async fn connection_task(ctx: Rc<WorkerCtx>, conn: Rc<MuxConn<Self>>);
+    async fn connection_task(pools: Rc<Pools>, conn: Rc<MuxConn<Self>>);
 
     /// Sends one request and reads its response to the end. `sent` is set when the stream
     /// actually opens: waiting for the connection's stream credit is queueing, not service.
@@ -99,7 +100,7 @@ pub(crate) enum ConnState<S> {
 use ConnState::{Closed, Connecting, Ready};
 
 pub(crate) struct MuxConn<M: Mux> {
-    /// The endpoint's pool (`ctx.pools[pool]`) this connection belongs to.
+    /// The endpoint's pool (`pools.list[pool]`) this connection belongs to.
     pub pool: usize,
     pub state: RefCell<ConnState<M::Sender>>,
     /// Streams assigned and not finished.
@@ -136,6 +137,8 @@ pub(crate) struct MuxPool<M: Mux> {
     max_active: u32,
     max_streams: u32,
     max_conns: usize,
+    /// Connections owned by sessions, by session id.
+    sessions: RefCell<HashMap<u32, Rc<MuxConn<M>>>>,
     /// One per request-source entry.
     templates: Box<[RequestTemplate]>,
     /// The origin-latency header name, parsed once.
@@ -153,6 +156,7 @@ impl<M: Mux> MuxPool<M> {
             max_active: cfg.streams.max_active_requests.get(),
             max_streams: cfg.streams.max_concurrent_streams.get(),
             max_conns: cfg.connections.get() as usize,
+            sessions: RefCell::new(HashMap::new()),
             templates,
             latency_header: latency_header_name(cfg),
             closing: Cell::new(false),
@@ -161,30 +165,46 @@ impl<M: Mux> MuxPool<M> {
     }
 
     /// The pool a connection task of this protocol belongs to.
-    pub fn of(ctx: &WorkerCtx, index: usize) -> &Self {
-        match M::pool(&ctx.pools[index]) {
+    pub fn of(pools: &Pools, index: usize) -> &Self {
+        match M::pool(&pools.list[index]) {
             Some(p) => p,
             // Invariant: a protocol's tasks are only spawned by that protocol's pool.
             None => unreachable!("{} task in another protocol's pool", M::NAME),
         }
     }
 
-    /// Starts a stream on a connection with room, opening a connection if all are full.
-    pub fn try_start(&self, ctx: &Rc<WorkerCtx>, ticket: Ticket) -> Result<(), Ticket> {
-        if self.closing.get() || self.active.get() >= self.max_active {
+    /// Starts a stream on a connection with room, opening a connection if all are full. A
+    /// session with a connection of its own uses that one (opened for its first request),
+    /// outside the shared connections and the in-flight budget: it has one request in flight.
+    pub fn try_start(&self, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
+        if self.closing.get() {
+            return Err(ticket);
+        }
+        if let Some(s) = ticket.session.filter(|s| s.own_connection) {
+            let kept = self.sessions.borrow().get(&s.id).filter(|c| !c.retired.get()).cloned();
+            let conn = kept.unwrap_or_else(|| {
+                let c = self.open(pools, false);
+                self.sessions.borrow_mut().insert(s.id, c.clone());
+                c
+            });
+            self.assign(pools, &conn, ticket);
+            return Ok(());
+        }
+        if self.active.get() >= self.max_active {
             return Err(ticket);
         }
         let pick = self.conns.borrow().iter().find(|c| c.has_room(self.max_streams)).cloned();
         let conn = match pick {
             Some(c) => c,
-            None if self.conns.borrow().len() < self.max_conns => self.open(ctx),
+            None if self.conns.borrow().len() < self.max_conns => self.open(pools, true),
             None => return Err(ticket),
         };
-        self.assign(ctx, &conn, ticket);
+        self.assign(pools, &conn, ticket);
         Ok(())
     }
 
-    fn open(&self, ctx: &Rc<WorkerCtx>) -> Rc<MuxConn<M>> {
+    /// A new connection; `shared` ones take any stream, the others belong to one session.
+    fn open(&self, pools: &Rc<Pools>, shared: bool) -> Rc<MuxConn<M>> {
         let conn = Rc::new(MuxConn {
             pool: self.index,
             state: RefCell::new(Connecting(Vec::new())),
@@ -194,25 +214,30 @@ impl<M: Mux> MuxPool<M> {
             goaway: Cell::new(false),
             data: M::ConnData::default(),
         });
-        self.conns.borrow_mut().push(conn.clone());
-        tokio::task::spawn_local(M::connection_task(ctx.clone(), conn.clone()));
+        if shared {
+            self.conns.borrow_mut().push(conn.clone());
+        }
+        tokio::task::spawn_local(M::connection_task(pools.clone(), conn.clone()));
         conn
     }
 
-    fn assign(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<MuxConn<M>>, ticket: Ticket) {
+    fn assign(&self, pools: &Rc<Pools>, conn: &Rc<MuxConn<M>>, ticket: Ticket) {
         conn.active.set(conn.active.get() + 1);
         conn.started.set(conn.started.get() + 1);
         self.active.set(self.active.get() + 1);
-        if ctx.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get()) {
+        let shared = ticket.session.is_none_or(|s| !s.own_connection);
+        if shared
+            && pools.cfg.max_requests_per_connection.is_some_and(|m| conn.started.get() >= m.get())
+        {
             // Closed by us once its streams finish, as the h1 pool counts its recycling.
-            ctx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
+            pools.cx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
             self.retire(conn);
         }
         match &mut *conn.state.borrow_mut() {
             Connecting(waiting) => waiting.push(ticket),
             Ready(sender) => {
                 tokio::task::spawn_local(stream_task(
-                    ctx.clone(),
+                    pools.clone(),
                     conn.clone(),
                     sender.clone(),
                     ticket,
@@ -241,7 +266,7 @@ impl<M: Mux> MuxPool<M> {
     /// The connections stay listed so [`Mux::flush_counters`] can still reach them.
     pub fn close(&self) {
         self.closing.set(true);
-        for c in self.conns.borrow().iter() {
+        for c in self.conns.borrow().iter().chain(self.sessions.borrow().values()) {
             c.retired.set(true);
             *c.state.borrow_mut() = Closed;
         }
@@ -253,35 +278,37 @@ impl<M: Mux> MuxPool<M> {
 
     /// Takes the connections still listed (the end of the run).
     pub fn take_conns(&self) -> Vec<Rc<MuxConn<M>>> {
-        self.conns.take()
+        let mut conns = self.conns.take();
+        conns.extend(self.sessions.take().into_values());
+        conns
     }
 
     /// The handshake failed: every request that waited for this connection fails as a
     /// connection failure, as on the h1 path.
-    pub fn connect_failed(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<MuxConn<M>>) {
+    pub fn connect_failed(&self, pools: &Rc<Pools>, conn: &Rc<MuxConn<M>>) {
         let waiting = match conn.state.replace(Closed) {
             Connecting(w) => w,
             _ => Vec::new(),
         };
         self.retire(conn);
-        for _ in waiting {
+        for t in waiting {
             conn.active.set(conn.active.get() - 1);
             self.active.set(self.active.get() - 1);
-            record_connection_failure(ctx);
-            request_finished(ctx);
+            record_connection_failure(pools);
+            pools.cx.request_finished(&t);
         }
-        capacity_freed(ctx);
+        capacity_freed(pools);
     }
 
     /// The connection is ready: start the streams that waited for it.
-    pub fn connected(&self, ctx: &Rc<WorkerCtx>, conn: &Rc<MuxConn<M>>, sender: M::Sender) {
+    pub fn connected(&self, pools: &Rc<Pools>, conn: &Rc<MuxConn<M>>, sender: M::Sender) {
         let waiting = match conn.state.replace(Ready(sender.clone())) {
             Connecting(w) => w,
             // The run closed the pool during the handshake: nothing waits any more.
             _ => Vec::new(),
         };
         for t in waiting {
-            tokio::task::spawn_local(stream_task(ctx.clone(), conn.clone(), sender.clone(), t));
+            tokio::task::spawn_local(stream_task(pools.clone(), conn.clone(), sender.clone(), t));
         }
         if (conn.retired.get() && conn.active.get() == 0) || self.closing.get() {
             conn.state.replace(Closed);
@@ -298,9 +325,9 @@ impl<M: Mux> MuxPool<M> {
     }
 
     /// The server announced it is draining the connection (counted once per connection).
-    pub fn note_goaway(&self, ctx: &WorkerCtx, conn: &Rc<MuxConn<M>>) {
+    pub fn note_goaway(&self, pools: &Pools, conn: &Rc<MuxConn<M>>) {
         if !conn.goaway.replace(true) {
-            ctx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
+            pools.cx.state.borrow_mut().counters.inc(Counter::CxCloseNotify);
         }
         self.retire(conn);
     }
@@ -309,54 +336,59 @@ impl<M: Mux> MuxPool<M> {
 /// One request on one stream: the exchange (bounded by `--timeout`), then what it means for
 /// the run.
 async fn stream_task<M: Mux>(
-    ctx: Rc<WorkerCtx>,
+    pools: Rc<Pools>,
     conn: Rc<MuxConn<M>>,
     sender: M::Sender,
     ticket: Ticket,
 ) {
-    let p = MuxPool::<M>::of(&ctx, conn.pool);
+    let p = MuxPool::<M>::of(&pools, conn.pool);
     let mut sent = Instant::now();
-    let request = p.templates[ticket.request as usize].build(&ctx.requests);
+    let request = p.templates[ticket.request as usize].build(&pools.cx.renderer);
     // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
     let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
-    let result = tokio::time::timeout(ctx.cfg.timeout, exchange).await;
+    let result = tokio::time::timeout(pools.cfg.timeout, exchange).await;
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
     p.active.set(p.active.get() - 1);
-    if conn.retired.get() {
+    if let Some(s) = ticket.session.filter(|s| s.own_connection && s.last) {
+        // The session is over: its connection closes once its streams end.
+        p.sessions.borrow_mut().remove(&s.id);
+        p.retire(&conn);
+    } else if conn.retired.get() {
         p.retire(&conn);
     }
     match result {
         Err(_elapsed) => {
-            record_timeout(&ctx);
-            request_finished(&ctx);
+            record_timeout(&pools);
+            pools.cx.request_finished(&ticket);
         }
         Ok(Ok((status, header_bytes, body_bytes, origin))) => {
+            let status = Some(status);
             let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
-            record_response(&ctx, &x);
-            request_finished(&ctx);
+            record_response(&pools, &x);
+            pools.cx.request_finished(&ticket);
         }
         Ok(Err(f)) => {
             if f.goaway {
-                p.note_goaway(&ctx, &conn);
+                p.note_goaway(&pools, &conn);
             }
             // A stream the server refused was not processed: retry it once elsewhere rather
             // than count a server that is shedding connections gracefully as failing.
             let unprocessed = f.refused && !f.responded;
-            if unprocessed && ctx.stopping.get() {
+            if unprocessed && pools.cx.stopping.get() {
                 // The run is draining: nothing new is sent, and a refusal is no failure.
-                ctx.state.borrow_mut().counters.inc(Counter::RqCancelled);
-                request_finished(&ctx);
+                pools.cx.state.borrow_mut().counters.inc(Counter::RqCancelled);
+                pools.cx.request_finished(&ticket);
             } else if unprocessed && !ticket.retried {
                 let t = Ticket { retried: true, ..ticket };
-                if let Err(t) = p.try_start(&ctx, t) {
-                    ctx.state.borrow_mut().queue.push_front(t);
+                if let Err(t) = p.try_start(&pools, t) {
+                    pools.cx.state.borrow_mut().queue.push_front(t);
                 }
             } else {
-                record_failure(&ctx, f.protocol_error, || f.message);
-                request_finished(&ctx);
+                record_failure(&pools, f.protocol_error, || f.message);
+                pools.cx.request_finished(&ticket);
             }
         }
     }
-    capacity_freed(&ctx);
+    capacity_freed(&pools);
 }

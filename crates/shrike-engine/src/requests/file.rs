@@ -240,7 +240,7 @@ impl RawEntry {
         base: &Path,
         endpoints: &[Target],
         defaults: &[(String, String)],
-    ) -> Result<RequestSpec, String> {
+    ) -> Result<RequestSpec, FileError> {
         let mut headers = self.headers.unwrap_or_default().0;
         for (k, v) in defaults {
             if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)) {
@@ -248,31 +248,36 @@ impl RawEntry {
             }
         }
         let method = self.method.as_deref().unwrap_or("GET");
-        let mut spec = RequestSpec::try_new(method, headers, 0).map_err(|e| e.to_string())?;
+        let mut spec =
+            RequestSpec::try_new(method, headers, 0).map_err(|e| FileError(e.to_string()))?;
         let bodies = [self.body.is_some(), self.body_file.is_some(), self.json.is_some()]
             .iter()
             .filter(|b| **b)
             .count();
         if bodies > 1 {
-            return Err("give one of body, body_file and json".into());
+            return Err(FileError("give one of body, body_file and json".into()));
         }
         if let Some(b) = self.body {
-            spec = spec.with_body(Body::Text(b.into())).map_err(|e| e.to_string())?;
+            spec = spec.with_body(Body::Text(b.into())).map_err(|e| FileError(e.to_string()))?;
         }
         if let Some(f) = self.body_file {
             let p = if f.is_absolute() { f } else { base.join(f) };
             let bytes = std::fs::read(&p)
-                .map_err(|e| format!("cannot read body_file {}: {e}", p.display()))?;
-            spec = spec.with_body(Body::Bytes(Arc::from(bytes))).map_err(|e| e.to_string())?;
+                .map_err(|e| FileError(format!("cannot read body_file {}: {e}", p.display())))?;
+            spec = spec
+                .with_body(Body::Bytes(Arc::from(bytes)))
+                .map_err(|e| FileError(e.to_string()))?;
         }
         if let Some(j) = self.json {
-            spec = json_body(spec, &j.to_string()).map_err(|e| e.0)?;
+            spec = json_body(spec, &j.to_string())?;
         }
         match (self.path, self.url) {
-            (Some(_), Some(_)) => return Err("give either path or url, not both".into()),
-            (Some(p), None) => spec = spec.with_path(&p).map_err(|e| e.to_string())?,
+            (Some(_), Some(_)) => {
+                return Err(FileError("give either path or url, not both".into()))
+            }
+            (Some(p), None) => spec = spec.with_path(&p).map_err(|e| FileError(e.to_string()))?,
             (None, Some(u)) => {
-                let t = Target::parse_unresolved(&u).map_err(|e| e.to_string())?;
+                let t = Target::parse_unresolved(&u).map_err(|e| FileError(e.to_string()))?;
                 let i = endpoints
                     .iter()
                     .position(|ep| {
@@ -280,12 +285,13 @@ impl RawEntry {
                     })
                     .ok_or_else(|| {
                         let list: Vec<String> = endpoints.iter().map(Target::url).collect();
-                        format!(
+                        FileError(format!(
                             "url {u} is not one of the run's endpoints ({}): a request list may only name endpoints given on the command line",
                             list.join(", ")
-                        )
+                        ))
                     })?;
-                spec = spec.with_path(&t.path).map_err(|e| e.to_string())?.with_endpoint(i);
+                spec =
+                    spec.with_path(&t.path).map_err(|e| FileError(e.to_string()))?.with_endpoint(i);
             }
             (None, None) => {}
         }
@@ -293,11 +299,11 @@ impl RawEntry {
             let list = match e.status {
                 Statuses::One(s) => vec![s],
                 Statuses::Many(v) if v.is_empty() => {
-                    return Err("expect.status must list at least one status".into())
+                    return Err(FileError("expect.status must list at least one status".into()))
                 }
                 Statuses::Many(v) => v,
             };
-            spec = spec.with_expect(list).map_err(|e| e.to_string())?;
+            spec = spec.with_expect(list).map_err(|e| FileError(e.to_string()))?;
         }
         Ok(spec)
     }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 
 use super::template::Template;
-use super::{OriginLatency, RequestCursor};
+use super::{OriginLatency, Renderer};
 use crate::config::{Body, EngineConfig, RequestSpec};
 use crate::target::{Scheme, Target};
 
@@ -38,13 +38,19 @@ struct Dynamic {
 const CONNECTION_HEADERS: &[&str] =
     &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
 
+/// A request that cannot be sent over HTTP/2 or HTTP/3 (a header h2 forbids, a method that is
+/// no token); found once, when the run is prepared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidRequest(String);
+
 impl RequestTemplate {
     /// Builds the template. A `host` header becomes the `:authority`, as h2 requires.
     /// Templated parts are checked here (every `{{choice:…}}` option must be valid where it
     /// goes) so that rendering never fails at run time.
-    pub fn new(target: &Target, spec: &RequestSpec) -> Result<RequestTemplate, String> {
+    pub fn new(target: &Target, spec: &RequestSpec) -> Result<RequestTemplate, InvalidRequest> {
         let method = Method::from_bytes(spec.method().as_bytes())
-            .map_err(|e| format!("request method {:?}: {e}", spec.method()))?;
+            .map_err(|e| InvalidRequest(format!("request method {:?}: {e}", spec.method())))?;
         let mut authority = target.authority.clone();
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -62,12 +68,16 @@ impl RequestTemplate {
                 continue;
             }
             let name = HeaderName::from_bytes(lower.as_bytes())
-                .map_err(|e| format!("request header {k:?}: {e}"))?;
-            let t = Template::parse(v).map_err(|e| format!("request header {k:?}: {e}"))?;
+                .map_err(|e| InvalidRequest(format!("request header {k:?}: {e}")))?;
+            let t = Template::parse(v)
+                .map_err(|e| InvalidRequest(format!("request header {k:?}: {e}")))?;
             if t.has_placeholders() {
                 for o in t.choice_options() {
                     HeaderValue::from_bytes(o).map_err(|e| {
-                        format!("request header {k:?} choice {:?}: {e}", String::from_utf8_lossy(o))
+                        InvalidRequest(format!(
+                            "request header {k:?} choice {:?}: {e}",
+                            String::from_utf8_lossy(o)
+                        ))
                     })?;
                 }
                 if name == http::header::USER_AGENT {
@@ -77,7 +87,7 @@ impl RequestTemplate {
                 continue;
             }
             let value = HeaderValue::from_bytes(v.as_bytes())
-                .map_err(|e| format!("request header {k:?} value {v:?}: {e}"))?;
+                .map_err(|e| InvalidRequest(format!("request header {k:?} value {v:?}: {e}")))?;
             if name == http::header::USER_AGENT {
                 headers.insert(name, value);
             } else {
@@ -96,12 +106,16 @@ impl RequestTemplate {
             Scheme::Https => "https",
         };
         let path = spec.path().unwrap_or(&target.path);
-        let path_t = Template::parse(path).map_err(|e| format!("request path {path:?}: {e}"))?;
+        let path_t = Template::parse(path)
+            .map_err(|e| InvalidRequest(format!("request path {path:?}: {e}")))?;
         for o in path_t.choice_options() {
             let mut p = b"/".to_vec();
             p.extend_from_slice(o);
             http::uri::PathAndQuery::try_from(p).map_err(|e| {
-                format!("request path {path:?} choice {:?}: {e}", String::from_utf8_lossy(o))
+                InvalidRequest(format!(
+                    "request path {path:?} choice {:?}: {e}",
+                    String::from_utf8_lossy(o)
+                ))
             })?;
         }
         let fixed_path = if path_t.has_placeholders() {
@@ -114,7 +128,9 @@ impl RequestTemplate {
             .authority(authority.as_str())
             .path_and_query(fixed_path.as_str())
             .build()
-            .map_err(|e| format!("request URI {scheme}://{authority}{path}: {e}"))?;
+            .map_err(|e| {
+                InvalidRequest(format!("request URI {scheme}://{authority}{path}: {e}"))
+            })?;
         let path_t = path_t.has_placeholders().then_some(path_t);
         let dynamic =
             (path_t.is_some() || body_t.is_some() || !dynamic_headers.is_empty()).then(|| {
@@ -142,12 +158,12 @@ impl RequestTemplate {
     }
 
     /// The request and body to send next: the fixed ones, or a fresh rendering.
-    pub(crate) fn build(&self, cursor: &RequestCursor) -> (Request<()>, Bytes) {
+    pub(crate) fn build(&self, renderer: &Renderer) -> (Request<()>, Bytes) {
         let Some(d) = &self.dynamic else {
             return (self.request(), self.body.clone());
         };
         let mut r = self.request();
-        let mut cx = cursor.render_cx();
+        let mut cx = renderer.render_cx();
         if let Some(p) = &d.path {
             let mut buf = Vec::new();
             p.render(&mut buf, &mut cx);

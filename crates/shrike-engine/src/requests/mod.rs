@@ -32,7 +32,7 @@ use std::cell::Cell;
 use std::num::NonZeroU64;
 use std::rc::Rc;
 
-use crate::config::{EngineConfig, RequestSpec};
+use crate::config::RequestSpec;
 use crate::target::Target;
 use template::{RenderCx, Rng, Template};
 
@@ -103,36 +103,24 @@ impl RequestSource {
     }
 }
 
-/// A worker's walk over the request source: which entry comes next, how many were issued, and
-/// the state templates render from. Cells only: the worker is single-threaded.
+/// A worker's walk over the request source: which entry comes next and how many were issued.
+/// Cells only: the worker is single-threaded.
 #[derive(Debug)]
 pub(crate) struct RequestCursor {
     next: Cell<u32>,
     len: u32,
     issued: Cell<u64>,
     limit: u64,
-    /// Requests rendered so far by this worker.
-    rendered: Cell<u64>,
-    worker: u64,
-    workers: u64,
-    rng: Rng,
-    /// Whether any entry has expectations (skips the lookup per response otherwise).
-    pub expectations: bool,
 }
 
 impl RequestCursor {
-    pub fn new(worker: usize, cfg: &EngineConfig, seed: u64) -> RequestCursor {
-        let len = u32::try_from(cfg.requests.entries.len()).unwrap_or(u32::MAX).max(1);
+    pub fn new(worker: usize, source: &RequestSource) -> RequestCursor {
+        let len = u32::try_from(source.entries.len()).unwrap_or(u32::MAX).max(1);
         RequestCursor {
             next: Cell::new((worker as u64 % u64::from(len)) as u32),
             len,
             issued: Cell::new(0),
-            limit: cfg.requests.limit.map_or(u64::MAX, NonZeroU64::get),
-            rendered: Cell::new(0),
-            worker: worker as u64,
-            workers: cfg.workers.get() as u64,
-            rng: Rng::new(seed),
-            expectations: cfg.requests.entries.iter().any(|e| e.expect().is_some()),
+            limit: source.limit.map_or(u64::MAX, NonZeroU64::get),
         }
     }
 
@@ -151,9 +139,36 @@ impl RequestCursor {
         Some(i)
     }
 
+    /// Whether the worker's request limit (`num_requests`) is spent.
+    pub fn spent(&self) -> bool {
+        self.issued.get() >= self.limit
+    }
+
     /// The entry [`RequestCursor::next`] would return, without taking it (the warm-up request).
     pub fn peek(&self) -> u32 {
         self.next.get()
+    }
+}
+
+/// The state templates render from: sequence numbers unique across the run, the worker's
+/// index, and a random source.
+#[derive(Debug)]
+pub(crate) struct Renderer {
+    /// Requests rendered so far by this worker.
+    rendered: Cell<u64>,
+    worker: u64,
+    workers: u64,
+    rng: Rng,
+}
+
+impl Renderer {
+    pub fn new(worker: usize, workers: usize, seed: u64) -> Renderer {
+        Renderer {
+            rendered: Cell::new(0),
+            worker: worker as u64,
+            workers: workers as u64,
+            rng: Rng::new(seed),
+        }
     }
 
     /// The rendering context of one new request: it takes the next sequence number.

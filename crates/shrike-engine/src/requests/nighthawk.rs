@@ -120,7 +120,7 @@ struct NhKv {
 }
 
 impl NhOptions {
-    fn into_spec(self, defaults: &[(String, String)]) -> Result<RequestSpec, String> {
+    fn into_spec(self, defaults: &[(String, String)]) -> Result<RequestSpec, FileError> {
         let mut method = self.request_method.unwrap_or_else(|| "GET".into());
         let mut path = None;
         let mut headers = Vec::new();
@@ -141,18 +141,25 @@ impl NhOptions {
         let size = match self.request_body_size {
             None => 0,
             Some(s) => s.0.parse::<u32>().map_err(|_| {
-                format!("request_body_size must be an integer up to {}, got {:?}", u32::MAX, s.0)
+                FileError(format!(
+                    "request_body_size must be an integer up to {}, got {:?}",
+                    u32::MAX,
+                    s.0
+                ))
             })?,
         };
-        let mut spec = RequestSpec::try_new(&method, headers, size).map_err(|e| e.to_string())?;
+        let mut spec =
+            RequestSpec::try_new(&method, headers, size).map_err(|e| FileError(e.to_string()))?;
         if let Some(j) = self.json_body {
             if size > 0 {
-                return Err("give either request_body_size or json_body, not both".into());
+                return Err(FileError(
+                    "give either request_body_size or json_body, not both".into(),
+                ));
             }
-            spec = json_body(spec, &j).map_err(|e| e.0)?;
+            spec = json_body(spec, &j)?;
         }
         if let Some(p) = path {
-            spec = spec.with_path(&p).map_err(|e| e.to_string())?;
+            spec = spec.with_path(&p).map_err(|e| FileError(e.to_string()))?;
         }
         Ok(spec)
     }

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use shrike_stats::{Counter, Counters, Statistic, StatusCodes};
 
-use crate::pool::{Exchange, Pool};
-use crate::worker::{nanos, WorkerCtx, WorkerState};
+use crate::pool::cx::WorkerState;
+use crate::pool::{Exchange, Pool, Pools};
+use crate::worker::nanos;
 
 /// One worker's contribution to one tick.
 #[derive(Debug)]
@@ -115,10 +116,10 @@ impl Recorder {
 /// Starts sampling on this worker: `start` is the run start every worker shares. Counters
 /// counted before it (prefetched connections) go to the first tick, so the series sums to the
 /// totals.
-pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
+pub(crate) fn attach(pools: &Rc<Pools>, link: Link, start: Instant) {
     let tick = link.tick;
-    let no_roll_from = ctx.cfg.duration.map(|d| start + d.saturating_sub(tick / 20));
-    ctx.state.borrow_mut().interval = Some(Box::new(Recorder {
+    let no_roll_from = pools.cfg.duration.map(|d| start + d.saturating_sub(tick / 20));
+    pools.cx.state.borrow_mut().interval = Some(Box::new(Recorder {
         link,
         start,
         index: 0,
@@ -131,17 +132,17 @@ pub(crate) fn attach(ctx: &Rc<WorkerCtx>, link: Link, start: Instant) {
     }));
     // Ships ticks in which no response completed (an idle or stalled target still gets its
     // zero rows). Dropped with the worker's LocalSet.
-    let ctx = ctx.clone();
+    let pools = pools.clone();
     tokio::task::spawn_local(async move {
         let mut boundary = start + tick;
         loop {
             tokio::time::sleep_until(boundary.into()).await;
             let now = Instant::now();
-            let mut st = ctx.state.borrow_mut();
+            let mut st = pools.cx.state.borrow_mut();
             let st = &mut *st;
             let Some(r) = st.interval.as_deref_mut() else { return };
             // h2 socket bytes are kept outside the counters; fold them in per tick.
-            for p in ctx.pools.iter() {
+            for p in pools.list.iter() {
                 if let Pool::H2(p) = p {
                     p.flush_counters(&mut st.counters);
                 }

@@ -1,0 +1,157 @@
+//! What a pool and a protocol may touch of their worker: its recorder (statistics, counters,
+//! status codes, errors), the queue of released requests and its capacity and drain
+//! notifiers, the stop flag, the connect options and timeouts, and the template state. Not the
+//! schedule, not the pacer, not the run's configuration: a protocol can be driven with a
+//! `PoolCx` of its own, and the worker loop is the only one that knows how requests are timed.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use shrike_spec::{Predicate, PredicateKind};
+use shrike_stats::{Counter, Counters, Stats, StatusCodes, Termination};
+use tokio::sync::Notify;
+
+use crate::config::Protocol;
+use crate::requests::Renderer;
+use crate::schedule::Ticket;
+use crate::stop::StopHandle;
+
+/// Distinct error messages are kept (with counts) so a failed run can say what went wrong;
+/// bounded so a misbehaving server cannot grow memory.
+const MAX_DISTINCT_ERRORS: usize = 32;
+
+/// A worker's measurements and its queue. Borrowed briefly, never across an `.await`.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerState {
+    pub stats: Stats,
+    pub counters: Counters,
+    pub status_codes: StatusCodes,
+    /// Released requests waiting for a connection (bounded by `max_pending_requests`, or by
+    /// the number of live sessions for session requests).
+    pub queue: VecDeque<Ticket>,
+    /// Requests assigned or queued and not yet finished.
+    pub outstanding: usize,
+    pub errors: BTreeMap<String, u64>,
+    /// The live-telemetry recorder; `None` (one untaken branch per response) without telemetry.
+    pub interval: Option<Box<crate::telemetry::recorder::Recorder>>,
+}
+
+impl WorkerState {
+    /// Counts an error by its message. The message is built only when the error is new or
+    /// the summary has room, never for the 33rd distinct kind onward.
+    pub fn note_error(&mut self, msg: impl FnOnce() -> String) {
+        if self.errors.len() >= MAX_DISTINCT_ERRORS {
+            let msg = msg();
+            let key = if self.errors.contains_key(&msg) { msg } else { "(other errors)".into() };
+            *self.errors.entry(key).or_default() += 1;
+            return;
+        }
+        *self.errors.entry(msg()).or_default() += 1;
+    }
+}
+
+/// How connections are opened.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnectOptions {
+    /// Connect (and TLS handshake) timeout.
+    pub timeout: Duration,
+    /// Source address for outgoing connections.
+    pub bind_address: Option<IpAddr>,
+    /// What ALPN must agree on over TLS.
+    pub protocol: Protocol,
+}
+
+/// The narrow context pools and protocols work in. Single-threaded: cells, never locks.
+pub(crate) struct PoolCx {
+    pub state: RefCell<WorkerState>,
+    /// Signalled when a connection goes idle while the pacer is blocked (closed loop).
+    pub capacity: Notify,
+    pub pacer_blocked: Cell<bool>,
+    /// Signalled when `outstanding` drops to zero.
+    pub drained: Notify,
+    /// Sessions whose request finished since the worker loop last looked, and the signal
+    /// that there are some.
+    pub finished_sessions: RefCell<Vec<u32>>,
+    pub session_finished: Notify,
+    /// Wakes the worker loop when the run is stopping.
+    pub wake: Notify,
+    /// No new requests are released once set.
+    pub stopping: Cell<bool>,
+    pub stop: StopHandle,
+    pub connect: ConnectOptions,
+    /// A request unanswered this long is abandoned (`upstream_rq_timeout`).
+    pub request_timeout: Duration,
+    /// Template state shared by every pool of the worker (sequence numbers stay unique).
+    pub renderer: Renderer,
+    predicates: Box<[Predicate]>,
+}
+
+impl PoolCx {
+    pub fn new(
+        stop: StopHandle,
+        connect: ConnectOptions,
+        request_timeout: Duration,
+        renderer: Renderer,
+        predicates: &[Predicate],
+    ) -> PoolCx {
+        PoolCx {
+            state: RefCell::new(WorkerState::default()),
+            capacity: Notify::new(),
+            pacer_blocked: Cell::new(false),
+            drained: Notify::new(),
+            finished_sessions: RefCell::new(Vec::new()),
+            session_finished: Notify::new(),
+            wake: Notify::new(),
+            stopping: Cell::new(false),
+            stop,
+            connect,
+            request_timeout,
+            renderer,
+            predicates: predicates.into(),
+        }
+    }
+
+    /// Evaluates predicates after a counter changed; the first to fire stops the whole run.
+    pub fn check_predicates(&self, counters: &mut Counters) {
+        if self.stopping.get() {
+            return;
+        }
+        let Some(p) = self.predicates.iter().find(|p| p.fired(counters)) else {
+            return;
+        };
+        let reason = match p.kind {
+            PredicateKind::Failure => {
+                counters.inc(Counter::SequencerFailedTerminations);
+                Termination::FailurePredicate(p.describe())
+            }
+            PredicateKind::Termination => {
+                counters.inc(Counter::SequencerTerminations);
+                Termination::TerminationPredicate(p.describe())
+            }
+        };
+        self.stop.request(reason);
+        self.begin_stopping();
+    }
+
+    pub fn begin_stopping(&self) {
+        if !self.stopping.replace(true) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// A request left the pools (answered, failed or abandoned): its session may go on.
+    #[inline]
+    pub fn request_finished(&self, ticket: &Ticket) {
+        if let Some(s) = ticket.session {
+            self.finished_sessions.borrow_mut().push(s.id);
+            self.session_finished.notify_one();
+        }
+        let mut st = self.state.borrow_mut();
+        st.outstanding -= 1;
+        if st.outstanding == 0 {
+            self.drained.notify_one();
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The serial pool: connections that carry one exchange at a time, for any [`Protocol`]
+//! (HTTP/1.1 today; replay's raw TCP and MySQL next). Up to `connections` shared connections
+//! per worker open lazily (or up front with prefetch); idle ones are reused most recently used
+//! first by default, so a lightly loaded run keeps few sockets hot, or least recently used first
+//! to spread requests over every connection.
+//!
+//! A session that wants a connection of its own (replay's captured TCP connection) gets one
+//! outside the shared set: opened for its first request, used for each of its requests in
+//! turn, closed after its last. A session has one request in flight at a time, so its
+//! connection is always free when its next request comes.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU64;
+use std::rc::Rc;
+use std::time::Instant;
+
+use shrike_stats::Counter;
+use tokio::sync::Notify;
+
+use super::{record_connection_failure, record_failure, record_response, record_timeout};
+use super::{Exchange, Pools};
+use crate::config::{EngineConfig, H1Reuse};
+use crate::protocol::{After, FailureClass, Io, Protocol};
+use crate::schedule::Ticket;
+
+/// Where the pacer hands a request to one specific connection.
+#[derive(Debug, Default)]
+struct Slot {
+    ticket: Cell<Option<Ticket>>,
+    notify: Notify,
+}
+
+pub(crate) struct SerialPool<P: Protocol> {
+    /// Which endpoint (`cfg.endpoints[index]`) this pool connects to.
+    index: usize,
+    protocol: P,
+    slots: Box<[Rc<Slot>]>,
+    /// Idle shared slots; the most recently used is at the back.
+    idle: RefCell<VecDeque<usize>>,
+    reuse: H1Reuse,
+    max_requests_per_connection: Option<NonZeroU64>,
+    prefetch: bool,
+    /// Connections owned by sessions, by session id.
+    sessions: RefCell<HashMap<u32, Rc<Slot>>>,
+    /// Connections exit once set.
+    closing: Cell<bool>,
+}
+
+/// An open connection and how many exchanges it carried.
+struct Open<C> {
+    conn: C,
+    served: u64,
+}
+
+/// Whose connection a task serves.
+#[derive(Clone, Copy)]
+enum Owner {
+    /// Shared slot `id`.
+    Shared(usize),
+    /// The connection of session `id`.
+    Session(u32),
+}
+
+impl<P: Protocol> SerialPool<P> {
+    pub fn new(cfg: &EngineConfig, index: usize, protocol: P) -> SerialPool<P> {
+        let connections = cfg.connections.get() as usize;
+        let reuse = cfg.h1_reuse;
+        // Either way, slot 0 is the first connection used.
+        let idle = match reuse {
+            H1Reuse::Mru => (0..connections).rev().collect(),
+            H1Reuse::Lru => (0..connections).collect(),
+        };
+        SerialPool {
+            index,
+            protocol,
+            slots: (0..connections).map(|_| Rc::new(Slot::default())).collect(),
+            idle: RefCell::new(idle),
+            reuse,
+            max_requests_per_connection: cfg.max_requests_per_connection,
+            prefetch: cfg.prefetch_connections,
+            sessions: RefCell::new(HashMap::new()),
+            closing: Cell::new(false),
+        }
+    }
+
+    /// Gives the ticket to an idle connection (or its session's own), if there is one.
+    #[inline]
+    pub fn try_start(self: &Rc<Self>, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
+        if let Some(s) = ticket.session.filter(|s| s.own_connection) {
+            let slot = self.sessions.borrow().get(&s.id).cloned();
+            let slot = slot.unwrap_or_else(|| {
+                let slot = Rc::new(Slot::default());
+                self.sessions.borrow_mut().insert(s.id, slot.clone());
+                let owner = Owner::Session(s.id);
+                let task = connection_task(pools.clone(), self.clone(), slot.clone(), None, owner);
+                tokio::task::spawn_local(task);
+                slot
+            });
+            slot.ticket.set(Some(ticket));
+            slot.notify.notify_one();
+            return Ok(());
+        }
+        let mut idle = self.idle.borrow_mut();
+        let next = match self.reuse {
+            H1Reuse::Mru => idle.pop_back(),
+            H1Reuse::Lru => idle.pop_front(),
+        };
+        drop(idle);
+        let Some(id) = next else { return Err(ticket) };
+        self.slots[id].ticket.set(Some(ticket));
+        self.slots[id].notify.notify_one();
+        Ok(())
+    }
+
+    pub fn close(&self) {
+        self.closing.set(true);
+        for s in self.slots.iter().chain(self.sessions.borrow().values()) {
+            s.notify.notify_one();
+        }
+    }
+
+    /// Opens every shared connection first if `--prefetch-connections`, then starts one task
+    /// per shared slot.
+    pub async fn start(self: &Rc<Self>, pools: &Rc<Pools>) {
+        let n = self.slots.len();
+        let initial: Vec<Option<Open<P::Conn>>> = if self.prefetch {
+            let handles: Vec<_> = (0..n)
+                .map(|_| {
+                    let (pools, pool) = (pools.clone(), self.clone());
+                    tokio::task::spawn_local(async move { pool.connect(&pools).await })
+                })
+                .collect();
+            let mut out = Vec::with_capacity(n);
+            for h in handles {
+                out.push(h.await.ok().flatten());
+            }
+            out
+        } else {
+            (0..n).map(|_| None).collect()
+        };
+        for (id, conn) in initial.into_iter().enumerate() {
+            let slot = self.slots[id].clone();
+            let task = connection_task(pools.clone(), self.clone(), slot, conn, Owner::Shared(id));
+            tokio::task::spawn_local(task);
+        }
+    }
+
+    async fn connect(&self, pools: &Pools) -> Option<Open<P::Conn>> {
+        let endpoint = &pools.cfg.endpoints[self.index];
+        let conn = self.protocol.connect(&pools.cx, endpoint).await?;
+        pools.cx.state.borrow_mut().counters.inc(P::CONNECTION_COUNTER);
+        Some(Open { conn, served: 0 })
+    }
+}
+
+/// One connection's life: wait for a ticket, serve it, then (shared connections) take the next
+/// queued one or go idle, or (a session's) wait for the session's next request until its last.
+async fn connection_task<P: Protocol>(
+    pools: Rc<Pools>,
+    pool: Rc<SerialPool<P>>,
+    slot: Rc<Slot>,
+    mut conn: Option<Open<P::Conn>>,
+    owner: Owner,
+) {
+    loop {
+        let mut ticket = loop {
+            if let Some(t) = slot.ticket.take() {
+                break t;
+            }
+            if pool.closing.get() {
+                return;
+            }
+            slot.notify.notified().await;
+        };
+        loop {
+            serve(&pools, &pool, &mut conn, ticket, matches!(owner, Owner::Shared(_))).await;
+            pools.cx.request_finished(&ticket);
+            let id = match owner {
+                Owner::Session(s) => {
+                    if ticket.session.is_some_and(|s| s.last) {
+                        pool.sessions.borrow_mut().remove(&s);
+                        return;
+                    }
+                    break;
+                }
+                Owner::Shared(id) => id,
+            };
+            // Taking the next queued request here, on this connection, is the hot path under
+            // load: no wake-up of another task, no pool search.
+            if let Some(next) = pools.cx.state.borrow_mut().queue.pop_front() {
+                ticket = next;
+                continue;
+            }
+            pool.idle.borrow_mut().push_back(id);
+            if pools.cx.pacer_blocked.get() {
+                pools.cx.capacity.notify_one();
+            }
+            break;
+        }
+    }
+}
+
+/// Serves one request on this connection (connecting first if needed) and records it.
+/// `limit` applies `max_requests_per_connection` (shared connections only: a session keeps
+/// its connection for its life).
+async fn serve<P: Protocol>(
+    pools: &Pools,
+    pool: &SerialPool<P>,
+    conn: &mut Option<Open<P::Conn>>,
+    ticket: Ticket,
+    limit: bool,
+) {
+    let cx = &pools.cx;
+    let mut retried = false;
+    loop {
+        let reused = conn.is_some();
+        if conn.is_none() {
+            *conn = pool.connect(pools).await;
+        }
+        let Some(open) = conn.as_mut() else {
+            record_connection_failure(pools);
+            return;
+        };
+        let mut io = Io::new();
+        let exchange = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io);
+        let result = tokio::time::timeout(cx.request_timeout, exchange).await;
+        let done = Instant::now();
+        let mut st = cx.state.borrow_mut();
+        st.counters.add(Counter::CxRxBytesTotal, io.rx);
+        st.counters.add(Counter::CxTxBytesTotal, io.tx);
+        let Ok(result) = result else {
+            // Mid-exchange, the connection's framing is lost: close it.
+            st.counters.inc(Counter::CxDestroyLocal);
+            drop(st);
+            *conn = None;
+            record_timeout(pools);
+            return;
+        };
+        match result {
+            Ok(answer) => {
+                open.served += 1;
+                let limit_hit = limit
+                    && pool.max_requests_per_connection.is_some_and(|m| open.served >= m.get());
+                match answer.then {
+                    After::Desync => {
+                        st.counters.inc(Counter::CxProtocolError);
+                        st.note_error(|| "server sent bytes beyond the response".into());
+                        st.counters.inc(Counter::CxDestroyRemote);
+                        *conn = None;
+                    }
+                    // The server announced the close (`connection: close`), as Envoy counts
+                    // it; the h2 pool counts GOAWAY here too.
+                    After::Closed => {
+                        st.counters.inc(Counter::CxCloseNotify);
+                        st.counters.inc(Counter::CxDestroyRemote);
+                        *conn = None;
+                    }
+                    After::Keep if limit_hit => {
+                        st.counters.inc(Counter::CxDestroyLocal);
+                        *conn = None;
+                    }
+                    After::Keep => {}
+                }
+                drop(st);
+                let x = Exchange {
+                    ticket,
+                    sent: io.sent,
+                    done,
+                    status: answer.status,
+                    header_bytes: answer.header_bytes,
+                    body_bytes: answer.body_bytes,
+                    origin: answer.origin,
+                };
+                record_response(pools, &x);
+                return;
+            }
+            // The server closed an idle keep-alive connection just as we reused it: nothing of
+            // the request was processed, so retry once on a fresh connection, as browsers and
+            // Envoy do. Not a failure of the server under test.
+            Err(f) if f.class == FailureClass::Unanswered && reused && !retried => {
+                st.counters.inc(Counter::CxDestroyRemote);
+                *conn = None;
+                retried = true;
+            }
+            Err(f) => {
+                st.counters.inc(Counter::CxDestroyRemote);
+                drop(st);
+                *conn = None;
+                let protocol_error = f.class == FailureClass::Protocol;
+                record_failure(pools, protocol_error, || f.error.to_string());
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! HTTP/1.1 as a [`Protocol`]: requests encoded once (or rendered per request into the
+//! connection's own buffer when templated), responses read in place by the hand-written codec
+//! ([`crate::h1`]), one exchange at a time per connection.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use shrike_stats::Counter;
+use tokio::io::AsyncWriteExt;
+
+use super::{After, Answer, Failure, FailureClass, Io, Protocol};
+use crate::config::Endpoint;
+use crate::h1::{ReadError, ResponseReader};
+use crate::pool::cx::PoolCx;
+use crate::requests::{H1Entry, H1Request};
+use crate::transport::{self, Transport};
+
+/// HTTP/1.1 to one endpoint, with its pre-encoded requests (one per request-source entry).
+pub(crate) struct Http1 {
+    requests: Box<[H1Entry]>,
+    latency_header: Option<Rc<[u8]>>,
+}
+
+impl Http1 {
+    pub fn new(requests: Box<[H1Entry]>, latency_header: Option<&str>) -> Http1 {
+        Http1 { requests, latency_header: latency_header.map(|h| Rc::from(h.as_bytes())) }
+    }
+}
+
+/// An open HTTP/1.1 connection and its reusable buffers.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    stream: Transport,
+    reader: ResponseReader,
+    /// Templated requests render here (the request, and scratch for its body); reused.
+    out: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl Protocol for Http1 {
+    type Conn = Conn;
+    type Error = ReadError;
+    const CONNECTION_COUNTER: Counter = Counter::CxHttp1Total;
+
+    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
+        let stream = transport::connect(cx, endpoint).await?;
+        let reader = ResponseReader::new().with_latency_header(self.latency_header.clone());
+        Some(Conn { stream, reader, out: Vec::new(), body: Vec::new() })
+    }
+
+    async fn exchange(
+        &self,
+        cx: &PoolCx,
+        conn: &mut Conn,
+        request: u32,
+        io: &mut Io,
+    ) -> Result<Answer, Failure<ReadError>> {
+        let entry = &self.requests[request as usize];
+        // Split borrows: a templated request renders into the connection's own buffer while
+        // the exchange writes and reads on its stream.
+        let Conn { stream, reader, out, body } = conn;
+        let bytes: &[u8] = match &entry.request {
+            H1Request::Fixed(bytes) => bytes,
+            H1Request::Templated(t) => {
+                t.render(out, body, &mut cx.renderer.render_cx());
+                out
+            }
+        };
+        io.sent = Instant::now();
+        // The flush matters for TLS only (a no-op on TCP): tokio-rustls accepts plaintext into
+        // rustls and may return before the socket took every record; nothing else would send
+        // them while we wait to read.
+        let written = async {
+            stream.write_all(bytes).await?;
+            stream.flush().await
+        };
+        if let Err(e) = written.await {
+            return Err(Failure { class: FailureClass::Broken, error: e.into() });
+        }
+        io.tx = bytes.len() as u64;
+        match reader.read_response(stream, entry.head, &mut io.rx).await {
+            Ok(info) => Ok(Answer {
+                status: Some(info.status),
+                header_bytes: info.header_bytes,
+                body_bytes: info.body_bytes,
+                origin: info.origin,
+                // Bytes beyond the response mean the server sent something we did not ask
+                // for; the connection's framing can no longer be trusted.
+                then: if reader.buffered() > 0 {
+                    After::Desync
+                } else if info.close {
+                    After::Closed
+                } else {
+                    After::Keep
+                },
+            }),
+            Err(error) => {
+                let class = match &error {
+                    ReadError::Closed { received: false } => FailureClass::Unanswered,
+                    ReadError::Protocol(_) => FailureClass::Protocol,
+                    _ => FailureClass::Broken,
+                };
+                Err(Failure { class, error })
+            }
+        }
+    }
+}

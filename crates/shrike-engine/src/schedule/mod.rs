@@ -1,0 +1,77 @@
+//! Schedules: what is due next for a worker, as (due time, session, request).
+//!
+//! The worker loop asks its [`Schedule`] when the next request is due, waits for that moment,
+//! takes it and hands it to the pools. Two schedules exist:
+//! - [`rate::RateSchedule`]: the pacer's rate plan (constant, ramp, stages or unpaced) walking
+//!   the request source round robin; requests belong to no session and go to any connection;
+//! - [`sessions::SessionSchedule`]: timed sessions (replay's jobs, or a hand-made list), each an
+//!   ordered list of requests at offsets from the session's start, optionally bound to a
+//!   connection of its own for the session's life.
+//!
+//! A session has at most one request in flight: its next request becomes due only when the
+//! previous one finished ([`Schedule::finished`]), so a slow answer delays that session alone,
+//! never the others of the worker. Its scheduled times stay those of its plan, so the delay
+//! shows in `scheduled_to_response` and `sequencer.send_lateness`.
+
+pub mod rate;
+pub mod sessions;
+
+use std::time::{Duration, Instant};
+
+/// A session, as a request carries it to the pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionRef {
+    /// Unique within the worker.
+    pub id: u32,
+    /// The session keeps one connection of its own, opened for its first request and closed
+    /// after its last (a captured TCP connection); otherwise its requests use the shared pool.
+    pub own_connection: bool,
+    /// This is the session's last request: its connection closes after it.
+    pub last: bool,
+}
+
+/// One request that is due: which request-source entry, and for which session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Due {
+    pub request: u32,
+    pub session: Option<SessionRef>,
+}
+
+/// When the next request is due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peek {
+    /// At this offset from the run start.
+    At(Duration),
+    /// As soon as a connection can take it (unpaced).
+    Now,
+    /// Nothing is due until a request in flight finishes (every live session waits for one).
+    Wait,
+    /// The schedule is spent.
+    End,
+}
+
+/// What is due next for one worker. Single-threaded: each worker owns its schedule.
+pub trait Schedule {
+    /// When the next request is due, without taking it.
+    fn peek(&mut self) -> Peek;
+    /// Takes the request [`Schedule::peek`] announced (`None` after `Wait` or `End`).
+    fn take(&mut self) -> Option<Due>;
+    /// A request of `session` finished (answered, failed or abandoned): its next request may
+    /// become due. Returns whether that changed what [`Schedule::peek`] says.
+    fn finished(&mut self, session: u32) -> bool;
+    /// The entry a warm-up request would use, without spending anything.
+    fn warmup_request(&self) -> u32;
+}
+
+/// A request handed to the pools: what is due, when it was due, and when it was released.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ticket {
+    pub scheduled: Instant,
+    pub released: Instant,
+    /// Set once the request was re-dispatched after a connection refused it unprocessed
+    /// (GOAWAY, h2 REFUSED_STREAM, h3 H3_REQUEST_REJECTED); a request is retried at most once.
+    pub retried: bool,
+    /// Which request-source entry it sends.
+    pub request: u32,
+    pub session: Option<SessionRef>,
+}

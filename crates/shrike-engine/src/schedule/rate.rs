@@ -1,0 +1,51 @@
+//! The rate schedule: the pacer's plan releases requests, the request cursor picks which entry
+//! each sends. No sessions: any connection may carry any request.
+
+use super::{Due, Peek, Schedule};
+use crate::pacer::{Pacer, Release};
+use crate::requests::RequestCursor;
+
+pub struct RateSchedule {
+    pacer: Pacer,
+    cursor: RequestCursor,
+    /// The pacer's next release, computed by `peek` and spent by `take`.
+    next: Option<Release>,
+}
+
+impl RateSchedule {
+    pub(crate) fn new(pacer: Pacer, cursor: RequestCursor) -> RateSchedule {
+        RateSchedule { pacer, cursor, next: None }
+    }
+}
+
+impl Schedule for RateSchedule {
+    fn peek(&mut self) -> Peek {
+        if self.cursor.spent() {
+            return Peek::End;
+        }
+        let release = *self.next.get_or_insert_with(|| self.pacer.next_release());
+        match release {
+            Release::At(d) => Peek::At(d),
+            Release::Now => Peek::Now,
+            // The plan ended at rate 0: nothing more, but the run lasts its duration.
+            Release::Never => Peek::Wait,
+        }
+    }
+
+    fn take(&mut self) -> Option<Due> {
+        match self.next.take() {
+            Some(Release::At(_) | Release::Now) => {
+                Some(Due { request: self.cursor.next()?, session: None })
+            }
+            _ => None,
+        }
+    }
+
+    fn finished(&mut self, _session: u32) -> bool {
+        false
+    }
+
+    fn warmup_request(&self) -> u32 {
+        self.cursor.peek()
+    }
+}
