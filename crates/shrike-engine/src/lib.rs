@@ -47,7 +47,7 @@ pub mod worker;
 
 pub use config::{Body, ConfigError, Endpoint, RequestSpec};
 pub use requests::RequestSource;
-pub use run::{check, run, Run, RunError};
+pub use run::{run, Ready, Run, RunError};
 pub use runner::EngineError;
 pub use schedule::sessions::SessionPlan;
 pub use shrike_spec::{

@@ -43,19 +43,19 @@ pub fn run(
 
 /// A run being set up: the spec, and what else drives it. [`run`] is the common case.
 #[derive(Debug)]
-pub struct Run<'a> {
-    spec: &'a RunSpec,
+pub struct Run {
+    spec: RunSpec,
     telemetry: Option<Telemetry>,
     sessions: Option<Vec<SessionPlan>>,
 }
 
-impl<'a> Run<'a> {
-    pub fn new(spec: &'a RunSpec) -> Run<'a> {
-        Run { spec, telemetry: None, sessions: None }
+impl Run {
+    pub fn new(spec: &RunSpec) -> Run {
+        Run { spec: spec.clone(), telemetry: None, sessions: None }
     }
 
     /// Live observers of the run.
-    pub fn observed(mut self, telemetry: Telemetry) -> Run<'a> {
+    pub fn observed(mut self, telemetry: Telemetry) -> Run {
         self.telemetry = Some(telemetry);
         self
     }
@@ -63,45 +63,63 @@ impl<'a> Run<'a> {
     /// Plays these timed sessions instead of the spec's rate plan: session `k` on worker
     /// `k mod N`, each request sending the request-source entry it names. The spec's duration
     /// still bounds the run; with `no_duration` it ends when every session is done.
-    pub fn sessions(mut self, plans: Vec<SessionPlan>) -> Run<'a> {
+    pub fn sessions(mut self, plans: Vec<SessionPlan>) -> Run {
         self.sessions = Some(plans);
         self
     }
 
-    /// Prepares and runs, blocking the calling thread until the run ends.
-    pub fn execute(self, stop: &StopHandle) -> Result<RunResult, RunError> {
-        let cfg = crate::prepare::prepare(self.spec)?;
+    /// Resolves hosts, builds TLS, loads request files and encodes every request, without
+    /// sending anything: what is wrong is reported as the spec field it comes from.
+    pub fn prepare(self) -> Result<Ready, SpecError> {
+        let cfg = crate::prepare::prepare(&self.spec)?;
         // What only encoding finds (e.g. a host header that is no valid HTTP/2 :authority) is
         // a problem of the requests the spec describes.
         let requests =
             runner::encode(&cfg).map_err(|e| SpecError::invalid("request_options", e))?;
-        if let Some(bad) = self
-            .sessions
-            .iter()
-            .flatten()
-            .flat_map(|s| &s.requests)
-            .find(|r| r.1 as usize >= cfg.requests.entries().len())
-        {
-            return Err(RunError::Spec(SpecError::must(
+        let entries = cfg.requests.entries().len();
+        let plans = self.sessions.iter().flatten();
+        if let Some(bad) = plans.flat_map(|s| &s.requests).find(|r| r.1 as usize >= entries) {
+            return Err(SpecError::must(
                 "sessions",
-                format!(
-                    "name request {} of a request source with {}",
-                    bad.1,
-                    cfg.requests.entries().len()
-                ),
-            )));
+                format!("name request-source entry {} of {entries}", bad.1),
+            ));
         }
-        let out = runner::execute(cfg, requests, self.sessions, stop.clone(), self.telemetry)?;
-        let mut result = RunResult::new(self.spec.to_json(), out.workers, out.termination);
+        Ok(Ready { run: self, cfg, requests })
+    }
+
+    /// Prepares and runs, blocking the calling thread until the run ends.
+    pub fn execute(self, stop: &StopHandle) -> Result<RunResult, RunError> {
+        self.prepare()?.execute(stop)
+    }
+}
+
+/// A prepared run: nothing left to check, ready to send.
+pub struct Ready {
+    run: Run,
+    cfg: crate::config::EngineConfig,
+    requests: Vec<runner::Prepared>,
+}
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready").field("run", &self.run).finish_non_exhaustive()
+    }
+}
+
+impl Ready {
+    /// Live observers of the run (they may be set up after preparing succeeded).
+    pub fn observed(mut self, telemetry: Telemetry) -> Ready {
+        self.run.telemetry = Some(telemetry);
+        self
+    }
+
+    /// Runs until the spec's end or `stop`, blocking the calling thread.
+    pub fn execute(self, stop: &StopHandle) -> Result<RunResult, RunError> {
+        let Ready { run, cfg, requests } = self;
+        let out = runner::execute(cfg, requests, run.sessions, stop.clone(), run.telemetry)?;
+        let mut result = RunResult::new(run.spec.to_json(), out.workers, out.termination);
         result.intervals = out.intervals;
         result.errors = out.errors;
         Ok(result)
     }
-}
-
-/// Checks that `spec` can run here (resolves hosts, reads files, builds TLS, encodes
-/// requests) without sending anything.
-pub fn check(spec: &RunSpec) -> Result<(), SpecError> {
-    let cfg = crate::prepare::prepare(spec)?;
-    runner::encode(&cfg).map(|_| ()).map_err(|e| SpecError::invalid("request_options", e))
 }

@@ -142,9 +142,11 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
             return;
         }
         // Sessions whose request finished may have their next one due.
-        let finished = std::mem::take(&mut *cx.finished_sessions.borrow_mut());
-        for id in finished {
-            schedule.finished(id);
+        if S::HAS_SESSIONS {
+            let finished = std::mem::take(&mut *cx.finished_sessions.borrow_mut());
+            for id in finished {
+                schedule.finished(id);
+            }
         }
         let scheduled = match schedule.peek() {
             Peek::At(offset) => {
@@ -153,7 +155,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
                 let changed = tokio::select! {
                     biased;
                     _ = cx.wake.notified() => false,
-                    _ = cx.session_finished.notified() => true,
+                    _ = cx.session_finished.notified(), if S::HAS_SESSIONS => true,
                     _ = idle.until(wait_until, &cx.stopping) => false,
                 };
                 if deadline.is_some_and(|d| due >= d && Instant::now() >= d) {

@@ -5,11 +5,12 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::{json, Map, Value};
-use shrike_engine::{RunError, RunSpec, SpecError, StopHandle};
+use shrike_engine::{EngineError, RunError, RunSpec, SpecError, StopHandle};
 use shrike_output::OutputFormat;
 use shrike_spec::{RatePlan, Verbosity};
 use shrike_stats::{RunResult, Termination};
@@ -401,13 +402,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let format = spec.output_format();
     let mut session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
-    if let Err(e) = shrike_engine::check(&spec) {
-        return Err(explain(e, &patch, args.spec.as_deref()));
+    let mut ready = shrike_engine::Run::new(&spec)
+        .prepare()
+        .map_err(|e| explain(e, &patch, args.spec.as_deref()))?;
+    if let Some(t) = session.telemetry.take() {
+        ready = ready.observed(t);
     }
     announce(&spec);
 
-    let stop = StopHandle::new();
-    let result = run_with_signals(&spec, stop, session.telemetry.take());
+    let result = run_with_signals(ready, spec.timeout());
     session.stop();
     let result = match result {
         Ok(r) => r,
@@ -486,34 +489,30 @@ fn announce(spec: &RunSpec) {
 }
 
 /// Runs the engine on its own thread while this thread handles signals: the first SIGINT or
-/// SIGTERM stops the run and drains in-flight requests (up to --timeout) so the result is still
-/// written; a second one exits at once.
-fn run_with_signals(
-    spec: &RunSpec,
-    stop: StopHandle,
-    telemetry: Option<shrike_engine::Telemetry>,
-) -> Result<RunResult, RunError> {
+/// SIGTERM stops the run and drains in-flight requests (up to --timeout, `grace`) so the result
+/// is still written; a second one exits at once.
+fn run_with_signals(ready: shrike_engine::Ready, grace: Duration) -> Result<RunResult, RunError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let grace = spec.timeout();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| RunError::Engine(shrike_engine::EngineError::Runtime(e)))?;
+        .map_err(|e| RunError::Engine(EngineError::Runtime(e)))?;
     rt.block_on(async move {
         // Register before the engine starts so an early Ctrl-C is not lost.
-        let watch = |kind| signal(kind).map_err(shrike_engine::EngineError::Runtime);
+        let watch = |kind| signal(kind).map_err(EngineError::Runtime);
         let mut sigint = watch(SignalKind::interrupt())?;
         let mut sigterm = watch(SignalKind::terminate())?;
-        let (engine_spec, engine_stop) = (spec.clone(), stop.clone());
+        let stop = StopHandle::new();
+        let engine_stop = stop.clone();
         let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
         let engine = std::thread::Builder::new()
             .name("shrike-engine".into())
             .spawn(move || {
-                let out = shrike_engine::run(&engine_spec, &engine_stop, telemetry);
+                let out = ready.execute(&engine_stop);
                 let _ = done_tx.send(());
                 out
             })
-            .map_err(shrike_engine::EngineError::Spawn)?;
+            .map_err(EngineError::Spawn)?;
         let mut interrupts = 0;
         loop {
             tokio::select! {
@@ -532,6 +531,6 @@ fn run_with_signals(
                 std::process::exit(130);
             }
         }
-        engine.join().map_err(|_| RunError::Engine(shrike_engine::EngineError::Crashed))?
+        engine.join().map_err(|_| RunError::Engine(EngineError::Crashed))?
     })
 }

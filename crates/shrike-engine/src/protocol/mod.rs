@@ -52,8 +52,10 @@ pub(crate) struct Io {
 }
 
 impl Io {
-    pub fn new() -> Io {
-        Io { sent: Instant::now(), tx: 0, rx: 0 }
+    /// `released`: when the request was handed over, standing in for `sent` until the
+    /// protocol writes (no clock read here: the hot path reads the clock once per send).
+    pub fn new(released: Instant) -> Io {
+        Io { sent: released, tx: 0, rx: 0 }
     }
 }
 

@@ -61,6 +61,9 @@ pub trait Schedule {
     fn finished(&mut self, session: u32) -> bool;
     /// The entry a warm-up request would use, without spending anything.
     fn warmup_request(&self) -> u32;
+    /// Whether requests can finish a session (so the worker loop must listen for that while
+    /// it waits); false spares the rate schedule's releases a waiter registration each.
+    const HAS_SESSIONS: bool;
 }
 
 /// A request handed to the pools: what is due, when it was due, and when it was released.

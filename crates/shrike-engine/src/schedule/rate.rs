@@ -19,6 +19,8 @@ impl RateSchedule {
 }
 
 impl Schedule for RateSchedule {
+    const HAS_SESSIONS: bool = false;
+
     fn peek(&mut self) -> Peek {
         if self.cursor.spent() {
             return Peek::End;

@@ -64,6 +64,8 @@ impl SessionSchedule {
 }
 
 impl Schedule for SessionSchedule {
+    const HAS_SESSIONS: bool = true;
+
     fn peek(&mut self) -> Peek {
         match self.ready.peek() {
             Some(Reverse((due, _))) => Peek::At(*due),
