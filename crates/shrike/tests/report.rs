@@ -28,21 +28,20 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Whether Chromium is installed; when it is not, says so (the test then checks only what it
-/// can without a browser). `.ci/run` installs it.
-fn have_chromium(test: &str) -> bool {
-    let ok = Path::new(CHROMIUM).exists();
-    if !ok {
-        eprintln!(
-            "SKIPPED the browser part of {test}: {CHROMIUM} is missing (.ci/run installs it)"
-        );
-    }
-    ok
+/// Fails the test when Chromium is missing, naming the package: a browser check that quietly
+/// does not run would pass without proving the report draws. `.ci/run` installs it.
+fn require_chromium() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: install Debian's chromium package (apt-get install chromium; \
+         .ci/run does)"
+    );
 }
 
 /// The page as Chromium's DOM after its scripts ran. A profile directory of its own per call,
 /// so concurrent tests do not fight over Chromium's profile lock.
 fn render(html: &Path, dir: &Path) -> String {
+    require_chromium();
     let profile = dir.join("chromium-profile");
     let child = std::process::Command::new(CHROMIUM)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"])
@@ -184,21 +183,22 @@ fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Whether `shrike run` records a time series (the flag is newer than this test).
-fn has_stats_interval() -> bool {
-    run(&["run", "--help"], Duration::from_secs(10)).stdout.contains("--stats-interval")
-}
-
 #[test]
 fn two_real_runs_overlay_in_one_report() {
     let dir = scratch("real");
-    let series = has_stats_interval();
     let mut files = Vec::new();
     for (name, rps) in [("base", "200"), ("cand", "400")] {
-        let mut args = vec!["run", "--output-format", "json", "--duration", "1", "--rps", rps];
-        if series {
-            args.extend(["--stats-interval", "200ms"]);
-        }
+        let args = [
+            "run",
+            "--output-format",
+            "json",
+            "--duration",
+            "1",
+            "--rps",
+            rps,
+            "--stats-interval",
+            "200ms",
+        ];
         let out = run(&args, Duration::from_secs(30));
         assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
         let path = dir.join(format!("{name}.json"));
@@ -239,30 +239,26 @@ fn two_real_runs_overlay_in_one_report() {
             .map(|b| b.as_u64().unwrap())
             .sum();
         assert_eq!(binned, count, "every sample lands in a histogram bin");
+        // 1 s in 200 ms intervals: five, plus possibly a short tail after the last tick.
+        let intervals = f["intervals"].as_array().map_or(0, Vec::len);
+        assert!((5..=6).contains(&intervals), "{intervals} intervals embedded");
     }
     // 1 s at 200 and 400 rps: the candidate answered about twice as many (loose: shared VM).
     let (a, b) = (df[0]["responses"].as_f64().unwrap(), df[1]["responses"].as_f64().unwrap());
     assert!(a >= 150.0 && b >= 300.0 && b / a > 1.5, "responses {a} and {b}");
 
-    if !have_chromium("two_real_runs_overlay_in_one_report") {
-        return;
-    }
     let dom = render(&html, &dir);
     assert_offline(&dom);
     let dom = without_scripts(&dom);
     let plots = drawn(&dom, 2);
     assert_plot(&plots, "spectrum", 2, 4);
     assert_plot(&plots, "histogram", 2, 2);
-    if series {
-        assert_plot(&plots, "throughput", 2, 2);
-        assert_plot(&plots, "latency-time", 2, 4);
-        // No errors against the built-in server: a note instead of a flat plot.
-        assert!(dom.contains("data-empty=\"errors\""));
-    } else {
-        assert!(dom.contains("data-empty=\"timeseries\""), "empty time-series note");
-        assert!(dom.contains("No time series recorded (run with --stats-interval)."));
-        assert!(!plots.contains_key("throughput"));
-    }
+    // Both runs stored a time series (--stats-interval), so its plots are drawn.
+    assert_plot(&plots, "throughput", 2, 2);
+    assert_plot(&plots, "latency-time", 2, 4);
+    assert!(!dom.contains("data-empty=\"timeseries\""), "time series drawn, not a note");
+    // No errors against the built-in server: a note instead of a flat plot.
+    assert!(dom.contains("data-empty=\"errors\""));
     // One column per file plus the candidate/baseline ratio; the requested rate doubled.
     assert!(dom.contains("<th>cand / baseline</th>"), "ratio column");
     assert!(dom.contains("<td>2.00×</td>"), "requested-rate ratio");
@@ -367,9 +363,6 @@ fn time_series_fixture_draws_every_plot_and_escapes_labels() {
     let p99 = p99[1].as_u64().unwrap();
     assert!((1_000_000..1_030_000).contains(&p99), "{p99}");
 
-    if !have_chromium("time_series_fixture_draws_every_plot_and_escapes_labels") {
-        return;
-    }
     let dom = render(&html, &dir);
     assert_offline(&dom);
     let dom = without_scripts(&dom);
@@ -457,9 +450,6 @@ fn failed_run_reports_its_errors_without_latency_plots() {
     assert_eq!(f["responses"], 0);
     assert_eq!(f["termination"]["failure"], true);
 
-    if !have_chromium("failed_run_reports_its_errors_without_latency_plots") {
-        return;
-    }
     let dom = without_scripts(&render(&html, &dir));
     let plots = drawn(&dom, 1);
     assert!(plots.is_empty(), "no latency to plot: {plots:?}");

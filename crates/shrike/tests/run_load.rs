@@ -34,12 +34,9 @@ fn fixed_rate_count_matches_rps_times_duration_times_concurrency() {
         let n = counter(w, "benchmark.http_2xx");
         assert!((198..=200).contains(&n), "{} made {n}", w["name"]);
     }
-    // Connections are reused: far fewer than requests.
+    // Connections are reused: far fewer than requests. (How late the sends were is checked in
+    // timing_precise.rs, where no other test competes for the CPU.)
     assert!(counter(g, "upstream_cx_total") <= 8);
-    // The release timer keeps lateness small on an idle server: p50 under 2 ms even on a
-    // loaded CI machine (tokio's 1 ms timer wheel alone would put it near 0.5–1 ms).
-    let lateness = statistic(g, "sequencer.send_lateness");
-    assert!(percentile_secs(lateness, 0.5) < 0.002, "{lateness}");
 }
 
 #[test]

@@ -16,9 +16,10 @@ pub fn t0() -> SystemTime {
 }
 
 /// A small deterministic generator, so samples look like real latencies without a rand dep.
-struct Lcg(u64);
+pub struct Lcg(pub u64);
 impl Lcg {
-    fn next(&mut self) -> u64 {
+    /// 31 random bits.
+    pub fn next(&mut self) -> u64 {
         self.0 =
             self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
@@ -102,6 +103,61 @@ pub fn intervals(n: u64, every: Duration) -> Vec<Interval> {
             }
         })
         .collect()
+}
+
+/// `n` values spread evenly on a log scale from `low` to `high` (inclusive, rounded to whole
+/// units) by a fixed-seed generator: for durations in ns, µs to s exercises every unit a format
+/// prints and every magnitude of HdrHistogram's buckets.
+pub fn log_spread(seed: u64, n: usize, low: f64, high: f64) -> Vec<u64> {
+    let mut rng = Lcg(seed);
+    (0..n)
+        .map(|_| {
+            let u = rng.next() as f64 / (1u64 << 31) as f64;
+            (low * (high / low).powf(u)).round() as u64
+        })
+        .collect()
+}
+
+/// Known raw samples and the result built from them: request-to-response times from 1 µs to
+/// 10 s and body sizes from 1 B to 1 MB, dealt alternately to two workers (so `global` is a
+/// merge). Tests compute the true statistics from `latency`/`body` themselves.
+pub struct Known {
+    pub result: RunResult,
+    /// Per result name (`worker_0`, `worker_1`, `global`): its raw latency samples in ns.
+    pub latency: Vec<(String, Vec<u64>)>,
+    /// Per result name: its raw body sizes in bytes.
+    pub body: Vec<(String, Vec<u64>)>,
+}
+
+pub fn known_samples() -> Known {
+    const N: usize = 3001;
+    let latency = log_spread(0x5eed, N, 1e3, 1e10);
+    let body = log_spread(0xb0d1, N, 1.0, 1e6);
+    let mut workers =
+        vec![WorkerResult::new("worker_0", t0()), WorkerResult::new("worker_1", t0())];
+    let mut per: Vec<(Vec<u64>, Vec<u64>)> = vec![(Vec::new(), Vec::new()); 2];
+    for (i, (&l, &b)) in latency.iter().zip(&body).enumerate() {
+        workers[i % 2].stats.record(StatId::RequestToResponse, l);
+        workers[i % 2].stats.record(StatId::ResponseBodySize, b);
+        per[i % 2].0.push(l);
+        per[i % 2].1.push(b);
+    }
+    for w in &mut workers {
+        w.execution_duration = Duration::from_secs(10);
+        let n = w.stats.get(StatId::RequestToResponse).count();
+        w.counters.add(Counter::Http2xx, n);
+        w.counters.add(Counter::RqTotal, n);
+    }
+    let options = json!({"uri": "http://127.0.0.1:1/", "requests_per_second": 150.0});
+    let mut result = RunResult::new(options, workers, Termination::Completed);
+    result.timestamp = t0();
+    let names = ["worker_0", "worker_1", "global"].map(String::from);
+    let (w0, w1) = (per[0].clone(), per[1].clone());
+    Known {
+        result,
+        latency: names.iter().cloned().zip([w0.0, w1.0, latency]).collect(),
+        body: names.iter().cloned().zip([w0.1, w1.1, body]).collect(),
+    }
 }
 
 /// Like [`sample`], but the closed loop blocked and the open loop overflowed.

@@ -1,8 +1,8 @@
 //! A private nginx (Debian's package) on a free loopback port, speaking HTTP/1.1, h2c, or
 //! TLS with HTTP/1.1 or HTTP/2, with a test CA and a `localhost`/127.0.0.1 certificate made by
 //! the `openssl` CLI. Locations: `/file` (4321 bytes), `/missing` (404), `/slow` (200 after
-//! 200 ms, via the echo module that Debian's nginx-light ships), `/upload` (reads the whole request
-//! body, then 200).
+//! 200 ms, via the echo module: Debian's `libnginx-mod-http-echo`), `/upload` (reads the whole
+//! request body, then 200). A missing nginx or echo module fails the test, naming the package.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -42,7 +42,25 @@ fn nginx_binary() -> &'static str {
             return p;
         }
     }
-    panic!("nginx is not installed: install Debian's nginx-light (.ci/run does)");
+    panic!("nginx is not installed: install Debian's nginx package (.ci/run does)");
+}
+
+/// The `load_module` line the config needs for `echo_sleep` and `echo_read_request_body`: the
+/// module Debian packages separately, or nothing when this nginx has it compiled in. Without
+/// either, nginx would refuse the config with "unknown directive", which hides the cause.
+fn echo_module_directive() -> String {
+    if Path::new(ECHO_MODULE).exists() {
+        return format!("load_module {ECHO_MODULE};\n");
+    }
+    let out = Command::new(nginx_binary()).arg("-V").output().expect("run nginx -V");
+    // nginx -V prints its configure arguments on stderr.
+    if String::from_utf8_lossy(&out.stderr).contains("echo-nginx-module") {
+        return String::new();
+    }
+    panic!(
+        "nginx's echo module is missing ({ECHO_MODULE}): install Debian's libnginx-mod-http-echo \
+         (.ci/run does)"
+    );
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -136,11 +154,7 @@ impl Nginx {
             }
         };
         let log = if logged { format!("{d}/logs/access.log timing") } else { "off".into() };
-        let echo = if Path::new(ECHO_MODULE).exists() {
-            format!("load_module {ECHO_MODULE};\n")
-        } else {
-            String::new()
-        };
+        let echo = echo_module_directive();
         let conf = format!(
             "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
