@@ -262,6 +262,8 @@ pub(crate) struct EngineConfig {
     /// Requests allowed to queue in the pool when every connection is busy.
     pub max_pending_requests: u32,
     pub max_requests_per_connection: Option<NonZeroU64>,
+    /// Requests each worker sends at most (`total_requests` split over the workers).
+    pub per_worker_requests: Option<Vec<u64>>,
     /// Open loop never waits for the pool: a request that finds no capacity is counted in
     /// `benchmark.pool_overflow` and dropped. Closed loop waits (`sequencer.blocking`).
     pub open_loop: bool,

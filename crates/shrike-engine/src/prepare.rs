@@ -43,6 +43,10 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         timeout: spec.timeout(),
         max_pending_requests: spec.max_pending_requests(),
         max_requests_per_connection: Some(spec.max_requests_per_connection()),
+        per_worker_requests: spec.total_requests().map(|_| {
+            let n = spec.concurrency().workers().get();
+            (0..n).filter_map(|i| spec.requests_for_worker(i, n)).collect()
+        }),
         open_loop: spec.open_loop(),
         prefetch_connections: spec.prefetch_connections(),
         warmup: spec.simple_warmup(),

@@ -63,7 +63,8 @@ pub(crate) async fn run_worker(
             // look like one even stream at N×R rather than N simultaneous clumps.
             let phase = index as f64 / cfg.workers.get() as f64;
             let pacer = Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed(index));
-            let cursor = RequestCursor::new(index, &cfg.requests);
+            let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
+            let cursor = RequestCursor::new(index, &cfg.requests, share);
             let schedule = RateSchedule::new(pacer, cursor);
             drive(index, pools, schedule, start_gate, telemetry).await
         }

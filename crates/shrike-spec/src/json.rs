@@ -148,6 +148,12 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         r.u64("max_requests_per_connection")?.unwrap_or(DEFAULT_MAX_REQUESTS_PER_CONNECTION),
     )
     .ok_or_else(|| r.must("max_requests_per_connection", "must be at least 1"))?;
+    let total_requests = match r.u64("total_requests")? {
+        None => None,
+        Some(n) => {
+            Some(NonZeroU64::new(n).ok_or_else(|| r.must("total_requests", "must be at least 1"))?)
+        }
+    };
     let open_loop = r.bool("open_loop")?.unwrap_or(false);
     let prefetch_connections = r.bool("prefetch_connections")?.unwrap_or(false);
     let simple_warmup = r.bool("simple_warmup")?.unwrap_or(false);
@@ -232,6 +238,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         jitter,
         max_pending_requests,
         max_requests_per_connection,
+        total_requests,
         open_loop,
         prefetch_connections,
         simple_warmup,
@@ -588,6 +595,7 @@ fn write(s: &RunSpec) -> Value {
         },
         "max_pending_requests": s.max_pending_requests,
         "max_requests_per_connection": s.max_requests_per_connection.get().to_string(),
+        "total_requests": s.total_requests.map(|n| n.get().to_string()),
         "open_loop": s.open_loop,
         "burst_size": s.burst_size,
         "jitter_uniform": format_proto(s.jitter),

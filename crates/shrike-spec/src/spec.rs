@@ -176,6 +176,9 @@ pub struct RunSpec {
     pub(crate) jitter: Duration,
     pub(crate) max_pending_requests: u32,
     pub(crate) max_requests_per_connection: NonZeroU64,
+    /// Send exactly this many requests in all (`-n`), split over the workers; the run ends
+    /// once they are answered (or at its duration, if it has one, whichever comes first).
+    pub(crate) total_requests: Option<NonZeroU64>,
     pub(crate) open_loop: bool,
     pub(crate) prefetch_connections: bool,
     pub(crate) simple_warmup: bool,
@@ -326,6 +329,16 @@ impl RunSpec {
     }
     pub fn max_requests_per_connection(&self) -> NonZeroU64 {
         self.max_requests_per_connection
+    }
+    pub fn total_requests(&self) -> Option<NonZeroU64> {
+        self.total_requests
+    }
+    /// Worker `index`'s share of `total_requests` (the first `total mod workers` workers send
+    /// one more), so the shares add up to the total exactly.
+    pub fn requests_for_worker(&self, index: usize, workers: usize) -> Option<u64> {
+        let total = self.total_requests?.get();
+        let n = workers.max(1) as u64;
+        Some(total / n + u64::from((index as u64) < total % n))
     }
     pub fn open_loop(&self) -> bool {
         self.open_loop

@@ -5,6 +5,7 @@
 //! 2 usage or configuration error.
 
 mod args;
+mod atomic;
 mod embedded;
 mod log;
 mod report;
@@ -12,6 +13,7 @@ mod request_args;
 mod run;
 mod serve;
 mod shaping;
+mod suggest;
 mod telemetry;
 mod transform;
 
@@ -26,7 +28,7 @@ use clap::{Parser, Subcommand};
     about = "L7 performance characterization: load generator and test server with coordinated-omission-free latency",
     propagate_version = true
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -55,7 +57,18 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args_os: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args: Vec<String> = args_os.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let cli = match Cli::try_parse_from(&args_os) {
+        Ok(cli) => cli,
+        Err(e) => match suggest::rewrite(&e, &args) {
+            Some(msg) => {
+                eprintln!("{msg}");
+                return ExitCode::from(2);
+            }
+            None => e.exit(),
+        },
+    };
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
         Command::Serve(args) => serve::run(args),
@@ -65,11 +78,11 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) if e.downcast_ref::<UsageError>().is_some() => {
-            eprintln!("error: {e:#}");
+            log::line(log::Tag::Error, &format!("{e:#}"));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            log::line(log::Tag::Error, &format!("{e:#}"));
             ExitCode::from(1)
         }
     }

@@ -92,6 +92,12 @@ fn default_title(sources: &[Source]) -> String {
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    // A page of HTML and inline script is of no use on a terminal.
+    if args.output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(usage(
+            "the report is an HTML page: write it to a file with -o report.html (or redirect stdout)",
+        ));
+    }
     let sources = parse_sources(&args.files)?;
     let results: Vec<RunResult> = sources.iter().map(read).collect::<Result<_, _>>()?;
     let inputs: Vec<Input<'_>> =
@@ -100,7 +106,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let page = html::render(&title, &inputs);
     match &args.output {
         Some(path) => {
-            std::fs::write(path, page)
+            crate::atomic::write(path, |out| out.write_all(page.as_bytes()))
                 .with_context(|| format!("cannot write the report to {}", path.display()))?;
             info!("wrote {} ({} result(s))", path.display(), inputs.len());
         }

@@ -17,7 +17,7 @@ pub struct RequestArgs {
     /// Extra request header 'name: value' (repeatable). Values may hold placeholders
     /// ({{seq}}, {{worker}}, {{random_id}}, {{choice:a|b}}). With a request file, added to
     /// every entry that does not set the header itself.
-    #[arg(long = "request-header", value_name = "HEADER")]
+    #[arg(short = 'H', long = "request-header", value_name = "HEADER")]
     pub request_headers: Vec<String>,
     /// Request body size in bytes (a body of 'a's, as Nighthawk sends).
     #[arg(long, value_name = "BYTES")]

@@ -17,7 +17,7 @@ use shrike_stats::{RunResult, Termination};
 
 use crate::args::usage;
 use crate::embedded::EmbeddedServer;
-use crate::log::{self, info, warning, Level};
+use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
 use crate::shaping::ShapingArgs;
 
@@ -32,11 +32,22 @@ pub struct RunArgs {
     pub spec: Option<PathBuf>,
 
     /// Maximum connections per worker [default: 100].
-    #[arg(long)]
+    #[arg(short = 'c', long)]
     pub connections: Option<u32>,
-    /// Test duration: seconds, or with a unit (500ms, 30s, 2m) [default: 5].
-    #[arg(long, value_name = "DURATION", conflicts_with = "no_duration")]
+    /// Test duration: seconds, or with a unit (500ms, 30s, 2m) [default: 5, or none with
+    /// --requests]. -z is hey's spelling.
+    #[arg(
+        short = 'd',
+        short_alias = 'z',
+        long,
+        value_name = "DURATION",
+        conflicts_with = "no_duration"
+    )]
     pub duration: Option<String>,
+    /// Send exactly N requests in all (split over the workers), then stop once they are
+    /// answered. Without --duration the run lasts as long as they take.
+    #[arg(short = 'n', long = "requests", value_name = "N")]
+    pub total_requests: Option<u64>,
     /// Run until stopped by a predicate or Ctrl-C. Default failure predicates still apply.
     #[arg(long)]
     pub no_duration: bool,
@@ -140,9 +151,17 @@ pub struct RunArgs {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub no_default_failure_predicates: Option<bool>,
 
-    /// Output format written to stdout [default: human].
-    #[arg(long, value_parser = parse_output_format)]
+    /// Output format written to stdout: human (the default), json, yaml, dotted, fortio, csv
+    /// or prometheus.
+    #[arg(long, value_parser = parse_output_format, value_name = "FORMAT")]
     pub output_format: Option<OutputFormat>,
+    /// Also write the result to FILE (written whole or not at all), in the format its
+    /// extension names (.json, .yaml, .yml, .csv, .prom, .txt for human) or --output-file-format.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+    /// The format of --output's file, when its extension does not say.
+    #[arg(long, value_parser = parse_output_format, value_name = "FORMAT", requires = "output_file")]
+    pub output_file_format: Option<OutputFormat>,
     /// Log verbosity (logs go to stderr) [default: info].
     #[arg(short = 'v', long, value_enum)]
     pub verbosity: Option<Level>,
@@ -219,6 +238,14 @@ impl RunArgs {
         p.opt("multi_target_path", &self.multi_target_path);
         p.opt("multi_target_use_https", &self.multi_target_use_https);
         p.opt("connections", &self.connections);
+        if let Some(n) = self.total_requests {
+            p.set("total_requests", n);
+            // A count without a duration runs as long as the count takes.
+            if self.duration.is_none() {
+                p.set("no_duration", true);
+                p.clear("duration");
+            }
+        }
         if let Some(d) = &self.duration {
             p.set("duration", d.as_str());
             p.clear("no_duration");
@@ -306,6 +333,7 @@ fn flag_for(field: &str) -> String {
         "uri" => "URL".into(),
         "multi_target_endpoints" => "--multi-target-endpoint".into(),
         "requests_per_second" => "--rps".into(),
+        "total_requests" => "--requests".into(),
         "failure_predicates" => "--failure-predicate".into(),
         "termination_predicates" => "--termination-predicate".into(),
         "labels" => "--label".into(),
@@ -387,7 +415,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let server = if !has_target(&options) || (built_in && args.url.is_none()) {
         let server = EmbeddedServer::start()?;
         let url = format!("http://{}/", server.addr);
-        info!("no URL given: benchmarking the built-in test server at {url}");
         options["uri"] = json!(url);
         options["built_in_server"] = json!(true);
         Some(server)
@@ -396,7 +423,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let spec =
         RunSpec::from_json(&options).map_err(|e| explain(e, &patch, args.spec.as_deref()))?;
+    let file = match &args.output_file {
+        None => None,
+        Some(path) => Some((path.clone(), file_format(path, args.output_file_format)?)),
+    };
     log::set_level(level(spec.verbosity()));
+    // Interval reports as JSON lines on stderr: log lines there must be JSON too, so the
+    // stream parses as one format.
+    log::set_json(
+        spec.telemetry().stats_interval.is_some() && spec.output_format() != OutputFormat::Human,
+    );
+    if let (Some(_), Some(url)) = (&server, spec.urls().first()) {
+        info!("no URL given: benchmarking the built-in test server at {url}");
+    }
     if args.h2 {
         warning!("--h2 is deprecated; use --protocol http2");
     }
@@ -418,29 +457,69 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(anyhow::Error::new(e).context("the run could not start")),
     };
     drop(server);
-    finish(&result, format)
+    finish(&result, format, file.as_ref())
 }
 
-/// Reports the errors seen, writes the result to stdout, and picks the exit code.
-fn finish(result: &RunResult, format: OutputFormat) -> anyhow::Result<ExitCode> {
+/// The format of `--output FILE`: given, or named by the file's extension.
+fn file_format(path: &Path, given: Option<OutputFormat>) -> anyhow::Result<OutputFormat> {
+    if let Some(f) = given {
+        return Ok(f);
+    }
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "json" => Ok(OutputFormat::Json),
+        "yaml" | "yml" => Ok(OutputFormat::Yaml),
+        "csv" => Ok(OutputFormat::Csv),
+        "prom" => Ok(OutputFormat::Prometheus),
+        "txt" => Ok(OutputFormat::Human),
+        _ => Err(usage(format!(
+            "--output {}: the extension does not name a format (.json, .yaml, .csv, .prom, \
+             .txt); give --output-file-format",
+            path.display()
+        ))),
+    }
+}
+
+/// Reports the errors seen, writes the result to stdout (and the output file), and picks the
+/// exit code: 1 for a failed run, 130 for an interrupted one (as shells report Ctrl-C), so a
+/// script can tell an interrupted run from a complete one although its result was written.
+fn finish(
+    result: &RunResult,
+    format: OutputFormat,
+    file: Option<&(PathBuf, OutputFormat)>,
+) -> anyhow::Result<ExitCode> {
     for (msg, n) in &result.errors {
         warning!("{n} × {msg}");
     }
+    // The file first: if stdout is gone (a closed pipe), the result is still kept.
+    let saved = file.map(|(path, f)| {
+        crate::atomic::write(path, |out| shrike_output::write(*f, result, out))
+            .with_context(|| format!("cannot write the result to {}", path.display()))
+    });
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     shrike_output::write(format, result, &mut out)
         .and_then(|()| out.flush())
         .context("cannot write the result to stdout")?;
+    if let Some(saved) = saved {
+        saved?;
+    }
     match &result.termination {
         Termination::FailurePredicate(p) => {
-            eprintln!("error: run failed: failure predicate {p} fired");
+            log::line(Tag::Error, &format!("run failed: failure predicate {p} fired"));
             if let Some((msg, _)) = result.errors.iter().next() {
-                eprintln!("error: first error: {msg}");
+                log::line(Tag::Error, &format!("first error: {msg}"));
             }
             Ok(ExitCode::from(1))
         }
+        Termination::Interrupted => {
+            info!("done: {}", result.termination.describe());
+            Ok(ExitCode::from(130))
+        }
         t => {
-            info!("done: {}", t.describe());
+            if log::enabled(Level::Info) {
+                log::line(Tag::Done, &format!("done: {}", t.describe()));
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -522,12 +601,12 @@ fn run_with_signals(ready: shrike_engine::Ready, grace: Duration) -> Result<RunR
             }
             if interrupts == 1 {
                 stop.request(Termination::Interrupted);
-                eprintln!(
-                    "[shrike] interrupted: finishing in-flight requests (up to {}s) and writing the result; interrupt again to exit immediately",
+                log::line(Tag::Warning, &format!(
+                    "interrupted: finishing in-flight requests (up to {}s) and writing the result; interrupt again to exit immediately",
                     grace.as_secs_f64()
-                );
+                ));
             } else {
-                eprintln!("[shrike] interrupted twice: exiting without a result");
+                log::line(Tag::Warning, "interrupted twice: exiting without a result");
                 std::process::exit(130);
             }
         }

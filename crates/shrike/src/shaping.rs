@@ -14,7 +14,13 @@ pub struct ShapingArgs {
     /// Target requests per second, per worker (fractional and below 1 allowed; default 5), or
     /// 'max' for an unpaced closed loop: each connection sends its next request as soon as the
     /// previous one completes.
-    #[arg(long, value_name = "RATE|max", allow_negative_numbers = true)]
+    #[arg(
+        short = 'r',
+        short_alias = 'q',
+        long,
+        value_name = "RATE|max",
+        allow_negative_numbers = true
+    )]
     pub rps: Option<String>,
     /// Ramp the rate linearly from 0 to --rps over this long, then hold it.
     #[arg(long, value_name = "DURATION", conflicts_with = "stages")]

@@ -443,7 +443,8 @@ fn an_interrupted_run_ends_its_series_with_a_true_partial_interval() {
     let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let out = wait_limited(child, Duration::from_secs(20));
-    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // 130: interrupted, with its result written.
+    assert_eq!(out.code(), 130, "{}", out.stderr);
     let reports = jsonl_reports(&out.stderr);
     let v = json(&out);
     let stored = v["shrike"]["intervals"].as_array().expect("intervals");

@@ -114,8 +114,11 @@ impl PoolCx {
     }
 
     /// Evaluates predicates after a counter changed; the first to fire stops the whole run.
+    /// Requests that fail while the run drains (after its deadline, or once a count is spent)
+    /// still count: only a stop already requested (its reason wins) skips the check, so a run
+    /// whose last requests all failed never reads as completed.
     pub fn check_predicates(&self, counters: &mut Counters) {
-        if self.stopping.get() {
+        if self.stop.is_stopped() {
             return;
         }
         let Some(p) = self.predicates.iter().find(|p| p.fired(counters)) else {

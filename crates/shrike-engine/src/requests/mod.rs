@@ -114,13 +114,16 @@ pub(crate) struct RequestCursor {
 }
 
 impl RequestCursor {
-    pub fn new(worker: usize, source: &RequestSource) -> RequestCursor {
+    /// `share`: at most this many requests from this worker (its part of a total count), on
+    /// top of the source's own per-worker limit.
+    pub fn new(worker: usize, source: &RequestSource, share: Option<u64>) -> RequestCursor {
         let len = u32::try_from(source.entries.len()).unwrap_or(u32::MAX).max(1);
+        let limit = source.limit.map_or(u64::MAX, NonZeroU64::get);
         RequestCursor {
             next: Cell::new((worker as u64 % u64::from(len)) as u32),
             len,
             issued: Cell::new(0),
-            limit: source.limit.map_or(u64::MAX, NonZeroU64::get),
+            limit: share.map_or(limit, |s| s.min(limit)),
         }
     }
 
