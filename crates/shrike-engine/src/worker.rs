@@ -23,6 +23,9 @@ use crate::schedule::sessions::{SessionPlan, SessionSchedule};
 use crate::schedule::{Due, Peek, Schedule, Ticket};
 use crate::stop::StopHandle;
 
+/// How much longer than `timeout` the end-of-run drain waits for in-flight requests.
+const DRAIN_MARGIN: Duration = Duration::from_millis(50);
+
 /// What a worker plays.
 #[derive(Debug)]
 pub(crate) enum Plan {
@@ -290,7 +293,9 @@ async fn drain(pools: &Rc<Pools>) {
             cx.drained.notified().await;
         }
     };
-    if tokio::time::timeout(pools.cfg.timeout, wait).await.is_err() {
+    // A request released just before the end started its own timeout about when this grace
+    // period did; the margin lets it be counted as what it is (timed out) rather than abandoned.
+    if tokio::time::timeout(pools.cfg.timeout + DRAIN_MARGIN, wait).await.is_err() {
         let mut st = cx.state.borrow_mut();
         let abandoned = st.outstanding as u64;
         st.counters.add(Counter::RqCancelled, abandoned);

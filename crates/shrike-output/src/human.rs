@@ -77,6 +77,7 @@ fn header(result: &RunResult, s: &mut String) {
     if let Some(target) = target(&result.options) {
         rows.push(("Target:", target));
     }
+    rows.push(("Outcome:", outcome(g)));
     rows.push(("Termination:", result.termination.describe()));
     rows.push(("Started:", format_rfc3339(g.execution_start)));
     rows.push(("Duration:", format_human_ns(g.execution_duration.as_nanos() as f64)));
@@ -112,6 +113,60 @@ fn header(result: &RunResult, s: &mut String) {
         let _ = writeln!(s, "{label:<13}{value}");
     }
     s.push('\n');
+}
+
+/// What came of the requests, before any rate: how many succeeded (a 1xx–3xx answer), and every
+/// kind of error with its count, exact status codes included. A run in which nothing
+/// completed says so in as many words.
+fn outcome(g: &WorkerResult) -> String {
+    let c = &g.counters;
+    let sent = requests(g);
+    let codes = g.status_codes.non_zero();
+    // Exact codes where the result has them; results without them (older ones, other tools')
+    // still have the class counters.
+    let (ok, answered, mut errors): (u64, u64, Vec<String>) = if codes.is_empty() {
+        let ok =
+            [Counter::Http1xx, Counter::Http2xx, Counter::Http3xx].map(|k| c.get(k)).iter().sum();
+        let bad = [
+            (Counter::Http4xx, "4xx"),
+            (Counter::Http5xx, "5xx"),
+            (Counter::HttpXxx, "other status"),
+        ];
+        let errors = bad
+            .iter()
+            .filter(|(k, _)| c.get(*k) > 0)
+            .map(|(k, name)| format!("{name} × {}", c.get(*k)))
+            .collect();
+        (ok, ok + bad.iter().map(|(k, _)| c.get(*k)).sum::<u64>(), errors)
+    } else {
+        let ok = codes.iter().filter(|(code, _)| *code < 400).map(|x| x.1).sum();
+        let errors = codes
+            .iter()
+            .filter(|(code, _)| *code >= 400)
+            .map(|(code, n)| format!("{code} × {n}"))
+            .collect();
+        (ok, g.status_codes.total(), errors)
+    };
+    for (counter, what) in [
+        (Counter::RqTimeout, "timed out"),
+        (Counter::StreamResets, "reset or broken"),
+        (Counter::PoolConnectionFailure, "could not connect"),
+        (Counter::PoolOverflow, "not sent (pool overflow)"),
+    ] {
+        let n = c.get(counter);
+        if n > 0 {
+            errors.push(format!("{what} × {n}"));
+        }
+    }
+    let errors = if errors.is_empty() { "no errors".to_string() } else { errors.join(", ") };
+    if answered == 0 {
+        return match sent + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow) {
+            0 => "no request was sent".into(),
+            _ => format!("NO REQUEST COMPLETED: {errors}"),
+        };
+    }
+    let pct = 100.0 * ok as f64 / sent.max(answered) as f64;
+    format!("{ok} of {} requests succeeded ({pct:.1}%); {errors}", sent.max(answered))
 }
 
 /// The benchmarked target, if the options name one.
@@ -330,5 +385,42 @@ mod tests {
         assert_eq!(value(StatKind::Size, 1234.0), "1234");
         assert_eq!(value(StatKind::Size, 12.345), "12.35");
         assert_eq!(value(StatKind::Duration, 108_312.0), "108.3us");
+    }
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn worker() -> WorkerResult {
+        WorkerResult::new("global", SystemTime::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn errors_are_not_hidden_behind_the_rate() {
+        let mut g = worker();
+        g.counters.add(Counter::RqTotal, 1000);
+        g.status_codes.add(200, 800);
+        g.status_codes.add(503, 200);
+        assert_eq!(outcome(&g), "800 of 1000 requests succeeded (80.0%); 503 × 200");
+        g.counters.add(Counter::RqTimeout, 3);
+        g.counters.add(Counter::StreamResets, 2);
+        assert_eq!(
+            outcome(&g),
+            "800 of 1000 requests succeeded (80.0%); 503 × 200, timed out × 3, reset or broken × 2"
+        );
+    }
+
+    #[test]
+    fn a_run_where_nothing_completed_says_so() {
+        let mut g = worker();
+        g.counters.add(Counter::RqTotal, 25);
+        g.counters.add(Counter::RqTimeout, 25);
+        assert_eq!(outcome(&g), "NO REQUEST COMPLETED: timed out × 25");
+        let mut refused = worker();
+        refused.counters.add(Counter::PoolConnectionFailure, 4);
+        assert_eq!(outcome(&refused), "NO REQUEST COMPLETED: could not connect × 4");
+        assert_eq!(outcome(&worker()), "no request was sent");
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use shrike_engine::{EngineError, RunError, RunSpec, SpecError, StopHandle};
 use shrike_output::OutputFormat;
 use shrike_spec::{RatePlan, Verbosity};
-use shrike_stats::{RunResult, Termination};
+use shrike_stats::{Counter, RunResult, Termination};
 
 use crate::args::usage;
 use crate::embedded::EmbeddedServer;
@@ -457,7 +457,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(anyhow::Error::new(e).context("the run could not start")),
     };
     drop(server);
-    finish(&result, format, file.as_ref())
+    let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
+    finish(&result, format, file.as_ref(), tolerate)
 }
 
 /// The format of `--output FILE`: given, or named by the file's extension.
@@ -487,6 +488,7 @@ fn finish(
     result: &RunResult,
     format: OutputFormat,
     file: Option<&(PathBuf, OutputFormat)>,
+    tolerate_failures: bool,
 ) -> anyhow::Result<ExitCode> {
     for (msg, n) in &result.errors {
         warning!("{n} × {msg}");
@@ -503,6 +505,27 @@ fn finish(
         .context("cannot write the result to stdout")?;
     if let Some(saved) = saved {
         saved?;
+    }
+    // A run that sent requests and got no answer to any measured nothing: it failed, even
+    // where no default predicate fired (Nighthawk's defaults ignore timeouts), unless the user
+    // turned the default failure predicates off, asking for failures to be tolerated.
+    let g = &result.global;
+    let answered: u64 = [
+        Counter::Http1xx,
+        Counter::Http2xx,
+        Counter::Http3xx,
+        Counter::Http4xx,
+        Counter::Http5xx,
+        Counter::HttpXxx,
+    ]
+    .iter()
+    .map(|&k| g.counters.get(k))
+    .sum();
+    let tried = g.counters.get(Counter::RqTotal) + g.counters.get(Counter::PoolConnectionFailure);
+    if answered == 0 && tried > 0 && !tolerate_failures && !result.termination.is_failure() {
+        let first = result.errors.keys().next().map(|e| format!(": {e}")).unwrap_or_default();
+        log::line(Tag::Error, &format!("run failed: no request completed{first}"));
+        return Ok(ExitCode::from(1));
     }
     match &result.termination {
         Termination::FailurePredicate(p) => {

@@ -178,3 +178,36 @@ fn colour_on_a_terminal_unless_no_color_and_no_html_on_a_terminal() {
     assert!(shown.contains("-o report.html") && !shown.contains("<html"), "{shown}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_run_where_every_request_timed_out_says_so_and_fails() {
+    // Accepts connections, reads, never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().take(16).flatten() {
+            held.push(s);
+        }
+    });
+    let url = format!("http://{addr}/");
+    let out = run(
+        &["run", &url, "-n", "3", "--timeout", "0.3", "-r", "20", "--output-format", "json"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "nothing completed: a failed run\n{}", out.stderr);
+    assert!(out.stderr.contains("no request completed"), "{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "upstream_rq_timeout"), 3);
+    // What is known of a request that was never answered is still recorded.
+    assert_eq!(statistic(g, "sequencer.send_lateness")["count"], "3");
+    assert_eq!(statistic(g, "benchmark_http_client.queue_to_connect")["count"], "3");
+    let human = run(&["run", &url, "-n", "2", "--timeout", "0.3"], LIMIT);
+    assert_eq!(human.code(), 1);
+    assert!(
+        human.stdout.contains("Outcome:     NO REQUEST COMPLETED: timed out × 2"),
+        "{}",
+        human.stdout
+    );
+}

@@ -297,9 +297,17 @@ pub(crate) fn record_failure(pools: &Pools, protocol_error: bool, msg: impl FnOn
 
 /// Records a request abandoned after `--timeout` without a complete response. Its stream is
 /// reset (h2/h3) or its connection closed (HTTP/1.1, whose framing is lost mid-response).
-pub(crate) fn record_timeout(pools: &Pools) {
+/// What was measured before the answer failed to come is still recorded: how long the request
+/// queued and how late it left, if it left (`sent`), so a run in which every request timed out
+/// still shows its queueing and pacing.
+pub(crate) fn record_timeout(pools: &Pools, ticket: &Ticket, sent: Option<Instant>) {
     let cx = &pools.cx;
     let mut st = cx.state.borrow_mut();
+    if let Some(sent) = sent {
+        let s = &mut st.stats;
+        s.record(StatId::QueueToConnect, nanos(sent.saturating_duration_since(ticket.released)));
+        s.record(StatId::SendLateness, nanos(sent.saturating_duration_since(ticket.scheduled)));
+    }
     st.counters.inc(Counter::RqTotal);
     st.counters.inc(Counter::RqTimeout);
     let secs = cx.request_timeout.as_secs_f64();

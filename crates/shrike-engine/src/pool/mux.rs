@@ -342,7 +342,8 @@ async fn stream_task<M: Mux>(
     ticket: Ticket,
 ) {
     let p = MuxPool::<M>::of(&pools, conn.pool);
-    let mut sent = Instant::now();
+    let started = Instant::now();
+    let mut sent = started;
     let request = p.templates[ticket.request as usize].build(&pools.cx.renderer);
     // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
     let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
@@ -359,7 +360,8 @@ async fn stream_task<M: Mux>(
     }
     match result {
         Err(_elapsed) => {
-            record_timeout(&pools);
+            // `sent` moved past the task's start only if the stream opened.
+            record_timeout(&pools, &ticket, (sent > started).then_some(sent));
             pools.cx.request_finished(&ticket);
         }
         Ok(Ok((status, header_bytes, body_bytes, origin))) => {

@@ -222,7 +222,7 @@ async fn serve<P: Protocol>(
             record_connection_failure(pools);
             return;
         };
-        let mut io = Io::new(ticket.released);
+        let mut io = Io::default();
         let exchange = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io);
         let result = tokio::time::timeout(cx.request_timeout, exchange).await;
         let done = Instant::now();
@@ -234,7 +234,7 @@ async fn serve<P: Protocol>(
             st.counters.inc(Counter::CxDestroyLocal);
             drop(st);
             *conn = None;
-            record_timeout(pools);
+            record_timeout(pools, &ticket, io.sent);
             return;
         };
         match result {
@@ -265,7 +265,7 @@ async fn serve<P: Protocol>(
                 drop(st);
                 let x = Exchange {
                     ticket,
-                    sent: io.sent,
+                    sent: io.sent.unwrap_or(ticket.released),
                     done,
                     status: answer.status,
                     header_bytes: answer.header_bytes,

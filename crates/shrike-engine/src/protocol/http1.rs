@@ -66,7 +66,7 @@ impl Protocol for Http1 {
                 out
             }
         };
-        io.sent = Instant::now();
+        io.sent = Some(Instant::now());
         // The flush matters for TLS only (a no-op on TCP): tokio-rustls accepts plaintext into
         // rustls and may return before the socket took every record; nothing else would send
         // them while we wait to read.

@@ -43,20 +43,13 @@ pub(crate) trait Protocol: 'static {
 }
 
 /// What moved in one exchange.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Io {
-    /// When the request went out.
-    pub sent: Instant,
+    /// When the request went out; `None` until it did (no clock read before: the hot path
+    /// reads the clock once per send).
+    pub sent: Option<Instant>,
     pub tx: u64,
     pub rx: u64,
-}
-
-impl Io {
-    /// `released`: when the request was handed over, standing in for `sent` until the
-    /// protocol writes (no clock read here: the hot path reads the clock once per send).
-    pub fn new(released: Instant) -> Io {
-        Io { sent: released, tx: 0, rx: 0 }
-    }
 }
 
 /// A complete answer.
