@@ -82,7 +82,24 @@ impl Default for Counters {
     }
 }
 
+impl Counter {
+    /// The counters of answered requests, one per status class: their sum is the responses.
+    pub const RESPONSES: [Counter; 6] = [
+        Counter::Http1xx,
+        Counter::Http2xx,
+        Counter::Http3xx,
+        Counter::Http4xx,
+        Counter::Http5xx,
+        Counter::HttpXxx,
+    ];
+}
+
 impl Counters {
+    /// Responses of any status class.
+    pub fn responses(&self) -> u64 {
+        Counter::RESPONSES.iter().map(|&k| self.get(k)).sum()
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

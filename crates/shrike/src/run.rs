@@ -510,17 +510,7 @@ fn finish(
     // where no default predicate fired (Nighthawk's defaults ignore timeouts), unless the user
     // turned the default failure predicates off, asking for failures to be tolerated.
     let g = &result.global;
-    let answered: u64 = [
-        Counter::Http1xx,
-        Counter::Http2xx,
-        Counter::Http3xx,
-        Counter::Http4xx,
-        Counter::Http5xx,
-        Counter::HttpXxx,
-    ]
-    .iter()
-    .map(|&k| g.counters.get(k))
-    .sum();
+    let answered = g.counters.responses();
     let tried = g.counters.get(Counter::RqTotal) + g.counters.get(Counter::PoolConnectionFailure);
     if answered == 0 && tried > 0 && !tolerate_failures && !result.termination.is_failure() {
         let first = result.errors.keys().next().map(|e| format!(": {e}")).unwrap_or_default();

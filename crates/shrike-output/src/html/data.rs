@@ -37,15 +37,6 @@ const ERROR_COUNTERS: [Counter; 5] = [
     Counter::PoolConnectionFailure,
 ];
 
-const RESPONSE_COUNTERS: [Counter; 6] = [
-    Counter::Http1xx,
-    Counter::Http2xx,
-    Counter::Http3xx,
-    Counter::Http4xx,
-    Counter::Http5xx,
-    Counter::HttpXxx,
-];
-
 /// Option keys that name the target, in preference order (`uri` is Nighthawk's name).
 const TARGET_KEYS: [&str; 4] = ["uri", "url", "target", "multi_target_endpoints"];
 
@@ -73,7 +64,7 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
     let r = input.result;
     let g = &r.global;
     let secs = g.execution_duration.as_secs_f64();
-    let responses = sum(&g.counters, &RESPONSE_COUNTERS);
+    let responses = g.counters.responses();
     let errors: Map<String, Value> = ERROR_COUNTERS
         .iter()
         .filter(|&&c| g.counters.get(c) > 0)
@@ -151,7 +142,7 @@ fn interval(i: &Interval) -> Value {
     json!({
         "start_s": i.start.as_secs_f64(),
         "duration_s": i.duration.as_secs_f64(),
-        "responses": sum(&i.counters, &RESPONSE_COUNTERS),
+        "responses": i.counters.responses(),
         "errors": sum(&i.counters, &ERROR_COUNTERS),
         "overflow": i.counters.get(Counter::PoolOverflow),
         "latency": latency,
