@@ -204,3 +204,55 @@ fn large_request_bodies_go_out_whole_over_tls() {
         assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{protocol}");
     }
 }
+
+// ---- Handshake failures in plain words (issue 10) ----
+
+/// `https://` pointed at a plaintext port: the error says so instead of naming a TLS record.
+#[test]
+fn plain_http_port_is_reported_in_plain_words() {
+    let server = Server::start(&[]);
+    let url = format!("https://{}/", server.addr);
+    let out = shrike_run(&[&url, "--rps", "5", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the server did not answer TLS (is it plain HTTP?)"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A peer that resets the connection mid-handshake (closing a socket with unread data makes
+/// Linux send RST) is named as such, not as an opaque I/O error.
+#[test]
+fn reset_during_the_handshake_is_reported_in_plain_words() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    listener.set_nonblocking(true).expect("nonblocking");
+    let resetter = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut resets = 0;
+        while std::time::Instant::now() < deadline && resets < 50 {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).expect("blocking");
+                    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+                    // Wait for the ClientHello so it sits unread when the socket closes.
+                    let _ = stream.peek(&mut [0u8; 1]);
+                    drop(stream);
+                    resets += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        resets
+    });
+    let url = format!("https://127.0.0.1:{port}/");
+    let out = shrike_run(&[&url, "--tls-insecure", "--rps", "5", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the server reset the connection during the TLS handshake"),
+        "{}",
+        out.stderr
+    );
+    drop(resetter); // it stops by its own deadline; nothing to join on a failed assertion
+}
