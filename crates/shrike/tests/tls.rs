@@ -256,3 +256,208 @@ fn reset_during_the_handshake_is_reported_in_plain_words() {
     );
     drop(resetter); // it stops by its own deadline; nothing to join on a failed assertion
 }
+
+// ---- Self-signed `openssl req -x509` certificates pinned with --tls-ca (issue 10) ----
+
+/// A scratch directory for openssl's output, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("shrike-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        Scratch(dir)
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.0.join(file).display().to_string()
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&self.0)
+            .output()
+            .expect("openssl is installed (.ci/run installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// `openssl req -x509` as users run it: CA:TRUE by default, SAN localhost and 127.0.0.1.
+    fn self_signed(&self, name: &str) -> (String, String) {
+        let (cert, key) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.key")));
+        self.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            &key,
+            "-out",
+            &cert,
+        ]);
+        (cert, key)
+    }
+
+    /// The same kind of certificate, valid only in January 2020: this openssl (3.0) has no
+    /// `req -not_before`, but `ca -selfsign` takes explicit dates.
+    fn expired_self_signed(&self) -> (String, String) {
+        let (cert, key, csr) = (self.path("old.pem"), self.path("old.key"), self.path("old.csr"));
+        std::fs::write(
+            self.0.join("ca.cnf"),
+            "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\n\
+             rand_serial = yes\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n\
+             [ext]\nbasicConstraints = critical,CA:TRUE\n\
+             subjectAltName = DNS:localhost,IP:127.0.0.1\n",
+        )
+        .expect("write config");
+        std::fs::write(self.0.join("index.txt"), "").expect("write index");
+        self.openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ]);
+        self.openssl(&[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-selfsign",
+            "-keyfile",
+            &key,
+            "-in",
+            &csr,
+            "-startdate",
+            "20200101000000Z",
+            "-enddate",
+            "20200201000000Z",
+            "-extensions",
+            "ext",
+            "-batch",
+            "-notext",
+            "-out",
+            &cert,
+        ]);
+        (cert, key)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn serve_cert(cert: &str, key: &str) -> TlsServer {
+    TlsServer::start(&["--tls-cert", cert, "--tls-key", key])
+}
+
+#[test]
+fn pinned_openssl_self_signed_certificate_is_trusted() {
+    let dir = Scratch::new("pin-ok");
+    let (cert, key) = dir.self_signed("ca-true");
+    let server = serve_cert(&cert, &key);
+    for url in [server.url(), format!("https://127.0.0.1:{}/", server.port)] {
+        let out = shrike_run(&[&url, "--tls-ca", &cert, "--rps", "10", "--duration", "1"]);
+        assert_eq!(out.code(), 0, "{url}:\n{}", out.stderr);
+        let g = global(&json(&out)).clone();
+        assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{url}");
+        assert!(counter(&g, "ssl.handshake") >= 1, "{url}");
+    }
+}
+
+#[test]
+fn pinned_certificate_still_needs_the_right_name() {
+    let dir = Scratch::new("pin-name");
+    let (cert, key) = dir.self_signed("ca-true");
+    let server = serve_cert(&cert, &key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &cert, "--tls-sni", "example.com", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("not valid for name \"example.com\""), "{}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+}
+
+#[test]
+fn pinned_certificate_still_needs_to_be_in_date() {
+    let dir = Scratch::new("pin-expired");
+    let (cert, key) = dir.expired_self_signed();
+    let server = serve_cert(&cert, &key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &cert, "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("certificate expired"), "{}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+}
+
+/// Pinning trusts exactly the certificate given, not any self-signed one.
+#[test]
+fn a_different_self_signed_certificate_is_not_trusted() {
+    let dir = Scratch::new("pin-other");
+    let (served, served_key) = dir.self_signed("served");
+    let (other, _) = dir.self_signed("other");
+    let server = serve_cert(&served, &served_key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &other, "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    // webpki rejects a CA:TRUE server certificate before looking for its issuer, so the
+    // error is CaUsedAsEndEntity, with the hint on how to fix it.
+    assert!(out.stderr.contains("CaUsedAsEndEntity"), "{}", out.stderr);
+    assert!(out.stderr.contains("CA:FALSE"), "hint missing:\n{}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+
+    // The same with CA:FALSE certificates reaches the issuer lookup: UnknownIssuer. Distinct
+    // subjects, or webpki would take the other certificate for the issuer (same name) and
+    // report BadSignature instead.
+    let leaf = |name: &str| {
+        let (cert, key) = (dir.path(&format!("{name}.pem")), dir.path(&format!("{name}.key")));
+        let subject = format!("/CN={name}");
+        dir.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &subject,
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-keyout",
+            &key,
+            "-out",
+            &cert,
+        ]);
+        (cert, key)
+    };
+    let (served, served_key) = leaf("leaf-served");
+    let (other, _) = leaf("leaf-other");
+    let server = serve_cert(&served, &served_key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &other, "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("UnknownIssuer"), "{}", out.stderr);
+}
