@@ -461,3 +461,41 @@ fn a_different_self_signed_certificate_is_not_trusted() {
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("UnknownIssuer"), "{}", out.stderr);
 }
+
+// ---- Generated certificates do not outlive `shrike serve --tls` (issue 10) ----
+
+fn sigterm(server: &mut TlsServer) {
+    let pid = server.child.id().to_string();
+    let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            assert!(status.success(), "a first SIGTERM drains and exits 0: {status}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn generated_certificate_directory_is_removed_at_exit() {
+    let mut server = TlsServer::start(&["--tls"]);
+    let cert = std::path::PathBuf::from(&server.ca);
+    assert!(cert.is_file(), "tls-ca {:?} exists while serving", server.ca);
+    let dir = cert.parent().expect("in a directory").to_path_buf();
+    sigterm(&mut server);
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
+fn tls_cert_out_files_are_kept() {
+    let out = Scratch::new("cert-out");
+    let kept = out.path("kept");
+    let mut server = TlsServer::start(&["--tls", "--tls-cert-out", &kept]);
+    assert_eq!(server.ca, out.path("kept/cert.pem"));
+    sigterm(&mut server);
+    assert!(out.0.join("kept/cert.pem").is_file());
+    assert!(out.0.join("kept/key.pem").is_file());
+}
