@@ -15,9 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::Resumption;
+use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::server::ParsedCertificate;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
@@ -45,6 +48,8 @@ pub enum TlsError {
     ServerName(String),
     #[error("cannot use this TLS configuration for QUIC: {0}")]
     Quic(String),
+    #[error("cannot build the certificate verifier: {0}")]
+    Verifier(#[from] rustls::client::VerifierBuilderError),
 }
 
 /// A run's TLS client: the shared rustls config and the name to verify.
@@ -81,7 +86,8 @@ impl TlsClient {
             select_versions(opts.min_version, opts.max_version)?
         };
         let algorithms = provider.signature_verification_algorithms;
-        let builder = ClientConfig::builder_with_provider(Arc::new(provider))
+        let provider = Arc::new(provider);
+        let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
             .map_err(|e| TlsError::Versions(e.to_string()))?;
         let mut config = if opts.insecure {
@@ -90,7 +96,17 @@ impl TlsClient {
                 .with_custom_certificate_verifier(Arc::new(SignaturesOnly(algorithms)))
                 .with_no_client_auth()
         } else {
-            builder.with_root_certificates(roots(opts.ca_file.as_deref())?).with_no_client_auth()
+            let (roots, pinned) = roots(opts.ca_file.as_deref())?;
+            let webpki =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(PinnedOrWebPki {
+                    webpki,
+                    pinned,
+                    algorithms,
+                }))
+                .with_no_client_auth()
         };
         config.alpn_protocols = vec![protocol.alpn().to_vec()];
         if opts.no_session_resumption {
@@ -211,8 +227,11 @@ fn select_versions(
         .collect())
 }
 
-/// The system's trust roots plus `ca_file`'s certificates.
-fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, TlsError> {
+/// The system's trust roots plus `ca_file`'s certificates, and `ca_file`'s certificates alone
+/// (the ones a server may present as its own; see [`PinnedOrWebPki`]).
+fn roots(
+    ca_file: Option<&Path>,
+) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), TlsError> {
     let mut store = RootCertStore::empty();
     // Unparsable system certificates are skipped, as every TLS client does; a missing system
     // store just means only --tls-ca roots are trusted.
@@ -227,11 +246,175 @@ fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, TlsError> {
         if certs.is_empty() {
             return Err(err("no PEM certificates (-----BEGIN CERTIFICATE-----) found".into()));
         }
-        for c in certs {
-            store.add(c).map_err(|e| err(format!("invalid certificate: {e}")))?;
+        for c in &certs {
+            store.add(c.clone()).map_err(|e| err(format!("invalid certificate: {e}")))?;
         }
+        return Ok((store, certs));
     }
-    Ok(store)
+    Ok((store, Vec::new()))
+}
+
+/// The default verifier (webpki: chain to a root, name, dates, key usage), except that a server
+/// certificate byte-identical to one in the `--tls-ca` file is trusted as itself, with only its
+/// name and validity dates checked. That is how curl, Go and browsers treat an imported
+/// self-signed certificate, and it is what `openssl req -x509` users expect: its certificates
+/// are CA:TRUE, which webpki rightly refuses as a server's own (`CaUsedAsEndEntity`) when it
+/// builds a chain. Pinning the exact bytes trusts nothing more than the user handed us.
+#[derive(Debug)]
+struct PinnedOrWebPki {
+    webpki: Arc<WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for PinnedOrWebPki {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if !self.pinned.iter().any(|p| p.as_ref() == end_entity.as_ref()) {
+            return self.webpki.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            );
+        }
+        check_validity(end_entity, now)?;
+        let parsed = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    // The handshake is still signed with the presented certificate's key, pinned or not.
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// The validity-window check webpki makes, for a pinned certificate (which bypasses webpki's
+/// chain building, where that check lives: neither rustls nor webpki exposes the dates).
+fn check_validity(cert: &CertificateDer<'_>, now: UnixTime) -> Result<(), rustls::Error> {
+    let bad = || rustls::Error::InvalidCertificate(CertificateError::BadEncoding);
+    let (not_before, not_after) = validity(cert.as_ref()).ok_or_else(bad)?;
+    let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(secs));
+    let secs = now.as_secs();
+    if not_before > not_after {
+        return Err(bad());
+    }
+    if secs < not_before {
+        let not_before = at(not_before);
+        return Err(CertificateError::NotValidYetContext { time: now, not_before }.into());
+    }
+    if secs > not_after {
+        let not_after = at(not_after);
+        return Err(CertificateError::ExpiredContext { time: now, not_after }.into());
+    }
+    Ok(())
+}
+
+/// One DER element at the start of `input`: its tag, its contents and what follows it.
+fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        // Long form: the low bits count the length bytes; 4 covers any certificate.
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let (bytes, rest) = rest.split_at(n);
+        (bytes.iter().fold(0usize, |len, b| (len << 8) | usize::from(*b)), rest)
+    };
+    if rest.len() < len {
+        return None;
+    }
+    let (contents, rest) = rest.split_at(len);
+    Some((tag, contents, rest))
+}
+
+/// A certificate's notBefore and notAfter as Unix seconds (RFC 5280 §4.1: Certificate ->
+/// tbsCertificate -> [version], serialNumber, signature, issuer, validity).
+fn validity(cert: &[u8]) -> Option<(u64, u64)> {
+    const SEQUENCE: u8 = 0x30;
+    let (SEQUENCE, cert, _) = der_element(cert)? else { return None };
+    let (SEQUENCE, tbs, _) = der_element(cert)? else { return None };
+    let (mut tag, _, mut rest) = der_element(tbs)?;
+    if tag == 0xa0 {
+        // The explicit [0] version, absent from v1 certificates.
+        (tag, _, rest) = der_element(rest)?;
+    }
+    if tag != 0x02 {
+        return None; // serialNumber
+    }
+    let (SEQUENCE, _, rest) = der_element(rest)? else { return None }; // signature
+    let (SEQUENCE, _, rest) = der_element(rest)? else { return None }; // issuer
+    let (SEQUENCE, validity, _) = der_element(rest)? else { return None };
+    let (tag, not_before, rest) = der_element(validity)?;
+    let not_before = der_time(tag, not_before)?;
+    let (tag, not_after, _) = der_element(rest)?;
+    Some((not_before, der_time(tag, not_after)?))
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) as Unix seconds; RFC 5280
+/// §4.1.2.5 allows only these forms. Times before 1970 count as 0.
+fn der_time(tag: u8, value: &[u8]) -> Option<u64> {
+    let digits = value.strip_suffix(b"Z")?;
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        digits.get(range)?.iter().try_fold(0i64, |n, d| Some(n * 10 + i64::from(d - b'0')))
+    };
+    let (year, rest) = match (tag, digits.len()) {
+        // UTCTime years 50..99 are 19xx (RFC 5280 §4.1.2.5.1).
+        (0x17, 12) => (num(0..2).map(|y| if y >= 50 { 1900 + y } else { 2000 + y })?, 2),
+        (0x18, 14) => (num(0..4)?, 4),
+        _ => return None,
+    };
+    let field = |i: usize| num(rest + 2 * i..rest + 2 * i + 2);
+    let (month, day, hour, minute, second) =
+        (field(0)?, field(1)?, field(2)?, field(3)?, field(4)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 59 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), March-based years.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    Some(u64::try_from(secs).unwrap_or(0))
 }
 
 /// `--tls-insecure`: any certificate chain and name is accepted, but the handshake signature
@@ -279,11 +462,12 @@ impl ServerCertVerifier for SignaturesOnly {
 /// wrapped differently by rustls (TCP) and quinn (QUIC).
 pub(crate) fn certificate_hint(error: &str) -> &'static str {
     if error.contains("CaUsedAsEndEntity") {
-        // `openssl req -x509` marks its certificate CA:TRUE; curl accepts that as a server's own
-        // certificate, webpki (rightly) does not.
+        // `openssl req -x509` marks its certificate CA:TRUE; webpki (rightly) refuses that as a
+        // server's own unless the user pinned that very certificate with --tls-ca.
         " (the server presents a CA certificate as its own, as `openssl req -x509` makes by \
-         default: re-issue it with `-addext basicConstraints=critical,CA:FALSE` or sign a leaf \
-         certificate with that CA; --tls-insecure skips verification)"
+         default: pass that very certificate with --tls-ca to trust it, re-issue it with \
+         `-addext basicConstraints=critical,CA:FALSE`, or sign a leaf certificate with that \
+         CA; --tls-insecure skips verification)"
     } else if error.contains("UnknownIssuer") {
         " (pass the issuing CA with --tls-ca, or skip verification with --tls-insecure)"
     } else {
@@ -294,6 +478,19 @@ pub(crate) fn certificate_hint(error: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn der_times_are_unix_seconds() {
+        assert_eq!(der_time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(der_time(0x17, b"200101000000Z"), Some(1_577_836_800));
+        assert_eq!(der_time(0x18, b"20240229235959Z"), Some(1_709_251_199));
+        assert_eq!(der_time(0x18, b"99991231235959Z"), Some(253_402_300_799));
+        assert_eq!(der_time(0x17, b"500101000000Z"), Some(0), "1950 is before the epoch");
+        for bad in [&b"200101000000"[..], b"2001010000Z", b"201301000000Z", b"20010100+000Z"] {
+            assert_eq!(der_time(0x17, bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(der_time(0x04, b"200101000000Z"), None);
+    }
 
     #[test]
     fn versions_parse_and_range() {

@@ -144,6 +144,32 @@ async fn open(addr: std::net::SocketAddr, bind: Option<std::net::IpAddr>) -> io:
     socket.connect(addr).await
 }
 
+/// Plain words for the handshake failures users cause by pointing `https://` at the wrong
+/// port: rustls reports them in TLS record terms ("corrupt message of type
+/// InvalidContentType") that do not say the server is simply not speaking TLS.
+fn not_tls_reason(e: &io::Error) -> Option<&'static str> {
+    use rustls::InvalidMessage as M;
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        // A plaintext HTTP server answers the ClientHello with "HTTP/1.1 400 ...": its first
+        // bytes parse as an unknown record type, version or an oversized length.
+        Some(rustls::Error::InvalidMessage(
+            M::InvalidContentType | M::UnknownProtocolVersion | M::MessageTooLarge,
+        )) => Some("the server did not answer TLS (is it plain HTTP?)"),
+        Some(_) => None,
+        None => match e.kind() {
+            io::ErrorKind::ConnectionReset => Some(
+                "the server reset the connection during the TLS handshake (is it serving TLS \
+                 on this port? does it refuse this TLS version or server name?)",
+            ),
+            io::ErrorKind::UnexpectedEof => Some(
+                "the server closed the connection during the TLS handshake (is it serving TLS \
+                 on this port?)",
+            ),
+            _ => None,
+        },
+    }
+}
+
 /// The TLS half of [`connect`]: handshake, check the ALPN answer, count the handshake and
 /// whether it resumed a session.
 async fn tls_handshake(
@@ -184,7 +210,13 @@ async fn tls_handshake(
                 String::new()
             };
             let advice = crate::tls::certificate_hint(&e.to_string());
-            return fail(cx, format!("{} failed: {e}{hint}{advice}", describe()), no_alpn);
+            // The plain-words reason leads (it is what the user must act on); rustls's own
+            // text follows for whoever needs the detail.
+            let msg = match not_tls_reason(&e) {
+                Some(reason) => format!("{} failed: {reason}; rustls: {e}", describe()),
+                None => format!("{} failed: {e}{hint}{advice}", describe()),
+            };
+            return fail(cx, msg, no_alpn);
         }
         Err(_) => {
             let mut st = cx.state.borrow_mut();

@@ -129,6 +129,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 struct TlsSetup {
     config: TlsConfig,
     generated: Option<PathBuf>,
+    /// Held for the server's lifetime: dropping it removes the generated files.
+    _temp_dir: Option<TempDir>,
+}
+
+/// A directory we created for a generated certificate, removed when dropped: `serve` returns
+/// (and so drops it) on a normal exit and after SIGINT/SIGTERM alike, so runs of
+/// `shrike serve --tls` do not pile up directories in /tmp. `--tls-cert-out` directories are
+/// the user's and are never wrapped in this.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Best effort: a directory someone else already removed is not an error at exit.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
@@ -136,7 +151,7 @@ fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let config = TlsConfig::from_pem_files(cert, key)
             .map_err(|e| usage(format!("--tls-cert/--tls-key: {e}")))?;
-        return Ok(Some(TlsSetup { config, generated: None }));
+        return Ok(Some(TlsSetup { config, generated: None, _temp_dir: None }));
     }
     if !args.enabled {
         if args.tls_cert_out.is_some() {
@@ -148,19 +163,23 @@ fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
     }
     let cert = SelfSignedCert::generate(&SelfSignedCert::LOOPBACK_NAMES)
         .context("cannot generate a self-signed certificate")?;
-    let dir = match &args.tls_cert_out {
+    let (dir, temp_dir) = match &args.tls_cert_out {
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("--tls-cert-out: cannot create {}", dir.display()))?;
-            dir.clone()
+            (dir.clone(), None)
         }
-        None => new_temp_dir()?,
+        None => {
+            let dir = new_temp_dir()?;
+            // Guarded before anything is written, so a failure below removes it too.
+            (dir.clone(), Some(TempDir(dir)))
+        }
     };
     let cert_path = dir.join("cert.pem");
     write_file(&cert_path, cert.cert_pem(), 0o644)?;
     write_file(&dir.join("key.pem"), cert.key_pem(), 0o600)?;
     let config = cert.tls_config().context("the generated certificate is unusable")?;
-    Ok(Some(TlsSetup { config, generated: Some(cert_path) }))
+    Ok(Some(TlsSetup { config, generated: Some(cert_path), _temp_dir: temp_dir }))
 }
 
 /// A directory of our own under the system temp dir (no tempfile crate for one call: the name
@@ -517,11 +536,12 @@ mod tests {
         assert!(build_config(&a, Some(reloaded.config)).unwrap().tls().is_some());
         let _ = std::fs::remove_dir_all(&dir);
 
-        // Without --tls-cert-out, a fresh directory of its own.
+        // Without --tls-cert-out, a fresh directory of its own, removed with the setup.
         let setup = tls_setup(&args(&["--tls"])).unwrap().unwrap();
-        let generated = setup.generated.unwrap();
+        let generated = setup.generated.clone().unwrap();
         assert!(generated.ends_with("cert.pem") && generated.is_file());
-        let _ = std::fs::remove_dir_all(generated.parent().unwrap());
+        drop(setup);
+        assert!(!generated.parent().unwrap().exists());
     }
 
     #[test]

@@ -204,3 +204,298 @@ fn large_request_bodies_go_out_whole_over_tls() {
         assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{protocol}");
     }
 }
+
+// ---- Handshake failures in plain words (issue 10) ----
+
+/// `https://` pointed at a plaintext port: the error says so instead of naming a TLS record.
+#[test]
+fn plain_http_port_is_reported_in_plain_words() {
+    let server = Server::start(&[]);
+    let url = format!("https://{}/", server.addr);
+    let out = shrike_run(&[&url, "--rps", "5", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the server did not answer TLS (is it plain HTTP?)"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A peer that resets the connection mid-handshake (closing a socket with unread data makes
+/// Linux send RST) is named as such, not as an opaque I/O error.
+#[test]
+fn reset_during_the_handshake_is_reported_in_plain_words() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    listener.set_nonblocking(true).expect("nonblocking");
+    let resetter = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut resets = 0;
+        while std::time::Instant::now() < deadline && resets < 50 {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).expect("blocking");
+                    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+                    // Wait for the ClientHello so it sits unread when the socket closes.
+                    let _ = stream.peek(&mut [0u8; 1]);
+                    drop(stream);
+                    resets += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        resets
+    });
+    let url = format!("https://127.0.0.1:{port}/");
+    let out = shrike_run(&[&url, "--tls-insecure", "--rps", "5", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the server reset the connection during the TLS handshake"),
+        "{}",
+        out.stderr
+    );
+    drop(resetter); // it stops by its own deadline; nothing to join on a failed assertion
+}
+
+// ---- Self-signed `openssl req -x509` certificates pinned with --tls-ca (issue 10) ----
+
+/// A scratch directory for openssl's output, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("shrike-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        Scratch(dir)
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.0.join(file).display().to_string()
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&self.0)
+            .output()
+            .expect("openssl is installed (.ci/run installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// `openssl req -x509` as users run it: CA:TRUE by default, SAN localhost and 127.0.0.1.
+    fn self_signed(&self, name: &str) -> (String, String) {
+        let (cert, key) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.key")));
+        self.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            &key,
+            "-out",
+            &cert,
+        ]);
+        (cert, key)
+    }
+
+    /// The same kind of certificate, valid only in January 2020: this openssl (3.0) has no
+    /// `req -not_before`, but `ca -selfsign` takes explicit dates.
+    fn expired_self_signed(&self) -> (String, String) {
+        let (cert, key, csr) = (self.path("old.pem"), self.path("old.key"), self.path("old.csr"));
+        std::fs::write(
+            self.0.join("ca.cnf"),
+            "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\n\
+             rand_serial = yes\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n\
+             [ext]\nbasicConstraints = critical,CA:TRUE\n\
+             subjectAltName = DNS:localhost,IP:127.0.0.1\n",
+        )
+        .expect("write config");
+        std::fs::write(self.0.join("index.txt"), "").expect("write index");
+        self.openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ]);
+        self.openssl(&[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-selfsign",
+            "-keyfile",
+            &key,
+            "-in",
+            &csr,
+            "-startdate",
+            "20200101000000Z",
+            "-enddate",
+            "20200201000000Z",
+            "-extensions",
+            "ext",
+            "-batch",
+            "-notext",
+            "-out",
+            &cert,
+        ]);
+        (cert, key)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn serve_cert(cert: &str, key: &str) -> TlsServer {
+    TlsServer::start(&["--tls-cert", cert, "--tls-key", key])
+}
+
+#[test]
+fn pinned_openssl_self_signed_certificate_is_trusted() {
+    let dir = Scratch::new("pin-ok");
+    let (cert, key) = dir.self_signed("ca-true");
+    let server = serve_cert(&cert, &key);
+    for url in [server.url(), format!("https://127.0.0.1:{}/", server.port)] {
+        let out = shrike_run(&[&url, "--tls-ca", &cert, "--rps", "10", "--duration", "1"]);
+        assert_eq!(out.code(), 0, "{url}:\n{}", out.stderr);
+        let g = global(&json(&out)).clone();
+        assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{url}");
+        assert!(counter(&g, "ssl.handshake") >= 1, "{url}");
+    }
+}
+
+#[test]
+fn pinned_certificate_still_needs_the_right_name() {
+    let dir = Scratch::new("pin-name");
+    let (cert, key) = dir.self_signed("ca-true");
+    let server = serve_cert(&cert, &key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &cert, "--tls-sni", "example.com", "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("not valid for name \"example.com\""), "{}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+}
+
+#[test]
+fn pinned_certificate_still_needs_to_be_in_date() {
+    let dir = Scratch::new("pin-expired");
+    let (cert, key) = dir.expired_self_signed();
+    let server = serve_cert(&cert, &key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &cert, "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("certificate expired"), "{}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+}
+
+/// Pinning trusts exactly the certificate given, not any self-signed one.
+#[test]
+fn a_different_self_signed_certificate_is_not_trusted() {
+    let dir = Scratch::new("pin-other");
+    let (served, served_key) = dir.self_signed("served");
+    let (other, _) = dir.self_signed("other");
+    let server = serve_cert(&served, &served_key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &other, "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    // webpki rejects a CA:TRUE server certificate before looking for its issuer, so the
+    // error is CaUsedAsEndEntity, with the hint on how to fix it.
+    assert!(out.stderr.contains("CaUsedAsEndEntity"), "{}", out.stderr);
+    assert!(out.stderr.contains("CA:FALSE"), "hint missing:\n{}", out.stderr);
+    assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 0);
+
+    // The same with CA:FALSE certificates reaches the issuer lookup: UnknownIssuer. Distinct
+    // subjects, or webpki would take the other certificate for the issuer (same name) and
+    // report BadSignature instead.
+    let leaf = |name: &str| {
+        let (cert, key) = (dir.path(&format!("{name}.pem")), dir.path(&format!("{name}.key")));
+        let subject = format!("/CN={name}");
+        dir.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &subject,
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-keyout",
+            &key,
+            "-out",
+            &cert,
+        ]);
+        (cert, key)
+    };
+    let (served, served_key) = leaf("leaf-served");
+    let (other, _) = leaf("leaf-other");
+    let server = serve_cert(&served, &served_key);
+    let url = server.url();
+    let out = shrike_run(&[&url, "--tls-ca", &other, "--duration", "1"]);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("UnknownIssuer"), "{}", out.stderr);
+}
+
+// ---- Generated certificates do not outlive `shrike serve --tls` (issue 10) ----
+
+fn sigterm(server: &mut TlsServer) {
+    let pid = server.child.id().to_string();
+    let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            assert!(status.success(), "a first SIGTERM drains and exits 0: {status}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn generated_certificate_directory_is_removed_at_exit() {
+    let mut server = TlsServer::start(&["--tls"]);
+    let cert = std::path::PathBuf::from(&server.ca);
+    assert!(cert.is_file(), "tls-ca {:?} exists while serving", server.ca);
+    let dir = cert.parent().expect("in a directory").to_path_buf();
+    sigterm(&mut server);
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
+fn tls_cert_out_files_are_kept() {
+    let out = Scratch::new("cert-out");
+    let kept = out.path("kept");
+    let mut server = TlsServer::start(&["--tls", "--tls-cert-out", &kept]);
+    assert_eq!(server.ca, out.path("kept/cert.pem"));
+    sigterm(&mut server);
+    assert!(out.0.join("kept/cert.pem").is_file());
+    assert!(out.0.join("kept/key.pem").is_file());
+}
