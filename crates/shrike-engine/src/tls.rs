@@ -406,13 +406,8 @@ fn der_time(tag: u8, value: &[u8]) -> Option<u64> {
     if second > 59 {
         return None;
     }
-    // Days from the civil date (Howard Hinnant's algorithm), March-based years.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    // Validated above: month 1..=12 and day 1..=31 fit u32.
+    let days = shrike_stats::timestamp::days_from_civil(year, month as u32, day as u32);
     let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
     Some(u64::try_from(secs).unwrap_or(0))
 }
