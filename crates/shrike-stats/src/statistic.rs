@@ -272,6 +272,16 @@ impl Statistic {
         }
     }
 
+    /// [`Statistic::value_at_quantile`] clamped to the exact `[min, max]`: what a report that
+    /// prints a percentile next to the exact min or max should show. HdrHistogram answers with
+    /// the highest value of a sample's bucket (3 significant digits), which can lie above every
+    /// sample: one sample of 1_016_957 ns reads p99 = 1_017_343 ns, above max. No sample lies
+    /// outside `[min, max]`, so clamping only moves the value closer to the truth.
+    pub fn clamped_quantile(&self, q: f64) -> u64 {
+        // Not `clamp`, which panics if min > max (possible in a hand-built statistic).
+        self.value_at_quantile(q).max(self.min()).min(self.max())
+    }
+
     fn stored_point(&self, q: f64) -> Option<&Percentile> {
         self.stored.as_ref()?.iter().find(|p| p.quantile >= q)
     }
@@ -464,6 +474,18 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clamped_quantile_never_leaves_the_exact_range() {
+        let mut s = Statistic::new();
+        s.record(1_016_957);
+        // The bucket's highest equivalent value is above the only sample...
+        assert!(s.value_at_quantile(0.99) > s.max(), "{}", s.value_at_quantile(0.99));
+        // ...and the clamped value is the sample itself.
+        assert_eq!(s.clamped_quantile(0.99), 1_016_957);
+        assert_eq!(s.clamped_quantile(0.0), 1_016_957);
+        assert_eq!(Statistic::new().clamped_quantile(0.5), 0);
+    }
 
     #[test]
     fn moments_are_exact() {
