@@ -365,6 +365,24 @@ fn nighthawks_json_transforms_and_refuses_to_merge() {
     assert_eq!(h["Max"].as_f64(), Some(0.310886399));
     let p50 = h["Percentiles"].as_array().unwrap().iter().find(|p| p["Percentile"] == 50.0);
     assert_eq!(p50.unwrap()["Value"].as_f64(), Some(0.065077247));
+    // Its buckets are the spans between printed points, as Nighthawk's own file has them
+    // (which also lists spans that add no samples).
+    let gold = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shrike-output/tests/nighthawk/output_formatter.medium.fortio.gold"
+    );
+    let gold = doc(&std::fs::read_to_string(gold).unwrap());
+    let spans = |data: &Value| -> Vec<(f64, f64, u64)> {
+        let count = |c: &Value| c.as_u64().or_else(|| c.as_str()?.parse().ok()).unwrap();
+        let data = data.as_array().unwrap().iter();
+        let spans = data.map(|b| {
+            (b["Start"].as_f64().unwrap(), b["End"].as_f64().unwrap(), count(&b["Count"]))
+        });
+        spans.filter(|s| s.2 > 0).collect()
+    };
+    let want = spans(&gold["DurationHistogram"]["Data"]);
+    assert_eq!(want.len(), 22);
+    assert_eq!(spans(&h["Data"]), want);
 
     let a = dir().join("nighthawk-a.json");
     let b = dir().join("nighthawk-b.json");
