@@ -7,9 +7,9 @@
 //! silently lose measurements.
 //!
 //! Nighthawk's own JSON reads too. It lacks Shrike's parts, which then read as follows:
-//! - no `shrike` block: the termination is unknown and reads as completed (Nighthawk writes its
-//!   output only for a run that ended; a failed predicate there shows in its counters), with no
-//!   intervals and no errors;
+//! - no `shrike` block: Nighthawk's output does not record how the run ended, so the
+//!   termination reads as completed (the only kind that claims nothing), with no intervals and
+//!   no errors;
 //! - no `execution_start` (optional in Nighthawk): the global result's start, else the
 //!   document's `timestamp`; an approximation, the only time the file gives;
 //! - no `shrike_histogram`: the statistic is its summary (count, moments, printed percentiles,
