@@ -13,6 +13,10 @@
 //!   (100000 units): a 330 µs max gives 10 ns units. `Count`, `Min`, `Max`, `Sum`, `Avg` and
 //!   `StdDev` are the exact moments; `Percentiles` are at fortio's default list (50, 75, 90,
 //!   99, 99.9).
+//! - A statistic read without a histogram (Nighthawk's JSON) has only its printed percentile
+//!   points; its `Data` then has one bucket per point that adds samples, from the previous
+//!   point's value to this one's, as Nighthawk's own fortio output does. Re-binning those into
+//!   fortio's bounds would invent where the samples lie within each span.
 //! - `StartTime`: the global execution start; `ID`: fortio's `YYYY-MM-DD-HHMMSS_labels`, in UTC.
 //! - `RetCodes`: every status code seen, with its exact count.
 //! - `RequestedQPS`: requests per second × workers as a string (`"max"` when unpaced);
@@ -207,6 +211,37 @@ fn document(result: &RunResult) -> FortioResult {
 fn histogram(stat: &Statistic, per_unit: f64) -> HistogramData {
     let n = stat.count();
     let out = |raw: u64| raw as f64 / per_unit;
+    let data = if stat.has_histogram() {
+        fortio_buckets(stat, per_unit)
+    } else {
+        summary_buckets(stat, per_unit)
+    };
+    let percentiles = if n == 0 {
+        Vec::new()
+    } else {
+        PERCENTILES
+            .iter()
+            .map(|&p| FortioPercentile {
+                percentile: p,
+                value: out(stat.clamped_quantile(p / 100.0)),
+            })
+            .collect()
+    };
+    HistogramData {
+        count: int(n),
+        min: out(stat.min()),
+        max: out(stat.max()),
+        sum: stat.mean() * n as f64 / per_unit,
+        avg: stat.mean() / per_unit,
+        std_dev: stat.pstdev() / per_unit,
+        data,
+        percentiles,
+    }
+}
+
+/// `Data` from the histogram, in fortio's bucket bounds (see the module docs).
+fn fortio_buckets(stat: &Statistic, per_unit: f64) -> Vec<Bucket> {
+    let out = |raw: u64| raw as f64 / per_unit;
     let (min, max) = (out(stat.min()), out(stat.max()));
     // Size of one bucket unit in recorded units (see the module docs), in integers so that a
     // sample on a bound is compared exactly.
@@ -217,7 +252,7 @@ fn histogram(stat: &Statistic, per_unit: f64) -> HistogramData {
     }
     let bound = |i: usize| BUCKETS[i].saturating_mul(resolution);
     let mut counts = [0u64; BUCKETS.len() + 1];
-    if n > 0 {
+    if stat.count() > 0 {
         for v in stat.histogram().iter_recorded() {
             // An HDR bucket's samples lie in [lowest, highest equivalent], 3 digits apart; the
             // lowest keeps a sample recorded exactly on a fortio bound in the bucket it closes.
@@ -243,27 +278,30 @@ fn histogram(stat: &Statistic, per_unit: f64) -> HistogramData {
             count: int(c),
         });
     }
-    let percentiles = if n == 0 {
-        Vec::new()
-    } else {
-        PERCENTILES
-            .iter()
-            .map(|&p| {
-                let v = stat.value_at_quantile(p / 100.0).max(stat.min()).min(stat.max());
-                FortioPercentile { percentile: p, value: out(v) }
-            })
-            .collect()
-    };
-    HistogramData {
-        count: int(n),
-        min,
-        max,
-        sum: stat.mean() * n as f64 / per_unit,
-        avg: stat.mean() / per_unit,
-        std_dev: stat.pstdev() / per_unit,
-        data,
-        percentiles,
+    data
+}
+
+/// `Data` from printed percentile points (a statistic read without a histogram): one bucket per
+/// point that adds samples, spanning from the previous point's value (the min for the first).
+fn summary_buckets(stat: &Statistic, per_unit: f64) -> Vec<Bucket> {
+    let out = |raw: u64| raw as f64 / per_unit;
+    let total = stat.count();
+    let mut data = Vec::new();
+    let (mut below, mut start) = (0u64, stat.min());
+    for p in stat.spectrum() {
+        if p.count > below && total > 0 {
+            // Clamped as everywhere else: a printed point is a bucket's top edge.
+            let end = p.value.max(stat.min()).min(stat.max());
+            data.push(Bucket {
+                start: out(start),
+                end: out(end),
+                percent: 100.0 * p.count as f64 / total as f64,
+                count: int(p.count - below),
+            });
+            (below, start) = (p.count, end);
+        }
     }
+    data
 }
 
 /// fortio's result id: the start time as `2006-01-02-150405` plus the labels' alphanumerics.

@@ -72,6 +72,11 @@ pub enum MergeError {
         other: String,
         other_value: String,
     },
+    #[error(
+        "{input}: cannot merge: statistic {id} of result {result} has no histogram (a Nighthawk \
+         result stores only printed percentiles, which cannot be combined exactly)"
+    )]
+    NoHistogram { input: String, result: String, id: String },
     #[error("{input}: shrike.intervals[{index}]: statistic {id}: {reason}")]
     IntervalHistogram { input: String, index: usize, id: &'static str, reason: String },
 }
@@ -79,6 +84,15 @@ pub enum MergeError {
 /// Merges `inputs` exactly (see the module docs).
 pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
     let first = inputs.first().ok_or(MergeError::NoInputs)?;
+    // Before anything is combined: merging summaries would print percentiles no run measured.
+    for i in &inputs {
+        for r in i.result.workers.iter().chain([&i.result.global]) {
+            if let Some(id) = r.without_histogram() {
+                let (input, result) = (i.name.clone(), r.name.clone());
+                return Err(MergeError::NoHistogram { input, result, id });
+            }
+        }
+    }
     let mut warnings = Vec::new();
     for other in &inputs[1..] {
         check_options(first, other, &mut warnings)?;

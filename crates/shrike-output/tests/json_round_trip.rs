@@ -107,7 +107,7 @@ fn printed_percentiles_are_reproducible_from_the_histogram() {
                         assert_eq!(p["duration"].as_str(), Some(format_proto_ns(v).as_str()));
                     }
                     StatKind::Size => {
-                        assert_eq!(p["raw_value"].as_str(), Some(v.to_string().as_str()));
+                        assert_eq!(p["raw_value"].as_u64(), Some(v));
                     }
                 }
                 checked += 1;

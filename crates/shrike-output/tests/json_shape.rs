@@ -19,14 +19,14 @@ fn is_duration_string(v: &Value) -> bool {
 #[test]
 fn top_level_shape() {
     let text = common::json_text(&common::sample());
-    assert!(text.starts_with("{\n  \"timestamp\": "), "2-space pretty print:\n{}", &text[..40]);
+    assert!(text.starts_with("{\n  \"options\": "), "2-space pretty print:\n{}", &text[..40]);
     assert!(text.ends_with("}\n"));
-    // Nighthawk's field order, not alphabetical.
+    // Nighthawk's field order, not alphabetical, with Shrike's block last.
     let pos = |k: &str| text.find(&format!("\n  \"{k}\":")).unwrap();
-    assert!(pos("timestamp") < pos("options"));
     assert!(pos("options") < pos("results"));
     assert!(pos("results") < pos("version"));
-    assert!(pos("version") < pos("shrike"));
+    assert!(pos("version") < pos("timestamp"));
+    assert!(pos("timestamp") < pos("shrike"));
 
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["timestamp"], "2026-11-21T05:27:55.123456789Z");
@@ -116,7 +116,8 @@ fn statistics_use_strings_durations_and_raw_fields() {
                         assert!(!p.contains_key("raw_value"));
                     }
                     StatKind::Size => {
-                        assert!(is_uint_string(&p["raw_value"]));
+                        // A number, as Nighthawk writes its double `raw_value`.
+                        assert!(p["raw_value"].is_u64(), "{:?}", p["raw_value"]);
                         assert!(!p.contains_key("duration"));
                     }
                 }
@@ -144,4 +145,39 @@ fn known_values_are_formatted_as_nighthawk_does() {
     assert_eq!(empty["percentiles"], serde_json::json!([]));
     assert_eq!(empty["mean"], "0s");
     assert_eq!(global["execution_duration"], "1.500s");
+}
+
+/// Where Shrike writes Nighthawk's fields, they come in the order Nighthawk's own file has
+/// them: top level, a result, a statistic of each kind and a percentile of each kind. Shrike's
+/// additions are skipped. (serde_json's `preserve_order` is on in this crate, so a parsed
+/// object's keys are in file order.)
+#[test]
+fn field_order_is_nighthawks() {
+    let path = format!("{}/tests/nighthawk/output_formatter.json.gold", env!("CARGO_MANIFEST_DIR"));
+    let nighthawk: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let shrike: Value = serde_json::from_str(&common::json_text(&common::sample())).unwrap();
+    let size = StatId::ResponseBodySize.id();
+    let shrike_stat = |id: &str| {
+        let stats = shrike["results"][0]["statistics"].as_array().unwrap();
+        stats.iter().find(|s| s["id"] == id).unwrap().clone()
+    };
+    let (nh_latency, nh_size) =
+        (&nighthawk["results"][0]["statistics"][3], &nighthawk["results"][0]["statistics"][2]);
+    let (sh_latency, sh_size) = (shrike_stat(StatId::RequestToResponse.id()), shrike_stat(size));
+    let pairs = [
+        ("top level", &nighthawk, &shrike),
+        ("result", &nighthawk["results"][0], &shrike["results"][0]),
+        ("duration statistic", nh_latency, &sh_latency),
+        ("size statistic", nh_size, &sh_size),
+        ("duration percentile", &nh_latency["percentiles"][0], &sh_latency["percentiles"][0]),
+        ("size percentile", &nh_size["percentiles"][0], &sh_size["percentiles"][0]),
+    ];
+    for (what, nh, sh) in pairs {
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let (nh, sh) = (keys(nh), keys(sh));
+        let shared_sh: Vec<&String> = sh.iter().filter(|k| nh.contains(k)).collect();
+        let shared_nh: Vec<&String> = nh.iter().filter(|k| sh.contains(k)).collect();
+        assert!(shared_nh.len() >= 3, "{what}: too few shared keys to compare: {shared_nh:?}");
+        assert_eq!(shared_sh, shared_nh, "{what}");
+    }
 }

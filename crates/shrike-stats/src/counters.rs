@@ -1,6 +1,8 @@
 //! Named counters, summed across workers. Names follow Nighthawk/Envoy so users' predicates and
 //! dashboards keep working (`benchmark.http_5xx:0`, `upstream_cx_connect_fail`, …).
 
+use std::collections::BTreeMap;
+
 macro_rules! counters {
     ($( $variant:ident => $name:literal; )*) => {
         /// A counter a worker increments. Stored in a fixed array indexed by this enum.
@@ -72,13 +74,16 @@ impl Counter {
     }
 }
 
-/// A worker's counters: a plain array, incremented without atomics on the hot path.
+/// A worker's counters: a plain array, incremented without atomics on the hot path, plus
+/// counters this build has no [`Counter`] for, by name. Those come only from stored results
+/// (Nighthawk's JSON carries Envoy's `default.total_match_count`, `ssl.ciphers.*`, …) and are
+/// kept so a result read back loses nothing; an empty map does not allocate.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Counters([u64; Counter::COUNT]);
+pub struct Counters([u64; Counter::COUNT], BTreeMap<String, u64>);
 
 impl Default for Counters {
     fn default() -> Self {
-        Counters([0; Counter::COUNT])
+        Counters([0; Counter::COUNT], BTreeMap::new())
     }
 }
 
@@ -122,6 +127,38 @@ impl Counters {
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             *a += *b;
         }
+        for (name, n) in &other.1 {
+            *self.1.entry(name.clone()).or_default() += n;
+        }
+    }
+    /// Sets a counter this build does not know, by name. A known name sets that [`Counter`].
+    pub fn set_named(&mut self, name: &str, v: u64) {
+        match Counter::from_name(name) {
+            Some(c) => self.set(c, v),
+            None => {
+                self.1.insert(name.to_string(), v);
+            }
+        }
+    }
+    /// A counter's value by name, known or not (0 if absent).
+    pub fn get_named(&self, name: &str) -> u64 {
+        match Counter::from_name(name) {
+            Some(c) => self.get(c),
+            None => self.1.get(name).copied().unwrap_or(0),
+        }
+    }
+    /// Counters this build does not know (read from a stored result), in name order.
+    pub fn others(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.1.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+    /// Every non-zero counter by name, known or not, in name order: what a format that writes
+    /// a result back out (JSON) prints, so nothing read is lost.
+    pub fn non_zero_named(&self) -> Vec<(&str, u64)> {
+        let mut v: Vec<(&str, u64)> =
+            self.non_zero().into_iter().map(|(c, n)| (c.name(), n)).collect();
+        v.extend(self.others().filter(|&(_, n)| n > 0));
+        v.sort_by_key(|&(name, _)| name);
+        v
     }
     /// Non-zero counters in name order (how every format prints them).
     pub fn non_zero(&self) -> Vec<(Counter, u64)> {

@@ -22,5 +22,5 @@ pub mod timestamp;
 pub use counters::{Counter, Counters, StatusCodes};
 /// The histogram type [`Statistic::decode_histogram`] returns.
 pub use hdrhistogram::Histogram;
-pub use result::{Interval, IntervalStat, RunResult, Termination, WorkerResult};
+pub use result::{ForeignStatistic, Interval, IntervalStat, RunResult, Termination, WorkerResult};
 pub use statistic::{HistogramDecodeError, Percentile, StatId, StatKind, Statistic, Stats};

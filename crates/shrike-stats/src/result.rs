@@ -3,7 +3,17 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use crate::{Counters, Percentile, StatId, Statistic, Stats, StatusCodes};
+use crate::{Counters, Percentile, StatId, StatKind, Statistic, Stats, StatusCodes};
+
+/// A statistic whose id this build has no [`StatId`] for: another tool's (Nighthawk's
+/// formatter test writes `foo_latency`) or a newer Shrike's. Kept as read so a stored result
+/// loses nothing.
+#[derive(Clone, Debug)]
+pub struct ForeignStatistic {
+    pub id: String,
+    pub kind: StatKind,
+    pub stat: Statistic,
+}
 
 /// The result of one worker (or the merge of several, named `global`).
 #[derive(Clone, Debug)]
@@ -15,6 +25,8 @@ pub struct WorkerResult {
     pub status_codes: StatusCodes,
     pub execution_start: SystemTime,
     pub execution_duration: Duration,
+    /// Statistics with ids this build does not know, in the order read; empty for a run.
+    pub foreign: Vec<ForeignStatistic>,
 }
 
 impl WorkerResult {
@@ -26,7 +38,18 @@ impl WorkerResult {
             status_codes: StatusCodes::new(),
             execution_start: start,
             execution_duration: Duration::ZERO,
+            foreign: Vec::new(),
         }
+    }
+
+    /// The first statistic (by id) with samples but no histogram, known or foreign: what an
+    /// exact merge cannot take.
+    pub fn without_histogram(&self) -> Option<String> {
+        if let Some(id) = self.stats.without_histogram() {
+            return Some(id.id().to_string());
+        }
+        let f = self.foreign.iter().find(|f| f.stat.count() > 0 && !f.stat.has_histogram());
+        f.map(|f| f.id.clone())
     }
 
     /// Exact merge: histograms and counters add; the execution window spans from the earliest
@@ -45,6 +68,12 @@ impl WorkerResult {
                     o.stats.merge(&p.stats);
                     o.counters.merge(&p.counters);
                     o.status_codes.merge(&p.status_codes);
+                    for f in &p.foreign {
+                        match o.foreign.iter_mut().find(|have| have.id == f.id) {
+                            Some(have) => have.stat.merge(&f.stat),
+                            None => o.foreign.push(f.clone()),
+                        }
+                    }
                     o.execution_start = o.execution_start.min(p.execution_start);
                 }
             }

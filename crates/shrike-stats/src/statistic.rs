@@ -136,6 +136,10 @@ pub struct Statistic {
     m2: f64,
     min: u64,
     max: u64,
+    /// `Some` for a statistic read from a summary without a histogram (Nighthawk's JSON): the
+    /// percentile points as stored, which then answer every percentile question. Such a
+    /// statistic cannot be merged exactly; see [`Statistic::has_histogram`].
+    stored: Option<Vec<Percentile>>,
 }
 
 impl Default for Statistic {
@@ -160,7 +164,7 @@ impl Statistic {
     }
 
     fn with_histogram(hist: Histogram<u64>) -> Self {
-        Statistic { hist, count: 0, mean: 0.0, m2: 0.0, min: u64::MAX, max: 0 }
+        Statistic { hist, count: 0, mean: 0.0, m2: 0.0, min: u64::MAX, max: 0, stored: None }
     }
 
     /// Records one sample. Never drops it: the histogram grows if the value is out of range.
@@ -181,13 +185,27 @@ impl Statistic {
     }
 
     /// Merges `other` into `self` exactly (histogram counts add; moments combine).
+    ///
+    /// If either side has no histogram ([`Statistic::has_histogram`]) the moments still combine
+    /// exactly, but the merged percentiles are unknown: the result keeps no percentile points
+    /// rather than invent some. Callers that print percentiles refuse such merges first.
     pub fn merge(&mut self, other: &Statistic) {
         if other.count == 0 {
             return;
         }
-        // Both histograms auto-resize, so `add` only fails on a value beyond u64 indexing,
-        // which `record` never stores.
-        let _ = self.hist.add(&other.hist);
+        let exact = self.stored.is_none() && other.stored.is_none();
+        if !exact && self.count == 0 {
+            // Merging into nothing is exact whatever `other` holds.
+            *self = other.clone();
+            return;
+        }
+        if exact {
+            // Both histograms auto-resize, so `add` only fails on a value beyond u64 indexing,
+            // which `record` never stores.
+            let _ = self.hist.add(&other.hist);
+        } else {
+            self.stored = Some(Vec::new());
+        }
         let (n1, n2) = (self.count as f64, other.count as f64);
         let n = n1 + n2;
         let delta = other.mean - self.mean;
@@ -226,20 +244,57 @@ impl Statistic {
     pub fn max(&self) -> u64 {
         self.max
     }
+    /// The samples' histogram; empty for a statistic read without one (see
+    /// [`Statistic::has_histogram`]).
     pub fn histogram(&self) -> &Histogram<u64> {
         &self.hist
     }
 
+    /// Whether the statistic holds its samples' histogram, so that merging it is exact and any
+    /// percentile can be computed. False for one read from a summary ([`Statistic::from_summary`]).
+    pub fn has_histogram(&self) -> bool {
+        self.stored.is_none()
+    }
+
     /// The value at quantile `q` in `[0, 1]`, as HdrHistogram reports it.
+    ///
+    /// Without a histogram: the stored point at the smallest quantile at or above `q` (a value
+    /// at least `q` of the samples do not exceed), or `max` when no such point was stored, the
+    /// only bound then known.
     pub fn value_at_quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
-        self.hist.value_at_quantile(q)
+        match self.stored_point(q) {
+            Some(p) => p.value,
+            None if self.stored.is_some() => self.max,
+            None => self.hist.value_at_quantile(q),
+        }
+    }
+
+    /// [`Statistic::value_at_quantile`] clamped to the exact `[min, max]`: what a report that
+    /// prints a percentile next to the exact min or max should show. HdrHistogram answers with
+    /// the highest value of a sample's bucket (3 significant digits), which can lie above every
+    /// sample: one sample of 1_016_957 ns reads p99 = 1_017_343 ns, above max. No sample lies
+    /// outside `[min, max]`, so clamping only moves the value closer to the truth.
+    pub fn clamped_quantile(&self, q: f64) -> u64 {
+        // Not `clamp`, which panics if min > max (possible in a hand-built statistic).
+        self.value_at_quantile(q).max(self.min()).min(self.max())
+    }
+
+    fn stored_point(&self, q: f64) -> Option<&Percentile> {
+        self.stored.as_ref()?.iter().find(|p| p.quantile >= q)
     }
 
     /// One percentile point, with the number of samples at or below its value.
     pub fn percentile(&self, q: f64) -> Percentile {
+        if self.stored.is_some() {
+            let count = match self.stored_point(q) {
+                Some(p) => p.count,
+                None => self.count,
+            };
+            return Percentile { quantile: q, count, value: self.value_at_quantile(q) };
+        }
         let value = self.value_at_quantile(q);
         let count = if self.count == 0 { 0 } else { self.hist.count_between(0, value) };
         Percentile { quantile: q, count, value }
@@ -247,9 +302,14 @@ impl Statistic {
 
     /// The HdrHistogram percentile spectrum (5 ticks per half distance, as Nighthawk and
     /// HdrHistogram's own logs use): 0, 0.1 … 0.5, 0.55 … 0.990625, 0.999023 …, 1.
+    ///
+    /// Without a histogram: the stored points, as stored.
     pub fn spectrum(&self) -> Vec<Percentile> {
         if self.count == 0 {
             return Vec::new();
+        }
+        if let Some(stored) = &self.stored {
+            return stored.clone();
         }
         let mut out: Vec<Percentile> = Vec::new();
         out.push(self.percentile(0.0));
@@ -346,7 +406,27 @@ impl Statistic {
             m2: pstdev * pstdev * count as f64,
             min: if count == 0 { u64::MAX } else { min },
             max,
+            stored: None,
         }
+    }
+
+    /// A statistic known only by its summary (Nighthawk's JSON, which stores no histogram):
+    /// exact moments plus the percentile points as printed. Percentile questions are answered
+    /// from `percentiles` (see [`Statistic::value_at_quantile`]); it cannot be merged exactly.
+    pub fn from_summary(
+        count: u64,
+        mean: f64,
+        pstdev: f64,
+        min: u64,
+        max: u64,
+        percentiles: Vec<Percentile>,
+    ) -> Self {
+        let mut s = Self::from_parts(Self::empty_histogram(), count, mean, pstdev, min, max);
+        let mut percentiles = percentiles;
+        // Lookups take the first point at or above a quantile, which needs them in order.
+        percentiles.sort_by(|a, b| a.quantile.total_cmp(&b.quantile));
+        s.stored = Some(percentiles);
+        s
     }
 }
 
@@ -381,6 +461,10 @@ impl Stats {
             a.merge(b);
         }
     }
+    /// The first statistic with samples but no histogram, which an exact merge cannot take.
+    pub fn without_histogram(&self) -> Option<StatId> {
+        self.iter().find(|(_, s)| s.count() > 0 && !s.has_histogram()).map(|(id, _)| id)
+    }
     /// Statistics in their canonical order.
     pub fn iter(&self) -> impl Iterator<Item = (StatId, &Statistic)> {
         StatId::ALL.iter().copied().zip(self.stats.iter())
@@ -390,6 +474,18 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clamped_quantile_never_leaves_the_exact_range() {
+        let mut s = Statistic::new();
+        s.record(1_016_957);
+        // The bucket's highest equivalent value is above the only sample...
+        assert!(s.value_at_quantile(0.99) > s.max(), "{}", s.value_at_quantile(0.99));
+        // ...and the clamped value is the sample itself.
+        assert_eq!(s.clamped_quantile(0.99), 1_016_957);
+        assert_eq!(s.clamped_quantile(0.0), 1_016_957);
+        assert_eq!(Statistic::new().clamped_quantile(0.5), 0);
+    }
 
     #[test]
     fn moments_are_exact() {

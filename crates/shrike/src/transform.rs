@@ -2,9 +2,10 @@
 //! stored results merged exactly (`--merge a.json b.json …`).
 //!
 //! Without `--merge`, `json` and `yaml` output is the input document itself (after checking it
-//! reads as a Shrike result), so the recording machine's environment and version survive
-//! untouched; other formats render the result read back. Bad input is a usage error (exit 2)
-//! naming the file and the field at fault.
+//! reads as a result), so the recording machine's environment and version survive untouched;
+//! other formats render the result read back. Nighthawk's JSON reads too; it cannot be merged,
+//! as its statistics carry printed percentiles rather than histograms (exit 2 naming the
+//! statistic). Bad input is a usage error (exit 2) naming the file and the field at fault.
 
 use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::path::PathBuf;

@@ -237,6 +237,22 @@ impl Bins {
         if self.count == 0 || s.count() == 0 {
             return out;
         }
+        if !s.has_histogram() {
+            // Only printed points (Nighthawk's JSON): each span between consecutive points goes
+            // to the bin of its midpoint, as a histogram bucket does; spans are rarely wider
+            // than a bin except in the sparse tail.
+            let (mut below, mut start) = (0u64, s.min());
+            for p in s.spectrum() {
+                if p.count > below {
+                    let end = p.value.max(s.min()).min(s.max());
+                    let mid = start + (end.saturating_sub(start)) / 2;
+                    let i = (Self::index(mid) - self.first).clamp(0, self.count as i64 - 1);
+                    out[i as usize] += p.count - below;
+                    (below, start) = (p.count, end);
+                }
+            }
+            return out;
+        }
         let h = s.histogram();
         for v in h.iter_recorded() {
             let mid = h.median_equivalent(v.value_iterated_to());
@@ -306,6 +322,34 @@ mod tests {
         assert_eq!(sp.last().unwrap()[1], 1_000_000);
         let bins: u64 = svc["bins"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum();
         assert_eq!(bins, 1000);
+    }
+
+    /// A statistic read without a histogram (Nighthawk's JSON) still fills the density plot:
+    /// every sample lands in a bin, each span near its midpoint.
+    #[test]
+    fn summary_statistics_fill_the_bins() {
+        let mut r = result(10.0, &[1_000]);
+        let points = [(0.0, 1, 1_000), (0.5, 5, 5_000), (0.9, 9, 9_000), (1.0, 10, 1_000_000)];
+        let points = points
+            .iter()
+            .map(|&(quantile, count, value)| shrike_stats::Percentile { quantile, count, value })
+            .collect();
+        let stat = Statistic::from_summary(10, 104_500.0, 1.0, 1_000, 1_000_000, points);
+        r.global.stats.set(StatId::RequestToResponse, stat);
+        let d = report_data("t", &[Input { label: "nh", result: &r }]);
+        let bins: Vec<u64> = d["files"][0]["latency"]["service"]["bins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .collect();
+        assert_eq!(bins.iter().sum::<u64>(), 10);
+        // The last span (9us .. 1ms, one sample) sits at its midpoint, ~505us, not at 1ms.
+        let last = bins.iter().rposition(|&b| b > 0).unwrap();
+        assert_eq!(bins[last], 1);
+        // Bins start at the smallest min plotted, 1us (request_to_response's).
+        let mid_bin = (Bins::index(504_500) - Bins::index(1_000)) as usize;
+        assert_eq!(last, mid_bin, "{bins:?}");
     }
 
     #[test]

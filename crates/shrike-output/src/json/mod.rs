@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! {
-//!   "timestamp": "2026-11-21T05:27:52.123456789Z",
 //!   "options": { ...every option as given... },
 //!   "results": [ {worker_0}, ..., {global} ],
 //!   "version": {"version": {"major_number": 0, "minor_number": 1, "patch": 0}},
+//!   "timestamp": "2026-11-21T05:27:52.123456789Z",
 //!   "shrike": {"schema_version": 1, "tool_version": "0.1.0",
 //!              "termination": {"kind": "completed", "detail": "", "description": "completed"},
 //!              "environment": {"os": "linux", "arch": "x86_64", "available_parallelism": 2}}
@@ -17,7 +17,9 @@
 //! Nighthawk readers ignore: a top-level `shrike` object, and per statistic a
 //! `shrike_histogram` holding the whole HdrHistogram (V2 deflate, base64), which is what lets
 //! [`from_json`] rebuild every statistic so stored results merge exactly. The printed
-//! percentiles are derived from that histogram and are not read back.
+//! percentiles are derived from that histogram and are read back only for a statistic without
+//! one: [`from_json`] also reads Nighthawk's own JSON, whose statistics are summaries (see
+//! `read.rs`).
 //!
 //! Every statistic is written, even with no samples, so the document's shape does not depend
 //! on what happened during the run.

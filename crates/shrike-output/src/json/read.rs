@@ -2,16 +2,29 @@
 //!
 //! Walks a `serde_json::Value` by hand rather than deriving `Deserialize`, so every error names
 //! the exact field at fault (`results[2].statistics[5].shrike_histogram: ...`). Unknown fields
-//! are ignored (newer writers may add some); unknown statistic ids and counter names are errors,
-//! since dropping them would silently lose measurements.
+//! are ignored (newer writers may add some). Unknown statistic ids and counter names are kept
+//! ([`shrike_stats::ForeignStatistic`], [`Counters::set_named`]), since dropping them would
+//! silently lose measurements.
+//!
+//! Nighthawk's own JSON reads too. It lacks Shrike's parts, which then read as follows:
+//! - no `shrike` block: Nighthawk's output does not record how the run ended, so the
+//!   termination reads as completed (the only kind that claims nothing), with no intervals and
+//!   no errors;
+//! - no `execution_start` (optional in Nighthawk): the global result's start, else the
+//!   document's `timestamp`; an approximation, the only time the file gives;
+//! - no `shrike_histogram`: the statistic is its summary (count, moments, printed percentiles,
+//!   [`Statistic::from_summary`]), which answers percentile questions from the printed points
+//!   and cannot be merged exactly.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value};
 use shrike_stats::duration::parse_proto;
 use shrike_stats::{
-    Counter, Counters, Histogram, HistogramDecodeError, Interval, IntervalStat, Percentile,
-    RunResult, StatId, StatKind, Statistic, Stats, StatusCodes, Termination, WorkerResult,
+    Counters, ForeignStatistic, Histogram, HistogramDecodeError, Interval, IntervalStat,
+    Percentile, RunResult, StatId, StatKind, Statistic, Stats, StatusCodes, Termination,
+    WorkerResult,
 };
 
 use super::write::{
@@ -35,17 +48,10 @@ pub enum ReadError {
     Invalid { path: String, reason: String },
     #[error("{path}: unknown statistic id {id:?}")]
     UnknownStatistic { path: String, id: String },
-    #[error("{path}: unknown counter {name:?}")]
-    UnknownCounter { path: String, name: String },
     #[error("{path}: {source}")]
     Histogram { path: String, source: HistogramDecodeError },
     #[error("{path}: unsupported schema version {found} (this build reads version {supported})")]
     UnsupportedSchema { path: String, found: u64, supported: u64 },
-    #[error(
-        "shrike: missing; this is not a Shrike result (Nighthawk's JSON lacks the histograms \
-         needed to rebuild statistics exactly)"
-    )]
-    NotShrike,
     #[error("results: no result is named \"global\"")]
     NoGlobal,
 }
@@ -58,10 +64,8 @@ impl ReadError {
             | ReadError::WrongType { path, .. }
             | ReadError::Invalid { path, .. }
             | ReadError::UnknownStatistic { path, .. }
-            | ReadError::UnknownCounter { path, .. }
             | ReadError::Histogram { path, .. }
             | ReadError::UnsupportedSchema { path, .. } => Some(path),
-            ReadError::NotShrike => Some("shrike"),
             ReadError::NoGlobal => Some("results"),
             ReadError::Syntax(_) => None,
         }
@@ -70,7 +74,8 @@ impl ReadError {
 
 type Result<T> = std::result::Result<T, ReadError>;
 
-/// Reads a document written by [`super::write`] back into a [`RunResult`].
+/// Reads a document written by [`super::write`], or by Nighthawk (see the module docs), back
+/// into a [`RunResult`].
 ///
 /// Statistics are rebuilt from their `shrike_histogram` and exact moments; the workers are
 /// every result not named `global`, in file order; `global` is taken as stored, not re-merged.
@@ -78,39 +83,44 @@ type Result<T> = std::result::Result<T, ReadError>;
 pub fn from_json(input: &str) -> Result<RunResult> {
     let root: Value = serde_json::from_str(input).map_err(ReadError::Syntax)?;
     let top = object(&root, "(document)")?;
-    // The extension block first: a Nighthawk file then gets one clear error.
-    let shrike = match top.get("shrike") {
-        Some(v) => object(v, "shrike")?,
-        None => return Err(ReadError::NotShrike),
+    let no_extension = Map::new();
+    let (shrike, termination) = match top.get("shrike") {
+        Some(v) => {
+            let shrike = object(v, "shrike")?;
+            check_schema(shrike)?;
+            let t = termination(field(shrike, "shrike", "termination")?, "shrike.termination")?;
+            (shrike, t)
+        }
+        // Nighthawk's JSON: how the run ended is not recorded (see the module docs).
+        None => (&no_extension, Termination::Completed),
     };
-    let version_path = "shrike.schema_version";
-    let version = uint(field(shrike, "shrike", "schema_version")?, version_path)?;
-    if version == 0 || version > SCHEMA_VERSION {
-        return Err(ReadError::UnsupportedSchema {
-            path: version_path.into(),
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    let termination = termination(field(shrike, "shrike", "termination")?, "shrike.termination")?;
     let timestamp = time(field(top, "", "timestamp")?, "timestamp")?;
     let options = field(top, "", "options")?;
     object(options, "options")?;
 
     let mut workers = Vec::new();
-    let mut global = None;
+    let mut global: Option<(WorkerResult, Option<SystemTime>)> = None;
     for (i, v) in array(field(top, "", "results")?, "results")?.iter().enumerate() {
         let path = format!("results[{i}]");
-        let r = worker(v, &path)?;
+        let (r, start) = worker(v, &path)?;
         if r.name != "global" {
-            workers.push(r);
+            workers.push((r, start));
         } else if global.is_some() {
             return Err(invalid(format!("{path}.name"), "a second result is named \"global\""));
         } else {
-            global = Some(r);
+            global = Some((r, start));
         }
     }
-    let global = global.ok_or(ReadError::NoGlobal)?;
+    let (mut global, global_start) = global.ok_or(ReadError::NoGlobal)?;
+    let fallback_start = global_start.unwrap_or(timestamp);
+    global.execution_start = fallback_start;
+    let workers = workers
+        .into_iter()
+        .map(|(mut w, start)| {
+            w.execution_start = start.unwrap_or(fallback_start);
+            w
+        })
+        .collect();
     // Absent in files written before the time series existed: read as "not sampled".
     let intervals = match shrike.get("intervals") {
         None => Vec::new(),
@@ -138,6 +148,19 @@ pub fn from_json(input: &str) -> Result<RunResult> {
         intervals,
         errors,
     })
+}
+
+fn check_schema(shrike: &Map<String, Value>) -> Result<()> {
+    let version_path = "shrike.schema_version";
+    let version = uint(field(shrike, "shrike", "schema_version")?, version_path)?;
+    if version == 0 || version > SCHEMA_VERSION {
+        return Err(ReadError::UnsupportedSchema {
+            path: version_path.into(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
 }
 
 fn error(v: &Value, path: &str) -> Result<(String, u64)> {
@@ -174,25 +197,31 @@ fn termination(v: &Value, path: &str) -> Result<Termination> {
     }
 }
 
-fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
+/// One result, with its `execution_start` if stored (Nighthawk may omit it; the caller fills
+/// in the fallback, which needs the global result).
+fn worker(v: &Value, path: &str) -> Result<(WorkerResult, Option<SystemTime>)> {
     let o = object(v, path)?;
     let name = string(field(o, path, "name")?, &join(path, "name"))?;
     let start_path = join(path, "execution_start");
-    let execution_start = time(field(o, path, "execution_start")?, &start_path)?;
+    let execution_start = o.get("execution_start").map(|v| time(v, &start_path)).transpose()?;
     let dur_path = join(path, "execution_duration");
     let execution_duration = duration(field(o, path, "execution_duration")?, &dur_path)?;
 
     let mut stats = Stats::new();
-    let mut seen_stats = [false; StatId::COUNT];
+    let mut foreign = Vec::new();
+    let mut seen_stats = BTreeSet::new();
     let stats_path = join(path, "statistics");
     for (i, sv) in array(field(o, path, "statistics")?, &stats_path)?.iter().enumerate() {
         let spath = format!("{stats_path}[{i}]");
-        let (id, stat) = statistic(sv, &spath)?;
-        if std::mem::replace(&mut seen_stats[id as usize], true) {
-            let reason = format!("statistic {:?} appears twice", id.id());
+        let (id, kind, stat) = statistic(sv, &spath)?;
+        if !seen_stats.insert(id.clone()) {
+            let reason = format!("statistic {id:?} appears twice");
             return Err(invalid(join(&spath, "id"), reason));
         }
-        stats.set(id, stat);
+        match StatId::from_id(&id) {
+            Some(known) => stats.set(known, stat),
+            None => foreign.push(ForeignStatistic { id, kind, stat }),
+        }
     }
 
     let counters = counters(field(o, path, "counters")?, &join(path, "counters"))?;
@@ -200,32 +229,31 @@ fn worker(v: &Value, path: &str) -> Result<WorkerResult> {
         Some(v) => status_codes(v, &join(path, "shrike_status_codes"))?,
         None => StatusCodes::new(),
     };
-    Ok(WorkerResult {
+    let result = WorkerResult {
         name: name.to_string(),
         stats,
         counters,
         status_codes,
-        execution_start,
+        // Replaced by the caller (see above).
+        execution_start: SystemTime::UNIX_EPOCH,
         execution_duration,
-    })
+        foreign,
+    };
+    Ok((result, execution_start))
 }
 
 fn counters(v: &Value, counters_path: &str) -> Result<Counters> {
     let mut counters = Counters::new();
-    let mut seen_counters = [false; Counter::COUNT];
+    let mut seen_counters = BTreeSet::new();
     for (i, cv) in array(v, counters_path)?.iter().enumerate() {
         let cpath = format!("{counters_path}[{i}]");
         let co = object(cv, &cpath)?;
         let name_path = join(&cpath, "name");
         let name = string(field(co, &cpath, "name")?, &name_path)?;
-        let counter = Counter::from_name(name).ok_or_else(|| ReadError::UnknownCounter {
-            path: name_path.clone(),
-            name: name.into(),
-        })?;
-        if std::mem::replace(&mut seen_counters[counter as usize], true) {
+        if !seen_counters.insert(name) {
             return Err(invalid(name_path, format!("counter {name:?} appears twice")));
         }
-        counters.set(counter, uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?);
+        counters.set_named(name, uint(field(co, &cpath, "value")?, &join(&cpath, "value"))?);
     }
     Ok(counters)
 }
@@ -269,8 +297,14 @@ fn interval_stat(v: &Value, path: &str) -> Result<IntervalStat> {
         .ok_or_else(|| invalid(mean_path, "must be a finite, non-negative number"))?;
     let min = uint(field(o, path, "raw_min")?, &join(path, "raw_min"))?;
     let max = uint(field(o, path, "raw_max")?, &join(path, "raw_max"))?;
+    let percentiles = percentiles(o, path, id.kind())?;
+    Ok(IntervalStat { id, count, mean, min, max, percentiles, histogram: histogram.to_string() })
+}
+
+/// The printed percentile points of a statistic (`percentiles[]`).
+fn percentiles(o: &Map<String, Value>, path: &str, kind: StatKind) -> Result<Vec<Percentile>> {
     let pct_path = join(path, "percentiles");
-    let mut percentiles = Vec::new();
+    let mut out = Vec::new();
     for (i, pv) in array(field(o, path, "percentiles")?, &pct_path)?.iter().enumerate() {
         let ppath = format!("{pct_path}[{i}]");
         let po = object(pv, &ppath)?;
@@ -281,17 +315,19 @@ fn interval_stat(v: &Value, path: &str) -> Result<IntervalStat> {
             .filter(|q| (0.0..=1.0).contains(q))
             .ok_or_else(|| invalid(q_path, "must be a number from 0 to 1"))?;
         let pcount = uint(field(po, &ppath, "count")?, &join(&ppath, "count"))?;
-        let value = match id.kind() {
+        let value = match kind {
             StatKind::Duration => {
                 let vpath = join(&ppath, "duration");
                 let d = duration(field(po, &ppath, "duration")?, &vpath)?;
                 u64::try_from(d.as_nanos()).map_err(|_| invalid(vpath, "duration is too large"))?
             }
+            // Nighthawk writes a number (a proto double); older Shrike results a string. `uint`
+            // takes both.
             StatKind::Size => uint(field(po, &ppath, "raw_value")?, &join(&ppath, "raw_value"))?,
         };
-        percentiles.push(Percentile { quantile, count: pcount, value });
+        out.push(Percentile { quantile, count: pcount, value });
     }
-    Ok(IntervalStat { id, count, mean, min, max, percentiles, histogram: histogram.to_string() })
+    Ok(out)
 }
 
 /// What every stored statistic has: its id, its count and its encoded histogram, decoded and
@@ -305,6 +341,16 @@ fn stored_histogram<'a>(
     let id = StatId::from_id(id_str)
         .ok_or_else(|| ReadError::UnknownStatistic { path: id_path, id: id_str.into() })?;
     let count = uint(field(o, path, "count")?, &join(path, "count"))?;
+    let (encoded, hist) = decoded_histogram(o, path, count)?;
+    Ok((id, count, encoded, hist))
+}
+
+/// A statistic's `shrike_histogram`, decoded and checked to hold exactly `count` samples.
+fn decoded_histogram<'a>(
+    o: &'a Map<String, Value>,
+    path: &str,
+    count: u64,
+) -> Result<(&'a str, Histogram<u64>)> {
     let hist_path = join(path, "shrike_histogram");
     let encoded = string(field(o, path, "shrike_histogram")?, &hist_path)?;
     let hist = Statistic::decode_histogram(encoded)
@@ -313,15 +359,28 @@ fn stored_histogram<'a>(
         let reason = format!("holds {} samples but count is {count}", hist.len());
         return Err(invalid(hist_path, reason));
     }
-    Ok((id, count, encoded, hist))
+    Ok((encoded, hist))
 }
 
-fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
+/// One statistic of a result: its id as stored, its kind and its contents. An id this build
+/// does not know takes its kind from its fields (`raw_*` for sizes, as Nighthawk writes them).
+fn statistic(v: &Value, path: &str) -> Result<(String, StatKind, Statistic)> {
     let o = object(v, path)?;
-    let (id, count, _, hist) = stored_histogram(o, path)?;
+    let id_path = join(path, "id");
+    let id = string(field(o, path, "id")?, &id_path)?;
+    let kind = match StatId::from_id(id) {
+        Some(known) => known.kind(),
+        None if o.contains_key("raw_mean") || o.contains_key("raw_max") => StatKind::Size,
+        None => StatKind::Duration,
+    };
+    let count = uint(field(o, path, "count")?, &join(path, "count"))?;
+    let hist = match o.get("shrike_histogram") {
+        Some(_) => Some(decoded_histogram(o, path, count)?.1),
+        None => None,
+    };
 
     let get = |key: &str| field(o, path, key).map(|v| (v, join(path, key)));
-    let (mean, pstdev, min, max) = match id.kind() {
+    let (mean, pstdev, min, max) = match kind {
         StatKind::Duration => {
             let ns = |key: &str| -> Result<u64> {
                 let (v, p) = get(key)?;
@@ -346,7 +405,14 @@ fn statistic(v: &Value, path: &str) -> Result<(StatId, Statistic)> {
     if count > 0 && min > max {
         return Err(invalid(path.to_string(), format!("min {min} is greater than max {max}")));
     }
-    Ok((id, Statistic::from_parts(hist, count, mean, pstdev, min, max)))
+    let stat = match hist {
+        Some(hist) => Statistic::from_parts(hist, count, mean, pstdev, min, max),
+        None => {
+            let points = percentiles(o, path, kind)?;
+            Statistic::from_summary(count, mean, pstdev, min, max, points)
+        }
+    };
+    Ok((id.to_string(), kind, stat))
 }
 
 // ---- typed accessors: each names the path of what it reads in its error ----

@@ -1,5 +1,8 @@
-//! Writing the JSON result. The document is built from typed structs (not `json!`) so the
-//! pretty file keeps Nighthawk's field order rather than serde_json's alphabetical map order.
+//! Writing the JSON result. The document is built from typed structs (not `json!`), whose
+//! fields serialize in declaration order: they are declared in the order Nighthawk writes them
+//! (`options`, `results`, `version`, `timestamp`; a statistic's `count` before its `id`; a
+//! result's `execution_duration` before its `execution_start`), checked against Nighthawk's own
+//! file by `tests/json_shape.rs`. Shrike's additions follow Nighthawk's fields.
 
 use std::io;
 
@@ -7,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 use shrike_stats::duration::{format_proto, format_proto_ns};
 use shrike_stats::{
-    Interval, IntervalStat, RunResult, StatId, StatKind, Statistic, Termination, WorkerResult,
+    Interval, IntervalStat, RunResult, StatKind, Statistic, Termination, WorkerResult,
 };
 
 use super::SCHEMA_VERSION;
@@ -16,30 +19,30 @@ use crate::timestamp::format_rfc3339;
 
 #[derive(Serialize)]
 struct OutputDoc<'a> {
-    timestamp: String,
     options: &'a Value,
     results: Vec<ResultDoc<'a>>,
     version: VersionDoc,
+    timestamp: String,
     shrike: ShrikeDoc,
 }
 
 #[derive(Serialize)]
 struct ResultDoc<'a> {
     name: &'a str,
-    statistics: Vec<StatisticDoc>,
-    counters: Vec<CounterDoc>,
+    statistics: Vec<StatisticDoc<'a>>,
+    counters: Vec<CounterDoc<'a>>,
+    execution_duration: String,
+    execution_start: String,
     /// Responses per exact status code (`"503": "12"`); Nighthawk only has status classes.
     shrike_status_codes: std::collections::BTreeMap<String, String>,
-    execution_start: String,
-    execution_duration: String,
 }
 
 /// One statistic. Duration statistics fill `mean`..`max`, size statistics `raw_*`, as in
 /// Nighthawk's `Statistic` message.
 #[derive(Serialize)]
-struct StatisticDoc {
-    id: &'static str,
+struct StatisticDoc<'a> {
     count: String,
+    id: &'a str,
     percentiles: Vec<PercentileDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mean: Option<String>,
@@ -57,7 +60,10 @@ struct StatisticDoc {
     raw_min: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     raw_max: Option<String>,
-    shrike_histogram: String,
+    /// Absent for a statistic read without one (Nighthawk's JSON): an empty histogram here
+    /// would read back as a count mismatch, and as zero samples to anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shrike_histogram: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -66,13 +72,14 @@ struct PercentileDoc {
     count: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     duration: Option<String>,
+    /// A number, as Nighthawk writes its `double raw_value`; sizes are whole bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    raw_value: Option<String>,
+    raw_value: Option<u64>,
 }
 
 #[derive(Serialize)]
-struct CounterDoc {
-    name: &'static str,
+struct CounterDoc<'a> {
+    name: &'a str,
     value: String,
 }
 
@@ -113,7 +120,7 @@ struct IntervalDoc {
     start: String,
     duration: String,
     /// Increments during the interval.
-    counters: Vec<CounterDoc>,
+    counters: Vec<CounterDoc<'static>>,
     statistics: Vec<IntervalStatDoc>,
 }
 
@@ -219,17 +226,26 @@ fn termination_doc(t: &Termination) -> TerminationDoc {
     TerminationDoc { kind, detail, description: t.describe() }
 }
 
-fn counter_docs(c: &shrike_stats::Counters) -> Vec<CounterDoc> {
+fn counter_docs(c: &shrike_stats::Counters) -> Vec<CounterDoc<'static>> {
     c.non_zero()
         .into_iter()
         .map(|(c, v)| CounterDoc { name: c.name(), value: v.to_string() })
         .collect()
 }
 
+/// A result's counters including those this build does not know (read from another tool's
+/// file), so writing a result read back loses none.
+fn all_counter_docs(c: &shrike_stats::Counters) -> Vec<CounterDoc<'_>> {
+    c.non_zero_named()
+        .into_iter()
+        .map(|(name, v)| CounterDoc { name, value: v.to_string() })
+        .collect()
+}
+
 fn percentile_doc(kind: StatKind, p: &shrike_stats::Percentile) -> PercentileDoc {
     let (duration, raw_value) = match kind {
         StatKind::Duration => (Some(format_proto_ns(p.value)), None),
-        StatKind::Size => (None, Some(p.value.to_string())),
+        StatKind::Size => (None, Some(p.value)),
     };
     PercentileDoc { percentile: p.quantile, count: p.count.to_string(), duration, raw_value }
 }
@@ -256,10 +272,12 @@ fn interval_stat_doc(s: &IntervalStat) -> IntervalStatDoc {
 }
 
 fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
+    let known = w.stats.iter().map(|(id, s)| statistic_doc(id.id(), id.kind(), s));
+    let foreign = w.foreign.iter().map(|f| statistic_doc(&f.id, f.kind, &f.stat));
     ResultDoc {
         name: &w.name,
-        statistics: w.stats.iter().map(|(id, s)| statistic_doc(id, s)).collect(),
-        counters: counter_docs(&w.counters),
+        statistics: known.chain(foreign).collect(),
+        counters: all_counter_docs(&w.counters),
         shrike_status_codes: w
             .status_codes
             .non_zero()
@@ -277,11 +295,10 @@ fn whole_ns(x: f64) -> u64 {
     x.round() as u64
 }
 
-fn statistic_doc(id: StatId, s: &Statistic) -> StatisticDoc {
-    let kind = id.kind();
+fn statistic_doc<'a>(id: &'a str, kind: StatKind, s: &Statistic) -> StatisticDoc<'a> {
     let percentiles = spectrum(s).iter().map(|p| percentile_doc(kind, p)).collect();
     let mut doc = StatisticDoc {
-        id: id.id(),
+        id,
         count: s.count().to_string(),
         percentiles,
         mean: None,
@@ -292,7 +309,7 @@ fn statistic_doc(id: StatId, s: &Statistic) -> StatisticDoc {
         raw_pstdev: None,
         raw_min: None,
         raw_max: None,
-        shrike_histogram: s.encode_histogram(),
+        shrike_histogram: s.has_histogram().then(|| s.encode_histogram()),
     };
     match kind {
         StatKind::Duration => {

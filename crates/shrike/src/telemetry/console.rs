@@ -101,8 +101,8 @@ impl Console {
         } else {
             format!(
                 "p50 {}  p99 {}",
-                format_human_ns(sched.value_at_quantile(0.5) as f64),
-                format_human_ns(sched.value_at_quantile(0.99) as f64)
+                format_human_ns(sched.clamped_quantile(0.5) as f64),
+                format_human_ns(sched.clamped_quantile(0.99) as f64)
             )
         };
         format!(
@@ -120,9 +120,9 @@ impl Console {
         let (sched, service) = (&s.scheduled_to_response, &s.request_to_response);
         let now = Previous {
             rps,
-            sched_p50: sched.value_at_quantile(0.5),
-            sched_p99: sched.value_at_quantile(0.99),
-            service_p99: service.value_at_quantile(0.99),
+            sched_p50: sched.clamped_quantile(0.5),
+            sched_p99: sched.clamped_quantile(0.99),
+            service_p99: service.clamped_quantile(0.99),
         };
         let prev = self.previous.replace(now);
         let index = self.index;
@@ -182,15 +182,17 @@ fn signed_ns(d: i128) -> String {
     format!("{sign}{}", format_human_ns(d.unsigned_abs() as f64))
 }
 
+/// Percentiles are clamped to the exact range, so none is printed above the `max` beside it
+/// (the histogram answers with a bucket's top edge).
 fn dist(s: &Statistic) -> String {
     if s.count() == 0 {
         return "-".into();
     }
     format!(
         "p50 {} p90 {} p99 {} max {}",
-        ns(s.value_at_quantile(0.5)),
-        ns(s.value_at_quantile(0.9)),
-        ns(s.value_at_quantile(0.99)),
+        ns(s.clamped_quantile(0.5)),
+        ns(s.clamped_quantile(0.9)),
+        ns(s.clamped_quantile(0.99)),
         ns(s.max())
     )
 }
@@ -243,10 +245,10 @@ fn dist_json(s: &Statistic) -> Value {
         "count": s.count(),
         "mean_s": s.mean() / 1e9,
         "min_s": secs(s.min()),
-        "p50_s": secs(s.value_at_quantile(0.5)),
-        "p90_s": secs(s.value_at_quantile(0.9)),
-        "p99_s": secs(s.value_at_quantile(0.99)),
-        "p999_s": secs(s.value_at_quantile(0.999)),
+        "p50_s": secs(s.clamped_quantile(0.5)),
+        "p90_s": secs(s.clamped_quantile(0.9)),
+        "p99_s": secs(s.clamped_quantile(0.99)),
+        "p999_s": secs(s.clamped_quantile(0.999)),
         "max_s": secs(s.max()),
     })
 }

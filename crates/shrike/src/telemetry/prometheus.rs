@@ -36,7 +36,9 @@ impl Latency {
         self.count += s.count();
     }
     fn set_interval(&mut self, s: &Statistic) {
-        self.quantiles = Some(QUANTILES.iter().map(|&q| s.value_at_quantile(q)).collect());
+        // Clamped, so quantile 1 is the exact max and no quantile exceeds it (the histogram
+        // answers with a bucket's top edge).
+        self.quantiles = Some(QUANTILES.iter().map(|&q| s.clamped_quantile(q)).collect());
     }
 }
 
@@ -284,6 +286,23 @@ mod tests {
         assert_eq!(counter_name(Counter::RqTotal), "shrike_upstream_rq_total");
         assert_eq!(counter_name(Counter::Http2xx), "shrike_benchmark_http_2xx_total");
         assert_eq!(counter_name(Counter::SslHandshake), "shrike_ssl_handshake_total");
+    }
+
+    /// One sample of 1_016_957 ns: the histogram's p99 and p100 are its bucket's top edge,
+    /// 1_017_343 ns; the live summary must not report a quantile above the exact max.
+    #[test]
+    fn quantiles_never_exceed_the_exact_max() {
+        let mut s = Snapshot::default();
+        let mut st = Statistic::new();
+        st.record(1_016_957);
+        assert!(st.value_at_quantile(0.99) > st.max());
+        s.sched.set_interval(&st);
+        let text = render(&s);
+        for q in ["0.5", "0.9", "0.99", "0.999", "1"] {
+            let line =
+                format!("shrike_scheduled_to_response_seconds{{quantile=\"{q}\"}} 0.001016957\n");
+            assert!(text.contains(&line), "{line}{text}");
+        }
     }
 
     #[test]

@@ -146,11 +146,12 @@ impl Statsd {
                 continue;
             }
             let ms = |ns: u64| ns as f64 / 1e6;
+            // Clamped: the histogram's bucket edge can exceed the exact max printed next to it.
             for (label, v) in [
-                ("p50", ms(s.value_at_quantile(0.5))),
-                ("p90", ms(s.value_at_quantile(0.9))),
-                ("p99", ms(s.value_at_quantile(0.99))),
-                ("p999", ms(s.value_at_quantile(0.999))),
+                ("p50", ms(s.clamped_quantile(0.5))),
+                ("p90", ms(s.clamped_quantile(0.9))),
+                ("p99", ms(s.clamped_quantile(0.99))),
+                ("p999", ms(s.clamped_quantile(0.999))),
                 ("max", ms(s.max())),
                 ("mean", s.mean() / 1e6),
             ] {
@@ -246,6 +247,28 @@ mod tests {
             "{not json",
         ] {
             assert!(Target::parse_sink(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// One sample of 1.016957ms: HdrHistogram's p99 is its bucket's top, 1.017343ms, which
+    /// was printed above `max 1.016957`.
+    #[test]
+    fn percentiles_never_exceed_max() {
+        let mut s = Statsd::new(Vec::new(), Duration::from_secs(1)).unwrap();
+        s.window = Duration::from_secs(1);
+        s.sched.record(1_016_957);
+        s.service.record(1_016_957);
+        let lines = s.lines("t");
+        let value = |key: &str| -> f64 {
+            let line = lines.iter().find(|l| l.starts_with(&format!("t.{key}:"))).unwrap();
+            line.split([':', '|']).nth(1).unwrap().parse().unwrap()
+        };
+        for name in ["scheduled_to_response", "request_to_response"] {
+            let max = value(&format!("{name}.max"));
+            assert_eq!(max, 1.016957);
+            for p in ["p50", "p90", "p99", "p999"] {
+                assert_eq!(value(&format!("{name}.{p}")), max, "{name}.{p}");
+            }
         }
     }
 
