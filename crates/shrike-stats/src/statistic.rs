@@ -256,17 +256,26 @@ impl Statistic {
         self.stored.is_none()
     }
 
+    /// Whether percentiles of this statistic mean anything: it has samples, and either its
+    /// histogram or at least one stored point. Formats that print percentiles skip the rest, as
+    /// Nighthawk prints none for a statistic it stored without any.
+    pub fn has_percentiles(&self) -> bool {
+        self.count > 0 && self.stored.as_ref().is_none_or(|p| !p.is_empty())
+    }
+
     /// The value at quantile `q` in `[0, 1]`, as HdrHistogram reports it.
     ///
     /// Without a histogram: the stored point at the smallest quantile at or above `q` (a value
-    /// at least `q` of the samples do not exceed), or `max` when no such point was stored, the
-    /// only bound then known.
+    /// at least `q` of the samples do not exceed), or, when no such point was stored, the
+    /// exact min for `q` = 0 and otherwise the exact max, the only bound then known (see
+    /// [`Statistic::has_percentiles`]).
     pub fn value_at_quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
         match self.stored_point(q) {
             Some(p) => p.value,
+            None if self.stored.is_some() && q <= 0.0 => self.min(),
             None if self.stored.is_some() => self.max,
             None => self.hist.value_at_quantile(q),
         }
