@@ -36,31 +36,32 @@ pub fn write(result: &RunResult, out: &mut dyn io::Write) -> io::Result<()> {
 
 fn worker(r: &WorkerResult, s: &mut String) {
     let name = r.name.as_str();
-    for (id, stat) in r.stats.iter() {
-        let unit = match id.kind() {
+    // Foreign statistics and counters (read from another tool's file) too: nothing read is lost.
+    for (id, kind, stat) in r.all_stats() {
+        let unit = match kind {
             StatKind::Duration => "ns",
             StatKind::Size => "bytes",
         };
         let stat_row = |measure: &str, value: String, unit: &str, s: &mut String| {
-            row(&[name, "statistic", id.id(), measure, "", &value, unit], s);
+            row(&[name, "statistic", id, measure, "", &value, unit], s);
         };
         stat_row("count", stat.count().to_string(), "samples", s);
         stat_row("mean", stat.mean().to_string(), unit, s);
         stat_row("pstdev", stat.pstdev().to_string(), unit, s);
         stat_row("min", stat.min().to_string(), unit, s);
         stat_row("max", stat.max().to_string(), unit, s);
-        if stat.count() == 0 {
+        if !stat.has_percentiles() {
             continue;
         }
         for q in QUANTILES {
             let p = stat.percentile(q);
             let q = q.to_string();
-            row(&[name, "percentile", id.id(), "value", &q, &p.value.to_string(), unit], s);
-            row(&[name, "percentile", id.id(), "count", &q, &p.count.to_string(), "samples"], s);
+            row(&[name, "percentile", id, "value", &q, &p.value.to_string(), unit], s);
+            row(&[name, "percentile", id, "count", &q, &p.count.to_string(), "samples"], s);
         }
     }
-    for (c, v) in r.counters.non_zero() {
-        row(&[name, "counter", c.name(), "value", "", &v.to_string(), "count"], s);
+    for (c, v) in r.counters.non_zero_named() {
+        row(&[name, "counter", c, "value", "", &v.to_string(), "count"], s);
     }
     for (code, n) in r.status_codes.non_zero() {
         row(&[name, "status_code", &format!("{code:03}"), "count", "", &n.to_string(), "count"], s);

@@ -44,9 +44,9 @@ fn micros(ns: f64) -> u64 {
 }
 
 fn worker(r: &WorkerResult, s: &mut String) {
-    for (id, stat) in r.stats.iter() {
-        let prefix = format!("{}.{}", r.name, id.id());
-        let kind = id.kind();
+    // Foreign statistics and counters (read from another tool's file) too: nothing read is lost.
+    for (id, kind, stat) in r.all_stats() {
+        let prefix = format!("{}.{id}", r.name);
         let _ = writeln!(s, "{prefix}.samples: {}", stat.count());
         match kind {
             StatKind::Duration => {
@@ -64,13 +64,13 @@ fn worker(r: &WorkerResult, s: &mut String) {
         }
         permilles(&prefix, kind, stat, s);
     }
-    for (c, v) in r.counters.non_zero() {
-        let _ = writeln!(s, "{}.{}:{v}", r.name, c.name());
+    for (c, v) in r.counters.non_zero_named() {
+        let _ = writeln!(s, "{}.{c}:{v}", r.name);
     }
 }
 
 fn permilles(prefix: &str, kind: StatKind, stat: &Statistic, s: &mut String) {
-    if stat.count() == 0 {
+    if !stat.has_percentiles() {
         return;
     }
     for q in QUANTILES {

@@ -216,7 +216,7 @@ fn histogram(stat: &Statistic, per_unit: f64) -> HistogramData {
     } else {
         summary_buckets(stat, per_unit)
     };
-    let percentiles = if n == 0 {
+    let percentiles = if !stat.has_percentiles() {
         Vec::new()
     } else {
         PERCENTILES

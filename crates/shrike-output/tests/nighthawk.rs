@@ -503,6 +503,24 @@ fn dotted_layout(
     (layout, permilles)
 }
 
+/// Nighthawk's formatter JSON read by Shrike and written as dotted gives every line Nighthawk's
+/// own dotted file has, values included: its foreign statistics (`stat_id`, `foo_size`, ...)
+/// and counters (`bar`, `foo`) survive reading, and printed percentiles are answered from the
+/// stored points. (Shrike adds lines: its own empty statistics, and permilles Nighthawk did not
+/// store, answered by the next stored point up. A statistic with no stored point, `stat_id`,
+/// gets no permilles, as in Nighthawk.)
+#[test]
+fn dotted_of_nighthawks_json_has_every_line_nighthawk_writes() {
+    let r = shrike_output::from_json(&gold("output_formatter.json.gold")).unwrap();
+    let shrike = common::text(OutputFormat::Dotted, &r);
+    let shrike: BTreeSet<&str> = shrike.lines().collect();
+    let nighthawk = gold("output_formatter.dotted.gold");
+    let missing: Vec<&str> = nighthawk.lines().filter(|l| !shrike.contains(l)).collect();
+    assert!(missing.is_empty(), "Shrike lacks Nighthawk's lines:\n{}", missing.join("\n"));
+    assert!(nighthawk.lines().count() > 100);
+    assert!(!shrike.iter().any(|l| l.starts_with("global.stat_id.permilles")));
+}
+
 #[test]
 fn dotted_key_names_match_nighthawks() {
     // Nighthawk's statistics and counters as its JSON fixture declares them.

@@ -42,6 +42,13 @@ impl WorkerResult {
         }
     }
 
+    /// Every statistic by id: the known ones in canonical order, then the foreign ones as
+    /// read. What formats that print every statistic by name iterate.
+    pub fn all_stats(&self) -> impl Iterator<Item = (&str, StatKind, &Statistic)> {
+        let known = self.stats.iter().map(|(id, s)| (id.id(), id.kind(), s));
+        known.chain(self.foreign.iter().map(|f| (f.id.as_str(), f.kind, &f.stat)))
+    }
+
     /// The first statistic (by id) with samples but no histogram, known or foreign: what an
     /// exact merge cannot take.
     pub fn without_histogram(&self) -> Option<String> {

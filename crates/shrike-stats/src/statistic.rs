@@ -256,17 +256,26 @@ impl Statistic {
         self.stored.is_none()
     }
 
+    /// Whether percentiles of this statistic mean anything: it has samples, and either its
+    /// histogram or at least one stored point. Formats that print percentiles skip the rest, as
+    /// Nighthawk prints none for a statistic it stored without any.
+    pub fn has_percentiles(&self) -> bool {
+        self.count > 0 && self.stored.as_ref().is_none_or(|p| !p.is_empty())
+    }
+
     /// The value at quantile `q` in `[0, 1]`, as HdrHistogram reports it.
     ///
     /// Without a histogram: the stored point at the smallest quantile at or above `q` (a value
-    /// at least `q` of the samples do not exceed), or `max` when no such point was stored, the
-    /// only bound then known.
+    /// at least `q` of the samples do not exceed), or, when no such point was stored, the
+    /// exact min for `q` = 0 and otherwise the exact max, the only bound then known (see
+    /// [`Statistic::has_percentiles`]).
     pub fn value_at_quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
         match self.stored_point(q) {
             Some(p) => p.value,
+            None if self.stored.is_some() && q <= 0.0 => self.min(),
             None if self.stored.is_some() => self.max,
             None => self.hist.value_at_quantile(q),
         }
@@ -485,6 +494,42 @@ mod tests {
         assert_eq!(s.clamped_quantile(0.99), 1_016_957);
         assert_eq!(s.clamped_quantile(0.0), 1_016_957);
         assert_eq!(Statistic::new().clamped_quantile(0.5), 0);
+    }
+
+    fn summary() -> Statistic {
+        let p = |quantile, count, value| Percentile { quantile, count, value };
+        // Out of order on purpose: lookups must not depend on the stored order.
+        let points = vec![p(1.0, 4, 40), p(0.0, 1, 10), p(0.5, 2, 20)];
+        Statistic::from_summary(4, 25.0, 5.0, 10, 40, points)
+    }
+
+    #[test]
+    fn a_summary_answers_from_its_points_and_merges_only_its_moments() {
+        let s = summary();
+        assert!(!s.has_histogram() && s.has_percentiles());
+        assert_eq!(s.value_at_quantile(0.0), 10);
+        assert_eq!(s.value_at_quantile(0.3), 20);
+        assert_eq!(s.percentile(0.6), Percentile { quantile: 0.6, count: 4, value: 40 });
+        assert_eq!(s.spectrum().iter().map(|p| p.value).collect::<Vec<_>>(), [10, 20, 40]);
+
+        // Into an empty statistic: nothing to combine, so the points stay.
+        let mut empty = Statistic::new();
+        empty.merge(&s);
+        assert_eq!(empty.value_at_quantile(0.3), 20);
+        assert!(!empty.has_histogram());
+
+        // With samples on both sides: moments exact, points unknown.
+        let mut both = summary();
+        both.merge(&summary());
+        assert_eq!((both.count(), both.mean(), both.min(), both.max()), (8, 25.0, 10, 40));
+        assert!((both.pstdev() - 5.0).abs() < 1e-9);
+        assert!(!both.has_histogram() && !both.has_percentiles());
+        // With no point left, q = 0 is still the exact min and anything else the max bound.
+        assert_eq!((both.value_at_quantile(0.0), both.value_at_quantile(0.5)), (10, 40));
+        let mut exact = Statistic::new();
+        exact.record(7);
+        exact.merge(&summary());
+        assert!(!exact.has_histogram() && exact.count() == 5);
     }
 
     #[test]

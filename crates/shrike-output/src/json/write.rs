@@ -272,11 +272,9 @@ fn interval_stat_doc(s: &IntervalStat) -> IntervalStatDoc {
 }
 
 fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
-    let known = w.stats.iter().map(|(id, s)| statistic_doc(id.id(), id.kind(), s));
-    let foreign = w.foreign.iter().map(|f| statistic_doc(&f.id, f.kind, &f.stat));
     ResultDoc {
         name: &w.name,
-        statistics: known.chain(foreign).collect(),
+        statistics: w.all_stats().map(|(id, kind, s)| statistic_doc(id, kind, s)).collect(),
         counters: all_counter_docs(&w.counters),
         shrike_status_codes: w
             .status_codes
