@@ -285,8 +285,13 @@ impl Scratch {
 
     /// `openssl req -x509` as users run it: CA:TRUE by default, SAN localhost and 127.0.0.1.
     fn self_signed(&self, name: &str) -> (String, String) {
+        self.req_x509(name, "/CN=localhost", &[])
+    }
+
+    /// `openssl req -x509` with this subject and extra arguments: SAN localhost and 127.0.0.1.
+    fn req_x509(&self, name: &str, subject: &str, extra: &[&str]) -> (String, String) {
         let (cert, key) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.key")));
-        self.openssl(&[
+        let mut args = vec![
             "req",
             "-x509",
             "-newkey",
@@ -297,14 +302,13 @@ impl Scratch {
             "-days",
             "2",
             "-subj",
-            "/CN=localhost",
+            subject,
             "-addext",
             "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "-keyout",
-            &key,
-            "-out",
-            &cert,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-keyout", &key, "-out", &cert]);
+        self.openssl(&args);
         (cert, key)
     }
 
@@ -428,30 +432,8 @@ fn a_different_self_signed_certificate_is_not_trusted() {
     // subjects, or webpki would take the other certificate for the issuer (same name) and
     // report BadSignature instead.
     let leaf = |name: &str| {
-        let (cert, key) = (dir.path(&format!("{name}.pem")), dir.path(&format!("{name}.key")));
-        let subject = format!("/CN={name}");
-        dir.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &subject,
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "-addext",
-            "basicConstraints=critical,CA:FALSE",
-            "-keyout",
-            &key,
-            "-out",
-            &cert,
-        ]);
-        (cert, key)
+        let ca_false = ["-addext", "basicConstraints=critical,CA:FALSE"];
+        dir.req_x509(name, &format!("/CN={name}"), &ca_false)
     };
     let (served, served_key) = leaf("leaf-served");
     let (other, _) = leaf("leaf-other");
