@@ -7,8 +7,8 @@ use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use shrike_spec::{is_token_byte, Predicate, RatePlan};
 pub use shrike_spec::{H1Reuse, IdleStrategy, Protocol, StreamLimits};
-use shrike_spec::{Predicate, RatePlan};
 
 use crate::requests::template::{Template, TemplateError};
 use crate::requests::RequestSource;
@@ -173,14 +173,9 @@ impl RequestSpec {
         Ok(self)
     }
 
-    /// Parses a raw `name: value` header as given on the command line.
+    /// Parses a raw `name: value` header as a user writes it (the run spec's parser).
     pub fn parse_header(raw: &str) -> Result<(String, String), ConfigError> {
-        let (k, v) = raw.split_once(':').ok_or_else(|| ConfigError::Header(raw.to_string()))?;
-        let k = k.trim();
-        if k.is_empty() || !k.bytes().all(is_token_byte) {
-            return Err(ConfigError::Header(raw.to_string()));
-        }
-        Ok((k.to_string(), v.trim().to_string()))
+        shrike_spec::parse_header(raw).ok_or_else(|| ConfigError::Header(raw.to_string()))
     }
 
     pub fn method(&self) -> &str {
@@ -216,10 +211,6 @@ impl RequestSpec {
             || self.headers.iter().any(|(_, v)| t(v))
             || matches!(&self.body, Body::Text(b) if t(b))
     }
-}
-
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// One server requests go to: its URL and, for `https://`, its TLS client.

@@ -528,7 +528,8 @@ fn read_telemetry(r: &mut Reader) -> Result<TelemetrySpec, SpecError> {
     Ok(t)
 }
 
-fn is_token_byte(b: u8) -> bool {
+/// Whether `b` may appear in an HTTP token (a method or header name, RFC 9110 §5.6.2).
+pub fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 

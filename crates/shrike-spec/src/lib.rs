@@ -30,7 +30,7 @@ pub mod url;
 
 pub use error::SpecError;
 pub use format::{OutputFormat, UnknownFormat};
-pub use json::parse_header;
+pub use json::{is_token_byte, parse_header};
 pub use plan::{Rate, RatePlan, Stage, StagesError};
 pub use predicate::{Predicate, PredicateError, PredicateKind};
 pub use spec::{RateSpec, RequestsSpec, RunSpec, TargetSpec, TelemetrySpec};

@@ -385,10 +385,4 @@ impl RunSpec {
     pub fn telemetry(&self) -> &TelemetrySpec {
         &self.telemetry
     }
-
-    /// Requests per second the run asks for, all `workers` together, over its first `window`
-    /// (the whole run, or up to where it stopped). `None` for unpaced runs.
-    pub fn requested_rate(&self, workers: usize, window: Duration) -> Option<f64> {
-        self.rate.requested_rate(workers, window)
-    }
 }

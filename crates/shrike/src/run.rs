@@ -354,6 +354,9 @@ fn flag_for(field: &str) -> String {
 /// become flags, unless they came from the spec file, which is then named.
 fn explain(e: SpecError, patch: &Patch, file: Option<&Path>) -> anyhow::Error {
     let from_flags = patch.names(&e.field) || file.is_none();
+    // The option names, from the canonical form of a default spec.
+    let known = RunSpec::for_url("http://127.0.0.1/").map(|s| s.to_json()).unwrap_or_default();
+    let is_option = |w: &str| known.get(w).is_some() || w.starts_with("request_");
     let reason = e
         .reason()
         .split_inclusive(|c: char| !(c.is_ascii_lowercase() || c == '_'))
@@ -371,13 +374,6 @@ fn explain(e: SpecError, patch: &Patch, file: Option<&Path>) -> anyhow::Error {
         _ => flag_for(&e.field),
     };
     usage(e.with_message(reason).renamed(field).to_string())
-}
-
-/// Whether `word` names an option (so a message may rename it to its flag).
-fn is_option(word: &str) -> bool {
-    RunSpec::for_url("http://127.0.0.1/")
-        .map(|s| s.to_json().get(word).is_some() || word.starts_with("request_"))
-        .unwrap_or(false)
 }
 
 /// The options of `path`: a spec (a JSON object of options) or a stored result's `options`.
