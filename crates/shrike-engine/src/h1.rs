@@ -68,6 +68,10 @@ pub enum ReadError {
 pub enum Malformed {
     #[error("{0}")]
     Head(httparse::Error),
+    /// A TLS record (handshake or alert) where a status line should be: http:// to a port that
+    /// speaks TLS. Said in plain words, as the TLS client says the converse.
+    #[error("the server answered in TLS (is it an https:// port?)")]
+    Tls,
     #[error("bad content-length")]
     ContentLength,
     #[error("conflicting content-length headers")]
@@ -78,6 +82,12 @@ pub enum Malformed {
     ChunkCrlf,
     #[error("bad chunk size")]
     ChunkSize,
+}
+
+/// Whether `bytes` start like a TLS record: content type handshake (22) or alert (21), then
+/// major version 3. No HTTP/1.x status line starts with those bytes.
+fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [21 | 22, 3, ..])
 }
 
 /// A parsed response head: status, head length, framing, close, origin latency.
@@ -170,6 +180,9 @@ impl ResponseReader {
         let n = match resp.parse(&self.buf[self.start..self.end]) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) if looks_like_tls(&self.buf[self.start..self.end]) => {
+                return Err(ReadError::Protocol(Malformed::Tls))
+            }
             Err(e) => return Err(ReadError::Protocol(Malformed::Head(e))),
         };
         let status = resp.code.unwrap_or(0);
@@ -465,6 +478,14 @@ mod tests {
                 String::from_utf8_lossy(c)
             );
         }
+        // A TLS alert (what a TLS server answers to plaintext) is named as TLS.
+        let got = read_all(&[21, 3, 3, 0, 2, 2, 10], false, 7).await;
+        assert_eq!(
+            got,
+            vec![Err("invalid HTTP/1.1 response: the server answered in TLS (is it an https:// \
+                      port?)"
+                .to_string())]
+        );
         // Truncated body: closed mid-response.
         let got = read_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", false, 5).await;
         assert!(matches!(got.last(), Some(Err(e)) if e.contains("mid-response")), "{got:?}");

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use shrike_spec::plan::{count_at, Segment};
+use shrike_spec::plan::{releases_before, Segment};
 pub use shrike_spec::plan::{Rate, RatePlan, Stage};
 
 /// What the pacer says about the next release.
@@ -100,13 +100,7 @@ impl Pacer {
         if self.unpaced {
             return 0;
         }
-        let n = count_at(&self.segments, horizon.as_nanos() as f64);
-        let groups = (n / self.burst as f64 - self.phase).ceil();
-        if groups <= 0.0 {
-            0
-        } else {
-            groups as u64 * self.burst
-        }
+        releases_before(&self.segments, horizon, self.burst, self.phase)
     }
 }
 

@@ -106,6 +106,10 @@ async fn drive<S: Schedule>(
         crate::telemetry::attach(&pools, link, start);
     }
     pace(&pools, &mut schedule, start).await;
+    // Nothing is released at or after the deadline: a sending window that ran past it only by
+    // the timer's lateness in noticing would understate the achieved rate.
+    let deadline = pools.cfg.duration.map(|d| start + d);
+    let sending_end = deadline.map_or(Instant::now(), |d| Instant::now().min(d));
     drain(&pools).await;
     let end = Instant::now();
 
@@ -116,6 +120,7 @@ async fn drive<S: Schedule>(
         crate::telemetry::finish(&mut st, end);
         let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
         result.execution_duration = end.saturating_duration_since(start);
+        result.sending_duration = Some(sending_end.saturating_duration_since(start));
         result.stats = std::mem::take(&mut st.stats);
         result.counters = std::mem::take(&mut st.counters);
         result.status_codes = std::mem::take(&mut st.status_codes);

@@ -19,6 +19,7 @@ fn assert_worker_eq(orig: &WorkerResult, back: &WorkerResult) {
     assert_eq!(orig.name, back.name);
     assert_eq!(orig.execution_start, back.execution_start, "{}", orig.name);
     assert_eq!(orig.execution_duration, back.execution_duration, "{}", orig.name);
+    assert_eq!(orig.sending_duration, back.sending_duration, "{}", orig.name);
     assert_eq!(orig.counters, back.counters, "{}", orig.name);
     assert_eq!(orig.status_codes, back.status_codes, "{}", orig.name);
     for &id in StatId::ALL {

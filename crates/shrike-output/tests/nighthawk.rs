@@ -110,6 +110,17 @@ fn reader_takes_nighthawks_formatter_json() {
     assert_eq!(back, [("stat_id", 3), ("", 0), ("foo_size", 4), ("foo_latency", 4)]);
     assert_eq!(again.global.foreign[3].stat.percentile(0.5), p50);
     assert_eq!(again.global.counters.get_named("bar"), 2);
+
+    // The full human report shows what it read: Nighthawk's statistics and counters.
+    let text = common::human_text(&r);
+    assert!(!text.contains("No counter was incremented"), "{text}");
+    let counters: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("Counter ")).collect();
+    assert_eq!(
+        counters[1..].iter().map(|l| l.split_whitespace().next().unwrap()).collect::<Vec<_>>(),
+        ["bar", "foo"]
+    );
+    assert!(text.contains("foo_latency [foo_latency]\n  samples: 4\n"), "{text}");
+    assert!(text.contains("foo_size [foo_size]\n  samples: 4\n  mean:    15.50\n"), "{text}");
 }
 
 #[test]
@@ -308,6 +319,7 @@ const JSON_DIFFERENCES: Differences<'static> = Differences {
         ("", "shrike"),
         // Responses per exact status code (Nighthawk counts classes only).
         ("results[]", "shrike_status_codes"),
+        ("results[]", "shrike_sending_duration"),
         // The whole HdrHistogram, so stored results merge exactly.
         ("results[].statistics[]", "shrike_histogram"),
     ],

@@ -183,6 +183,21 @@ impl RatePlan {
     }
 }
 
+/// How many releases a worker's pacer makes strictly before `t` (ignoring jitter): release `k`
+/// is due when the plan's count reaches `burst · (⌊k / burst⌋ + phase)`, so releases come in
+/// whole bursts, the first at `phase` of a burst period. The pacer and the reports that compare
+/// what was sent with what was planned count the same way.
+pub fn releases_before(segments: &[Segment], t: Duration, burst: u64, phase: f64) -> u64 {
+    let burst = burst.max(1);
+    let n = count_at(segments, t.as_nanos() as f64);
+    let groups = (n / burst as f64 - phase).ceil();
+    if groups <= 0.0 {
+        0
+    } else {
+        groups as u64 * burst
+    }
+}
+
 /// The cumulative count of `segments` at `t` ns.
 pub fn count_at(segments: &[Segment], t: f64) -> f64 {
     for seg in segments {

@@ -25,6 +25,11 @@ pub struct WorkerResult {
     pub status_codes: StatusCodes,
     pub execution_start: SystemTime,
     pub execution_duration: Duration,
+    /// From the start to the moment the last request was released (the deadline, the stop, or
+    /// the spent request budget): the window the achieved rate is measured over. The execution
+    /// window also holds the drain, in which nothing is sent. `None` in results that do not
+    /// record it (Nighthawk's, older Shrike's): readers fall back to the execution window.
+    pub sending_duration: Option<Duration>,
     /// Statistics with ids this build does not know, in the order read; empty for a run.
     pub foreign: Vec<ForeignStatistic>,
 }
@@ -38,6 +43,7 @@ impl WorkerResult {
             status_codes: StatusCodes::new(),
             execution_start: start,
             execution_duration: Duration::ZERO,
+            sending_duration: None,
             foreign: Vec::new(),
         }
     }
@@ -67,8 +73,12 @@ impl WorkerResult {
     ) -> WorkerResult {
         let mut out: Option<WorkerResult> = None;
         let mut end = SystemTime::UNIX_EPOCH;
+        // The merged sending window ends with the last part's; unknown if any part's is.
+        let mut sending_end = Some(SystemTime::UNIX_EPOCH);
         for p in parts {
             end = end.max(p.execution_start + p.execution_duration);
+            sending_end =
+                sending_end.zip(p.sending_duration).map(|(e, d)| e.max(p.execution_start + d));
             match out.as_mut() {
                 None => out = Some(p.clone()),
                 Some(o) => {
@@ -88,7 +98,15 @@ impl WorkerResult {
         let mut out = out.unwrap_or_else(|| WorkerResult::new("", SystemTime::now()));
         out.name = name.into();
         out.execution_duration = end.duration_since(out.execution_start).unwrap_or_default();
+        out.sending_duration =
+            sending_end.map(|e| e.duration_since(out.execution_start).unwrap_or_default());
         out
+    }
+
+    /// The window the achieved rate is measured over: the sending window where recorded, else
+    /// the execution window.
+    pub fn rate_window(&self) -> Duration {
+        self.sending_duration.unwrap_or(self.execution_duration)
     }
 }
 
@@ -234,6 +252,25 @@ mod tests {
         assert_eq!(g.stats.get(StatId::RequestToResponse).mean(), 2000.0);
         assert_eq!(g.status_codes.non_zero(), vec![(200, 14), (503, 1)]);
         assert_eq!(g.status_codes.total(), 15);
+        // Neither part recorded its sending window: the merge cannot know it either.
+        assert_eq!(g.sending_duration, None);
+        assert_eq!(g.rate_window(), Duration::from_secs(6));
+    }
+
+    #[test]
+    fn merged_sending_window_ends_with_the_last_sender() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let mut a = WorkerResult::new("worker_0", t0);
+        a.execution_duration = Duration::from_secs(5);
+        a.sending_duration = Some(Duration::from_secs(4));
+        let mut b = WorkerResult::new("worker_1", t0 + Duration::from_secs(1));
+        b.execution_duration = Duration::from_secs(5);
+        b.sending_duration = Some(Duration::from_millis(4500));
+        let g = WorkerResult::merge_all("global", [&a, &b]);
+        assert_eq!(g.sending_duration, Some(Duration::from_millis(5500)));
+        assert_eq!(g.rate_window(), Duration::from_millis(5500));
+        b.sending_duration = None;
+        assert_eq!(WorkerResult::merge_all("global", [&a, &b]).sending_duration, None);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shrike_stats::{Counter, Counters, StatId};
+use shrike_stats::{Counter, Counters, StatId, Stats};
 
 use crate::config::{EngineConfig, Protocol};
 use crate::protocol::http1::Http1;
@@ -280,10 +280,18 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
     cx.check_predicates(&mut st.counters);
 }
 
-/// Records a request that failed after it was sent (reset, protocol error, closed mid-way).
-pub(crate) fn record_failure(pools: &Pools, protocol_error: bool, msg: impl FnOnce() -> String) {
+/// Records a request that failed after it was sent (reset, protocol error, closed mid-way),
+/// with how long it queued and how late it left (see [`record_departure`]).
+pub(crate) fn record_failure(
+    pools: &Pools,
+    ticket: &Ticket,
+    sent: Option<Instant>,
+    protocol_error: bool,
+    msg: impl FnOnce() -> String,
+) {
     let cx = &pools.cx;
     let mut st = cx.state.borrow_mut();
+    record_departure(&mut st.stats, ticket, sent);
     crate::telemetry::record_failure(&mut st);
     st.counters.inc(Counter::RqTotal);
     if protocol_error {
@@ -295,19 +303,22 @@ pub(crate) fn record_failure(pools: &Pools, protocol_error: bool, msg: impl FnOn
     cx.check_predicates(&mut st.counters);
 }
 
-/// Records a request abandoned after `--timeout` without a complete response. Its stream is
-/// reset (h2/h3) or its connection closed (HTTP/1.1, whose framing is lost mid-response).
-/// What was measured before the answer failed to come is still recorded: how long the request
-/// queued and how late it left, if it left (`sent`), so a run in which every request timed out
-/// still shows its queueing and pacing.
-pub(crate) fn record_timeout(pools: &Pools, ticket: &Ticket, sent: Option<Instant>) {
-    let cx = &pools.cx;
-    let mut st = cx.state.borrow_mut();
+/// What is known of a request that got no answer: how long it queued and how late it left, if
+/// it left (`sent`). A run in which every request failed or timed out still shows its
+/// queueing and pacing.
+fn record_departure(s: &mut Stats, ticket: &Ticket, sent: Option<Instant>) {
     if let Some(sent) = sent {
-        let s = &mut st.stats;
         s.record(StatId::QueueToConnect, nanos(sent.saturating_duration_since(ticket.released)));
         s.record(StatId::SendLateness, nanos(sent.saturating_duration_since(ticket.scheduled)));
     }
+}
+
+/// Records a request abandoned after `--timeout` without a complete response. Its stream is
+/// reset (h2/h3) or its connection closed (HTTP/1.1, whose framing is lost mid-response).
+pub(crate) fn record_timeout(pools: &Pools, ticket: &Ticket, sent: Option<Instant>) {
+    let cx = &pools.cx;
+    let mut st = cx.state.borrow_mut();
+    record_departure(&mut st.stats, ticket, sent);
     st.counters.inc(Counter::RqTotal);
     st.counters.inc(Counter::RqTimeout);
     let secs = cx.request_timeout.as_secs_f64();

@@ -387,7 +387,8 @@ async fn stream_task<M: Mux>(
                     pools.cx.state.borrow_mut().queue.push_front(t);
                 }
             } else {
-                record_failure(&pools, f.protocol_error, || f.message);
+                let sent = (sent > started).then_some(sent);
+                record_failure(&pools, &ticket, sent, f.protocol_error, || f.message);
                 pools.cx.request_finished(&ticket);
             }
         }

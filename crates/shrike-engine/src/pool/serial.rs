@@ -288,7 +288,7 @@ async fn serve<P: Protocol>(
                 drop(st);
                 *conn = None;
                 let protocol_error = f.class == FailureClass::Protocol;
-                record_failure(pools, protocol_error, || f.error.to_string());
+                record_failure(pools, &ticket, io.sent, protocol_error, || f.error.to_string());
                 return;
             }
         }

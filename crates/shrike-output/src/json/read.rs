@@ -206,6 +206,9 @@ fn worker(v: &Value, path: &str) -> Result<(WorkerResult, Option<SystemTime>)> {
     let execution_start = o.get("execution_start").map(|v| time(v, &start_path)).transpose()?;
     let dur_path = join(path, "execution_duration");
     let execution_duration = duration(field(o, path, "execution_duration")?, &dur_path)?;
+    let sending_path = join(path, "shrike_sending_duration");
+    let sending_duration =
+        o.get("shrike_sending_duration").map(|v| duration(v, &sending_path)).transpose()?;
 
     let mut stats = Stats::new();
     let mut foreign = Vec::new();
@@ -237,6 +240,7 @@ fn worker(v: &Value, path: &str) -> Result<(WorkerResult, Option<SystemTime>)> {
         // Replaced by the caller (see above).
         execution_start: SystemTime::UNIX_EPOCH,
         execution_duration,
+        sending_duration,
         foreign,
     };
     Ok((result, execution_start))

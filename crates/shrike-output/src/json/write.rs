@@ -33,6 +33,9 @@ struct ResultDoc<'a> {
     counters: Vec<CounterDoc<'a>>,
     execution_duration: String,
     execution_start: String,
+    /// The sending window (see [`WorkerResult::sending_duration`]); absent when not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shrike_sending_duration: Option<String>,
     /// Responses per exact status code (`"503": "12"`); Nighthawk only has status classes.
     shrike_status_codes: std::collections::BTreeMap<String, String>,
 }
@@ -284,6 +287,7 @@ fn result_doc(w: &WorkerResult) -> ResultDoc<'_> {
             .collect(),
         execution_start: format_rfc3339(w.execution_start),
         execution_duration: format_proto(w.execution_duration),
+        shrike_sending_duration: w.sending_duration.map(format_proto),
     }
 }
 

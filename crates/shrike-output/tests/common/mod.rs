@@ -29,6 +29,8 @@ impl Lcg {
 fn worker(name: &str, start: SystemTime, dur: Duration, seed: u64, n: u64) -> WorkerResult {
     let mut w = WorkerResult::new(name, start);
     w.execution_duration = dur;
+    // Sending stopped a little before the end: the rest is the drain.
+    w.sending_duration = Some(dur.saturating_sub(Duration::from_millis(7)));
     let mut rng = Lcg(seed);
     for i in 0..n {
         // Mostly ~100us with a long tail up to ~50ms, and one 5s outlier per worker.
