@@ -5,7 +5,8 @@
 //! `shrike transform`. [`OutputFormat`] names them for the command line and [`write()`]
 //! dispatches, so a new format is one module plus one enum variant.
 //!
-//! - [`human`]: the global result as aligned plain text.
+//! - [`human`]: the global result as text for people: the compact summary (`summary`) or the
+//!   full report (`human`).
 //! - [`json`]: the proto3-JSON shape of Nighthawk's `Output`, with Shrike's extensions
 //!   (serialized histograms, termination, environment). [`from_json`] reads it back exactly,
 //!   which is what `transform`, `report` and result merging build on.
@@ -45,6 +46,7 @@ pub use shrike_spec::{OutputFormat, UnknownFormat};
 /// Writes `result` in `format` to `out`.
 pub fn write(format: OutputFormat, result: &RunResult, out: &mut dyn io::Write) -> io::Result<()> {
     match format {
+        OutputFormat::Summary => human::write_summary(result, out),
         OutputFormat::Human => human::write(result, out),
         OutputFormat::Json => json::write(result, out),
         OutputFormat::Yaml => yaml::write(result, out),

@@ -5,7 +5,8 @@
 //!   (`worker_0` in both files) is renamed to the first free `worker_N`.
 //! - **Global**: the exact merge of the inputs' globals (histograms add, moments combine, the
 //!   execution window spans all inputs).
-//! - **Options**: the first input's, with the labels of all inputs. Options that change what
+//! - **Options**: the first input's, with the labels of all inputs and `workers` the sum of
+//!   the inputs' (rates are per worker, so the requested total covers every input). Options that change what
 //!   was measured must agree ([`STRICT_OPTIONS`]: target, protocol, method, body, headers, open
 //!   or closed loop), else the merge is refused naming the option and both values. Other
 //!   differences (rate, connections, duration, …) are allowed and reported as warnings.
@@ -114,6 +115,11 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         if o.contains_key("labels") || !labels.is_empty() {
             o.insert("labels".into(), Value::Array(labels));
         }
+        // Rates are per worker: the merged run had every input's workers, each at its own
+        // per-worker rate, so the requested total is that rate times all of them (not the
+        // first input's total spread over more workers).
+        let workers: u64 = inputs.iter().map(|i| worker_count(&i.result)).sum();
+        o.insert("workers".into(), Value::from(workers));
     }
 
     let mut workers: Vec<WorkerResult> = Vec::new();
@@ -150,6 +156,13 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
 }
 
 /// A renamed worker must not take a name a later input still brings.
+/// The workers a result's run had: its `workers` option, else the worker results present.
+fn worker_count(r: &RunResult) -> u64 {
+    let stated =
+        r.options.get("workers").and_then(|w| w.as_u64().or_else(|| w.as_str()?.parse().ok()));
+    stated.unwrap_or(r.workers.len().max(1) as u64)
+}
+
 fn name_taken(n: &str, workers: &[WorkerResult], inputs: &[Input]) -> bool {
     workers.iter().any(|w| w.name == n)
         || inputs.iter().any(|i| i.result.workers.iter().any(|w| w.name == n))

@@ -1,6 +1,7 @@
-//! The human report: content checks plus a golden file.
+//! The human reports (the compact summary and the full report): content checks plus golden
+//! files.
 //!
-//! Regenerate the golden file after an intended change with
+//! Regenerate the golden files after an intended change with
 //! `SHRIKE_BLESS=1 cargo test -p shrike-output --test human` and review the diff.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,7 +26,13 @@ fn header_names_target_termination_and_duration() {
     };
     assert_eq!(line("Target:"), "Target:      http://127.0.0.1:8080/");
     assert_eq!(line("Termination:"), "Termination: completed");
-    assert_eq!(line("Duration:"), "Duration:    2.000s");
+    // The sending window (1.993 s: the fixture's workers stop sending 7 ms before the end),
+    // then the drain.
+    assert_eq!(
+        line("Requests:"),
+        "Requests:    1000 sent in 1.993s (then 7.000ms for the last responses), 2 workers"
+    );
+    assert_eq!(line("Duration:"), "Duration:    2.000s (sending and the last responses)");
     assert_eq!(line("Workers:"), "Workers:     2");
     assert_eq!(line("Started:"), "Started:     2026-11-21T05:27:52.123456789Z");
 }
@@ -34,10 +41,27 @@ fn header_names_target_termination_and_duration() {
 fn every_non_empty_statistic_has_its_block() {
     let r = common::sample();
     let text = common::human_text(&r);
+    let service = r.global.stats.get(StatId::RequestToResponse);
     for (id, stat) in r.global.stats.iter() {
         let heading = format!("{} [{}]", id.title(), id.id());
         if stat.count() == 0 {
             assert!(!text.contains(&heading), "empty {} printed", id.id());
+            continue;
+        }
+        // The fixture's 2xx latency is service time sample for sample: one line says so.
+        if id == StatId::Latency2xx {
+            assert_eq!(stat.histogram(), service.histogram());
+            let line = format!(
+                "{heading}: every response was 2xx, so the same samples as service time \
+                 [benchmark_http_client.request_to_response]\n"
+            );
+            assert!(text.contains(&line), "{text}");
+            continue;
+        }
+        // A constant statistic is one line, not a table.
+        if stat.min() == stat.max() {
+            let line = format!("{heading}: {} in all {} samples\n", stat.min(), stat.count());
+            assert!(text.contains(&line), "{line}\n{text}");
             continue;
         }
         let block: Vec<&str> = text
@@ -80,10 +104,11 @@ fn every_non_empty_statistic_has_its_block() {
             assert_eq!(row[2], fmt(clamped as f64), "{heading} q={q}");
         }
     }
-    // Sizes print plain bytes.
-    assert!(text
-        .contains(&format!("Response header size in bytes [{}]", StatId::ResponseHeaderSize.id())));
-    assert!(text.contains("  mean:    150\n"));
+    // Sizes print plain bytes: the fixture's header size is 150 in every sample.
+    assert!(text.contains(&format!(
+        "Response header size in bytes [{}]: 150 in all 1000 samples\n",
+        StatId::ResponseHeaderSize.id()
+    )));
 }
 
 #[test]
@@ -93,10 +118,11 @@ fn counters_have_per_second_rates() {
     assert_eq!(
         rows,
         [
-            ["benchmark.http_2xx", "1000", "500.00"],
-            ["upstream_cx_rx_bytes_total", "987654", "493827.00"],
-            ["upstream_cx_total", "7", "3.50"],
-            ["upstream_rq_total", "1000", "500.00"],
+            vec!["benchmark.http_2xx", "1000", "500.00"],
+            // 493827 B/s.
+            vec!["upstream_cx_rx_bytes_total", "987654", "482", "KiB/s"],
+            vec!["upstream_cx_total", "7", "3.50"],
+            vec!["upstream_rq_total", "1000", "500.00"],
         ]
     );
 }
@@ -112,6 +138,7 @@ fn notes_appear_only_when_relevant() {
     assert!(skewed.contains("Termination: failure predicate benchmark.pool_overflow:10 fired"));
     assert!(skewed.contains(&format!("{} [sequencer.blocking]", StatId::SequencerBlocking.title())));
     let notes = skewed.split("\nNotes:\n").nth(1).expect("notes section");
+    let notes = notes.split("\n\n").next().unwrap();
     assert!(notes.lines().all(|l| l.chars().count() <= 90), "{notes}");
     let notes = notes.split_whitespace().collect::<Vec<_>>().join(" ");
     // 2 workers x 3 blocked requests of 2ms + 3ms + 5ms each.
@@ -134,35 +161,62 @@ fn empty_run_says_so() {
     assert!(!text.contains("Target:"));
 }
 
+fn golden(text: &str, name: &str) {
+    let text = text.replace(env!("CARGO_PKG_VERSION"), "{version}");
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("SHRIKE_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path).expect("golden file; run with SHRIKE_BLESS=1");
+    assert_eq!(text, golden, "{name} changed; rerun with SHRIKE_BLESS=1 and review");
+}
+
 #[test]
 fn matches_golden_file() {
-    let version = env!("CARGO_PKG_VERSION");
-    let text = common::human_text(&common::tiny()).replace(version, "{version}");
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/human_tiny.txt");
-    if std::env::var_os("SHRIKE_BLESS").is_some() {
-        std::fs::write(path, &text).unwrap();
-    }
-    let golden = std::fs::read_to_string(path).expect("golden file; run with SHRIKE_BLESS=1");
-    assert_eq!(text, golden, "human output changed; rerun with SHRIKE_BLESS=1 and review");
+    golden(&common::human_text(&common::tiny()), "human_tiny.txt");
+}
+
+#[test]
+fn summary_matches_golden_file() {
+    let text = common::text(shrike_output::OutputFormat::Summary, &common::sample());
+    golden(&text, "summary_sample.txt");
+}
+
+#[test]
+fn summary_is_the_head_of_the_full_report() {
+    let r = common::skewed();
+    let summary = common::text(shrike_output::OutputFormat::Summary, &r);
+    let full = common::human_text(&r);
+    let head =
+        summary.lines().take_while(|l| !l.starts_with("Every statistic")).collect::<Vec<_>>();
+    assert!(head.len() > 15, "{summary}");
+    assert!(full.starts_with(&head.join("\n")), "{full}");
+    // The summary fits a screen; the full report holds every statistic's table.
+    assert!(summary.lines().count() < 45, "{summary}");
+    assert!(full.contains("\nDetails\n-------\n"));
+    assert!(!summary.contains("Percentile"));
 }
 
 #[test]
 fn header_shows_requested_and_achieved_rate_and_connections() {
     let text = common::human_text(&common::sample());
     let line = |label: &str| text.lines().find(|l| l.starts_with(label)).unwrap().to_string();
-    // 250/s per worker x 2 workers requested; 1000 requests (upstream_rq_total) in 2 s sent.
-    assert_eq!(
-        line("Rate:"),
-        "Rate:        500/s achieved of 500/s requested (250/s per worker × 2), 100.0%"
-    );
+    // 250/s per worker x 2 workers requested; 1000 requests (upstream_rq_total) sent in the
+    // 1.993 s sending window, not the 2 s that include the drain.
+    assert_eq!(line("Rate:"), "Rate:        501.8/s achieved of 500/s requested (100.4%)");
     // upstream_cx_total summed over workers (4 + 3), against 4 per worker x 2.
     assert_eq!(line("Connections:"), "Connections: 7 opened (limit 4 per worker × 2 = 8)");
+    // Bytes over the execution window, in binary units.
+    assert_eq!(
+        line("Transfer:"),
+        "Transfer:    482 KiB/s received, 0 B/s sent (965 KiB and 0 B in all)"
+    );
 
     // Without a rate option only the achieved rate is known.
     let mut r = common::sample();
     r.options = serde_json::json!({});
     let text = common::human_text(&r);
-    assert!(text.contains("\nRate:        500/s achieved\n"), "{text}");
+    assert!(text.contains("\nRate:        501.8/s achieved\n"), "{text}");
     assert!(text.contains("\nConnections: 7 opened\n"), "{text}");
 }
 
@@ -174,7 +228,7 @@ fn what_this_means_judges_skew() {
     assert!(
         skewed.contains(
             "What this means: the results are skewed: 0.6% of requests waited for a connection, \
-             4.0% were dropped, 100.0% of the requested rate was achieved."
+             4.0% were dropped, 100.4% of the requested rate was achieved."
         ),
         "{skewed}"
     );
@@ -191,7 +245,7 @@ fn what_this_means_judges_skew() {
     // The same blocking in a run that reached only half the requested rate is skew.
     r.options["requests_per_second"] = serde_json::json!(500.0);
     let short = flat(&common::human_text(&r));
-    assert!(short.contains("50.0% of the requested rate was achieved"), "{short}");
+    assert!(short.contains("50.2% of the requested rate was achieved"), "{short}");
     assert!(short.contains("the results are skewed"), "{short}");
 
     assert!(!common::human_text(&common::sample()).contains("What this means"));

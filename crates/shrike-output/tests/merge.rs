@@ -77,6 +77,21 @@ fn halves_merge_to_the_whole() {
 }
 
 #[test]
+fn merged_requested_rate_keeps_each_inputs_per_worker_rate() {
+    // Two runs at 100 rps per worker, with 2 and 1 workers, side by side for the same second:
+    // 300 rps were requested in all, 100 per worker. The merge must not spread the first
+    // input's 200 over 3 workers.
+    let a = run_of(&samples(200), 2, Duration::ZERO);
+    let b = run_of(&samples(100), 1, Duration::ZERO);
+    let merged = merge(vec![input("a.json", a), input("b.json", b)]).unwrap();
+    assert_eq!(merged.result.options["workers"], 3);
+    assert_eq!(shrike_output::options::requested_rate(&merged.result), Some(300.0));
+    let text = common::text(shrike_output::OutputFormat::Summary, &merged.result);
+    let rate = text.lines().find(|l| l.starts_with("Rate:")).unwrap();
+    assert_eq!(rate, "Rate:        300/s achieved of 300/s requested (100.0%)", "{text}");
+}
+
+#[test]
 fn incompatible_options_are_refused_naming_option_and_values() {
     let a = common::sample();
     let mut b = common::sample();

@@ -9,6 +9,9 @@ use std::str::FromStr;
 /// each of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OutputFormat {
+    /// The compact report `shrike run` prints by default: outcome, rates, latency side by
+    /// side, notes. [`OutputFormat::Human`] adds every statistic's table and the counters.
+    Summary,
     Human,
     Json,
     Yaml,
@@ -19,8 +22,10 @@ pub enum OutputFormat {
 }
 
 impl OutputFormat {
-    /// Every format, in the order help texts list them (Nighthawk's order, then Shrike's).
+    /// Every format, in the order help texts list them (the default, then Nighthawk's order, then
+    /// Shrike's).
     pub const ALL: &'static [OutputFormat] = &[
+        OutputFormat::Summary,
         OutputFormat::Human,
         OutputFormat::Json,
         OutputFormat::Yaml,
@@ -39,6 +44,7 @@ impl OutputFormat {
     /// The name users type (`human`, `json`, ...).
     pub fn name(self) -> &'static str {
         match self {
+            OutputFormat::Summary => "summary",
             OutputFormat::Human => "human",
             OutputFormat::Json => "json",
             OutputFormat::Yaml => "yaml",
@@ -47,6 +53,13 @@ impl OutputFormat {
             OutputFormat::Csv => "csv",
             OutputFormat::Prometheus => "prometheus",
         }
+    }
+}
+
+impl OutputFormat {
+    /// Text for people (the summary or the full report), not a document for machines.
+    pub fn is_text(self) -> bool {
+        matches!(self, OutputFormat::Summary | OutputFormat::Human)
     }
 }
 
@@ -102,8 +115,8 @@ mod tests {
         let err = "yamlish".parse::<OutputFormat>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown output format \"yamlish\" (expected one of: human, json, yaml, dotted, \
-             fortio, csv, prometheus)"
+            "unknown output format \"yamlish\" (expected one of: summary, human, json, yaml, \
+             dotted, fortio, csv, prometheus)"
         );
     }
 }

@@ -204,7 +204,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
     }
     let labels = r.strings("labels")?;
     let output_format = match r.str("output_format")? {
-        None => OutputFormat::Human,
+        None => OutputFormat::Summary,
         Some(s) => {
             s.parse::<OutputFormat>().map_err(|e| SpecError::invalid(r.path("output_format"), e))?
         }

@@ -98,6 +98,16 @@ pub enum RateSpec {
 }
 
 impl RateSpec {
+    /// The plan the pacer follows: a ramp is a two-stage plan (ramp, then hold).
+    pub fn plan(&self) -> RatePlan {
+        match self {
+            RateSpec::Rps { rate, ramp: Some(d) } if !d.is_zero() => RatePlan::ramp(*rate, *d),
+            RateSpec::Rps { rate, .. } => RatePlan::Constant(*rate),
+            RateSpec::Max => RatePlan::Unpaced,
+            RateSpec::Stages(s) => RatePlan::Stages(s.clone()),
+        }
+    }
+
     /// Requests per second asked for, all `workers` together: the rate (a ramp's target), or
     /// a staged plan's mean over `window`. `None` for unpaced runs.
     pub fn requested_rate(&self, workers: usize, window: Duration) -> Option<f64> {
@@ -307,12 +317,7 @@ impl RunSpec {
     }
     /// The per-worker rate over time.
     pub fn plan(&self) -> RatePlan {
-        match &self.rate {
-            RateSpec::Rps { rate, ramp: Some(d) } if !d.is_zero() => RatePlan::ramp(*rate, *d),
-            RateSpec::Rps { rate, .. } => RatePlan::Constant(*rate),
-            RateSpec::Max => RatePlan::Unpaced,
-            RateSpec::Stages(s) => RatePlan::Stages(s.clone()),
-        }
+        self.rate.plan()
     }
     pub fn idle(&self) -> IdleStrategy {
         self.idle

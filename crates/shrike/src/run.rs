@@ -151,12 +151,14 @@ pub struct RunArgs {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub no_default_failure_predicates: Option<bool>,
 
-    /// Output format written to stdout: human (the default), json, yaml, dotted, fortio, csv
-    /// or prometheus.
+    /// Output format written to stdout: summary (the default: outcome, rates and latency on
+    /// one screen), human (the summary plus every statistic's table and the counters), json,
+    /// yaml, dotted, fortio, csv or prometheus.
     #[arg(long, value_parser = parse_output_format, value_name = "FORMAT")]
     pub output_format: Option<OutputFormat>,
     /// Also write the result to FILE (written whole or not at all), in the format its
-    /// extension names (.json, .yaml, .yml, .csv, .prom, .txt for human) or --output-file-format.
+    /// extension names (.json, .yaml, .yml, .csv, .prom, .txt for the full human report) or
+    /// --output-file-format.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output_file: Option<PathBuf>,
     /// The format of --output's file, when its extension does not say.
@@ -426,9 +428,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     log::set_level(level(spec.verbosity()));
     // Interval reports as JSON lines on stderr: log lines there must be JSON too, so the
     // stream parses as one format.
-    log::set_json(
-        spec.telemetry().stats_interval.is_some() && spec.output_format() != OutputFormat::Human,
-    );
+    log::set_json(spec.telemetry().stats_interval.is_some() && !spec.output_format().is_text());
     if let (Some(_), Some(url)) = (&server, spec.urls().first()) {
         info!("no URL given: benchmarking the built-in test server at {url}");
     }

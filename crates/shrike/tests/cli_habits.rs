@@ -107,7 +107,12 @@ fn mistyped_flags_get_the_flag_meant() {
     assert!(out.stderr.contains("--frobnicate") && !out.stderr.contains("tip:"), "{}", out.stderr);
     let help = run(&["run", "--help"], LIMIT);
     assert!(
-        help.stdout.contains("human (the default), json, yaml, dotted, fortio, csv"),
+        // Every format named, whatever the wrapping.
+        help.stdout.split_whitespace().collect::<Vec<_>>().join(" ").contains(
+            "summary (the default: outcome, rates and latency on one screen), human (the summary \
+             plus every statistic's table and the counters), json, yaml, dotted, fortio, csv or \
+             prometheus"
+        ),
         "{}",
         help.stdout
     );

@@ -163,7 +163,20 @@ fn no_url_benchmarks_the_built_in_server() {
     let out = run(&["run", "--duration", "1", "--rps", "20"], Duration::from_secs(30));
     assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
     assert!(out.stderr.contains("built-in test server"), "{}", out.stderr);
-    // Human report: the 2xx counter row shows all 20 scheduled requests.
+    // The default summary: every scheduled request answered, over the 1 s sending window.
+    assert!(out
+        .stdout
+        .contains("\nOutcome:     20 of 20 requests succeeded (100.0%); no errors\n"));
+    assert!(
+        out.stdout.contains("\nRate:        20/s achieved of 20/s requested (100.0%)\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("\nRequests:    20 sent in 1.000s"), "{}", out.stdout);
+    let out =
+        run(&["run", "-d", "1", "-r", "20", "--output-format", "human"], Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    // The full report: the 2xx counter row shows all 20 scheduled requests.
     let row = out
         .stdout
         .lines()

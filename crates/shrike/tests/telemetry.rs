@@ -194,8 +194,8 @@ fn text_reports_are_one_line_per_interval() {
         .expect("in flight level");
     assert!((3..=8).contains(&in_flight), "{}", lines[1]);
     assert!(lines[1].contains("latency p50 5"), "50 ms delay not seen: {}", lines[1]);
-    // The human result still goes to stdout, untouched.
-    assert!(out.stdout.contains("upstream_rq_total"));
+    // The summary still goes to stdout, untouched.
+    assert!(out.stdout.contains("\nOutcome:     "));
     assert!(!out.stdout.contains("[shrike] interval"));
 }
 
@@ -421,7 +421,7 @@ fn progress_only_on_a_terminal() {
     assert!((2..=7).contains(&draws), "{draws} redraws in {shown:?}");
     assert!(shown.contains("s left)") && shown.contains(" rps  p50 "), "{shown:?}");
     // Cleared before the report: the line erase comes right before the result.
-    let report = shown.find("upstream_rq_total").expect("report");
+    let report = shown.find("Outcome:").expect("report");
     let last_clear = shown.rfind("\r\x1b[2K").unwrap();
     assert!(last_clear < report);
     assert!(!shown[last_clear..report].contains("[shrike] "), "progress left on screen");

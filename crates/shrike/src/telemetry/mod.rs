@@ -105,8 +105,7 @@ pub fn start(
 
     let mut observers: Vec<Box<dyn Observer>> = Vec::new();
     if progress || interval.is_some() {
-        let mode =
-            if format == OutputFormat::Human { console::Mode::Text } else { console::Mode::Jsonl };
+        let mode = if format.is_text() { console::Mode::Text } else { console::Mode::Jsonl };
         observers.push(Box::new(console::Console::new(
             progress,
             interval.map(|_| mode),

@@ -1,0 +1,295 @@
+//! The compact summary: one screen that leads with what a person came for, as wrk, oha and k6
+//! do. The outcome (with exact status codes and every kind of error) comes first, then the
+//! achieved rate against the requested one (a separate line: a fast rate of errors is not
+//! success), then latency from the schedule and service time side by side, then the notes
+//! that change how to read the numbers.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+use shrike_stats::duration::format_human_ns;
+use shrike_stats::{Counter, StatId, Statistic, WorkerResult};
+
+use super::facts::{bytes, Facts};
+use super::notes;
+use crate::table::{Align, Table};
+
+/// Option keys that name the target, in preference order (`uri` is Nighthawk's name).
+const TARGET_KEYS: [&str; 3] = ["uri", "url", "target"];
+
+/// The latency rows, as quantiles (`None`: the mean).
+const LATENCY_ROWS: [(&str, Option<f64>); 6] = [
+    ("p50", Some(0.5)),
+    ("p90", Some(0.9)),
+    ("p99", Some(0.99)),
+    ("p99.9", Some(0.999)),
+    ("max", Some(1.0)),
+    ("mean", None),
+];
+
+/// The most frequent error messages the summary quotes.
+const ERRORS_SHOWN: usize = 3;
+
+pub(super) fn render(f: &Facts, s: &mut String) {
+    s.push_str(concat!("Shrike ", env!("CARGO_PKG_VERSION"), ": layer 7 load test results\n\n"));
+    let g = f.g;
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    if let Some(target) = target(&f.result.options) {
+        rows.push(("Target:", target));
+    }
+    rows.push(("Outcome:", outcome(g, f.sent)));
+    rows.push(("Rate:", f.rate_line()));
+    rows.push(("Requests:", requests(f)));
+    rows.push(("Termination:", f.result.termination.describe()));
+    rows.push(("Connections:", connections(f)));
+    if let Some(t) = transfer(f) {
+        rows.push(("Transfer:", t));
+    }
+    for (label, value) in rows {
+        // Writing into a String cannot fail.
+        let _ = writeln!(s, "{label:<13}{value}");
+    }
+    s.push('\n');
+    latency(g, s);
+    errors(f, s);
+    notes::render(f, s);
+}
+
+/// `http://host/ (HTTP/1.1, closed loop)`: what was loaded, and how.
+fn target(options: &Value) -> Option<String> {
+    let name = TARGET_KEYS.iter().find_map(|k| match options.get(k)? {
+        Value::String(t) if !t.is_empty() => Some(t.clone()),
+        Value::Array(list) => {
+            let names: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+            (!names.is_empty()).then(|| names.join(", "))
+        }
+        _ => None,
+    })?;
+    let protocol = match options.get("protocol").and_then(Value::as_str) {
+        Some("http1") => Some("HTTP/1.1"),
+        Some("http2") => Some("HTTP/2"),
+        Some("http3") => Some("HTTP/3"),
+        _ => None,
+    };
+    let looping = match (options.get("open_loop"), options.get("requests_per_second")) {
+        (_, Some(Value::String(r))) if r == "max" => Some("unpaced closed loop"),
+        (Some(Value::Bool(true)), _) => Some("open loop"),
+        (Some(Value::Bool(false)), _) => Some("closed loop"),
+        _ => None,
+    };
+    let how: Vec<&str> = protocol.into_iter().chain(looping).collect();
+    Some(match how.is_empty() {
+        true => name,
+        false => format!("{name} ({})", how.join(", ")),
+    })
+}
+
+/// What came of the requests, before any rate: how many succeeded (a 1xx–3xx answer), and every
+/// kind of error with its count, exact status codes included. A run in which nothing
+/// completed says so in as many words.
+pub(super) fn outcome(g: &WorkerResult, sent: u64) -> String {
+    let c = &g.counters;
+    let codes = g.status_codes.non_zero();
+    // Exact codes where the result has them; results without them (older ones, other tools')
+    // still have the class counters.
+    let (ok, answered, mut errors): (u64, u64, Vec<String>) = if codes.is_empty() {
+        let ok =
+            [Counter::Http1xx, Counter::Http2xx, Counter::Http3xx].map(|k| c.get(k)).iter().sum();
+        let bad = [
+            (Counter::Http4xx, "4xx"),
+            (Counter::Http5xx, "5xx"),
+            (Counter::HttpXxx, "other status"),
+        ];
+        let errors = bad
+            .iter()
+            .filter(|(k, _)| c.get(*k) > 0)
+            .map(|(k, name)| format!("{name} × {}", c.get(*k)))
+            .collect();
+        (ok, ok + bad.iter().map(|(k, _)| c.get(*k)).sum::<u64>(), errors)
+    } else {
+        let ok = codes.iter().filter(|(code, _)| *code < 400).map(|x| x.1).sum();
+        let errors = codes
+            .iter()
+            .filter(|(code, _)| *code >= 400)
+            .map(|(code, n)| format!("{code} × {n}"))
+            .collect();
+        (ok, g.status_codes.total(), errors)
+    };
+    for (counter, what) in [
+        (Counter::RqTimeout, "timed out"),
+        (Counter::StreamResets, "reset or broken"),
+        (Counter::PoolConnectionFailure, "could not connect"),
+        (Counter::PoolOverflow, "not sent (pool overflow)"),
+    ] {
+        let n = c.get(counter);
+        if n > 0 {
+            errors.push(format!("{what} × {n}"));
+        }
+    }
+    let errors = if errors.is_empty() { "no errors".to_string() } else { errors.join(", ") };
+    if answered == 0 {
+        return match sent + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow) {
+            0 => "no request was sent".into(),
+            _ => format!("NO REQUEST COMPLETED: {errors}"),
+        };
+    }
+    let pct = 100.0 * ok as f64 / sent.max(answered) as f64;
+    format!("{ok} of {} requests succeeded ({pct:.1}%); {errors}", sent.max(answered))
+}
+
+/// `1000 sent in 10.00s (+1.2ms draining), 2 workers`.
+fn requests(f: &Facts) -> String {
+    let g = f.g;
+    let mut s = format!("{} sent in {}", f.sent, format_human_ns(f.window.as_nanos() as f64));
+    let drain = g.execution_duration.saturating_sub(f.window);
+    // Only a drain long enough to notice: waiting on slow or stuck responses.
+    if g.sending_duration.is_some() && drain >= std::time::Duration::from_millis(1) {
+        let _ = write!(
+            s,
+            " (then {} for the last responses)",
+            format_human_ns(drain.as_nanos() as f64)
+        );
+    }
+    let workers = f.workers();
+    let _ = write!(s, ", {workers} worker{}", if workers == 1 { "" } else { "s" });
+    s
+}
+
+/// Connections opened against the limit, and why more were opened than the limit allows
+/// at once, when the counters or options explain it.
+fn connections(f: &Facts) -> String {
+    let g = f.g;
+    let opened = g.counters.get(Counter::CxTotal);
+    let workers = f.workers() as u64;
+    let Some(limit) = f.result.options.get("connections").and_then(Value::as_u64) else {
+        return format!("{opened} opened");
+    };
+    let total = limit * workers;
+    let mut s = match workers {
+        1 => format!("{opened} opened (limit {limit})"),
+        _ => format!("{opened} opened (limit {limit} per worker × {workers} = {total})"),
+    };
+    if opened <= total {
+        return s;
+    }
+    let mut why = Vec::new();
+    let per_connection = f
+        .result
+        .options
+        .get("max_requests_per_connection")
+        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()));
+    if let Some(n) = per_connection.filter(|n| *n < f.sent) {
+        why.push(format!(
+            "each is replaced after {n} request{} (--max-requests-per-connection)",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    let closed = g.counters.get(Counter::CxDestroyRemote);
+    if closed > 0 {
+        why.push(format!("the server closed {closed}"));
+    }
+    let broken = g.counters.get(Counter::CxProtocolError) + g.counters.get(Counter::RqTimeout);
+    if broken > 0 {
+        why.push(format!("{broken} were closed after a protocol error or timeout"));
+    }
+    if !why.is_empty() {
+        let _ = write!(s, ": {}", why.join("; "));
+    }
+    s
+}
+
+/// Bytes per second each way, over the whole execution (bytes flow until the last response).
+fn transfer(f: &Facts) -> Option<String> {
+    let c = &f.g.counters;
+    let (rx, tx) = (c.get(Counter::CxRxBytesTotal), c.get(Counter::CxTxBytesTotal));
+    if rx == 0 && tx == 0 {
+        return None;
+    }
+    let total = format!("{} received, {} sent", bytes(rx as f64), bytes(tx as f64));
+    let in_all = format!("{} and {} in all", bytes(rx as f64), bytes(tx as f64));
+    if !f.rates_mean_something() {
+        return Some(total);
+    }
+    let secs = f.g.execution_duration.as_secs_f64();
+    Some(format!(
+        "{}/s received, {}/s sent ({in_all})",
+        bytes(rx as f64 / secs),
+        bytes(tx as f64 / secs)
+    ))
+}
+
+/// Latency from the schedule and service time side by side.
+fn latency(g: &WorkerResult, s: &mut String) {
+    let scheduled = g.stats.get(StatId::ScheduledToResponse);
+    let service = g.stats.get(StatId::RequestToResponse);
+    if scheduled.count() == 0 && service.count() == 0 {
+        s.push_str("Latency: no response completed, so none was measured.\n");
+        return;
+    }
+    let mut t = Table::new(&[
+        ("Latency", Align::Left),
+        ("from schedule", Align::Right),
+        ("service time", Align::Right),
+    ]);
+    for (label, q) in LATENCY_ROWS {
+        t.row(vec![format!("  {label}"), cell(scheduled, q), cell(service, q)]);
+    }
+    t.render("", s);
+    s.push_str(
+        "  (from schedule: scheduled send → response end, free of coordinated omission;\n   \
+         service time: actual send → response end, what wrk and ab report)\n",
+    );
+}
+
+fn cell(stat: &Statistic, q: Option<f64>) -> String {
+    if stat.count() == 0 {
+        return "-".into();
+    }
+    match q {
+        None => format_human_ns(stat.mean()),
+        Some(q) => format_human_ns(super::clamped(stat, q) as f64),
+    }
+}
+
+/// The most frequent error messages, so a failed run says what failed.
+fn errors(f: &Facts, s: &mut String) {
+    let errors = &f.result.errors;
+    if errors.is_empty() {
+        return;
+    }
+    let mut by_count: Vec<(&String, &u64)> = errors.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    s.push_str("\nErrors:\n");
+    for (msg, n) in by_count.iter().take(ERRORS_SHOWN) {
+        let _ = writeln!(s, "  {n} × {msg}");
+    }
+    if by_count.len() > ERRORS_SHOWN {
+        let _ = writeln!(s, "  … and {} other kinds", by_count.len() - ERRORS_SHOWN);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn target_prefers_uri_joins_lists_and_says_how() {
+        assert_eq!(
+            target(&json!({"uri": "http://a/", "url": "http://b/"})).as_deref(),
+            Some("http://a/")
+        );
+        assert_eq!(target(&json!({"url": ["x", "y"]})).as_deref(), Some("x, y"));
+        assert_eq!(
+            target(&json!({"uri": "http://a/", "protocol": "http2", "open_loop": true})).as_deref(),
+            Some("http://a/ (HTTP/2, open loop)")
+        );
+        assert_eq!(
+            target(&json!({"uri": "u", "open_loop": false, "requests_per_second": "max"}))
+                .as_deref(),
+            Some("u (unpaced closed loop)")
+        );
+        assert_eq!(target(&json!({"uri": ""})), None);
+        assert_eq!(target(&json!(null)), None);
+    }
+}
