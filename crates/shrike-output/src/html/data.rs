@@ -64,6 +64,7 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
     let r = input.result;
     let g = &r.global;
     let secs = g.execution_duration.as_secs_f64();
+    let window = g.rate_window().as_secs_f64();
     let responses = g.counters.responses();
     let errors: Map<String, Value> = ERROR_COUNTERS
         .iter()
@@ -80,7 +81,8 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "duration_s": secs,
         "workers": r.workers.len(),
         "requested_rps": crate::options::requested_rate(r),
-        "achieved_rps": if secs > 0.0 { Some(responses as f64 / secs) } else { None },
+        // Over the sending window, as the summary states it: the drain sends nothing.
+        "achieved_rps": if window > 0.0 { Some(responses as f64 / window) } else { None },
         "requests": g.counters.get(Counter::RqTotal),
         "responses": responses,
         "errors": sum(&g.counters, &ERROR_COUNTERS),
