@@ -127,14 +127,6 @@ fn value(kind: StatKind, v: f64) -> String {
     }
 }
 
-/// The value at quantile `q`, within the exact extremes. The histogram reports a bucket's
-/// edge (3 significant digits), which can fall just outside them: p100 of 4.000ms reads
-/// 4.002ms. No sample lies outside [min, max], so clamping only moves a value closer to the
-/// truth. Not `clamp`, which panics if min > max (possible in a hand-built `Statistic`).
-fn clamped(stat: &Statistic, q: f64) -> u64 {
-    stat.percentile(q).value.max(stat.min()).min(stat.max())
-}
-
 fn statistic(title: &str, id: &str, kind: StatKind, stat: &Statistic, s: &mut String) {
     let _ = writeln!(s, "{title} [{id}]");
     let lines = [
@@ -155,7 +147,11 @@ fn statistic(title: &str, id: &str, kind: StatKind, stat: &Statistic, s: &mut St
     ]);
     for q in QUANTILES {
         let p = stat.percentile(q);
-        t.row(vec![format!("{q}"), p.count.to_string(), value(kind, clamped(stat, q) as f64)]);
+        t.row(vec![
+            format!("{q}"),
+            p.count.to_string(),
+            value(kind, stat.clamped_quantile(q) as f64),
+        ]);
     }
     t.render("  ", s);
     s.push('\n');

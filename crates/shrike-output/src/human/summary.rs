@@ -247,7 +247,7 @@ fn cell(stat: &Statistic, q: Option<f64>) -> String {
     }
     match q {
         None => format_human_ns(stat.mean()),
-        Some(q) => format_human_ns(super::clamped(stat, q) as f64),
+        Some(q) => format_human_ns(stat.clamped_quantile(q) as f64),
     }
 }
 
