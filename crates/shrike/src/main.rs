@@ -7,6 +7,8 @@
 mod args;
 mod atomic;
 mod embedded;
+mod interrupts;
+mod load;
 mod log;
 mod report;
 mod request_args;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use crate::run::Patch;
+use crate::load::Patch;
 
 #[derive(Args, Debug, Clone)]
 pub struct RequestArgs {

@@ -5,18 +5,18 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::{json, Map, Value};
-use shrike_engine::{EngineError, RunError, RunSpec, SpecError, StopHandle};
+use shrike_engine::{RunError, RunSpec};
 use shrike_output::OutputFormat;
 use shrike_spec::{RatePlan, Verbosity};
 use shrike_stats::{Counter, RunResult, Termination};
 
 use crate::args::usage;
-use crate::embedded::EmbeddedServer;
+use crate::interrupts::Interrupts;
+use crate::load::{LoadSpec, Patch};
 use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
 use crate::shaping::ShapingArgs;
@@ -182,46 +182,6 @@ fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
     s.parse::<OutputFormat>().map_err(|e| e.to_string())
 }
 
-/// The options the user gave on the command line, as a JSON merge patch over the spec file
-/// (or over the defaults). Each flag writes its option, and clears the options it replaces:
-/// a URL replaces multi-target endpoints, `--rps` replaces stages, and so on.
-pub(crate) struct Patch(Map<String, Value>);
-
-impl Patch {
-    pub(crate) fn set(&mut self, field: &str, v: impl Into<Value>) {
-        self.0.insert(field.to_string(), v.into());
-    }
-    pub(crate) fn clear(&mut self, field: &str) {
-        self.0.insert(field.to_string(), Value::Null);
-    }
-    pub(crate) fn set_in(&mut self, parent: &str, field: &str, v: impl Into<Value>) {
-        let slot = self.0.entry(parent.to_string()).or_insert_with(|| json!({}));
-        if let Some(o) = slot.as_object_mut() {
-            o.insert(field.to_string(), v.into());
-        }
-    }
-    pub(crate) fn opt<T: Into<Value> + Clone>(&mut self, field: &str, v: &Option<T>) {
-        if let Some(v) = v {
-            self.set(field, v.clone());
-        }
-    }
-    pub(crate) fn list(&mut self, field: &str, v: &[String]) {
-        if !v.is_empty() {
-            self.set(field, v.to_vec());
-        }
-    }
-    /// Whether the patch names `field` (`a.b` for nested options).
-    fn names(&self, field: &str) -> bool {
-        let mut parts = field.splitn(2, '.');
-        let top = parts.next().unwrap_or_default();
-        match (self.0.get(top), parts.next()) {
-            (Some(v), None) => !v.is_null(),
-            (Some(Value::Object(o)), Some(sub)) => o.contains_key(sub),
-            _ => false,
-        }
-    }
-}
-
 impl RunArgs {
     pub(crate) fn patch(&self) -> anyhow::Result<Patch> {
         let mut p = Patch(Map::new());
@@ -328,99 +288,12 @@ fn level(v: Verbosity) -> Level {
     }
 }
 
-/// The flag (or word) a user of the command line knows an option by.
-fn flag_for(field: &str) -> String {
-    let dashed = |s: &str| s.replace('_', "-");
-    match field {
-        "uri" => "URL".into(),
-        "multi_target_endpoints" => "--multi-target-endpoint".into(),
-        "requests_per_second" => "--rps".into(),
-        "total_requests" => "--requests".into(),
-        "failure_predicates" => "--failure-predicate".into(),
-        "termination_predicates" => "--termination-predicate".into(),
-        "labels" => "--label".into(),
-        "tls" => "TLS".into(),
-        "tls.ca" => "--tls-ca".into(),
-        "tls.session_resumption" => "--tls-no-session-resumption".into(),
-        "request_options" => "--request-method/--request-header".into(),
-        "request_options.request_headers" => "--request-header".into(),
-        f => match (f.strip_prefix("tls."), f.strip_prefix("request_options.")) {
-            (Some(t), _) => format!("--tls-{}", dashed(t)),
-            (_, Some(r)) => format!("--{}", dashed(r)),
-            _ => format!("--{}", dashed(f)),
-        },
-    }
-}
-
-/// Rewrites a spec error for the command line: the field and any other option it mentions
-/// become flags, unless they came from the spec file, which is then named.
-fn explain(e: SpecError, patch: &Patch, file: Option<&Path>) -> anyhow::Error {
-    let from_flags = patch.names(&e.field) || file.is_none();
-    // The option names, from the canonical form of a default spec.
-    let known = RunSpec::for_url("http://127.0.0.1/").map(|s| s.to_json()).unwrap_or_default();
-    let is_option = |w: &str| known.get(w).is_some() || w.starts_with("request_");
-    let reason = e
-        .reason()
-        .split_inclusive(|c: char| !(c.is_ascii_lowercase() || c == '_'))
-        .map(|w| {
-            let word = w.trim_end_matches(|c: char| !(c.is_ascii_lowercase() || c == '_'));
-            if from_flags && word.contains('_') && is_option(word) {
-                w.replacen(word, &flag_for(word), 1)
-            } else {
-                w.to_string()
-            }
-        })
-        .collect::<String>();
-    let field = match file {
-        Some(f) if !from_flags => format!("{}: {}", f.display(), e.field),
-        _ => flag_for(&e.field),
-    };
-    usage(e.with_message(reason).renamed(field).to_string())
-}
-
-/// The options of `path`: a spec (a JSON object of options) or a stored result's `options`.
-fn read_spec_file(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("--spec: cannot read {}: {e}", path.display())))?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| usage(format!("--spec: {} is not JSON: {e}", path.display())))?;
-    let stored = v.get("options").filter(|_| v.get("results").is_some());
-    match stored.unwrap_or(&v) {
-        o @ Value::Object(_) => Ok(o.clone()),
-        _ => Err(usage(format!("--spec: {} holds no JSON object of options", path.display()))),
-    }
-}
-
-/// Whether the options name any target.
-fn has_target(options: &Value) -> bool {
-    let set = |k: &str| options.get(k).is_some_and(|v| !v.is_null() && v != &json!([]));
-    set("uri") || set("multi_target_endpoints") || set("multi_target")
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(v) = args.verbosity {
         log::set_level(v);
     }
-    let patch = args.patch()?;
-    let mut options = match &args.spec {
-        Some(path) => read_spec_file(path)?,
-        None => json!({}),
-    };
-    shrike_spec::json::merge(&mut options, &Value::Object(patch.0.clone()));
-    // The built-in server: when nothing names a target, or a spec recorded a run against it
-    // (whose port is gone) and no URL replaces it.
-    let built_in = options.get("built_in_server").and_then(Value::as_bool) == Some(true);
-    let server = if !has_target(&options) || (built_in && args.url.is_none()) {
-        let server = EmbeddedServer::start()?;
-        let url = format!("http://{}/", server.addr);
-        options["uri"] = json!(url);
-        options["built_in_server"] = json!(true);
-        Some(server)
-    } else {
-        None
-    };
-    let spec =
-        RunSpec::from_json(&options).map_err(|e| explain(e, &patch, args.spec.as_deref()))?;
+    let load = LoadSpec::from_args(&args)?;
+    let spec = &load.spec;
     let file = match &args.output_file {
         None => None,
         Some(path) => Some((path.clone(), file_format(path, args.output_file_format)?)),
@@ -429,7 +302,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Interval reports as JSON lines on stderr: log lines there must be JSON too, so the
     // stream parses as one format.
     log::set_json(spec.telemetry().stats_interval.is_some() && !spec.output_format().is_text());
-    if let (Some(_), Some(url)) = (&server, spec.urls().first()) {
+    if let (Some(_), Some(url)) = (&load.server, spec.urls().first()) {
         info!("no URL given: benchmarking the built-in test server at {url}");
     }
     if args.h2 {
@@ -437,24 +310,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let format = spec.output_format();
     let mut session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
-    let mut ready = shrike_engine::Run::new(&spec)
-        .prepare()
-        .map_err(|e| explain(e, &patch, args.spec.as_deref()))?;
+    let interrupts = Interrupts::install(spec.timeout())
+        .map_err(|e| anyhow::Error::new(e).context("the run could not start"))?;
+    let mut ready = shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
     if let Some(t) = session.telemetry.take() {
         ready = ready.observed(t);
     }
-    announce(&spec);
+    announce(spec);
 
-    let result = run_with_signals(ready, spec.timeout());
+    let result = interrupts.execute(ready);
     session.stop();
     let result = match result {
         Ok(r) => r,
-        Err(RunError::Spec(e)) => return Err(explain(e, &patch, args.spec.as_deref())),
+        Err(RunError::Spec(e)) => return Err(load.explain(e)),
         Err(e) => return Err(anyhow::Error::new(e).context("the run could not start")),
     };
-    drop(server);
     let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
-    finish(&result, format, file.as_ref(), tolerate)
+    let code = finish(&result, format, file.as_ref(), tolerate);
+    // The built-in server stops only now: nothing of the run outlives it.
+    drop(load);
+    code
 }
 
 /// The format of `--output FILE`: given, or named by the file's extension.
@@ -574,51 +449,4 @@ fn announce(spec: &RunSpec) {
     if let Some(t) = spec.start_at() {
         info!("starting at {}", shrike_output::timestamp::format_rfc3339(t));
     }
-}
-
-/// Runs the engine on its own thread while this thread handles signals: the first SIGINT or
-/// SIGTERM stops the run and drains in-flight requests (up to --timeout, `grace`) so the result
-/// is still written; a second one exits at once.
-fn run_with_signals(ready: shrike_engine::Ready, grace: Duration) -> Result<RunResult, RunError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| RunError::Engine(EngineError::Runtime(e)))?;
-    rt.block_on(async move {
-        // Register before the engine starts so an early Ctrl-C is not lost.
-        let watch = |kind| signal(kind).map_err(EngineError::Runtime);
-        let mut sigint = watch(SignalKind::interrupt())?;
-        let mut sigterm = watch(SignalKind::terminate())?;
-        let stop = StopHandle::new();
-        let engine_stop = stop.clone();
-        let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
-        let engine = std::thread::Builder::new()
-            .name("shrike-engine".into())
-            .spawn(move || {
-                let out = ready.execute(&engine_stop);
-                let _ = done_tx.send(());
-                out
-            })
-            .map_err(EngineError::Spawn)?;
-        let mut interrupts = 0;
-        loop {
-            tokio::select! {
-                _ = &mut done_rx => break,
-                _ = sigint.recv() => interrupts += 1,
-                _ = sigterm.recv() => interrupts += 1,
-            }
-            if interrupts == 1 {
-                stop.request(Termination::Interrupted);
-                log::line(Tag::Warning, &format!(
-                    "interrupted: finishing in-flight requests (up to {}s) and writing the result; interrupt again to exit immediately",
-                    grace.as_secs_f64()
-                ));
-            } else {
-                log::line(Tag::Warning, "interrupted twice: exiting without a result");
-                std::process::exit(130);
-            }
-        }
-        engine.join().map_err(|_| RunError::Engine(EngineError::Crashed))?
-    })
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use clap::Args;
 
 use crate::args::{flag_duration, usage};
-use crate::run::Patch;
+use crate::load::Patch;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ShapingArgs {

@@ -15,8 +15,8 @@ use shrike_engine::{Observer, Telemetry, TelemetryConfig};
 use shrike_output::OutputFormat;
 
 use crate::args::usage;
+use crate::load::Patch;
 use crate::log::info;
-use crate::run::Patch;
 use shrike_spec::TelemetrySpec;
 
 /// Stored intervals default to this period when telemetry is on without `--stats-interval`.

@@ -1,0 +1,121 @@
+//! Ctrl-C and SIGTERM for commands that run the engine, once (`run`) or trial after trial
+//! (`capacity`, `sweep`). The first signal stops the trial in progress, which drains its
+//! in-flight requests (up to `--timeout`) so its result is still written, and tells the command
+//! to run no more; a second one exits at once, without a result.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use shrike_engine::{EngineError, Ready, RunError, StopHandle};
+use shrike_stats::{RunResult, Termination};
+
+use crate::log::{self, Tag};
+
+#[derive(Default)]
+struct State {
+    /// The trial running now, if any.
+    current: Option<StopHandle>,
+    signals: u32,
+}
+
+/// Watches for SIGINT and SIGTERM from creation until the process ends.
+#[derive(Clone)]
+pub(crate) struct Interrupts {
+    state: Arc<Mutex<State>>,
+}
+
+impl Interrupts {
+    /// Registers the handlers (before any trial starts, so an early Ctrl-C is not lost).
+    /// `grace` is what the first signal's message promises: how long in-flight requests get.
+    pub fn install(grace: Duration) -> Result<Interrupts, RunError> {
+        let state = Arc::new(Mutex::new(State::default()));
+        let watched = state.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("shrike-signals".into())
+            .spawn(move || watch(watched, grace, ready_tx))
+            .map_err(|e| RunError::Engine(EngineError::Spawn(e)))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Interrupts { state }),
+            Ok(Err(e)) => Err(RunError::Engine(EngineError::Runtime(e))),
+            Err(_) => Err(RunError::Engine(EngineError::Crashed)),
+        }
+    }
+
+    /// Whether a signal has asked the command to stop.
+    // For the commands that run series of trials (capacity, sweep), arriving next.
+    #[allow(dead_code)]
+    pub fn interrupted(&self) -> bool {
+        lock(&self.state).signals > 0
+    }
+
+    /// Runs one trial; a signal stops it (and one that came before it stops it at once, so a
+    /// series of trials ends without starting another full one).
+    pub fn execute(&self, ready: Ready) -> Result<RunResult, RunError> {
+        let stop = StopHandle::new();
+        {
+            let mut st = lock(&self.state);
+            if st.signals > 0 {
+                stop.request(Termination::Interrupted);
+            }
+            st.current = Some(stop.clone());
+        }
+        let out = ready.execute(&stop);
+        lock(&self.state).current = None;
+        out
+    }
+}
+
+/// A poisoned lock only means a panic elsewhere while holding it; the state is still usable.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn watch(
+    state: Arc<Mutex<State>>,
+    grace: Duration,
+    ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let (mut sigint, mut sigterm) =
+            match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                (Ok(i), Ok(t)) => (i, t),
+                (Err(e), _) | (_, Err(e)) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+        let _ = ready.send(Ok(()));
+        loop {
+            tokio::select! {
+                _ = sigint.recv() => {}
+                _ = sigterm.recv() => {}
+            }
+            let mut st = lock(&state);
+            st.signals += 1;
+            if st.signals > 1 {
+                log::line(Tag::Warning, "interrupted twice: exiting without a result");
+                std::process::exit(130);
+            }
+            if let Some(stop) = &st.current {
+                stop.request(Termination::Interrupted);
+            }
+            log::line(
+                Tag::Warning,
+                &format!(
+                    "interrupted: finishing in-flight requests (up to {}s) and writing the \
+                     result; interrupt again to exit immediately",
+                    grace.as_secs_f64()
+                ),
+            );
+        }
+    });
+}
