@@ -576,6 +576,17 @@ fn block_commands(block: &Block, dir: &Path, env: &Env) -> Result<Vec<(usize, St
                        --failure-predicate benchmark.expectation_mismatch:0";
             vec![(block.line, run.into())]
         }
+        // The sample summary: a real run's summary has the same lines in the same order (first
+        // words: labels, percentile rows, notes), so the picture cannot drift from the output.
+        ("text", "Outputs and shrike transform") => {
+            std::fs::write(dir.join("readme-summary.txt"), &block.body).expect("write sample");
+            let firsts = "awk '{print $1}'";
+            let check = format!(
+                "shrike run --duration 1s > run-summary.txt && \
+                 diff <({firsts} readme-summary.txt) <({firsts} run-summary.txt)"
+            );
+            vec![(block.line, check)]
+        }
         (_, section) => return Err(format!("under {section:?}: teach tests/readme.rs to run it")),
     })
 }
