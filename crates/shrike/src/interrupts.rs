@@ -43,8 +43,6 @@ impl Interrupts {
     }
 
     /// Whether a signal has asked the command to stop.
-    // For the commands that run series of trials (capacity, sweep), arriving next.
-    #[allow(dead_code)]
     pub fn interrupted(&self) -> bool {
         lock(&self.state).signals > 0
     }

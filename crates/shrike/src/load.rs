@@ -49,8 +49,6 @@ impl LoadSpec {
 
     /// This load with `changes` (a JSON merge patch of options: a trial's rate, connections,
     /// duration) applied and validated.
-    // For the commands that run series of trials (capacity, sweep), arriving next.
-    #[allow(dead_code)]
     pub fn vary(&self, changes: &Value) -> anyhow::Result<RunSpec> {
         self.spec.patched(changes).map_err(|e| self.explain(e))
     }

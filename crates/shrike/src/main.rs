@@ -6,6 +6,7 @@
 
 mod args;
 mod atomic;
+mod capacity;
 mod embedded;
 mod interrupts;
 mod load;
@@ -39,6 +40,9 @@ pub(crate) struct Cli {
 enum Command {
     /// Load-test a URL (Nighthawk's client flags). With no URL, benchmarks the built-in server.
     Run(Box<run::RunArgs>),
+    /// The highest rate (or concurrency) that meets every SLO: an exponential ramp, bisection,
+    /// and a full-length confirmation trial.
+    Capacity(Box<capacity::CapacityArgs>),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Capacity(args) => capacity::run(*args),
         Command::Serve(args) => serve::run(args),
         Command::Report(args) => report::run(args),
         Command::Transform(args) => transform::run(args),

@@ -1,0 +1,16 @@
+//! The highest rate (or concurrency) that meets every SLO: an exponential ramp, bisection to
+//! a precision, repeats near the boundary, and a full-length confirmation trial.
+//!
+//! - [`slo`]: objectives as users write them, grouped into goals.
+//! - [`trial`]: one trial judged against every goal, with the generator self-check.
+//! - [`search`]: which trial next, and each goal's answer.
+
+pub mod report;
+pub mod search;
+pub mod slo;
+pub mod trial;
+
+pub use report::Report;
+pub use search::{Answer, Next, Search, SearchConfig, Status};
+pub use slo::{goals, Latency, Metric, Slo, SloError};
+pub use trial::{ClientLoad, Trial, Verdict};

@@ -1,0 +1,275 @@
+//! A capacity search as people and scripts read it: answers first, then every trial.
+//!
+//! JSON: `max_rps` (or `max_concurrency`) maps each goal to its answer (null when there is
+//! none), `complete` says whether the search ran to its end, and `capacity` holds the
+//! objectives, the goals with their status, and every trial's figures and full result.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+use shrike_stats::duration::format_human_ns;
+
+use super::search::{Answer, Status};
+use super::slo::{Latency, Metric, Slo};
+use super::trial::{Trial, Verdict};
+
+/// Everything a finished (or interrupted) search says.
+pub struct Report<'a> {
+    /// `rate` or `concurrency`.
+    pub search: &'a str,
+    pub slos: &'a [Slo],
+    pub goals: &'a [Vec<Slo>],
+    pub trials: &'a [Trial],
+    pub answers: &'a [Answer],
+    /// False when interrupted.
+    pub complete: bool,
+}
+
+impl Report<'_> {
+    fn unit(&self) -> &'static str {
+        if self.search == "rate" {
+            "/s"
+        } else {
+            " connections"
+        }
+    }
+
+    fn level(&self, l: f64) -> String {
+        match self.search {
+            "rate" if l.fract() != 0.0 => format!("{l:.1}/s"),
+            "rate" => format!("{l:.0}/s"),
+            _ => format!("{l:.0}"),
+        }
+    }
+
+    /// A goal's name: its objectives joined (`p99<=10.00ms, errors<=0.1%`).
+    pub fn goal_name(goal: &[Slo]) -> String {
+        goal.iter().map(Slo::to_string).collect::<Vec<_>>().join(", ")
+    }
+
+    /// One line per goal: the answer, or plainly why there is none.
+    pub fn answer_line(&self, goal: &[Slo], a: &Answer) -> String {
+        let name = Self::goal_name(goal);
+        let on = |n: usize| format!("{n} trial{}", if n == 1 { "" } else { "s" });
+        match (&a.status, a.max) {
+            (Status::Found, Some(m)) => format!(
+                "{name}: max {} (confirmed; rests on {}; fails at {})",
+                self.level(m),
+                on(a.trials),
+                a.failed_at.map_or("-".into(), |f| self.level(f))
+            ),
+            (Status::GeneratorBound { limit }, Some(m)) => format!(
+                "{name}: at least {} — the load generator is the bottleneck at {}: add workers \
+                 or machines to search higher (rests on {})",
+                self.level(m),
+                self.level(*limit),
+                on(a.trials)
+            ),
+            (Status::GeneratorBound { limit }, None) => format!(
+                "{name}: NO ANSWER — the load generator is the bottleneck at {}: add workers or \
+                 machines, or start lower",
+                self.level(*limit)
+            ),
+            (Status::FirstTrialFailed, _) => format!(
+                "{name}: NO ANSWER — even the first trial, at {}, failed; start lower",
+                self.trials.first().map_or("-".into(), |t| self.level(t.level))
+            ),
+            (_, Some(m)) => format!(
+                "{name}: UNFINISHED — {} passed so far (rests on {}), not narrowed or confirmed",
+                self.level(m),
+                on(a.trials)
+            ),
+            (_, None) => format!("{name}: UNFINISHED — no level passed yet"),
+        }
+    }
+
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        let what = if self.search == "rate" { "rate" } else { "concurrency" };
+        let _ = writeln!(s, "Shrike capacity: the highest {what} that meets every SLO\n");
+        if !self.complete {
+            s.push_str("INCOMPLETE: interrupted; the answers below are the best known so far.\n\n");
+        }
+        for (goal, a) in self.goals.iter().zip(self.answers) {
+            let _ = writeln!(s, "  {}", self.answer_line(goal, a));
+        }
+        s.push('\n');
+        let mut header = vec![
+            "#".to_string(),
+            "offered".into(),
+            "achieved".into(),
+            "p50".into(),
+            "p99".into(),
+            "p99.9".into(),
+            "service p99".into(),
+            "errors".into(),
+            "duration".into(),
+        ];
+        header.extend((1..=self.goals.len()).map(|i| format!("goal {i}")));
+        let mut rows = vec![header];
+        for (i, t) in self.trials.iter().enumerate() {
+            let q = |q: f64| quantile(t, Latency::Scheduled, q);
+            let mut row = vec![
+                format!("{}{}", i + 1, if t.confirmation { "*" } else { "" }),
+                self.level(t.level),
+                format!("{:.1}/s", t.achieved_rps),
+                q(0.5),
+                q(0.99),
+                q(0.999),
+                quantile(t, Latency::Service, 0.99),
+                format!("{:.2}%", 100.0 * t.error_ratio),
+                format_human_ns(t.duration.as_nanos() as f64),
+            ];
+            row.extend(t.verdicts.iter().map(|v| verdict(*v).to_string()));
+            rows.push(row);
+        }
+        table(&rows, &mut s);
+        s.push_str("\n  * a full-length confirmation trial. Latency is from the schedule (free of\n    coordinated omission) unless marked service.\n");
+        for (i, goal) in self.goals.iter().enumerate() {
+            let _ = writeln!(s, "  goal {}: {}", i + 1, Self::goal_name(goal));
+        }
+        let invalid: Vec<String> = self
+            .trials
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.invalid.as_ref().map(|why| format!("  trial {}: {why}", i + 1)))
+            .collect();
+        if !invalid.is_empty() {
+            s.push_str("\nInvalid trials (the load generator, not the server, was the limit):\n");
+            for line in invalid {
+                let _ = writeln!(s, "{line}");
+            }
+        }
+        s
+    }
+
+    /// The JSON document; `results[i]` is trial i's full result (Shrike's JSON result shape).
+    pub fn json(&self, results: Vec<Value>) -> Value {
+        let key = if self.search == "rate" { "max_rps" } else { "max_concurrency" };
+        let answers: serde_json::Map<String, Value> = self
+            .goals
+            .iter()
+            .zip(self.answers)
+            .map(|(g, a)| {
+                (Self::goal_name(g), json!(a.max.filter(|_| a.status != Status::Unfinished)))
+            })
+            .collect();
+        let goals: Vec<Value> = self
+            .goals
+            .iter()
+            .zip(self.answers)
+            .map(|(g, a)| {
+                json!({
+                    "name": Self::goal_name(g),
+                    "slos": g.iter().map(Slo::to_string).collect::<Vec<_>>(),
+                    "max": a.max,
+                    "failed_at": a.failed_at,
+                    "trials_at_answer": a.trials,
+                    "status": status(&a.status),
+                    "generator_limit": match a.status { Status::GeneratorBound { limit } => Some(limit), _ => None },
+                    "summary": self.answer_line(g, a),
+                })
+            })
+            .collect();
+        let mut results = results.into_iter();
+        let trials: Vec<Value> = self
+            .trials
+            .iter()
+            .map(|t| {
+                json!({
+                    "level": t.level,
+                    "duration_s": t.duration.as_secs_f64(),
+                    "confirmation": t.confirmation,
+                    "achieved_rps": t.achieved_rps,
+                    "responses_rps": t.responses_rps,
+                    "achieved_ratio": t.achieved_ratio,
+                    "error_ratio": t.error_ratio,
+                    "overflow_ratio": t.overflow_share,
+                    "client_cpu_cores": t.client_cpu_cores,
+                    "latency_s": latencies(t, Latency::Scheduled),
+                    "service_s": latencies(t, Latency::Service),
+                    "invalid": t.invalid,
+                    "verdicts": t.verdicts.iter().map(|v| verdict(*v)).collect::<Vec<_>>(),
+                    "result": results.next().unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        json!({
+            key: answers,
+            "complete": self.complete,
+            "capacity": {
+                "search": self.search,
+                "unit": self.unit().trim(),
+                "slos": self.slos.iter().map(|s| json!({
+                    "slo": s.to_string(),
+                    "metric": metric_name(s.metric),
+                    "bound": s.bound,
+                    "at_most": s.at_most,
+                })).collect::<Vec<_>>(),
+                "goals": goals,
+                "trials": trials,
+            },
+        })
+    }
+}
+
+fn metric_name(m: Metric) -> String {
+    match m {
+        Metric::Latency { of, q } => {
+            let prefix = if of == Latency::Service { "service." } else { "" };
+            match q {
+                None => format!("{prefix}mean"),
+                Some(q) if q >= 1.0 => format!("{prefix}max"),
+                Some(q) => format!("{prefix}p{}", q * 100.0),
+            }
+        }
+        Metric::Errors => "errors".into(),
+        Metric::Achieved => "achieved".into(),
+    }
+}
+
+fn status(s: &Status) -> &'static str {
+    match s {
+        Status::Found => "found",
+        Status::FirstTrialFailed => "first_trial_failed",
+        Status::GeneratorBound { .. } => "generator_bound",
+        Status::Unfinished => "unfinished",
+    }
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail { .. } => "fail",
+        Verdict::Invalid => "invalid",
+    }
+}
+
+fn quantile(t: &Trial, of: Latency, q: f64) -> String {
+    match t.value(Metric::Latency { of, q: Some(q) }) {
+        v if v.is_finite() => format_human_ns(v),
+        _ => "-".into(),
+    }
+}
+
+/// Seconds at p50/p90/p99/p99.9/max and the mean, as plots want them.
+fn latencies(t: &Trial, of: Latency) -> Value {
+    let v = |q: Option<f64>| {
+        let x = t.value(Metric::Latency { of, q });
+        x.is_finite().then_some(x / 1e9)
+    };
+    json!({"p50": v(Some(0.5)), "p90": v(Some(0.9)), "p99": v(Some(0.99)),
+           "p999": v(Some(0.999)), "max": v(Some(1.0)), "mean": v(None)})
+}
+
+/// Right-aligned columns, two spaces apart.
+fn table(rows: &[Vec<String>], s: &mut String) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|x| x.chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let cells: Vec<String> = r.iter().zip(&width).map(|(x, w)| format!("{x:>w$}")).collect();
+        let _ = writeln!(s, "  {}", cells.join("  "));
+    }
+}

@@ -1,0 +1,267 @@
+//! Service-level objectives as users write them: `p99<=20ms`, `p99.9<=100ms`,
+//! `service.p99<=5ms`, `mean<=2ms`, `errors<=0.1%`, `achieved>=99%`.
+//!
+//! Latency objectives judge scheduled-to-response latency (coordinated-omission-free) unless
+//! prefixed `service.`, which judges service time (actual send to response end).
+
+use std::fmt;
+use std::time::Duration;
+
+use shrike_stats::duration::{format_human_ns, parse_duration};
+
+/// Which latency an objective judges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Latency {
+    /// Scheduled send to response end: what a user arriving on schedule sees.
+    Scheduled,
+    /// Actual send to response end: what wrk and ab report.
+    Service,
+}
+
+/// What an objective measures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Metric {
+    /// A latency percentile (`q` in 0..=1; 1 is the max), or the mean when `q` is `None`.
+    Latency { of: Latency, q: Option<f64> },
+    /// Failed requests (4xx, 5xx, resets, timeouts, connection failures, overflow) over all.
+    Errors,
+    /// Achieved over offered load.
+    Achieved,
+}
+
+impl Metric {
+    /// Objectives on the same metric with different bounds are separate goals; objectives on
+    /// different metrics hold together.
+    pub fn key(&self) -> String {
+        match self {
+            Metric::Latency { of, q } => format!("{of:?}/{q:?}"),
+            Metric::Errors => "errors".into(),
+            Metric::Achieved => "achieved".into(),
+        }
+    }
+}
+
+/// One objective: a metric and the bound it must stay within.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slo {
+    pub metric: Metric,
+    /// Nanoseconds for latency; a ratio (0.001 for 0.1%) for errors and achieved.
+    pub bound: f64,
+    /// `<=` (an upper bound) or `>=` (a lower one).
+    pub at_most: bool,
+    /// As the user wrote it, normalized (`p99<=20ms`).
+    text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--slo {given:?}: {reason}")]
+pub struct SloError {
+    pub given: String,
+    pub reason: String,
+}
+
+impl Slo {
+    pub fn parse(input: &str) -> Result<Slo, SloError> {
+        let err = |reason: &str| SloError { given: input.to_string(), reason: reason.to_string() };
+        let s: String = input.chars().filter(|c| !c.is_whitespace()).collect();
+        let (lhs, rhs, at_most) = if let Some((l, r)) = s.split_once("<=") {
+            (l, r, true)
+        } else if let Some((l, r)) = s.split_once(">=") {
+            (l, r, false)
+        } else if let Some((l, r)) = s.split_once('<') {
+            (l, r, true)
+        } else if let Some((l, r)) = s.split_once('>') {
+            (l, r, false)
+        } else {
+            return Err(err("expected METRIC<=BOUND, e.g. p99<=20ms, errors<=0.1%, achieved>=99%"));
+        };
+        let lhs = lhs.to_ascii_lowercase();
+        let metric = match lhs.as_str() {
+            "errors" | "error" | "error_rate" => Metric::Errors,
+            "achieved" => Metric::Achieved,
+            _ => {
+                let (of, name) = match lhs.strip_prefix("service.") {
+                    Some(rest) => (Latency::Service, rest),
+                    None => (Latency::Scheduled, lhs.strip_prefix("latency.").unwrap_or(&lhs)),
+                };
+                Metric::Latency {
+                    of,
+                    q: quantile(name).ok_or_else(|| {
+                        err("unknown metric: expected pNN (p50, p99, p99.9), mean or max, \
+                         optionally prefixed service.; or errors, or achieved")
+                    })?,
+                }
+            }
+        };
+        let bound = match metric {
+            Metric::Latency { .. } => {
+                if !at_most {
+                    return Err(err("a latency objective is an upper bound: use <="));
+                }
+                let d = parse_duration(rhs).map_err(|e| err(&e.to_string()))?;
+                if d.is_zero() {
+                    return Err(err("a latency bound of 0 cannot be met"));
+                }
+                d.as_nanos() as f64
+            }
+            Metric::Errors | Metric::Achieved => {
+                let pct =
+                    rhs.strip_suffix('%').ok_or_else(|| err("expected a percentage, e.g. 0.1%"))?;
+                let v: f64 = pct.parse().map_err(|_| err("expected a percentage, e.g. 0.1%"))?;
+                if !(0.0..=100.0).contains(&v) {
+                    return Err(err("a percentage lies between 0% and 100%"));
+                }
+                if matches!(metric, Metric::Errors) != at_most {
+                    return Err(err(if at_most {
+                        "achieved is a lower bound: use >="
+                    } else {
+                        "errors is an upper bound: use <="
+                    }));
+                }
+                v / 100.0
+            }
+        };
+        let text = match metric {
+            Metric::Latency { .. } => {
+                format!("{lhs}<={}", format_human_ns(bound))
+            }
+            _ => format!("{lhs}{}{}%", if at_most { "<=" } else { ">=" }, bound * 100.0),
+        };
+        Ok(Slo { metric, bound, at_most, text })
+    }
+
+    /// Whether `value` (in the metric's unit) meets the objective.
+    pub fn met_by(&self, value: f64) -> bool {
+        if self.at_most {
+            value <= self.bound
+        } else {
+            value >= self.bound
+        }
+    }
+
+    /// How far `value` is from the bound, relative to it: negative inside, positive outside.
+    /// A trial that fails by less than a few percent is a narrow failure, worth repeating.
+    pub fn margin(&self, value: f64) -> f64 {
+        let b = self.bound.max(f64::MIN_POSITIVE);
+        if self.at_most {
+            (value - self.bound) / b
+        } else {
+            (self.bound - value) / b
+        }
+    }
+
+    /// A latency bound as a duration (for plots and messages).
+    pub fn latency_bound(&self) -> Option<Duration> {
+        matches!(self.metric, Metric::Latency { .. })
+            .then(|| Duration::from_nanos(self.bound as u64))
+    }
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// `p99` → 0.99, `p99.9` → 0.999, `p50` → 0.5, `max` → 1, `mean` → None (as `Some(None)`).
+fn quantile(name: &str) -> Option<Option<f64>> {
+    match name {
+        "mean" | "avg" => return Some(None),
+        "max" => return Some(Some(1.0)),
+        _ => {}
+    }
+    let p: f64 = name.strip_prefix('p')?.parse().ok()?;
+    // Rounded: 99.9 / 100 computes as 0.9990000000000001.
+    (p > 0.0 && p <= 100.0).then_some(Some((p / 100.0 * 1e9).round() / 1e9))
+}
+
+/// Groups objectives into goals: objectives on one metric with different bounds are
+/// alternatives (the max rate for p99 ≤ 10 ms, and for p99 ≤ 50 ms), each its own goal;
+/// objectives on different metrics hold together in every goal.
+pub fn goals(slos: &[Slo]) -> Vec<Vec<Slo>> {
+    let mut by_metric: Vec<(String, Vec<Slo>)> = Vec::new();
+    for s in slos {
+        match by_metric.iter_mut().find(|(k, _)| *k == s.metric.key()) {
+            Some((_, v)) if !v.contains(s) => v.push(s.clone()),
+            Some(_) => {}
+            None => by_metric.push((s.metric.key(), vec![s.clone()])),
+        }
+    }
+    let mut goals: Vec<Vec<Slo>> = vec![Vec::new()];
+    for (_, alternatives) in by_metric {
+        goals = goals
+            .iter()
+            .flat_map(|g| {
+                alternatives.iter().map(move |a| {
+                    let mut g = g.clone();
+                    g.push(a.clone());
+                    g
+                })
+            })
+            .collect();
+    }
+    goals.retain(|g| !g.is_empty());
+    goals
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_users_write() {
+        let s = Slo::parse("p99<=20ms").unwrap();
+        assert_eq!(s.metric, Metric::Latency { of: Latency::Scheduled, q: Some(0.99) });
+        assert_eq!(s.bound, 20e6);
+        assert_eq!(s.to_string(), "p99<=20.00ms");
+        let s = Slo::parse(" service.p99.9 <= 250us ").unwrap();
+        assert_eq!(s.metric, Metric::Latency { of: Latency::Service, q: Some(0.999) });
+        assert_eq!(s.bound, 250e3);
+        assert_eq!(
+            Slo::parse("mean<=1ms").unwrap().metric,
+            Metric::Latency { of: Latency::Scheduled, q: None }
+        );
+        assert_eq!(
+            Slo::parse("max<=1s").unwrap().metric,
+            Metric::Latency { of: Latency::Scheduled, q: Some(1.0) }
+        );
+        let e = Slo::parse("errors<=0.1%").unwrap();
+        assert_eq!((e.metric, e.at_most), (Metric::Errors, true));
+        assert!((e.bound - 0.001).abs() < 1e-12);
+        assert!(e.met_by(0.001) && !e.met_by(0.0011));
+        let a = Slo::parse("achieved>=99%").unwrap();
+        assert!(a.met_by(0.995) && !a.met_by(0.98));
+        assert!((a.margin(0.98) - 0.0101).abs() < 1e-3);
+    }
+
+    #[test]
+    fn bad_objectives_name_the_problem() {
+        for (bad, why) in [
+            ("p99", "expected METRIC<=BOUND"),
+            ("p999<=1ms", "unknown metric"),
+            ("q99<=1ms", "unknown metric"),
+            ("p99>=1ms", "upper bound"),
+            ("p99<=fast", "invalid duration"),
+            ("p99<=0ms", "cannot be met"),
+            ("errors<=0.1", "percentage"),
+            ("errors>=1%", "use <="),
+            ("achieved<=99%", "use >="),
+            ("achieved>=120%", "between 0% and 100%"),
+        ] {
+            let e = Slo::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn alternatives_on_one_metric_are_separate_goals() {
+        let p = |s: &str| Slo::parse(s).unwrap();
+        let g = goals(&[p("p99<=10ms"), p("errors<=1%"), p("p99<=50ms")]);
+        let names: Vec<Vec<String>> =
+            g.iter().map(|g| g.iter().map(|s| s.to_string()).collect()).collect();
+        assert_eq!(names, [vec!["p99<=10.00ms", "errors<=1%"], vec!["p99<=50.00ms", "errors<=1%"]]);
+        assert_eq!(goals(&[p("p99<=10ms"), p("p99<=10ms")]).len(), 1);
+        assert!(goals(&[]).is_empty());
+    }
+}

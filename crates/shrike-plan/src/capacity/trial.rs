@@ -1,0 +1,208 @@
+//! One trial of a capacity search: what it offered, what came back, and whether the load
+//! generator itself kept up. A trial the generator could not drive is *invalid*, never a
+//! failure of the server: otherwise the search would report the client's limit as the
+//! service's capacity.
+
+use std::time::Duration;
+
+use shrike_stats::{Counter, RunResult, StatId, Statistic};
+
+use super::slo::{Latency, Metric, Slo};
+
+/// The client was saturated at this share of its workers' cores.
+pub const CPU_SATURATED: f64 = 0.9;
+/// A median send lateness above this means the pacer could not release on schedule.
+pub const LATE_SENDS: Duration = Duration::from_millis(1);
+/// Open-loop overflow above this share of the offered requests counts.
+pub const OVERFLOW_SHARE: f64 = 0.005;
+/// Achieved under this share of the offered rate, without errors or overflow, means the
+/// client did not offer the load.
+pub const SHORTFALL: f64 = 0.95;
+/// A failure within this relative distance of a bound is narrow, and worth repeating.
+pub const NARROW: f64 = 0.1;
+
+/// How one trial stood against one goal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    /// `narrow`: every failed objective missed by less than [`NARROW`].
+    Fail {
+        narrow: bool,
+    },
+    /// The generator could not drive this trial: it says nothing about the server.
+    Invalid,
+}
+
+/// What the caller measured about the client during the trial.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientLoad {
+    /// CPU time the client process used over the trial's wall time, in cores.
+    pub cpu_cores: Option<f64>,
+    /// The workers (threads) the client ran; what `cpu_cores` saturates at.
+    pub workers: usize,
+}
+
+/// One trial's figures, kept with the histograms the objectives are judged on.
+#[derive(Clone, Debug)]
+pub struct Trial {
+    /// Offered load: requests per second (all workers) or concurrency.
+    pub level: f64,
+    pub duration: Duration,
+    /// The full-length confirmation trial at an answer.
+    pub confirmation: bool,
+    /// Requests sent per second over the sending window.
+    pub achieved_rps: f64,
+    /// Responses received per second over the sending window.
+    pub responses_rps: f64,
+    /// Achieved over offered (rate search only).
+    pub achieved_ratio: Option<f64>,
+    /// Failed requests over all attempted.
+    pub error_ratio: f64,
+    pub scheduled: Statistic,
+    pub service: Statistic,
+    pub client_cpu_cores: Option<f64>,
+    /// Why the generator could not drive this trial, if it could not.
+    pub invalid: Option<String>,
+    /// Open-loop overflow share of the offered requests.
+    pub overflow_share: f64,
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Trial {
+    /// Judges `result`, a trial at `level` (a rate when `rate_search`), against `goals`.
+    pub fn judge(
+        level: f64,
+        rate_search: bool,
+        confirmation: bool,
+        result: &RunResult,
+        client: ClientLoad,
+        goals: &[Vec<Slo>],
+    ) -> Trial {
+        let g = &result.global;
+        let c = &g.counters;
+        let window = g.rate_window().as_secs_f64();
+        let sent = c.get(Counter::RqTotal);
+        let responses = g.status_codes.total().max(c.responses());
+        let overflow = c.get(Counter::PoolOverflow);
+        let failed = [
+            Counter::Http4xx,
+            Counter::Http5xx,
+            Counter::HttpXxx,
+            Counter::RqTimeout,
+            Counter::StreamResets,
+            Counter::PoolConnectionFailure,
+            Counter::PoolOverflow,
+        ]
+        .iter()
+        .map(|&k| c.get(k))
+        .sum::<u64>();
+        let attempted = sent + overflow + c.get(Counter::PoolConnectionFailure);
+        let per_sec = |n: u64| if window > 0.0 { n as f64 / window } else { 0.0 };
+        let achieved_rps = per_sec(sent);
+        let achieved_ratio = rate_search.then(|| achieved_rps / level.max(f64::MIN_POSITIVE));
+        let overflow_share = overflow as f64 / attempted.max(1) as f64;
+        let mut trial = Trial {
+            level,
+            duration: g.rate_window(),
+            confirmation,
+            achieved_rps,
+            responses_rps: per_sec(responses),
+            achieved_ratio,
+            error_ratio: failed as f64 / attempted.max(1) as f64,
+            scheduled: g.stats.get(StatId::ScheduledToResponse).clone(),
+            service: g.stats.get(StatId::RequestToResponse).clone(),
+            client_cpu_cores: client.cpu_cores,
+            invalid: None,
+            overflow_share,
+            verdicts: Vec::new(),
+        };
+        trial.invalid = trial.self_check(result, client, rate_search);
+        trial.verdicts = goals.iter().map(|goal| trial.verdict(goal)).collect();
+        trial
+    }
+
+    /// The generator self-check: CPU, pacing and (without errors to explain it) a shortfall.
+    fn self_check(
+        &self,
+        result: &RunResult,
+        client: ClientLoad,
+        rate_search: bool,
+    ) -> Option<String> {
+        let workers = client.workers.max(1) as f64;
+        if let Some(cores) = client.cpu_cores.filter(|c| *c >= CPU_SATURATED * workers) {
+            return Some(format!(
+                "the client's CPU was saturated ({cores:.2} of {workers} worker cores)"
+            ));
+        }
+        if !rate_search {
+            return None;
+        }
+        let late = result.global.stats.get(StatId::SendLateness);
+        if late.count() > 0 && late.clamped_quantile(0.5) as f64 >= LATE_SENDS.as_nanos() as f64 {
+            return Some(format!(
+                "the client released requests late (send lateness p50 {:.2}ms)",
+                late.clamped_quantile(0.5) as f64 / 1e6
+            ));
+        }
+        let short = self.achieved_ratio.is_some_and(|r| r < SHORTFALL);
+        if short && self.error_ratio == 0.0 {
+            return Some(format!(
+                "the client offered only {:.1}% of the rate, without errors or overflow to \
+                 explain it",
+                100.0 * self.achieved_ratio.unwrap_or_default()
+            ));
+        }
+        None
+    }
+
+    /// The value of `metric` in this trial (ns for latency, a ratio otherwise).
+    pub fn value(&self, metric: Metric) -> f64 {
+        match metric {
+            Metric::Latency { of, q } => {
+                let s = match of {
+                    Latency::Scheduled => &self.scheduled,
+                    Latency::Service => &self.service,
+                };
+                if s.count() == 0 {
+                    // Nothing answered: no latency can be said to meet a bound.
+                    return f64::INFINITY;
+                }
+                match q {
+                    Some(q) => s.clamped_quantile(q) as f64,
+                    None => s.mean(),
+                }
+            }
+            Metric::Errors => self.error_ratio,
+            Metric::Achieved => self.achieved_ratio.unwrap_or(1.0),
+        }
+    }
+
+    fn verdict(&self, goal: &[Slo]) -> Verdict {
+        if self.invalid.is_some() {
+            return Verdict::Invalid;
+        }
+        // Open-loop overflow: requests due with every connection busy. If the server answered
+        // within every latency bound, the connections were too few for the rate (Little's law),
+        // the client's limit; if it did not, its slowness is the failure.
+        if self.overflow_share > OVERFLOW_SHARE {
+            let server_fast = goal.iter().all(|s| match s.metric {
+                Metric::Latency { q, .. } => {
+                    s.met_by(self.value(Metric::Latency { of: Latency::Service, q }))
+                }
+                _ => true,
+            });
+            if server_fast {
+                return Verdict::Invalid;
+            }
+        }
+        let misses: Vec<f64> = goal
+            .iter()
+            .filter(|s| !s.met_by(self.value(s.metric)))
+            .map(|s| s.margin(self.value(s.metric)))
+            .collect();
+        match misses.is_empty() {
+            true => Verdict::Pass,
+            false => Verdict::Fail { narrow: misses.iter().all(|m| *m < NARROW) },
+        }
+    }
+}

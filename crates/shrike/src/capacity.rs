@@ -1,0 +1,276 @@
+//! `shrike capacity`: the highest rate (or concurrency) that meets every SLO. The planner in
+//! shrike-plan picks each trial; this drives it: the trial's spec is the user's load with the
+//! level and duration varied (`LoadSpec::vary`), run through the engine's library call with
+//! the same signal handling as `run`, and judged with the client's own CPU.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+use shrike_plan::capacity::{
+    goals, ClientLoad, Next, Report, Search, SearchConfig, Slo, Status, Trial, Verdict,
+};
+use shrike_stats::duration::{format_human_ns, parse_duration};
+use shrike_stats::Termination;
+
+use crate::args::usage;
+use crate::interrupts::Interrupts;
+use crate::load::LoadSpec;
+use crate::log::{self, info, warning, Tag};
+use crate::run::RunArgs;
+
+#[derive(Args, Debug)]
+pub struct CapacityArgs {
+    /// An objective every answer must meet (repeatable): p99<=20ms, p99.9<=100ms, mean<=5ms,
+    /// max<=1s (latency from the schedule, free of coordinated omission), service.p99<=5ms
+    /// (service time), errors<=0.1%, achieved>=99%. Objectives on one metric with different
+    /// bounds are separate goals, each answered in the same pass.
+    #[arg(long = "slo", required = true, value_name = "SLO")]
+    pub slos: Vec<String>,
+    /// What to search: rate (open loop, requests per second for all workers together) or
+    /// concurrency (closed loop, connections per worker, unpaced).
+    #[arg(long, value_enum, default_value = "rate")]
+    pub search: SearchKind,
+    /// The first level tried [default: --rps × workers for rate, 1 for concurrency].
+    #[arg(long, value_name = "LEVEL")]
+    pub start: Option<f64>,
+    /// Stop narrowing when the gap between the highest pass and the lowest fail is at most
+    /// this share of the pass.
+    #[arg(long, default_value = "2%", value_parser = parse_percent)]
+    pub precision: f64,
+    /// Length of each trial while searching.
+    #[arg(long, default_value = "2s", value_parser = parse_duration_arg)]
+    pub trial_duration: Duration,
+    /// Length of the confirmation trial at each answer.
+    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
+    pub final_duration: Duration,
+    /// Pause between trials, so one trial's backlog does not bleed into the next.
+    #[arg(long, default_value = "0s", value_parser = parse_duration_arg)]
+    pub cooldown: Duration,
+    /// Extra trials for a level that failed narrowly (within 10% of a bound).
+    #[arg(long, default_value_t = 1)]
+    pub trial_repeats: u32,
+    /// Give up after this many trials.
+    #[arg(long, default_value_t = 40)]
+    pub max_trials: usize,
+    /// The load: `shrike run`'s flags (target, protocol, workers, connections, headers, TLS…).
+    #[command(flatten)]
+    pub load: RunArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchKind {
+    Rate,
+    Concurrency,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a percentage, e.g. 2%"))?;
+    if v > 0.0 && v < 100.0 {
+        Ok(v / 100.0)
+    } else {
+        Err(format!("{s:?}: a precision lies between 0% and 100%"))
+    }
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
+    let slos: Vec<Slo> = args
+        .slos
+        .iter()
+        .map(|s| Slo::parse(s).map_err(|e| usage(e.to_string())))
+        .collect::<anyhow::Result<_>>()?;
+    let goals = goals(&slos);
+    if args.trial_duration.is_zero() || args.final_duration.is_zero() {
+        return Err(usage("--trial-duration and --final-duration must be longer than 0"));
+    }
+    let format = match args.load.output_format {
+        None => shrike_output::OutputFormat::Summary,
+        Some(f) if f.is_text() || f == shrike_output::OutputFormat::Json => f,
+        Some(f) => {
+            return Err(usage(format!(
+                "--output-format {f}: capacity writes summary, human or json"
+            )))
+        }
+    };
+    let file = args.load.output_file.clone();
+    let load = LoadSpec::from_args(&args.load)?;
+    let workers = load.spec.concurrency().workers().get();
+    let rate = args.search == SearchKind::Rate;
+    let start = match args.start {
+        Some(s) if s > 0.0 => s,
+        Some(_) => return Err(usage("--start must be above 0")),
+        None if rate => match load.spec.plan().peak() {
+            Some(r) => r * workers as f64,
+            None => return Err(usage("--rps max has no rate to start a rate search from; give --start or --search concurrency")),
+        },
+        None => 1.0,
+    };
+    let cfg = SearchConfig {
+        start,
+        precision: args.precision,
+        integer: !rate,
+        repeats: args.trial_repeats,
+        trial_duration: args.trial_duration,
+        final_duration: args.final_duration,
+        max_trials: args.max_trials,
+    };
+    let interrupts = Interrupts::install(load.spec.timeout())
+        .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
+    let mut search = Search::new(cfg, goals.len());
+    let mut results: Vec<Value> = Vec::new();
+    while let Next::Trial { level, duration, confirmation } = search.next() {
+        if interrupts.interrupted() {
+            break;
+        }
+        let spec = load.vary(&trial_patch(&args, level, duration, workers, rate))?;
+        let ready = shrike_engine::Run::new(&spec).prepare().map_err(|e| load.explain(e))?;
+        let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
+        let result = interrupts
+            .execute(ready)
+            .map_err(|e| anyhow::Error::new(e).context("a trial could not run"))?;
+        let cpu =
+            process_cpu_seconds().zip(cpu0).map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64());
+        let client = ClientLoad { cpu_cores: cpu, workers };
+        let trial = Trial::judge(level, rate, confirmation, &result, client, &goals);
+        log_trial(search.trials().len() + 1, &trial, rate);
+        if result.termination == Termination::Interrupted {
+            // Cut short: its figures describe part of a trial, so it does not count.
+            break;
+        }
+        results.push(shrike_output::to_json_value(&result));
+        search.record(trial);
+        if !args.cooldown.is_zero() && search.next() != Next::Done {
+            std::thread::sleep(args.cooldown);
+        }
+    }
+    let complete = !interrupts.interrupted();
+    let answers = search.answers();
+    let report = Report {
+        search: if rate { "rate" } else { "concurrency" },
+        slos: &slos,
+        goals: &goals,
+        trials: search.trials(),
+        answers: &answers,
+        complete,
+    };
+    let doc = report.json(results);
+    let json_text = || -> anyhow::Result<String> { Ok(serde_json::to_string_pretty(&doc)? + "\n") };
+    let stdout_text = match format {
+        shrike_output::OutputFormat::Json => json_text()?,
+        _ => report.human(),
+    };
+    write_stdout(&stdout_text)?;
+    // -o FILE: JSON when its extension says so, else the text report, written whole or not
+    // at all.
+    if let Some(path) = file {
+        let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let text = if is_json { json_text()? } else { report.human() };
+        crate::atomic::write(&path, |w| w.write_all(text.as_bytes()))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    drop(load);
+    if !complete {
+        return Ok(ExitCode::from(130));
+    }
+    let mut failed = false;
+    for (goal, a) in goals.iter().zip(&answers) {
+        match a.status {
+            Status::Found => {}
+            Status::GeneratorBound { .. } if a.max.is_some() => {}
+            _ => {
+                log::line(Tag::Error, &report.answer_line(goal, a));
+                failed = true;
+            }
+        }
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The user's load at `level` for `duration`: trials run their full length (no default
+/// failure predicates end them at the first error: errors are what the objectives judge).
+fn trial_patch(
+    args: &CapacityArgs,
+    level: f64,
+    duration: Duration,
+    workers: usize,
+    rate: bool,
+) -> Value {
+    let mut p = json!({
+        "duration": format!("{}s", duration.as_secs_f64()),
+        "no_duration": false,
+        "total_requests": null,
+        "no_default_failure_predicates": true,
+        "stages": null,
+        "ramp_duration": null,
+    });
+    if rate {
+        p["requests_per_second"] = json!(level / workers as f64);
+        // Open loop unless the user chose otherwise: a closed loop at a rate above capacity
+        // waits instead of offering the load, which hides the very limit being searched.
+        p["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
+    } else {
+        p["requests_per_second"] = json!("max");
+        p["connections"] = json!(level as u64);
+    }
+    p
+}
+
+fn log_trial(n: usize, t: &Trial, rate: bool) {
+    let level = if rate { format!("{:.1}/s", t.level) } else { format!("{} connections", t.level) };
+    let p99 = match t.scheduled.count() {
+        0 => "-".to_string(),
+        _ => format_human_ns(t.scheduled.clamped_quantile(0.99) as f64),
+    };
+    let verdicts: Vec<&str> = t
+        .verdicts
+        .iter()
+        .map(|v| match v {
+            Verdict::Pass => "pass",
+            Verdict::Fail { narrow: true } => "fail (narrowly)",
+            Verdict::Fail { narrow: false } => "fail",
+            Verdict::Invalid => "invalid",
+        })
+        .collect();
+    let line = format!(
+        "trial {n}{}: {level} for {}: achieved {:.1}/s, p99 {}, errors {:.2}%: {}",
+        if t.confirmation { " (confirmation)" } else { "" },
+        format_human_ns(t.duration.as_nanos() as f64),
+        t.achieved_rps,
+        p99,
+        100.0 * t.error_ratio,
+        verdicts.join(", ")
+    );
+    info!("{line}");
+    if let Some(why) = &t.invalid {
+        warning!("trial {n} is invalid: {why}");
+    }
+}
+
+/// This process's CPU time (user + system) in seconds, from /proc/self/stat. Its fields count
+/// clock ticks of USER_HZ, which Linux fixes at 100 for /proc on every architecture.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i)?.parse::<f64>().ok();
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state (field 3).
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}

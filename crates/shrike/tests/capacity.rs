@@ -1,0 +1,203 @@
+//! `shrike capacity` end to end against `shrike serve`: the answer lands on a boundary computed
+//! from the server's delay model, an SLO the first trial already misses fails plainly, a
+//! generator that cannot keep up is never the server's limit, and bad objectives are usage
+//! errors.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// The server delays each request by `m + f·n`, where `n` counts the requests in flight
+/// server-wide when its delay starts, itself included. With requests arriving every `1/λ`,
+/// those in flight are the ones that arrived in the last `L`: `n = ⌈λL⌉`. Latency `L` meets a
+/// bound `S` exactly while `m + f·⌈λS⌉ ≤ S`, so the highest such rate is `⌊(S − m)/f⌋ / S`.
+fn boundary(m_ms: f64, f_ms: f64, slo_ms: f64) -> f64 {
+    ((slo_ms - m_ms) / f_ms).floor() / (slo_ms / 1000.0)
+}
+
+fn capacity(server: &Server, m_ms: f64, f_ms: f64, slos: &[&str], extra: &[&str]) -> Output {
+    let header = format!(
+        "x-nighthawk-test-server-config: {{\"concurrency_based_linear_delay\": \
+         {{\"minimal_delay\": \"{}s\", \"concurrency_delay_factor\": \"{}s\"}}}}",
+        m_ms / 1000.0,
+        f_ms / 1000.0
+    );
+    let url = server.url("/");
+    let mut args = vec!["capacity", &url, "-H", &header, "--output-format", "json"];
+    for s in slos {
+        args.extend(["--slo", s]);
+    }
+    args.extend(["--trial-duration", "0.5s", "--final-duration", "1s", "--precision", "5%"]);
+    args.extend(extra);
+    run(&args, LIMIT)
+}
+
+fn doc(out: &Output) -> Value {
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, out.stderr))
+}
+
+#[test]
+fn answers_land_on_the_analytic_boundary_for_two_parameter_sets() {
+    let server = Server::start(&[]);
+    for (m, f, slo, start) in [(10.0, 2.0, 50.0, "50"), (20.0, 4.0, 100.0, "25")] {
+        let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &["--start", start]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let v = doc(&out);
+        let want = boundary(m, f, slo);
+        // One goal: the only answer (its name is the objective, normalized).
+        let answers = v["max_rps"].as_object().unwrap();
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        let got = answers.values().next().unwrap().as_f64().unwrap();
+        assert!((got - want).abs() <= 0.15 * want, "m={m} f={f} S={slo}: {got} vs {want}");
+        let goal = &v["capacity"]["goals"][0];
+        assert_eq!(goal["status"], "found");
+        // The answer passed, and a full-length trial confirmed it.
+        let trials = v["capacity"]["trials"].as_array().unwrap();
+        let confirmed = trials.iter().any(|t| {
+            t["confirmation"] == true
+                && t["level"].as_f64() == Some(got)
+                && t["verdicts"][0] == "pass"
+        });
+        assert!(confirmed, "{goal}");
+        // Every trial carries its full result.
+        assert!(trials.iter().all(|t| t["result"]["results"].is_array()));
+        assert!(goal["trials_at_answer"].as_u64().unwrap() >= 2, "{goal}");
+    }
+}
+
+#[test]
+fn several_goals_in_one_pass_share_trials() {
+    let server = Server::start(&[]);
+    let out = capacity(&server, 10.0, 2.0, &["p99<=30ms", "p99<=50ms"], &["--start", "50"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    let low = v["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
+    let high = v["max_rps"]["p99<=50.00ms"].as_f64().unwrap();
+    for (got, slo) in [(low, 30.0), (high, 50.0)] {
+        let want = boundary(10.0, 2.0, slo);
+        assert!((got - want).abs() <= 0.15 * want, "{slo}: {got} vs {want}");
+    }
+    // Every trial judged both goals.
+    let trials = v["capacity"]["trials"].as_array().unwrap();
+    assert!(trials.iter().all(|t| t["verdicts"].as_array().unwrap().len() == 2));
+}
+
+#[test]
+fn a_first_trial_that_misses_the_slo_fails_plainly() {
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    let out = run(
+        &[
+            "capacity",
+            &url,
+            "--slo",
+            "p99<=1ms",
+            "--start",
+            "20",
+            "--trial-duration",
+            "0.3s",
+            "-H",
+            r#"x-nighthawk-test-server-config: {"static_delay": "0.005s"}"#,
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("NO ANSWER — even the first trial, at 20/s, failed"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stderr.contains("NO ANSWER"), "{}", out.stderr);
+    // One trial, not a search converging on nonsense.
+    assert_eq!(out.stdout.matches("    pass").count() + out.stdout.matches("    fail").count(), 1);
+}
+
+#[test]
+fn a_bottlenecked_generator_is_invalid_not_failed() {
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    // One worker asked for far more than one core sends: its releases fall behind.
+    let out = run(
+        &[
+            "capacity",
+            &url,
+            "--slo",
+            "p99<=1s",
+            "--start",
+            "2000000",
+            "--trial-duration",
+            "0.3s",
+            "--max-trials",
+            "3",
+            "--concurrency",
+            "1",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let v = doc(&out);
+    let t = &v["capacity"]["trials"][0];
+    assert_eq!(t["verdicts"][0], "invalid", "{t}");
+    assert!(t["invalid"].as_str().unwrap().contains("client"), "{t}");
+    let goal = &v["capacity"]["goals"][0];
+    assert_eq!(goal["status"], "generator_bound", "{goal}");
+    assert!(goal["summary"].as_str().unwrap().contains("the load generator is the bottleneck"));
+    assert!(v["max_rps"]["p99<=1.000s"].is_null());
+}
+
+#[test]
+fn bad_objectives_and_flags_are_usage_errors() {
+    for (args, says) in [
+        (vec!["--slo", "p99<fast"], "--slo \"p99<fast\": invalid duration"),
+        (vec!["--slo", "p42.x<=1ms"], "unknown metric"),
+        (vec!["--slo", "errors<=5"], "expected a percentage"),
+        (vec!["--slo", "p99<=1ms", "--precision", "0%"], "between 0% and 100%"),
+        (
+            vec!["--slo", "p99<=1ms", "--output-format", "csv"],
+            "capacity writes summary, human or json",
+        ),
+        (vec!["--slo", "p99<=1ms", "--rps", "max"], "--rps max has no rate"),
+    ] {
+        let out = run(&[&["capacity", "http://127.0.0.1:1/"][..], &args].concat(), LIMIT);
+        assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    let out = run(&["capacity", "http://127.0.0.1:1/"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("--slo"), "{}", out.stderr);
+}
+
+#[test]
+fn ctrl_c_writes_the_trials_so_far_marked_incomplete() {
+    let server = Server::start(&[]);
+    let child = shrike()
+        .args(["capacity", &server.url("/"), "--slo", "p99<=1s", "--start", "10"])
+        .args(["--trial-duration", "1s", "--output-format", "json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = child.id().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().expect("kill");
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 130, "{}", out.stderr);
+    let v = doc(&out);
+    assert_eq!(v["complete"], false);
+    let trials = v["capacity"]["trials"].as_array().unwrap();
+    assert!(!trials.is_empty() && trials.len() <= 3, "{}", trials.len());
+    assert!(trials.iter().all(|t| t["verdicts"][0] == "pass"));
+    // The best answer known so far, marked unfinished.
+    assert_eq!(v["capacity"]["goals"][0]["status"], "unfinished");
+    assert!(v["capacity"]["goals"][0]["max"].as_f64().is_some());
+}
