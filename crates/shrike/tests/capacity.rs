@@ -201,3 +201,20 @@ fn ctrl_c_writes_the_trials_so_far_marked_incomplete() {
     assert_eq!(v["capacity"]["goals"][0]["status"], "unfinished");
     assert!(v["capacity"]["goals"][0]["max"].as_f64().is_some());
 }
+
+#[test]
+fn concurrency_search_finds_the_connections_the_slo_allows() {
+    // Closed loop, unpaced: with c connections the server holds c requests, so each takes
+    // m + c·f; the highest c with m + c·f ≤ S is ⌊(S − m)/f⌋.
+    let server = Server::start(&[]);
+    let (m, f, slo) = (5.0, 1.0, 25.0);
+    let out =
+        capacity(&server, m, f, &["p99<=25ms"], &["--search", "concurrency", "--concurrency", "1"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    let got = v["max_concurrency"]["p99<=25.00ms"].as_f64().unwrap();
+    let want = ((slo - m) / f).floor();
+    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
+    assert_eq!(got.fract(), 0.0);
+    assert_eq!(v["capacity"]["search"], "concurrency");
+}
