@@ -86,6 +86,24 @@ fn read(source: &Source) -> anyhow::Result<RunResult> {
     shrike_output::from_json(&text).map_err(|e| usage(format!("{path}: {e}")))
 }
 
+/// The document of a capacity search, when the first file is one (`shrike capacity
+/// --output-format json`); it is drawn on its own page, so it comes alone.
+fn capacity_search(sources: &[Source]) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some(first) = sources.first() else { return Ok(None) };
+    let Ok(text) = std::fs::read_to_string(&first.path) else { return Ok(None) };
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(None) };
+    if !html::is_capacity(&doc) {
+        return Ok(None);
+    }
+    if sources.len() > 1 {
+        return Err(usage(format!(
+            "{}: a capacity search is reported on its own; give it as the only file",
+            first.path.display()
+        )));
+    }
+    Ok(Some(doc))
+}
+
 fn default_title(sources: &[Source]) -> String {
     let labels: Vec<&str> = sources.iter().map(|s| s.label.as_str()).collect();
     format!("Shrike report: {}", labels.join(" vs "))
@@ -99,11 +117,24 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let sources = parse_sources(&args.files)?;
-    let results: Vec<RunResult> = sources.iter().map(read).collect::<Result<_, _>>()?;
-    let inputs: Vec<Input<'_>> =
-        sources.iter().zip(&results).map(|(s, r)| Input { label: &s.label, result: r }).collect();
-    let title = args.title.unwrap_or_else(|| default_title(&sources));
-    let page = html::render(&title, &inputs);
+    let page = match capacity_search(&sources)? {
+        Some(doc) => {
+            let title =
+                args.title.unwrap_or_else(|| format!("Shrike capacity: {}", sources[0].label));
+            html::render_capacity(&title, &doc)
+        }
+        None => {
+            let results: Vec<RunResult> = sources.iter().map(read).collect::<Result<_, _>>()?;
+            let inputs: Vec<Input<'_>> = sources
+                .iter()
+                .zip(&results)
+                .map(|(s, r)| Input { label: &s.label, result: r })
+                .collect();
+            let title = args.title.unwrap_or_else(|| default_title(&sources));
+            html::render(&title, &inputs)
+        }
+    };
+    let inputs = &sources;
     match &args.output {
         Some(path) => {
             crate::atomic::write(path, |out| out.write_all(page.as_bytes()))

@@ -513,3 +513,64 @@ fn bad_inputs_exit_2_naming_the_file_and_field() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A capacity search's JSON draws on its own page: latency against offered load (three
+/// percentiles and service p99; the objective and the answer as reference lines), the answers
+/// and every trial.
+#[test]
+fn a_capacity_search_draws_latency_against_offered_load() {
+    let dir = scratch("capacity");
+    let server = Server::start(&[]);
+    let json = dir.join("capacity.json");
+    let out = run(
+        &[
+            "capacity",
+            &server.url("/"),
+            "--slo",
+            "p99<=30ms",
+            "--start",
+            "50",
+            "--precision",
+            "10%",
+            "--trial-duration",
+            "0.3s",
+            "--final-duration",
+            "0.5s",
+            "-H",
+            r#"x-nighthawk-test-server-config: {"concurrency_based_linear_delay": {"minimal_delay": "0.010s", "concurrency_delay_factor": "0.002s"}}"#,
+            "-o",
+            path_str(&json),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let trials = doc["capacity"]["trials"].as_array().unwrap().len();
+    let html = dir.join("capacity.html");
+    let out = report(&[path_str(&json), "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_offline(&page);
+    // The trials' full results stay in the JSON file, not in the page.
+    assert!(embedded_data(&page)["capacity"]["trials"][0].get("result").is_none());
+    let dom = render(&html, &dir);
+    let body = tags(&dom, "body").pop().unwrap();
+    assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
+    assert_eq!(body.get("data-trials"), Some(&trials.to_string()));
+    let fig = tags(&dom, "figure").into_iter().find(|f| f["data-plot"] == "latency-load").unwrap();
+    assert_eq!(fig["data-series"], "4", "{fig:?}");
+    assert_eq!(fig["data-paths"], "4", "{fig:?}");
+    assert!(fig["data-width"].parse::<f64>().unwrap() > 100.0);
+    let text = without_scripts(&dom);
+    let answer = doc["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
+    assert!(text.contains(&format!("p99&lt;=30.00ms: max {answer:.0}/s")), "{text}");
+    // Reference lines: the objective and the answer.
+    assert_eq!(dom.matches("class=\"ref\"").count(), 2, "{dom}");
+
+    // With another file it is refused: it has a page of its own.
+    let (a, b) = (format!("a={}", path_str(&json)), format!("b={}", path_str(&json)));
+    let out = report(&[&a, &b, "-o", path_str(&html)]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("a capacity search is reported on its own"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}

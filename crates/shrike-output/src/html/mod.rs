@@ -27,6 +27,8 @@ const CSS: &str = include_str!("report.css");
 /// The plotting kit, then the report that uses it; one script element holds both.
 const PLOT_JS: &str = include_str!("plot.js");
 const REPORT_JS: &str = include_str!("report.js");
+/// The capacity search's page, drawn with the same kit.
+const CAPACITY_JS: &str = include_str!("capacity.js");
 
 /// One result shown in a report, with the name its legend entry and table column get.
 #[derive(Clone, Copy, Debug)]
@@ -42,7 +44,32 @@ pub fn write(title: &str, inputs: &[Input<'_>], out: &mut dyn io::Write) -> io::
 
 /// The report as a string.
 pub fn render(title: &str, inputs: &[Input<'_>]) -> String {
-    let data = report_data(title, inputs);
+    page(title, &report_data(title, inputs), REPORT_JS)
+}
+
+/// The page of a capacity search (`shrike capacity --output-format json`): latency against
+/// offered load with the objectives and answers marked, and every trial. Each trial's full
+/// result is left out of the embedded data: the plots need its summary figures only.
+pub fn render_capacity(title: &str, doc: &serde_json::Value) -> String {
+    let mut data = doc.clone();
+    if let Some(trials) = data.pointer_mut("/capacity/trials").and_then(|t| t.as_array_mut()) {
+        for t in trials {
+            if let Some(o) = t.as_object_mut() {
+                o.remove("result");
+            }
+        }
+    }
+    data["title"] = serde_json::json!(title);
+    data["generator"] = serde_json::json!(concat!("shrike ", env!("CARGO_PKG_VERSION")));
+    page(title, &data, CAPACITY_JS)
+}
+
+/// Whether a JSON document is a capacity search's (rather than a run's result).
+pub fn is_capacity(doc: &serde_json::Value) -> bool {
+    doc.get("capacity").is_some_and(|c| c.get("trials").is_some()) && doc.get("results").is_none()
+}
+
+fn page(title: &str, data: &serde_json::Value, script: &str) -> String {
     let title = escape_html(title);
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -53,9 +80,9 @@ pub fn render(title: &str, inputs: &[Input<'_>]) -> String {
          <main id=\"report\"><noscript>This report draws its tables and plots with JavaScript; \
          enable it to see them.</noscript></main>\n\
          <script type=\"application/json\" id=\"shrike-data\">{json}</script>\n\
-         <script>\n{PLOT_JS}{REPORT_JS}</script>\n</body>\n</html>\n",
+         <script>\n{PLOT_JS}{script}</script>\n</body>\n</html>\n",
         version = env!("CARGO_PKG_VERSION"),
-        json = script_safe_json(&data),
+        json = script_safe_json(data),
     )
 }
 
