@@ -1,0 +1,19 @@
+//! Saturation sweeps: a grid over connections or rate, iterations, server resource samples,
+//! the throughput peak and knee, and baseline vs candidate, as the webserver-benchmarking
+//! workflow does it by hand with wrk and scripts.
+//!
+//! - [`grid`]: grids such as `1,4,16:256:16,512`.
+//! - [`resources`]: /proc sampling of the server's process tree and the machine.
+//! - [`usl`]: the Universal Scalability Law fit and its predicted peak.
+//! - [`stats`]: mean ± deviation over iterations; changes with Welch's 95% interval.
+//! - [`report`]: points, peak, comparison; human, CSV and JSON.
+
+pub mod grid;
+pub mod report;
+pub mod resources;
+pub mod stats;
+pub mod usl;
+
+pub use report::{Iteration, Point, Sweep};
+pub use resources::{Sampler, Window};
+pub use usl::Usl;

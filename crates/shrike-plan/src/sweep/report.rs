@@ -1,0 +1,396 @@
+//! A sweep's points and what they say: the throughput peak (mean ± deviation over
+//! iterations), the USL knee, whether the server ever saturated its CPU, and the candidate's
+//! change from the baseline at the baseline's peak.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+use shrike_stats::{Counter, RunResult, StatId};
+
+use super::resources::Window;
+use super::stats::{change, mean_sd, Change};
+use super::usl::Usl;
+
+/// A server below this share of its cores at the peak was not CPU-bound.
+pub const SATURATED: f64 = 0.9;
+
+/// One iteration at one point.
+#[derive(Clone, Debug)]
+pub struct Iteration {
+    /// Responses per second over the sending window.
+    pub throughput: f64,
+    /// Latency from the schedule and service time, in seconds: p50, p90, p99, p99.9, max.
+    pub latency: [f64; 5],
+    pub service: [f64; 5],
+    pub errors: u64,
+    pub server: Window,
+    /// The client's CPU in cores over the window.
+    pub client_cpu_cores: Option<f64>,
+}
+
+const QS: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 1.0];
+
+impl Iteration {
+    pub fn of(result: &RunResult, server: Window, client_cpu_cores: Option<f64>) -> Iteration {
+        let g = &result.global;
+        let window = g.rate_window().as_secs_f64();
+        let responses = g.status_codes.total().max(g.counters.responses());
+        let q = |id: StatId| {
+            let s = g.stats.get(id);
+            QS.map(|q| if s.count() == 0 { f64::NAN } else { s.clamped_quantile(q) as f64 / 1e9 })
+        };
+        let errors = [
+            Counter::Http4xx,
+            Counter::Http5xx,
+            Counter::HttpXxx,
+            Counter::RqTimeout,
+            Counter::StreamResets,
+            Counter::PoolConnectionFailure,
+            Counter::PoolOverflow,
+        ]
+        .iter()
+        .map(|&k| g.counters.get(k))
+        .sum();
+        Iteration {
+            throughput: if window > 0.0 { responses as f64 / window } else { 0.0 },
+            latency: q(StatId::ScheduledToResponse),
+            service: q(StatId::RequestToResponse),
+            errors,
+            server,
+            client_cpu_cores,
+        }
+    }
+}
+
+/// One grid point of one instance.
+#[derive(Clone, Debug)]
+pub struct Point {
+    pub instance: String,
+    /// Connections per worker, or requests per second.
+    pub level: u64,
+    pub iterations: Vec<Iteration>,
+}
+
+impl Point {
+    fn each(&self, f: impl Fn(&Iteration) -> f64) -> Vec<f64> {
+        self.iterations.iter().map(f).filter(|v| v.is_finite()).collect()
+    }
+    pub fn throughput(&self) -> (f64, f64) {
+        mean_sd(&self.each(|i| i.throughput))
+    }
+    fn mean(&self, f: impl Fn(&Iteration) -> f64) -> Option<f64> {
+        let v = self.each(f);
+        (!v.is_empty()).then(|| mean_sd(&v).0)
+    }
+}
+
+/// A whole sweep: its axis, instances (one, or baseline and candidate) and points.
+pub struct Sweep {
+    /// `connections` or `rate`.
+    pub axis: String,
+    /// Workers the client ran: concurrency is connections × workers.
+    pub workers: u64,
+    pub instances: Vec<String>,
+    pub points: Vec<Point>,
+    /// The server's CPU cores (its affinity), what saturation is judged against.
+    pub server_cores: Option<f64>,
+    pub complete: bool,
+}
+
+impl Sweep {
+    fn of<'a>(&'a self, instance: &str) -> impl Iterator<Item = &'a Point> + 'a {
+        let instance = instance.to_string();
+        self.points.iter().filter(move |p| p.instance == instance)
+    }
+
+    /// The point with the highest mean throughput.
+    pub fn peak(&self, instance: &str) -> Option<&Point> {
+        self.of(instance).max_by(|a, b| a.throughput().0.total_cmp(&b.throughput().0))
+    }
+
+    /// The USL fit of throughput against total concurrency (a connections sweep only).
+    pub fn usl(&self, instance: &str) -> Option<Usl> {
+        if self.axis != "connections" {
+            return None;
+        }
+        let pts: Vec<(f64, f64)> = self
+            .of(instance)
+            .flat_map(|p| {
+                p.iterations.iter().map(move |i| ((p.level * self.workers) as f64, i.throughput))
+            })
+            .collect();
+        Usl::fit(&pts)
+    }
+
+    /// Whether the server used its CPU fully at the peak; `None` without CPU samples.
+    pub fn saturated(&self, instance: &str) -> Option<bool> {
+        let peak = self.peak(instance)?;
+        let cpu = peak.mean(|i| i.server.cpu_cores.unwrap_or(f64::NAN))?;
+        let cores = self.server_cores?;
+        Some(cpu >= SATURATED * cores)
+    }
+
+    /// The candidate's changes at the baseline's peak: throughput, p50 and p99.
+    pub fn comparison(&self) -> Option<(u64, [Option<Change>; 3])> {
+        let [base, cand] = self.instances.as_slice() else { return None };
+        let level = self.peak(base)?.level;
+        let at = |inst: &str| self.of(inst).find(|p| p.level == level);
+        let (b, c) = (at(base)?, at(cand)?);
+        let ch = |f: fn(&Iteration) -> f64| change(&b.each(f), &c.each(f));
+        Some((level, [ch(|i| i.throughput), ch(|i| i.latency[0]), ch(|i| i.latency[2])]))
+    }
+
+    fn level(&self, l: u64) -> String {
+        if self.axis == "rate" {
+            format!("{l}/s")
+        } else {
+            l.to_string()
+        }
+    }
+
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Shrike sweep over {}\n", self.axis);
+        if !self.complete {
+            s.push_str("INCOMPLETE: interrupted; the points below are those measured so far.\n\n");
+        }
+        for inst in &self.instances {
+            s.push_str(&self.findings(inst));
+        }
+        if let Some((level, [tp, p50, p99])) = self.comparison() {
+            let _ = writeln!(
+                s,
+                "Candidate vs baseline at the baseline's peak ({}):",
+                self.level(level)
+            );
+            for (what, c) in [("throughput", tp), ("p50", p50), ("p99", p99)] {
+                let _ = writeln!(s, "  {what:<10} {}", describe(c));
+            }
+            s.push('\n');
+        }
+        let mut rows = vec![vec![
+            "instance".to_string(),
+            self.axis.clone(),
+            "throughput".into(),
+            "± sd".into(),
+            "p50".into(),
+            "p99".into(),
+            "errors".into(),
+            "server cpu".into(),
+            "server rss".into(),
+            "client cpu".into(),
+            "iterations".into(),
+        ]];
+        for p in &self.points {
+            let (tp, sd) = p.throughput();
+            let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
+            rows.push(vec![
+                p.instance.clone(),
+                self.level(p.level),
+                format!("{tp:.1}/s"),
+                format!("{sd:.1}"),
+                opt(p.mean(|i| i.latency[0]), &secs),
+                opt(p.mean(|i| i.latency[2]), &secs),
+                p.iterations.iter().map(|i| i.errors).sum::<u64>().to_string(),
+                opt(p.mean(|i| i.server.cpu_cores.unwrap_or(f64::NAN)), &|c| {
+                    format!("{c:.2} cores")
+                }),
+                opt(p.mean(|i| i.server.rss_max_bytes.map_or(f64::NAN, |b| b as f64)), &|b| {
+                    format!("{:.1} MiB", b / 1048576.0)
+                }),
+                opt(p.mean(|i| i.client_cpu_cores.unwrap_or(f64::NAN)), &|c| {
+                    format!("{c:.2} cores")
+                }),
+                p.iterations.len().to_string(),
+            ]);
+        }
+        table(&rows, &mut s);
+        s
+    }
+
+    fn findings(&self, inst: &str) -> String {
+        let mut s = String::new();
+        let label = if self.instances.len() > 1 { format!("{inst}: ") } else { String::new() };
+        let Some(peak) = self.peak(inst) else {
+            let _ = writeln!(s, "{label}no point was measured\n");
+            return s;
+        };
+        let (tp, sd) = peak.throughput();
+        let p99 = peak.mean(|i| i.latency[2]).map_or("-".into(), secs);
+        let cpu = peak.mean(|i| i.server.cpu_cores.unwrap_or(f64::NAN));
+        let _ = writeln!(
+            s,
+            "{label}peak {tp:.1} ± {sd:.1} responses/s at {} {}, p99 {p99}{}",
+            self.level(peak.level),
+            self.axis,
+            cpu.map_or(String::new(), |c| format!(", server CPU {c:.2} cores"))
+        );
+        if let Some(u) = self.usl(inst) {
+            let predicted =
+                u.peak().map_or("none (throughput only flattens: κ = 0)".into(), |n| {
+                    format!("{:.1} connections per worker", n / self.workers as f64)
+                });
+            let _ = writeln!(
+                s,
+                "  USL fit: λ {:.1}/s, contention σ {:.4}, coherency κ {:.6}, R² {:.3}; predicted \
+                 peak {predicted} (measured {})",
+                u.lambda, u.sigma, u.kappa, u.r2, peak.level
+            );
+        }
+        match self.saturated(inst) {
+            Some(false) => {
+                let _ = writeln!(
+                    s,
+                    "  WARNING: the server never saturated its CPU (under {:.0}% of {} cores at \
+                     the peak): the limit is elsewhere (the client, the network, locks or \
+                     sleeps), and overhead measured here is not the server's",
+                    SATURATED * 100.0,
+                    self.server_cores.unwrap_or_default()
+                );
+            }
+            None => s.push_str("  (no server CPU samples: give --server-pid or --server-cmd)\n"),
+            Some(true) => {}
+        }
+        s.push('\n');
+        s
+    }
+
+    pub fn csv(&self) -> String {
+        let mut s = String::from(
+            "instance,level,iteration,throughput_rps,latency_p50_s,latency_p90_s,latency_p99_s,\
+             latency_p999_s,latency_max_s,service_p50_s,service_p99_s,errors,server_cpu_cores,\
+             server_rss_max_bytes,server_vms_max_bytes,server_fds_max,server_ctx_switches_per_s,\
+             system_cpu,client_cpu_cores\r\n",
+        );
+        let o = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
+        let u = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+        for p in &self.points {
+            for (k, i) in p.iterations.iter().enumerate() {
+                let f = |x: f64| if x.is_finite() { x.to_string() } else { String::new() };
+                let _ = write!(
+                    s,
+                    "{},{},{k},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
+                    csv_field(&p.instance),
+                    p.level,
+                    i.throughput,
+                    f(i.latency[0]),
+                    f(i.latency[1]),
+                    f(i.latency[2]),
+                    f(i.latency[3]),
+                    f(i.latency[4]),
+                    f(i.service[0]),
+                    f(i.service[2]),
+                    i.errors,
+                    o(i.server.cpu_cores),
+                    u(i.server.rss_max_bytes),
+                    u(i.server.vms_max_bytes),
+                    u(i.server.fds_max),
+                    o(i.server.ctx_switches_per_sec),
+                    o(i.server.system_cpu),
+                    o(i.client_cpu_cores),
+                );
+            }
+        }
+        s
+    }
+
+    pub fn json(&self) -> Value {
+        let num = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+        let lat = |a: &[f64; 5]| json!({"p50": num(a[0]), "p90": num(a[1]), "p99": num(a[2]), "p999": num(a[3]), "max": num(a[4])});
+        let points: Vec<Value> = self
+            .points
+            .iter()
+            .map(|p| {
+                let (tp, sd) = p.throughput();
+                json!({
+                    "instance": p.instance,
+                    "level": p.level,
+                    "throughput_rps": {"mean": num(tp), "sd": num(sd)},
+                    "iterations": p.iterations.iter().map(|i| json!({
+                        "throughput_rps": i.throughput,
+                        "latency_s": lat(&i.latency),
+                        "service_s": lat(&i.service),
+                        "errors": i.errors,
+                        "client_cpu_cores": i.client_cpu_cores,
+                        "server": {
+                            "cpu_cores": i.server.cpu_cores,
+                            "rss_max_bytes": i.server.rss_max_bytes,
+                            "rss_mean_bytes": i.server.rss_mean_bytes,
+                            "vms_max_bytes": i.server.vms_max_bytes,
+                            "fds_max": i.server.fds_max,
+                            "ctx_switches_per_s": i.server.ctx_switches_per_sec,
+                            "system_cpu": i.server.system_cpu,
+                            "samples": i.server.samples,
+                        },
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let peak = |inst: &str| {
+            self.peak(inst).map(|p| {
+                let (tp, sd) = p.throughput();
+                let usl = self.usl(inst);
+                json!({
+                    "instance": inst,
+                    self.axis.as_str(): p.level,
+                    "throughput_rps": {"mean": num(tp), "sd": num(sd)},
+                    "p99_s": p.mean(|i| i.latency[2]),
+                    "server_cpu_cores": p.mean(|i| i.server.cpu_cores.unwrap_or(f64::NAN)),
+                    "saturated": self.saturated(inst),
+                    "usl": usl.map(|u| json!({"lambda": u.lambda, "sigma": u.sigma, "kappa": u.kappa,
+                        "r2": u.r2, "predicted_peak_concurrency": u.peak()})),
+                })
+            })
+        };
+        let comparison = self.comparison().map(|(level, [tp, p50, p99])| {
+            let c = |c: Option<Change>| {
+                c.map(|c| json!({"relative": c.relative, "ci95": [c.low, c.high], "within_noise": c.within_noise()}))
+            };
+            json!({"level": level, "throughput": c(tp), "p50": c(p50), "p99": c(p99)})
+        });
+        json!({
+            "sweep": {"axis": self.axis, "workers": self.workers, "instances": self.instances,
+                      "server_cores": self.server_cores, "points": points},
+            "peak": self.instances.first().and_then(|i| peak(i)),
+            "peaks": self.instances.iter().filter_map(|i| peak(i)).collect::<Vec<_>>(),
+            "comparison": comparison,
+            "complete": self.complete,
+        })
+    }
+}
+
+fn describe(c: Option<Change>) -> String {
+    match c {
+        None => "-- (needs 2+ iterations on both sides)".into(),
+        Some(c) => format!(
+            "{:+.1}% (95% CI {:+.1}% to {:+.1}%){}",
+            100.0 * c.relative,
+            100.0 * c.low,
+            100.0 * c.high,
+            if c.within_noise() { ": within noise" } else { "" }
+        ),
+    }
+}
+
+fn secs(s: f64) -> String {
+    shrike_stats::duration::format_human_ns(s * 1e9)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn table(rows: &[Vec<String>], s: &mut String) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|x| x.chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let cells: Vec<String> = r.iter().zip(&width).map(|(x, w)| format!("{x:>w$}")).collect();
+        let _ = writeln!(s, "  {}", cells.join("  "));
+    }
+}
