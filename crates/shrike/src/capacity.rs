@@ -258,7 +258,7 @@ fn log_trial(n: usize, t: &Trial, rate: bool) {
 
 /// This process's CPU time (user + system) in seconds, from /proc/self/stat. Its fields count
 /// clock ticks of USER_HZ, which Linux fixes at 100 for /proc on every architecture.
-fn process_cpu_seconds() -> Option<f64> {
+pub(crate) fn process_cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
     let rest = stat.rsplit_once(')')?.1;

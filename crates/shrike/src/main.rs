@@ -15,8 +15,10 @@ mod report;
 mod request_args;
 mod run;
 mod serve;
+mod server_cmd;
 mod shaping;
 mod suggest;
+mod sweep;
 mod telemetry;
 mod transform;
 
@@ -43,6 +45,9 @@ enum Command {
     /// The highest rate (or concurrency) that meets every SLO: an exponential ramp, bisection,
     /// and a full-length confirmation trial.
     Capacity(Box<capacity::CapacityArgs>),
+    /// Saturation sweep over connections (or rate) with iterations, server resource samples,
+    /// the throughput peak, a USL fit, and baseline vs candidate.
+    Sweep(Box<sweep::SweepArgs>),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Capacity(args) => capacity::run(*args),
         Command::Serve(args) => serve::run(args),
+        Command::Sweep(args) => sweep::run(*args),
         Command::Report(args) => report::run(args),
         Command::Transform(args) => transform::run(args),
     };

@@ -31,9 +31,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub spec: Option<PathBuf>,
 
-    /// Maximum connections per worker [default: 100].
-    #[arg(short = 'c', long)]
-    pub connections: Option<u32>,
+    /// Maximum connections per worker [default: 100]. (`shrike sweep` takes a grid here.)
+    #[arg(short = 'c', long, value_name = "N")]
+    pub connections: Option<String>,
     /// Test duration: seconds, or with a unit (500ms, 30s, 2m) [default: 5, or none with
     /// --requests]. -z is hey's spelling.
     #[arg(
@@ -199,7 +199,15 @@ impl RunArgs {
         }
         p.opt("multi_target_path", &self.multi_target_path);
         p.opt("multi_target_use_https", &self.multi_target_use_https);
-        p.opt("connections", &self.connections);
+        if let Some(c) = &self.connections {
+            let n: u32 = c.trim().parse().map_err(|_| {
+                usage(format!(
+                    "--connections {c:?}: expected a number of connections per worker (a grid \
+                     such as 1,4,16 is for shrike sweep)"
+                ))
+            })?;
+            p.set("connections", n);
+        }
         if let Some(n) = self.total_requests {
             p.set("total_requests", n);
             // A count without a duration runs as long as the count takes.

@@ -1,0 +1,230 @@
+//! `shrike sweep` end to end: a connections grid against a server it starts, with the
+//! server's resources sampled over each point's window and checked against /proc read
+//! directly; a baseline against a slower candidate; bad input.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn doc(out: &Output) -> Value {
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", out.stdout, out.stderr))
+}
+
+/// CPU seconds (user + system) of a process, read straight from /proc (USER_HZ = 100).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+}
+
+fn rss_bytes(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    kb * 1024.0
+}
+
+#[test]
+fn a_connections_sweep_finds_the_peak_and_samples_the_server() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "1,2,4,8,16",
+            "--iterations",
+            "2",
+            "-d",
+            "0.4",
+            "--wait",
+            "0.1s",
+            "--server-cmd",
+            &cmd,
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    let points = v["sweep"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 5);
+    for p in points {
+        let its = p["iterations"].as_array().unwrap();
+        assert_eq!(its.len(), 2, "{p}");
+        for i in its {
+            assert!(i["throughput_rps"].as_f64().unwrap() > 0.0, "{i}");
+            assert!(i["latency_s"]["p99"].as_f64().unwrap() > 0.0, "{i}");
+            assert!(i["server"]["cpu_cores"].as_f64().unwrap() > 0.0, "{i}");
+            assert!(i["client_cpu_cores"].as_f64().unwrap() > 0.0, "{i}");
+            assert!(i["server"]["rss_max_bytes"].as_u64().unwrap() > 1 << 20, "{i}");
+        }
+    }
+    // The peak is the point with the highest mean throughput.
+    let best = points
+        .iter()
+        .max_by(|a, b| {
+            let t = |p: &Value| p["throughput_rps"]["mean"].as_f64().unwrap();
+            t(a).total_cmp(&t(b))
+        })
+        .unwrap();
+    assert_eq!(v["peak"]["connections"], best["level"]);
+    assert!(v["peak"]["usl"]["lambda"].as_f64().unwrap() > 0.0, "{}", v["peak"]);
+    assert!(v["peak"]["saturated"].is_boolean());
+    assert_eq!(v["complete"], true);
+}
+
+#[test]
+fn sampled_cpu_and_rss_agree_with_proc() {
+    let server = Server::start(&[]);
+    let pid = server.pid();
+    let cpu0 = cpu_seconds(pid);
+    let out = run(
+        &[
+            "sweep",
+            &server.url("/"),
+            "--connections",
+            "2,8",
+            "--iterations",
+            "2",
+            "-d",
+            "0.5",
+            "--wait",
+            "0s",
+            "--server-pid",
+            &pid.to_string(),
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let cpu_total = cpu_seconds(pid) - cpu0;
+    let rss_now = rss_bytes(pid);
+    let v = doc(&out);
+    let mut sampled_cpu = 0.0;
+    let mut rss_max: f64 = 0.0;
+    for p in v["sweep"]["points"].as_array().unwrap() {
+        for i in p["iterations"].as_array().unwrap() {
+            // Cores over the window × the window (0.5 s of sending plus the drain).
+            sampled_cpu += i["server"]["cpu_cores"].as_f64().unwrap() * 0.5;
+            rss_max = rss_max.max(i["server"]["rss_max_bytes"].as_f64().unwrap());
+        }
+    }
+    // The windows cover the load and nothing else (no waits here): their CPU is the server's
+    // CPU over the sweep, within the ticks' granularity and the windows' edges.
+    assert!(
+        sampled_cpu <= cpu_total * 1.15 + 0.05 && sampled_cpu >= cpu_total * 0.6,
+        "sampled {sampled_cpu} s vs /proc {cpu_total} s"
+    );
+    assert!((rss_max - rss_now).abs() <= 0.25 * rss_now, "rss {rss_max} vs {rss_now}");
+}
+
+#[test]
+fn a_slower_candidate_shows_a_significant_drop() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let base = format!("{bin} serve --listen 127.0.0.1:0");
+    let cand =
+        format!(r#"{bin} serve --listen 127.0.0.1:0 --config '{{"static_delay": "0.002s"}}'"#);
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "2,4",
+            "--iterations",
+            "3",
+            "-d",
+            "0.4",
+            "--wait",
+            "0s",
+            "--server-cmd",
+            &base,
+            "--server-cmd",
+            &cand,
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    let c = &v["comparison"];
+    let tp = &c["throughput"];
+    assert!(tp["relative"].as_f64().unwrap() < -0.3, "{c}");
+    assert_eq!(tp["within_noise"], false, "{c}");
+    assert!(tp["ci95"][1].as_f64().unwrap() < 0.0, "{c}");
+    let p50 = &c["p50"];
+    assert!(p50["relative"].as_f64().unwrap() > 0.5 && p50["within_noise"] == false, "{c}");
+    // Interleaved: both instances at every point.
+    let names: Vec<&str> = v["sweep"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["instance"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["baseline", "candidate", "baseline", "candidate"]);
+    let human = run(
+        &[
+            "sweep",
+            "--connections",
+            "2",
+            "--iterations",
+            "2",
+            "-d",
+            "0.3",
+            "--wait",
+            "0s",
+            "--server-cmd",
+            &base,
+            "--server-cmd",
+            &cand,
+        ],
+        LIMIT,
+    );
+    assert!(
+        human.stdout.contains("Candidate vs baseline at the baseline's peak"),
+        "{}",
+        human.stdout
+    );
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    for (args, says) in [
+        (vec!["--connections", "1,,2"], "empty entry"),
+        (vec![], "give the grid"),
+        (vec!["--connections", "1,2", "--server-pid", "999999999"], "no such process"),
+        (vec!["--connections", "1", "--collect-stats", "cpu,gpu"], "--collect-stats \"gpu\""),
+        (vec!["--connections", "1", "--iterations", "0"], "at least 1"),
+        (vec!["--connections", "1", "--output-format", "fortio"], "sweep writes"),
+    ] {
+        let out = run(&[&["sweep", "http://127.0.0.1:1/"][..], &args].concat(), LIMIT);
+        assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    // A server command that exits before listening.
+    let out = run(&["sweep", "--connections", "1", "--server-cmd", "exit 3"], LIMIT);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("exited") && out.stderr.contains("before printing its listen address"),
+        "{}",
+        out.stderr
+    );
+    // run still takes one number and says where grids go.
+    let out = run(&["run", "http://127.0.0.1:1/", "--connections", "1,4"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("a grid such as 1,4,16 is for shrike sweep"), "{}", out.stderr);
+}
