@@ -9,3 +9,4 @@
 
 pub mod capacity;
 pub mod sweep;
+mod text;

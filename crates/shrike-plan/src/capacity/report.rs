@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
+
+use crate::text::table;
 use shrike_stats::duration::format_human_ns;
 
 use super::search::{Answer, Status};
@@ -260,16 +262,4 @@ fn latencies(t: &Trial, of: Latency) -> Value {
     };
     json!({"p50": v(Some(0.5)), "p90": v(Some(0.9)), "p99": v(Some(0.99)),
            "p999": v(Some(0.999)), "max": v(Some(1.0)), "mean": v(None)})
-}
-
-/// Right-aligned columns, two spaces apart.
-fn table(rows: &[Vec<String>], s: &mut String) {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|x| x.chars().count()).max().unwrap_or(0))
-        .collect();
-    for r in rows {
-        let cells: Vec<String> = r.iter().zip(&width).map(|(x, w)| format!("{x:>w$}")).collect();
-        let _ = writeln!(s, "  {}", cells.join("  "));
-    }
 }

@@ -5,6 +5,8 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
+
+use crate::text::table;
 use shrike_stats::{Counter, RunResult, StatId};
 
 use super::resources::Window;
@@ -381,16 +383,5 @@ fn csv_field(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
-    }
-}
-
-fn table(rows: &[Vec<String>], s: &mut String) {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|x| x.chars().count()).max().unwrap_or(0))
-        .collect();
-    for r in rows {
-        let cells: Vec<String> = r.iter().zip(&width).map(|(x, w)| format!("{x:>w$}")).collect();
-        let _ = writeln!(s, "  {}", cells.join("  "));
     }
 }
