@@ -86,18 +86,18 @@ fn read(source: &Source) -> anyhow::Result<RunResult> {
     shrike_output::from_json(&text).map_err(|e| usage(format!("{path}: {e}")))
 }
 
-/// The document of a capacity search, when the first file is one (`shrike capacity
-/// --output-format json`); it is drawn on its own page, so it comes alone.
-fn capacity_search(sources: &[Source]) -> anyhow::Result<Option<serde_json::Value>> {
+/// The document of a capacity search or a sweep, when the first file is one (their
+/// `--output-format json`); each is drawn on its own page, so it comes alone.
+fn planner_doc(sources: &[Source]) -> anyhow::Result<Option<serde_json::Value>> {
     let Some(first) = sources.first() else { return Ok(None) };
     let Ok(text) = std::fs::read_to_string(&first.path) else { return Ok(None) };
     let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(None) };
-    if !html::is_capacity(&doc) {
+    if !html::is_capacity(&doc) && !html::is_sweep(&doc) {
         return Ok(None);
     }
     if sources.len() > 1 {
         return Err(usage(format!(
-            "{}: a capacity search is reported on its own; give it as the only file",
+            "{}: a capacity search or sweep is reported on its own; give it as the only file",
             first.path.display()
         )));
     }
@@ -117,11 +117,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let sources = parse_sources(&args.files)?;
-    let page = match capacity_search(&sources)? {
-        Some(doc) => {
+    let page = match planner_doc(&sources)? {
+        Some(doc) if html::is_capacity(&doc) => {
             let title =
                 args.title.unwrap_or_else(|| format!("Shrike capacity: {}", sources[0].label));
             html::render_capacity(&title, &doc)
+        }
+        Some(doc) => {
+            let title = args.title.unwrap_or_else(|| format!("Shrike sweep: {}", sources[0].label));
+            html::render_sweep(&title, &doc)
         }
         None => {
             let results: Vec<RunResult> = sources.iter().map(read).collect::<Result<_, _>>()?;

@@ -571,6 +571,63 @@ fn a_capacity_search_draws_latency_against_offered_load() {
     let (a, b) = (format!("a={}", path_str(&json)), format!("b={}", path_str(&json)));
     let out = report(&[&a, &b, "-o", path_str(&html)]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
-    assert!(out.stderr.contains("a capacity search is reported on its own"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("a capacity search or sweep is reported on its own"),
+        "{}",
+        out.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep's JSON draws on its own page: throughput and server CPU against connections, one
+/// line per instance with error bars, latency at each peak, and the findings.
+#[test]
+fn a_sweep_draws_throughput_and_server_cpu_against_connections() {
+    let dir = scratch("sweep");
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let base = format!("{bin} serve --listen 127.0.0.1:0");
+    let cand = format!("{bin} serve --listen 127.0.0.1:0 --static-delay 1ms");
+    let json = dir.join("sweep.json");
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "1,2,4",
+            "--iterations",
+            "2",
+            "-d",
+            "0.3",
+            "--wait",
+            "0s",
+            "--server-cmd",
+            &base,
+            "--server-cmd",
+            &cand,
+            "-o",
+            path_str(&json),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let html = dir.join("sweep.html");
+    let out = report(&[path_str(&json), "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_offline(&page);
+    let dom = render(&html, &dir);
+    let body = tags(&dom, "body").pop().unwrap();
+    assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
+    assert_eq!(body.get("data-points").map(String::as_str), Some("6"));
+    let figs = tags(&dom, "figure");
+    for (plot, series) in [("throughput", "2"), ("server-cpu", "2"), ("latency-peak", "2")] {
+        let f = figs.iter().find(|f| f["data-plot"] == plot).unwrap_or_else(|| panic!("{plot}"));
+        assert_eq!(f["data-series"], series, "{plot}: {f:?}");
+        assert!(f["data-width"].parse::<f64>().unwrap() > 100.0, "{plot}");
+    }
+    let text = without_scripts(&dom);
+    assert!(
+        text.contains("baseline: peak ") && text.contains("candidate throughput at "),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

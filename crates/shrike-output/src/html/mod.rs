@@ -29,6 +29,7 @@ const PLOT_JS: &str = include_str!("plot.js");
 const REPORT_JS: &str = include_str!("report.js");
 /// The capacity search's page, drawn with the same kit.
 const CAPACITY_JS: &str = include_str!("capacity.js");
+const SWEEP_JS: &str = include_str!("sweep.js");
 
 /// One result shown in a report, with the name its legend entry and table column get.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +63,20 @@ pub fn render_capacity(title: &str, doc: &serde_json::Value) -> String {
     data["title"] = serde_json::json!(title);
     data["generator"] = serde_json::json!(concat!("shrike ", env!("CARGO_PKG_VERSION")));
     page(title, &data, CAPACITY_JS)
+}
+
+/// The page of a sweep (`shrike sweep --output-format json`): throughput and server CPU
+/// against the grid with error bars, latency at the peak, the findings.
+pub fn render_sweep(title: &str, doc: &serde_json::Value) -> String {
+    let mut data = doc.clone();
+    data["title"] = serde_json::json!(title);
+    data["generator"] = serde_json::json!(concat!("shrike ", env!("CARGO_PKG_VERSION")));
+    page(title, &data, SWEEP_JS)
+}
+
+/// Whether a JSON document is a sweep's.
+pub fn is_sweep(doc: &serde_json::Value) -> bool {
+    doc.get("sweep").is_some_and(|s| s.get("points").is_some()) && doc.get("results").is_none()
 }
 
 /// Whether a JSON document is a capacity search's (rather than a run's result).
