@@ -228,3 +228,63 @@ fn bad_input_is_a_usage_error() {
     assert_eq!(out.code(), 2);
     assert!(out.stderr.contains("a grid such as 1,4,16 is for shrike sweep"), "{}", out.stderr);
 }
+
+#[test]
+fn a_rate_grid_offers_each_rate_open_loop() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let out = run(
+        &[
+            "sweep",
+            "--rates",
+            "100,300",
+            "--iterations",
+            "1",
+            "-d",
+            "1",
+            "--wait",
+            "0s",
+            "--server-cmd",
+            &cmd,
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    assert_eq!(v["sweep"]["axis"], "rate");
+    for p in v["sweep"]["points"].as_array().unwrap() {
+        let rate = p["level"].as_f64().unwrap();
+        let got = p["throughput_rps"]["mean"].as_f64().unwrap();
+        // Responses per second over the sending window: the offered rate, within a few %.
+        assert!((got - rate).abs() <= 0.05 * rate, "{rate}: {got}");
+    }
+    assert_eq!(v["peak"]["rate"], 300);
+}
+
+#[test]
+fn ctrl_c_writes_the_points_so_far_and_stops_the_server() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let child = shrike()
+        .args(["sweep", "--connections", "1,2,4,8", "--iterations", "1", "-d", "1", "--wait", "0s"])
+        .args(["--server-cmd", &cmd, "--output-format", "json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(1800));
+    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 130, "{}", out.stderr);
+    let v = doc(&out);
+    assert_eq!(v["complete"], false);
+    let n = v["sweep"]["points"].as_array().unwrap().len();
+    assert!((1..=2).contains(&n), "{n} points");
+    // The server the sweep started is gone: its address no longer answers.
+    let started =
+        out.stderr.split(" at ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
+    assert!(std::net::TcpStream::connect(started).is_err(), "{started} still answers");
+}
