@@ -192,7 +192,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
                 let result = interrupts
                     .execute(ready)
                     .map_err(|e| anyhow::Error::new(e).context("a run could not start"))?;
-                let window = sampler.finish();
+                let window = keep_selected(sampler.finish(), &args.collect_stats);
                 let client = crate::capacity::process_cpu_seconds()
                     .zip(cpu0)
                     .map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64());
@@ -271,11 +271,34 @@ fn instances(args: &SweepArgs) -> anyhow::Result<Vec<Instance>> {
     })
 }
 
+/// The window with only the statistics `--collect-stats` chose (all when it chose none).
+fn keep_selected(mut w: resources::Window, chosen: &[String]) -> resources::Window {
+    let on = |s: &str| chosen.is_empty() || chosen.iter().any(|c| c == s);
+    if !on("cpu") {
+        w.cpu_cores = None;
+    }
+    if !on("rss") {
+        w.rss_max_bytes = None;
+        w.rss_mean_bytes = None;
+    }
+    if !on("vms") {
+        w.vms_max_bytes = None;
+    }
+    if !on("fds") {
+        w.fds_max = None;
+    }
+    if !on("ctx-switches") {
+        w.ctx_switches_per_sec = None;
+    }
+    w
+}
+
 /// Restarts an instance's server; its address may change (port 0), and the target with it.
 fn restart(inst: &mut Instance) -> anyhow::Result<()> {
     let Some(cmd) = inst.cmd.clone() else { return Ok(()) };
     inst.server = None;
     let s = ServerCmd::start(&cmd)?;
+    info!("{}: restarted the server (pid {}) at {}", inst.name, s.pid(), s.addr);
     inst.url = Some(format!("http://{}/", s.addr));
     inst.server = Some(s);
     Ok(())

@@ -288,3 +288,67 @@ fn ctrl_c_writes_the_points_so_far_and_stops_the_server() {
         out.stderr.split(" at ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
     assert!(std::net::TcpStream::connect(started).is_err(), "{started} still answers");
 }
+
+#[test]
+fn restarting_between_runs_gives_every_run_a_fresh_server() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "1,2",
+            "--iterations",
+            "2",
+            "-d",
+            "0.3",
+            "--wait",
+            "0s",
+            "--server-cmd",
+            &cmd,
+            "--restart-server-between-runs",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // Four runs, four servers, each on its own pid.
+    let pids: std::collections::BTreeSet<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("restarted the server (pid "))
+        .filter_map(|l| l.split("(pid ").nth(1)?.split(')').next())
+        .collect();
+    assert_eq!(pids.len(), 4, "{}", out.stderr);
+    assert!(out.stdout.contains("peak "), "{}", out.stdout);
+}
+
+#[test]
+fn collect_stats_reports_only_what_was_chosen() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "2",
+            "--iterations",
+            "1",
+            "-d",
+            "0.3",
+            "--server-cmd",
+            &cmd,
+            "--collect-stats",
+            "cpu,fds",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let server = &doc(&out)["sweep"]["points"][0]["iterations"][0]["server"];
+    assert!(server["cpu_cores"].as_f64().unwrap() > 0.0, "{server}");
+    assert!(server["fds_max"].as_u64().unwrap() > 2, "{server}");
+    for off in ["rss_max_bytes", "rss_mean_bytes", "vms_max_bytes", "ctx_switches_per_s"] {
+        assert!(server[off].is_null(), "{off}: {server}");
+    }
+}
