@@ -8,5 +8,6 @@
 //!   the throughput peak, a Universal Scalability Law fit, and baseline vs candidate.
 
 pub mod capacity;
+mod counts;
 pub mod sweep;
 mod text;

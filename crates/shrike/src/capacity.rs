@@ -256,16 +256,9 @@ fn log_trial(n: usize, t: &Trial, rate: bool) {
     }
 }
 
-/// This process's CPU time (user + system) in seconds, from /proc/self/stat. Its fields count
-/// clock ticks of USER_HZ, which Linux fixes at 100 for /proc on every architecture.
+/// This process's CPU time (user + system) in seconds.
 pub(crate) fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces; the fields after its ')' are fixed.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i)?.parse::<f64>().ok();
-    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state (field 3).
-    Some((ticks(11)? + ticks(12)?) / 100.0)
+    shrike_plan::sweep::resources::cpu_seconds(std::process::id())
 }
 
 fn write_stdout(text: &str) -> anyhow::Result<()> {

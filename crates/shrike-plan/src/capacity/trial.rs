@@ -84,18 +84,7 @@ impl Trial {
         let sent = c.get(Counter::RqTotal);
         let responses = g.status_codes.total().max(c.responses());
         let overflow = c.get(Counter::PoolOverflow);
-        let failed = [
-            Counter::Http4xx,
-            Counter::Http5xx,
-            Counter::HttpXxx,
-            Counter::RqTimeout,
-            Counter::StreamResets,
-            Counter::PoolConnectionFailure,
-            Counter::PoolOverflow,
-        ]
-        .iter()
-        .map(|&k| c.get(k))
-        .sum::<u64>();
+        let failed = crate::counts::failed(c);
         let attempted = sent + overflow + c.get(Counter::PoolConnectionFailure);
         let per_sec = |n: u64| if window > 0.0 { n as f64 / window } else { 0.0 };
         let achieved_rps = per_sec(sent);

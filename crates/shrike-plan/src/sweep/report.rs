@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use crate::text::table;
-use shrike_stats::{Counter, RunResult, StatId};
+use shrike_stats::{RunResult, StatId};
 
 use super::resources::Window;
 use super::stats::{change, mean_sd, Change};
@@ -41,18 +41,7 @@ impl Iteration {
             let s = g.stats.get(id);
             QS.map(|q| if s.count() == 0 { f64::NAN } else { s.clamped_quantile(q) as f64 / 1e9 })
         };
-        let errors = [
-            Counter::Http4xx,
-            Counter::Http5xx,
-            Counter::HttpXxx,
-            Counter::RqTimeout,
-            Counter::StreamResets,
-            Counter::PoolConnectionFailure,
-            Counter::PoolOverflow,
-        ]
-        .iter()
-        .map(|&k| g.counters.get(k))
-        .sum();
+        let errors = crate::counts::failed(&g.counters);
         Iteration {
             throughput: if window > 0.0 { responses as f64 / window } else { 0.0 },
             latency: q(StatId::ScheduledToResponse),

@@ -25,6 +25,11 @@ pub struct Usage {
     pub processes: usize,
 }
 
+/// User + system CPU seconds of one process (not its children), e.g. the client itself.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    read_one(pid).map(|u| u.cpu_seconds)
+}
+
 /// Whether `pid` names a live process.
 pub fn exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
