@@ -215,3 +215,23 @@ function hover(fig, svg, o, x, y, m, W, H, series) {
     if (tip) tip.style.display = "none";
   });
 }
+
+// ---- machine-readable status, shared by every page: what was drawn, how big, and any errors.
+// `extra` holds the page's own body attributes (data-files, data-trials, data-points).
+function stampPage(root, extra) {
+  var figs = document.querySelectorAll("figure[data-plot]");
+  for (var i = 0; i < figs.length; i++) {
+    var svg = figs[i].querySelector("svg");
+    var box = svg ? svg.getBoundingClientRect() : { width: 0, height: 0 };
+    figs[i].setAttribute("data-width", Math.round(box.width));
+    figs[i].setAttribute("data-height", Math.round(box.height));
+  }
+  document.body.setAttribute("data-errors", renderErrors.length);
+  for (var k in extra) document.body.setAttribute(k, extra[k]);
+  document.body.setAttribute("data-render", renderErrors.length ? "error" : "ok");
+  var pre = document.getElementById("render-errors");
+  if (renderErrors.length) {
+    if (!pre) pre = el("pre", { id: "render-errors" }, root);
+    pre.textContent = "Errors while drawing this report:\n" + renderErrors.join("\n");
+  }
+}

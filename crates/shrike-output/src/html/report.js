@@ -423,23 +423,7 @@
   }
 
   // ---- machine-readable status: what was drawn, how big, and any errors ----
-  function stamp() {
-    var figs = document.querySelectorAll("figure[data-plot]");
-    for (var i = 0; i < figs.length; i++) {
-      var svg = figs[i].querySelector("svg");
-      var box = svg ? svg.getBoundingClientRect() : { width: 0, height: 0 };
-      figs[i].setAttribute("data-width", Math.round(box.width));
-      figs[i].setAttribute("data-height", Math.round(box.height));
-    }
-    document.body.setAttribute("data-errors", renderErrors.length);
-    document.body.setAttribute("data-files", FILES.length);
-    document.body.setAttribute("data-render", renderErrors.length ? "error" : "ok");
-    var box = document.getElementById("render-errors");
-    if (renderErrors.length) {
-      if (!box) box = el("pre", { id: "render-errors" }, root);
-      box.textContent = "Errors while drawing this report:\n" + renderErrors.join("\n");
-    }
-  }
+  function stamp() { stampPage(root, { "data-files": FILES.length }); }
 
   var sub = el("p", { "class": "sub" });
   sub.textContent = FILES.length + (FILES.length === 1 ? " result" : " results") + ": " +

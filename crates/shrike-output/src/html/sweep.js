@@ -117,22 +117,7 @@
     legend(s, items);
   }
 
-  function stamp() {
-    var figs = document.querySelectorAll("figure[data-plot]");
-    for (var i = 0; i < figs.length; i++) {
-      var svg = figs[i].querySelector("svg");
-      var box = svg ? svg.getBoundingClientRect() : { width: 0, height: 0 };
-      figs[i].setAttribute("data-width", Math.round(box.width));
-      figs[i].setAttribute("data-height", Math.round(box.height));
-    }
-    document.body.setAttribute("data-errors", renderErrors.length);
-    document.body.setAttribute("data-points", SW.points.length);
-    document.body.setAttribute("data-render", renderErrors.length ? "error" : "ok");
-    if (renderErrors.length) {
-      el("pre", { id: "render-errors" }, root,
-         "Errors while drawing this report:\n" + renderErrors.join("\n"));
-    }
-  }
+  function stamp() { stampPage(root, { "data-points": SW.points.length }); }
 
   var sub = el("p", { "class": "sub" });
   sub.textContent = "sweep over " + SW.axis + ", " + SW.instances.join(" vs ") + " · " + DATA.generator;
