@@ -47,12 +47,12 @@ def wait_port(port, timeout=10):
     sys.exit(f"server on port {port} did not come up")
 
 
-def start_nginx(tmp):
-    port = free_port()
+def write_nginx_conf(tmp, port, name):
+    """A 1-worker nginx serving BODY bytes at /NAME from TMP; returns the config's path."""
     html = os.path.join(tmp, "html")
     os.makedirs(html, exist_ok=True)
     os.makedirs(os.path.join(tmp, "logs"), exist_ok=True)
-    with open(os.path.join(html, "file"), "wb") as f:
+    with open(os.path.join(html, name), "wb") as f:
         f.write(b"a" * BODY)
     conf = os.path.join(tmp, "nginx.conf")
     with open(conf, "w") as f:
@@ -64,6 +64,12 @@ http {{ access_log off; keepalive_requests 10000000;
   uwsgi_temp_path {tmp}/t; scgi_temp_path {tmp}/t;
   server {{ listen 127.0.0.1:{port}; root {html}; }} }}
 """)
+    return conf
+
+
+def start_nginx(tmp):
+    port = free_port()
+    conf = write_nginx_conf(tmp, port, "file")
     p = subprocess.Popen(["taskset", "-c", SERVER_CPU, "nginx", "-p", tmp, "-c", conf],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)

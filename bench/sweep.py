@@ -16,41 +16,20 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHRIKE = os.path.join(ROOT, "target", "release", "shrike")
-BODY = 100
-CLIENT_CPU, SERVER_CPU = "0", "1"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The same nginx and pinning as the peer comparison.
+from compare import BODY, CLIENT_CPU, ROOT, SERVER_CPU, SHRIKE, free_port, write_nginx_conf  # noqa: E402
 
 
 def nginx_cmd(tmp):
     port = free_port()
-    html = os.path.join(tmp, "html")
-    os.makedirs(html, exist_ok=True)
-    os.makedirs(os.path.join(tmp, "logs"), exist_ok=True)
-    with open(os.path.join(html, "index.html"), "wb") as f:
-        f.write(b"a" * BODY)
-    conf = os.path.join(tmp, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(f"""daemon off; master_process off; worker_processes 1;
-pid {tmp}/nginx.pid; error_log {tmp}/logs/error.log;
-events {{ worker_connections 4096; }}
-http {{ access_log off; keepalive_requests 10000000;
-  client_body_temp_path {tmp}/t; proxy_temp_path {tmp}/t; fastcgi_temp_path {tmp}/t;
-  uwsgi_temp_path {tmp}/t; scgi_temp_path {tmp}/t;
-  server {{ listen 127.0.0.1:{port}; root {html}; }} }}
-""")
+    # The sweep targets "/": nginx serves index.html there.
+    conf = write_nginx_conf(tmp, port, "index.html")
     # nginx prints nothing: say where it listens, then become it.
     return f"echo 127.0.0.1:{port}; exec taskset -c {SERVER_CPU} nginx -p {tmp} -c {conf}"
 
