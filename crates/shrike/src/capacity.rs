@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use shrike_plan::capacity::{
     goals, ClientLoad, Next, Report, Search, SearchConfig, Slo, Status, Trial, Verdict,
 };
+use shrike_spec::Protocol;
 use shrike_stats::duration::{format_human_ns, parse_duration};
 use shrike_stats::Termination;
 
@@ -30,7 +31,9 @@ pub struct CapacityArgs {
     #[arg(long = "slo", required = true, value_name = "SLO")]
     pub slos: Vec<String>,
     /// What to search: rate (open loop, requests per second for all workers together) or
-    /// concurrency (closed loop, connections per worker, unpaced).
+    /// concurrency (closed loop, unpaced: connections per worker over HTTP/1.1, requests in
+    /// flight per worker, --max-active-requests, over HTTP/2 and HTTP/3, where one connection
+    /// carries many).
     #[arg(long, value_enum, default_value = "rate")]
     pub search: SearchKind,
     /// The first level tried [default: --rps × workers for rate, 1 for concurrency].
@@ -106,6 +109,13 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     let load = LoadSpec::from_args(&args.load)?;
     let workers = load.spec.concurrency().workers().get();
     let rate = args.search == SearchKind::Rate;
+    // Over HTTP/2 and HTTP/3 the requests in flight, not the connections, are the concurrency:
+    // one connection carries them all unless the user limits its streams.
+    let dimension = match (rate, load.spec.protocol()) {
+        (true, _) => Dimension::Rate,
+        (false, Protocol::Http1) => Dimension::Connections,
+        (false, Protocol::Http2 | Protocol::Http3) => Dimension::ActiveRequests,
+    };
     let start = match args.start {
         Some(s) if s > 0.0 => s,
         Some(_) => return Err(usage("--start must be above 0")),
@@ -132,7 +142,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         if interrupts.interrupted() {
             break;
         }
-        let spec = load.vary(&trial_patch(&args, level, duration, workers, rate))?;
+        let spec = load.vary(&trial_patch(&args, level, duration, workers, dimension))?;
         let ready = shrike_engine::Run::new(&spec).prepare().map_err(|e| load.explain(e))?;
         let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
         let result = interrupts
@@ -142,7 +152,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
             process_cpu_seconds().zip(cpu0).map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64());
         let client = ClientLoad { cpu_cores: cpu, workers };
         let trial = Trial::judge(level, rate, confirmation, &result, client, &goals);
-        log_trial(search.trials().len() + 1, &trial, rate);
+        log_trial(search.trials().len() + 1, &trial, dimension);
         if result.termination == Termination::Interrupted {
             // Cut short: its figures describe part of a trial, so it does not count.
             break;
@@ -157,6 +167,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     let answers = search.answers();
     let report = Report {
         search: if rate { "rate" } else { "concurrency" },
+        unit: dimension.unit(),
         slos: &slos,
         goals: &goals,
         trials: search.trials(),
@@ -203,7 +214,7 @@ fn trial_patch(
     level: f64,
     duration: Duration,
     workers: usize,
-    rate: bool,
+    dimension: Dimension,
 ) -> Value {
     let mut p = json!({
         "duration": format!("{}s", duration.as_secs_f64()),
@@ -213,20 +224,52 @@ fn trial_patch(
         "stages": null,
         "ramp_duration": null,
     });
-    if rate {
-        p["requests_per_second"] = json!(level / workers as f64);
-        // Open loop unless the user chose otherwise: a closed loop at a rate above capacity
-        // waits instead of offering the load, which hides the very limit being searched.
-        p["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
-    } else {
-        p["requests_per_second"] = json!("max");
-        p["connections"] = json!(level as u64);
+    match dimension {
+        Dimension::Rate => {
+            p["requests_per_second"] = json!(level / workers as f64);
+            // Open loop unless the user chose otherwise: a closed loop at a rate above
+            // capacity waits instead of offering the load, which hides the very limit being
+            // searched.
+            p["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
+        }
+        Dimension::Connections => {
+            p["requests_per_second"] = json!("max");
+            p["connections"] = json!(level as u64);
+        }
+        Dimension::ActiveRequests => {
+            p["requests_per_second"] = json!("max");
+            p["max_active_requests"] = json!(level as u64);
+        }
     }
     p
 }
 
-fn log_trial(n: usize, t: &Trial, rate: bool) {
-    let level = if rate { format!("{:.1}/s", t.level) } else { format!("{} connections", t.level) };
+/// What a trial's level sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dimension {
+    /// Requests per second, all workers together.
+    Rate,
+    /// Connections per worker (HTTP/1.1: one request in flight each).
+    Connections,
+    /// Requests in flight per worker (HTTP/2, HTTP/3).
+    ActiveRequests,
+}
+
+impl Dimension {
+    fn unit(self) -> &'static str {
+        match self {
+            Dimension::Rate => "/s",
+            Dimension::Connections => "connections",
+            Dimension::ActiveRequests => "active requests",
+        }
+    }
+}
+
+fn log_trial(n: usize, t: &Trial, dimension: Dimension) {
+    let level = match dimension {
+        Dimension::Rate => format!("{:.1}/s", t.level),
+        d => format!("{} {}", t.level, d.unit()),
+    };
     let p99 = match t.scheduled.count() {
         0 => "-".to_string(),
         _ => format_human_ns(t.scheduled.clamped_quantile(0.99) as f64),

@@ -218,3 +218,25 @@ fn concurrency_search_finds_the_connections_the_slo_allows() {
     assert_eq!(got.fract(), 0.0);
     assert_eq!(v["capacity"]["search"], "concurrency");
 }
+
+#[test]
+fn over_http2_the_concurrency_searched_is_requests_in_flight() {
+    // One HTTP/2 connection carries every stream, so the level is --max-active-requests: with
+    // n requests in flight each takes m + n·f, and the answer is ⌊(S − m)/f⌋ as over
+    // HTTP/1.1 connections. Searching connections instead would hold 100 (the default
+    // in-flight budget) at every level and fail from the first trial.
+    let server = Server::start(&[]);
+    let (m, f, slo) = (5.0, 1.0, 25.0);
+    let out = capacity(&server, m, f, &["p99<=25ms"], &["--search", "concurrency", "--h2"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    let got = v["max_concurrency"]["p99<=25.00ms"].as_f64().unwrap();
+    let want = ((slo - m) / f).floor();
+    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
+    assert_eq!(v["capacity"]["unit"], "active requests");
+    for t in v["capacity"]["trials"].as_array().unwrap() {
+        let options = &t["result"]["options"];
+        assert_eq!(options["max_active_requests"].as_f64(), t["level"].as_f64(), "{options}");
+    }
+    assert!(out.stderr.contains("active requests for"), "{}", out.stderr);
+}

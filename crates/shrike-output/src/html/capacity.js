@@ -78,7 +78,7 @@
     chart(fig, {
       id: "latency-load", title: "latency against offered load",
       x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtLevel,
-           label: RATE ? "offered rate (requests/s)" : "connections per worker" },
+           label: RATE ? "offered rate (requests/s)" : (CAP.unit || "connections") + " per worker" },
       y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
       series: series,
     });

@@ -19,6 +19,8 @@ use super::trial::{Trial, Verdict};
 pub struct Report<'a> {
     /// `rate` or `concurrency`.
     pub search: &'a str,
+    /// What a level counts: `/s`, `connections` or `active requests`.
+    pub unit: &'a str,
     pub slos: &'a [Slo],
     pub goals: &'a [Vec<Slo>],
     pub trials: &'a [Trial],
@@ -28,19 +30,19 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
-    fn unit(&self) -> &'static str {
-        if self.search == "rate" {
-            "/s"
-        } else {
-            " connections"
-        }
-    }
-
     fn level(&self, l: f64) -> String {
         match self.search {
             "rate" if l.fract() != 0.0 => format!("{l:.1}/s"),
             "rate" => format!("{l:.0}/s"),
             _ => format!("{l:.0}"),
+        }
+    }
+
+    /// A level with its unit, for sentences: `120/s`, `12 connections`.
+    fn amount(&self, l: f64) -> String {
+        match self.search {
+            "rate" => self.level(l),
+            _ => format!("{} {}", self.level(l), self.unit),
         }
     }
 
@@ -56,29 +58,29 @@ impl Report<'_> {
         match (&a.status, a.max) {
             (Status::Found, Some(m)) => format!(
                 "{name}: max {} (confirmed; rests on {}; fails at {})",
-                self.level(m),
+                self.amount(m),
                 on(a.trials),
-                a.failed_at.map_or("-".into(), |f| self.level(f))
+                a.failed_at.map_or("-".into(), |f| self.amount(f))
             ),
             (Status::GeneratorBound { limit }, Some(m)) => format!(
                 "{name}: at least {} — the load generator is the bottleneck at {}: add workers \
                  or machines to search higher (rests on {})",
-                self.level(m),
-                self.level(*limit),
+                self.amount(m),
+                self.amount(*limit),
                 on(a.trials)
             ),
             (Status::GeneratorBound { limit }, None) => format!(
                 "{name}: NO ANSWER — the load generator is the bottleneck at {}: add workers or \
                  machines, or start lower",
-                self.level(*limit)
+                self.amount(*limit)
             ),
             (Status::FirstTrialFailed, _) => format!(
                 "{name}: NO ANSWER — even the first trial, at {}, failed; start lower",
-                self.trials.first().map_or("-".into(), |t| self.level(t.level))
+                self.trials.first().map_or("-".into(), |t| self.amount(t.level))
             ),
             (_, Some(m)) => format!(
                 "{name}: UNFINISHED — {} passed so far (rests on {}), not narrowed or confirmed",
-                self.level(m),
+                self.amount(m),
                 on(a.trials)
             ),
             (_, None) => format!("{name}: UNFINISHED — no level passed yet"),
@@ -201,7 +203,7 @@ impl Report<'_> {
             "complete": self.complete,
             "capacity": {
                 "search": self.search,
-                "unit": self.unit().trim(),
+                "unit": self.unit,
                 "slos": self.slos.iter().map(|s| json!({
                     "slo": s.to_string(),
                     "metric": metric_name(s.metric),
