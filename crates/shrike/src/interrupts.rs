@@ -16,6 +16,8 @@ struct State {
     /// The trial running now, if any.
     current: Option<StopHandle>,
     signals: u32,
+    /// How long a stopped trial's in-flight requests get (`--timeout`), for the message.
+    grace: Duration,
 }
 
 /// Watches for SIGINT and SIGTERM from creation until the process ends.
@@ -28,18 +30,24 @@ impl Interrupts {
     /// Registers the handlers (before any trial starts, so an early Ctrl-C is not lost).
     /// `grace` is what the first signal's message promises: how long in-flight requests get.
     pub fn install(grace: Duration) -> Result<Interrupts, RunError> {
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State { grace, ..State::default() }));
         let watched = state.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("shrike-signals".into())
-            .spawn(move || watch(watched, grace, ready_tx))
+            .spawn(move || watch(watched, ready_tx))
             .map_err(|e| RunError::Engine(EngineError::Spawn(e)))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Interrupts { state }),
             Ok(Err(e)) => Err(RunError::Engine(EngineError::Runtime(e))),
             Err(_) => Err(RunError::Engine(EngineError::Crashed)),
         }
+    }
+
+    /// Sets the grace the first signal's message promises, once the load (and its
+    /// `--timeout`) is known: a sweep installs the handlers before starting its servers.
+    pub fn set_grace(&self, grace: Duration) {
+        lock(&self.state).grace = grace;
     }
 
     /// Whether a signal has asked the command to stop.
@@ -69,11 +77,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn watch(
-    state: Arc<Mutex<State>>,
-    grace: Duration,
-    ready: std::sync::mpsc::Sender<std::io::Result<()>>,
-) {
+fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Result<()>>) {
     use tokio::signal::unix::{signal, SignalKind};
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -101,19 +105,23 @@ fn watch(
             st.signals += 1;
             if st.signals > 1 {
                 log::line(Tag::Warning, "interrupted twice: exiting without a result");
+                // Exiting skips destructors: stop the servers a sweep started here, or they
+                // would outlive it in their own process groups.
+                crate::server_cmd::stop_all_started();
                 std::process::exit(130);
             }
-            if let Some(stop) = &st.current {
-                stop.request(Termination::Interrupted);
-            }
-            log::line(
-                Tag::Warning,
-                &format!(
-                    "interrupted: finishing in-flight requests (up to {}s) and writing the \
-                     result; interrupt again to exit immediately",
-                    grace.as_secs_f64()
-                ),
-            );
+            let message = match &st.current {
+                Some(stop) => {
+                    stop.request(Termination::Interrupted);
+                    format!(
+                        "interrupted: finishing in-flight requests (up to {}s) and writing the \
+                         result; interrupt again to exit immediately",
+                        st.grace.as_secs_f64()
+                    )
+                }
+                None => "interrupted: stopping; interrupt again to exit immediately".into(),
+            };
+            log::line(Tag::Warning, &message);
         }
     });
 }

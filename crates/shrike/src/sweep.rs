@@ -1,8 +1,9 @@
 //! `shrike sweep`: a grid over connections (closed loop, unpaced, as the webserver guide's
 //! wrk runs) or over rate (open loop), `--iterations` times per point, sampling the server's
 //! resources over each point's measuring window. With two instances (`--compare` or two
-//! `--server-cmd`) points are interleaved, so drift hits both alike. Each point's spec is the
-//! user's load varied (`LoadSpec::vary`), run through the engine's library call.
+//! `--server-cmd`) runs are interleaved, the first alternating, so drift hits both alike.
+//! Each point's spec is the user's load varied (`LoadSpec::vary`), run through the engine's
+//! library call.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::json;
 use shrike_plan::sweep::{grid, resources, Iteration, Point, Sampler, Sweep};
+use shrike_spec::Protocol;
 use shrike_stats::duration::parse_duration;
 use shrike_stats::Termination;
 
@@ -19,7 +21,7 @@ use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
-use crate::server_cmd::ServerCmd;
+use crate::server_cmd::{ServerCmd, StartError};
 
 #[derive(Args, Debug)]
 pub struct SweepArgs {
@@ -40,6 +42,9 @@ pub struct SweepArgs {
     /// stop it after. Given twice: a baseline and a candidate, compared point by point.
     #[arg(long = "server-cmd", value_name = "CMD")]
     pub server_cmds: Vec<String>,
+    /// How long --server-cmd's server gets to print its listen address.
+    #[arg(long, default_value = "15s", value_parser = parse_duration_arg)]
+    pub server_start_timeout: Duration,
     /// Restart --server-cmd's server before every run (no state carried between points).
     #[arg(long)]
     pub restart_server_between_runs: bool,
@@ -52,7 +57,9 @@ pub struct SweepArgs {
     /// Time between resource samples.
     #[arg(long, default_value = "250ms", value_parser = parse_duration_arg)]
     pub collect_stats_interval: Duration,
-    /// The load: `shrike run`'s flags; --connections takes a grid (1,4,16:256:16,512).
+    /// The load: `shrike run`'s flags; --connections takes a grid (1,4,16:256:16,512). Over
+    /// HTTP/2 and HTTP/3 each connection carries --max-concurrent-streams streams (1 unless
+    /// given, as h2load's -m), so a point's requests in flight are connections × streams.
     #[command(flatten)]
     pub load: RunArgs,
 }
@@ -110,13 +117,14 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     if args.output_format_unsupported() {
         return Err(usage("--output-format: sweep writes summary, human, json or csv"));
     }
+    // Signals are watched from before the servers start, so a Ctrl-C while one comes up
+    // stops it rather than leaving it running in its own process group.
+    let interrupts = Interrupts::install(Duration::ZERO)
+        .map_err(|e| anyhow::Error::new(e).context("the sweep could not start"))?;
     // Servers start before the load is read: a spec needs a target.
     for inst in &mut instances {
-        if let Some(cmd) = &inst.cmd {
-            let s = ServerCmd::start(cmd)?;
-            inst.url = Some(format!("http://{}/", s.addr));
-            info!("{}: started {cmd:?} (pid {}) at {}", inst.name, s.pid(), s.addr);
-            inst.server = Some(s);
+        if inst.cmd.is_some() && !start(inst, &args, &interrupts, true)? {
+            return Ok(ExitCode::from(130));
         }
     }
     // The load's target: the first instance's (each run sets its own instance's).
@@ -133,8 +141,12 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     }
     let load = LoadSpec::from_args(&args.load)?;
     let workers = load.spec.concurrency().workers().get();
-    let interrupts = Interrupts::install(load.spec.timeout())
-        .map_err(|e| anyhow::Error::new(e).context("the sweep could not start"))?;
+    // HTTP/2 and HTTP/3 multiplex: a connection point carries this many streams per connection.
+    let streams = match load.spec.protocol() {
+        Protocol::Http1 => None,
+        Protocol::Http2 | Protocol::Http3 => Some(args.load.max_concurrent_streams.unwrap_or(1)),
+    };
+    interrupts.set_grace(load.spec.timeout());
     let mut sweep = Sweep {
         axis: axis.into(),
         workers: workers as u64,
@@ -147,14 +159,26 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         for inst in &instances {
             sweep.points.push(Point { instance: inst.name.clone(), level, iterations: Vec::new() });
         }
-        for _ in 0..args.iterations {
-            for (k, inst) in instances.iter_mut().enumerate() {
+        for i in 0..args.iterations {
+            // Two instances alternate who goes first (AB, BA, AB…), so a drift within an
+            // iteration, or an advantage of going first or second, falls on both alike.
+            let order: Vec<usize> = if i % 2 == 1 {
+                (0..instances.len()).rev().collect()
+            } else {
+                (0..instances.len()).collect()
+            };
+            for k in order {
+                let inst = &mut instances[k];
                 if interrupts.interrupted() {
                     sweep.complete = false;
                     break 'grid;
                 }
                 if args.restart_server_between_runs {
-                    restart(inst)?;
+                    inst.server = None;
+                    if !start(inst, &args, &interrupts, false)? {
+                        sweep.complete = false;
+                        break 'grid;
+                    }
                 }
                 let pid = inst.server.as_mut().map(|s| (s.alive(), s.pid()));
                 if let Some((false, _)) = pid {
@@ -180,6 +204,12 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
                 if axis == "connections" {
                     patch["connections"] = json!(level);
                     patch["requests_per_second"] = json!("max");
+                    if let Some(streams) = streams {
+                        // As h2load's -c N -m M: N connections of M streams each. Without the
+                        // stream limit the pool would put every request on one connection.
+                        patch["max_concurrent_streams"] = json!(streams);
+                        patch["max_active_requests"] = json!(level * u64::from(streams));
+                    }
                 } else {
                     patch["requests_per_second"] = json!(level as f64 / workers as f64);
                     patch["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
@@ -293,15 +323,25 @@ fn keep_selected(mut w: resources::Window, chosen: &[String]) -> resources::Wind
     w
 }
 
-/// Restarts an instance's server; its address may change (port 0), and the target with it.
-fn restart(inst: &mut Instance) -> anyhow::Result<()> {
-    let Some(cmd) = inst.cmd.clone() else { return Ok(()) };
-    inst.server = None;
-    let s = ServerCmd::start(&cmd)?;
-    info!("{}: restarted the server (pid {}) at {}", inst.name, s.pid(), s.addr);
+/// Starts an instance's server and points the instance at it (its address may change from
+/// one start to the next: port 0). False when a signal interrupted the wait.
+fn start(
+    inst: &mut Instance,
+    args: &SweepArgs,
+    interrupts: &Interrupts,
+    first: bool,
+) -> anyhow::Result<bool> {
+    let Some(cmd) = inst.cmd.clone() else { return Ok(true) };
+    let s = match ServerCmd::start(&cmd, args.server_start_timeout, &|| interrupts.interrupted()) {
+        Ok(s) => s,
+        Err(StartError::Interrupted) => return Ok(false),
+        Err(StartError::Failed(e)) => return Err(e),
+    };
+    let what = if first { format!("started {cmd:?}") } else { "restarted the server".into() };
+    info!("{}: {what} (pid {}) at {}", inst.name, s.pid(), s.addr);
     inst.url = Some(format!("http://{}/", s.addr));
     inst.server = Some(s);
-    Ok(())
+    Ok(true)
 }
 
 /// The CPUs a process may run on (its affinity), from /proc/PID/status.

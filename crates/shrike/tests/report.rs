@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
@@ -19,14 +19,6 @@ use shrike_stats::{
 };
 
 const CHROMIUM: &str = "/usr/bin/chromium";
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shrike-report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Fails the test when Chromium is missing, naming the package: a browser check that quietly
 /// does not run would pass without proving the report draws. `.ci/run` installs it.

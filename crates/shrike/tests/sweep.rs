@@ -352,3 +352,198 @@ fn collect_stats_reports_only_what_was_chosen() {
         assert!(server[off].is_null(), "{off}: {server}");
     }
 }
+
+#[test]
+fn over_http2_each_connection_carries_its_streams() {
+    // As h2load's -c N -m M: a point of N connections with --max-concurrent-streams M holds
+    // N·M requests in flight. The server delays each by m + n·f with n in flight, so Little's
+    // law gives the throughput: N·M / (m + N·M·f). One connection carrying every stream (the
+    // pool's habit without a stream limit) would hold the default 100 in flight instead.
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let (m, f, streams) = (0.005, 0.001, 2.0);
+    let header = format!(
+        "x-nighthawk-test-server-config: {{\"concurrency_based_linear_delay\": \
+         {{\"minimal_delay\": \"{m}s\", \"concurrency_delay_factor\": \"{f}s\"}}}}"
+    );
+    let out = run(
+        &[
+            "sweep",
+            "--h2",
+            "--max-concurrent-streams",
+            "2",
+            "--connections",
+            "1,4",
+            "--iterations",
+            "1",
+            "-d",
+            "0.5",
+            "--wait",
+            "0s",
+            "-H",
+            &header,
+            "--server-cmd",
+            &cmd,
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    for p in v["sweep"]["points"].as_array().unwrap() {
+        let n = p["level"].as_f64().unwrap() * streams;
+        let want = n / (m + n * f);
+        let got = p["throughput_rps"]["mean"].as_f64().unwrap();
+        assert!((got - want).abs() <= 0.15 * want, "{n} in flight: {got} vs {want}");
+    }
+}
+
+/// Whether a process exists (a reaped one no longer does; a zombie still would).
+fn exists(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+}
+
+/// A server command that never prints an address: its shell backgrounds a sleeper (whose pid
+/// it writes to `pid_file`) and waits, so stopping only the shell would leave the sleeper.
+fn silent_server(pid_file: &std::path::Path) -> String {
+    format!("sleep 60 & echo $! > {}; wait", pid_file.display())
+}
+
+fn read_pid(pid_file: &std::path::Path) -> String {
+    std::fs::read_to_string(pid_file).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_server_that_never_prints_its_address_times_out_and_is_stopped() {
+    const NAME: &str = "silent-timeout";
+    let pid_file = scratch(NAME).join("pid");
+    let started = std::time::Instant::now();
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "1",
+            "--server-cmd",
+            &silent_server(&pid_file),
+            "--server-start-timeout",
+            "1s",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("printed no listen address (HOST:PORT) within 1.000s"),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    let pid = read_pid(&pid_file);
+    assert!(!exists(&pid), "the server's child {pid} outlived the sweep");
+}
+
+#[test]
+fn ctrl_c_while_a_server_starts_stops_it() {
+    const NAME: &str = "silent-interrupted";
+    let pid_file = scratch(NAME).join("pid");
+    let child = shrike()
+        .args(["sweep", "--connections", "1", "--server-cmd", &silent_server(&pid_file)])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the server command never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let started = std::time::Instant::now();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 130, "{}", out.stderr);
+    // Well before the 15 s the server would have had to print its address.
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    let pid = read_pid(&pid_file);
+    assert!(!exists(&pid), "the server's child {pid} outlived the sweep");
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_still_stops_the_server() {
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let child = shrike()
+        .args(["sweep", "--connections", "1,2", "--iterations", "1", "-d", "30", "--wait", "0s"])
+        .args(["--server-cmd", &cmd, "--timeout", "30"])
+        .args(["-H", r#"x-nighthawk-test-server-config: {"static_delay": "20s"}"#])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Requests held 20 s by the server: the first Ctrl-C's drain would wait for them.
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let started = std::time::Instant::now();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 130, "{}", out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(out.stderr.contains("interrupted twice"), "{}", out.stderr);
+    let server_pid =
+        out.stderr.split("(pid ").nth(1).and_then(|r| r.split(')').next()).unwrap().to_string();
+    assert!(!exists(&server_pid), "the server {server_pid} outlived the sweep");
+}
+
+#[test]
+fn the_same_server_twice_is_within_noise() {
+    // An A/A comparison. At 95% confidence a true "no difference" still reads significant one
+    // time in twenty, so up to three comparisons are run: an interval that is too narrow (or
+    // biased towards whoever runs first) fails all three, a sound one almost never does.
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let json = scratch("aa").join("aa.json");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let out = run(
+            &[
+                "sweep",
+                "--connections",
+                "4",
+                "--iterations",
+                "5",
+                "-d",
+                "0.3",
+                "--wait",
+                "0s",
+                "--server-cmd",
+                &cmd,
+                "--server-cmd",
+                &cmd,
+                "-o",
+                json.to_str().unwrap(),
+            ],
+            LIMIT,
+        );
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let tp = &v["comparison"]["throughput"];
+        let (low, high) = (tp["ci95"][0].as_f64().unwrap(), tp["ci95"][1].as_f64().unwrap());
+        assert!(low < high, "{tp}");
+        if tp["within_noise"] == true {
+            assert!(low <= 0.0 && high >= 0.0, "{tp}");
+            let line = out
+                .stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with("throughput "))
+                .unwrap_or_default();
+            assert!(line.contains("within noise"), "{}", out.stdout);
+            return;
+        }
+        seen.push(tp.to_string());
+    }
+    panic!("three A/A comparisons all read significant: {seen:?}");
+}

@@ -209,3 +209,11 @@ impl Drop for TlsServer {
         let _ = self.child.wait();
     }
 }
+
+/// A fresh directory for one test's files, named after the test binary's process and `name`.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("shrike-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
