@@ -35,9 +35,10 @@ pub struct SweepArgs {
     /// Pause between runs, so one run's connections and backlog do not bleed into the next.
     #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
     pub wait: Duration,
-    /// Sample this running server's process tree (CPU, RSS, VMS, open files, context switches).
-    #[arg(long, value_name = "PID", conflicts_with = "server_cmds")]
-    pub server_pid: Option<u32>,
+    /// Sample this running server's process tree (CPU, RSS, VMS, open files, context
+    /// switches). With --compare, once for both or twice: the baseline's, then the candidate's.
+    #[arg(long = "server-pid", value_name = "PID", conflicts_with = "server_cmds")]
+    pub server_pids: Vec<u32>,
     /// Start the server with `sh -c CMD`, target the first HOST:PORT it prints, sample it, and
     /// stop it after. Given twice: a baseline and a candidate, compared point by point.
     #[arg(long = "server-cmd", value_name = "CMD")]
@@ -76,6 +77,8 @@ struct Instance {
     url: Option<String>,
     cmd: Option<String>,
     server: Option<ServerCmd>,
+    /// A running server to sample (`--server-pid`).
+    pid: Option<u32>,
 }
 
 pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
@@ -108,11 +111,23 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut instances = instances(&args)?;
-    if args.server_pid.is_some_and(|p| !resources::exists(p)) {
-        return Err(usage(format!(
-            "--server-pid {}: no such process",
-            args.server_pid.unwrap_or(0)
-        )));
+    for &p in &args.server_pids {
+        if !resources::exists(p) {
+            return Err(usage(format!("--server-pid {p}: no such process")));
+        }
+    }
+    match (args.server_pids.as_slice(), instances.len()) {
+        ([], _) | ([_], _) => {}
+        ([_, _], 2) => {}
+        _ => {
+            return Err(usage(
+                "--server-pid: give one, or two with --compare (the baseline's, then the \
+                 candidate's)",
+            ))
+        }
+    }
+    for (k, inst) in instances.iter_mut().enumerate() {
+        inst.pid = args.server_pids.get(k).or(args.server_pids.first()).copied();
     }
     if args.output_format_unsupported() {
         return Err(usage("--output-format: sweep writes summary, human, json or csv"));
@@ -187,7 +202,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
                         inst.name
                     ));
                 }
-                let pid = pid.map(|p| p.1).or(args.server_pid);
+                let pid = pid.map(|p| p.1).or(inst.pid);
                 if sweep.server_cores.is_none() {
                     sweep.server_cores = pid.and_then(allowed_cores);
                 }
@@ -277,6 +292,7 @@ fn instances(args: &SweepArgs) -> anyhow::Result<Vec<Instance>> {
         url,
         cmd,
         server: None,
+        pid: None,
     };
     if !args.compare.is_empty() {
         if args.compare.len() != 2 || !args.server_cmds.is_empty() {

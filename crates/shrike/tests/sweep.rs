@@ -547,3 +547,53 @@ fn the_same_server_twice_is_within_noise() {
     }
     panic!("three A/A comparisons all read significant: {seen:?}");
 }
+
+#[test]
+fn compare_two_running_servers_sampling_each_by_pid() {
+    // Servers the user runs: --compare names their URLs, --server-pid (twice) their processes.
+    let base = Server::start(&[]);
+    let cand = Server::start(&["--config", r#"{"static_delay": "0.002s"}"#]);
+    let (bp, cp) = (base.pid().to_string(), cand.pid().to_string());
+    let out = run(
+        &[
+            "sweep",
+            "--connections",
+            "2",
+            "--iterations",
+            "3",
+            "-d",
+            "0.4",
+            "--wait",
+            "0s",
+            "--compare",
+            &format!("baseline={}", base.url("/")),
+            "--compare",
+            &format!("candidate={}", cand.url("/")),
+            "--server-pid",
+            &bp,
+            "--server-pid",
+            &cp,
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    for p in v["sweep"]["points"].as_array().unwrap() {
+        let want = if p["instance"] == "baseline" { &bp } else { &cp };
+        for it in p["iterations"].as_array().unwrap() {
+            assert_eq!(it["server"]["pid"].to_string(), *want, "{p}");
+            assert!(it["server"]["cpu_cores"].as_f64().is_some(), "{p}");
+        }
+    }
+    let tp = &v["comparison"]["throughput"];
+    assert!(tp["relative"].as_f64().unwrap() < -0.3 && tp["within_noise"] == false, "{tp}");
+    // Two pids need two instances.
+    let out = run(
+        &["sweep", &base.url("/"), "--connections", "1", "--server-pid", &bp, "--server-pid", &cp],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("two with --compare"), "{}", out.stderr);
+}

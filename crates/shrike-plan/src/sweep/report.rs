@@ -304,6 +304,7 @@ impl Sweep {
                         "errors": i.errors,
                         "client_cpu_cores": i.client_cpu_cores,
                         "server": {
+                            "pid": i.server.pid,
                             "cpu_cores": i.server.cpu_cores,
                             "rss_max_bytes": i.server.rss_max_bytes,
                             "rss_mean_bytes": i.server.rss_mean_bytes,

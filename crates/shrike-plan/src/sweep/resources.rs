@@ -106,6 +106,8 @@ fn system_ticks() -> Option<(f64, f64)> {
 /// What one measuring window saw.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Window {
+    /// The process whose tree was sampled (none: only the machine's CPU).
+    pub pid: Option<u32>,
     /// Server CPU in cores (1.0 = one core busy for the whole window).
     pub cpu_cores: Option<f64>,
     /// The highest RSS and virtual size sampled, and the mean RSS.
@@ -169,7 +171,7 @@ fn sample(pid: Option<u32>, interval: Duration, first: Reading, stop: &AtomicBoo
     }
     push((Instant::now(), pid.and_then(read_tree), system_ticks()));
     let readings = readings.into_inner().unwrap_or_default();
-    summarize(&readings)
+    Window { pid, ..summarize(&readings) }
 }
 
 fn summarize(r: &[Reading]) -> Window {
@@ -188,6 +190,7 @@ fn summarize(r: &[Reading]) -> Window {
     let rss_mean = (!usages.is_empty())
         .then(|| usages.iter().map(|u| u.rss_bytes as f64).sum::<f64>() / usages.len() as f64);
     Window {
+        pid: None,
         cpu_cores,
         rss_max_bytes: usages.iter().map(|u| u.rss_bytes).max(),
         rss_mean_bytes: rss_mean,
