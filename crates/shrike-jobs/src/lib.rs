@@ -1,0 +1,14 @@
+//! Shrike's replay jobs: the model ([`model`]: a job is one client session, its requests at
+//! offsets with their exact payloads) and the jobs file ([`file`]: versioned JSON Lines, read
+//! lazily, optionally zstd-compressed). Capture import writes jobs; `shrike replay` plays them;
+//! `shrike jobs stats` and `filter` read and rewrite them.
+
+pub mod file;
+pub mod model;
+
+pub use file::{JobReader, JobWriter, JobsError};
+pub use model::{Body, Connection, Job, JobProtocol, MysqlCommand, MysqlValue, Request};
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

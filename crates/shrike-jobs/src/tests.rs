@@ -1,0 +1,164 @@
+use std::io::Cursor;
+use std::time::Duration;
+
+use super::*;
+
+fn read(text: &str) -> Result<Vec<Job>, JobsError> {
+    let r = JobReader::new("t.jobs".into(), Box::new(Cursor::new(text.to_string().into_bytes())))?;
+    r.collect()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn reads_the_documented_example() {
+    let jobs = read(concat!(
+        "{\"shrike_jobs\": 1, \"protocol\": \"http\", \"source\": \"capture.pcap\"}\n",
+        "\n",
+        "{\"job\": 1, \"start\": 0.0, \"connection\": \"session\", \"requests\": [\n",
+    ));
+    // A job spans one line: the example above splits one for reading, a file never does.
+    assert!(jobs.is_err());
+    let jobs = read(concat!(
+        "{\"shrike_jobs\": 1, \"protocol\": \"http\", \"source\": \"capture.pcap\"}\n",
+        "{\"job\": 1, \"start\": 0.0, \"requests\": [{\"at\": 0.0, \"text\": \"GET / HTTP/1.1\\r\\nhost: a\\r\\n\\r\\n\"}, ",
+        "{\"at\": 0.25, \"method\": \"POST\", \"path\": \"/cart\", \"headers\": {\"content-type\": \"text/plain\"}, \"body\": \"one\"}]}\n",
+        "{\"job\": 2, \"start\": 0.1, \"protocol\": \"mysql\", \"requests\": [{\"at\": 0, \"command\": \"query\", \"text\": \"SELECT 1\"}]}\n",
+    ))
+    .unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].connection, Connection::Session);
+    assert_eq!(jobs[0].requests[0].body.data(), b"GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+    assert_eq!(
+        jobs[0].requests[1].body.data(),
+        b"POST /cart HTTP/1.1\r\ncontent-type: text/plain\r\ncontent-length: 3\r\n\r\none"
+    );
+    assert_eq!(jobs[0].requests[1].at, ms(250));
+    assert_eq!(jobs[1].protocol, JobProtocol::Mysql);
+    assert_eq!(jobs[1].requests[0].body, Body::Mysql(MysqlCommand::Query("SELECT 1".into())));
+    assert_eq!(jobs[1].start, ms(100));
+}
+
+#[test]
+fn errors_name_the_line_and_field() {
+    let cases = [
+        ("{\"shrike_jobs\": 2}\n", 1, "shrike_jobs", "version 2"),
+        ("{\"job\": 1, \"start\": -1, \"requests\": []}\n", 1, "start", "not a time"),
+        ("\n{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0}]}\n", 2, "requests[0].text", "missing"),
+        (
+            "{\"job\": 1, \"start\": 2, \"requests\": []}\n{\"job\": 2, \"start\": 1, \"requests\": []}\n",
+            2,
+            "start",
+            "ordered by start time",
+        ),
+        (
+            "{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 1, \"text\": \"a\"}, {\"at\": 0.5, \"text\": \"b\"}]}\n",
+            1,
+            "requests[1].at",
+            "back in time",
+        ),
+        ("{\"job\": 1, \"start\": 0, \"requests\": [], \"tags\": 1}\n", 1, "tags", "unknown field"),
+        ("{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"base64\": \"%%\"}]}\n", 1, "requests[0].base64", "not base64"),
+        (
+            "{\"job\": 1, \"start\": 0, \"protocol\": \"mysql\", \"requests\": [{\"at\": 0, \"command\": \"stmt_execute\"}]}\n",
+            1,
+            "requests[0].statement",
+            "statement's id",
+        ),
+        ("{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"method\": \"GET\", \"path\": \"/a b\"}]}\n", 1, "requests[0].path", "not a request target"),
+        ("not json\n", 1, "(line)", "not JSON"),
+    ];
+    for (text, line, field, says) in cases {
+        let e = read(text).expect_err(text);
+        let shown = e.to_string();
+        assert_eq!(e.line(), Some(line), "{shown}");
+        assert!(shown.starts_with(&format!("t.jobs:{line}: {field}: ")), "{shown}");
+        assert!(shown.contains(says), "{shown}");
+    }
+}
+
+fn sample_jobs() -> Vec<Job> {
+    vec![
+        Job {
+            id: 7,
+            start: Duration::from_micros(1_500),
+            protocol: JobProtocol::Http,
+            connection: Connection::PerRequest,
+            server: Some("127.0.0.1:80".into()),
+            requests: vec![
+                Request {
+                    at: Duration::ZERO,
+                    body: Body::Raw {
+                        data: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+                        response_bytes: None,
+                    },
+                },
+                Request {
+                    at: ms(20),
+                    body: Body::Raw {
+                        data: vec![0, 159, 146, 150, b'\n'],
+                        response_bytes: Some(12),
+                    },
+                },
+            ],
+        },
+        Job {
+            id: 8,
+            start: ms(2),
+            protocol: JobProtocol::Mysql,
+            connection: Connection::Session,
+            server: None,
+            requests: vec![
+                Request {
+                    at: Duration::ZERO,
+                    body: Body::Mysql(MysqlCommand::InitDb("shop".into())),
+                },
+                Request {
+                    at: ms(1),
+                    body: Body::Mysql(MysqlCommand::Prepare { id: 1, sql: "SELECT ?".into() }),
+                },
+                Request {
+                    at: ms(2),
+                    body: Body::Mysql(MysqlCommand::Execute {
+                        id: 1,
+                        params: vec![
+                            MysqlValue::Null,
+                            MysqlValue::Int(-3),
+                            MysqlValue::UInt(u64::MAX),
+                            MysqlValue::Float(0.5),
+                            MysqlValue::Text("x".into()),
+                            MysqlValue::Bytes(vec![0xff, 0]),
+                        ],
+                    }),
+                },
+                Request { at: ms(3), body: Body::Mysql(MysqlCommand::Close { id: 1 }) },
+                Request { at: ms(3), body: Body::Mysql(MysqlCommand::Ping) },
+            ],
+        },
+    ]
+}
+
+#[test]
+fn what_is_written_reads_back_the_same_plain_and_compressed() {
+    let dir = std::env::temp_dir().join(format!("shrike-jobs-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["a.jobs", "a.jobs.zst"] {
+        let path = dir.join(name);
+        let mut info = serde_json::Map::new();
+        info.insert("source".into(), serde_json::json!("unit"));
+        let mut w = JobWriter::create(&path, JobProtocol::Http, info).unwrap();
+        for j in sample_jobs() {
+            w.write(&j).unwrap();
+        }
+        w.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), name.ends_with(".zst"));
+        let r = JobReader::open(&path).unwrap();
+        assert_eq!(r.header()["source"], "unit");
+        let back: Vec<Job> = r.collect::<Result<_, _>>().unwrap();
+        assert_eq!(back, sample_jobs(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
