@@ -9,6 +9,7 @@ mod atomic;
 mod capacity;
 mod embedded;
 mod interrupts;
+mod jobs;
 mod load;
 mod log;
 mod report;
@@ -48,6 +49,8 @@ enum Command {
     /// Saturation sweep over connections (or rate) with iterations, server resource samples,
     /// the throughput peak, a USL fit, and baseline vs candidate.
     Sweep(Box<sweep::SweepArgs>),
+    /// Replay jobs: import captures and HAR files, inspect and filter jobs files.
+    Jobs(jobs::JobsArgs),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Sweep(args) => sweep::run(*args),
         Command::Report(args) => report::run(args),
+        Command::Jobs(args) => jobs::run(args),
         Command::Transform(args) => transform::run(args),
     };
     match result {
