@@ -32,6 +32,7 @@ mod idle;
 pub mod pacer;
 pub mod pool;
 mod prepare;
+pub mod replay;
 pub(crate) mod protocol;
 pub mod requests;
 mod run;

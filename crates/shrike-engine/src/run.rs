@@ -9,7 +9,8 @@
 use shrike_spec::{RunSpec, SpecError};
 use shrike_stats::RunResult;
 
-use crate::runner::{self, EngineError};
+use crate::replay::{Feed, ReplayProtocol};
+use crate::runner::{self, EngineError, Sessions};
 use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
 use crate::telemetry::Telemetry;
@@ -46,7 +47,7 @@ pub fn run(
 pub struct Run {
     spec: RunSpec,
     telemetry: Option<Telemetry>,
-    sessions: Option<Vec<SessionPlan>>,
+    sessions: Option<Sessions>,
 }
 
 impl Run {
@@ -64,7 +65,16 @@ impl Run {
     /// `k mod N`, each request sending the request-source entry it names. The spec's duration
     /// still bounds the run; with `no_duration` it ends when every session is done.
     pub fn sessions(mut self, plans: Vec<SessionPlan>) -> Run {
-        self.sessions = Some(plans);
+        self.sessions = Some(Sessions::Planned(plans));
+        self
+    }
+
+    /// Replays sessions fed while the run goes on ([`crate::replay`]), each request sending
+    /// its own payload in `protocol` to the spec's target. Build the feed for the spec's
+    /// worker count. The spec's duration still bounds the run; with `no_duration` it ends when
+    /// the feed is spent and every session done.
+    pub fn replay(mut self, feed: Feed, protocol: ReplayProtocol) -> Run {
+        self.sessions = Some(Sessions::Fed(feed, protocol));
         self
     }
 
@@ -77,7 +87,11 @@ impl Run {
         let requests =
             runner::encode(&cfg).map_err(|e| SpecError::invalid("request_options", e))?;
         let entries = cfg.requests.entries().len();
-        let plans = self.sessions.iter().flatten();
+        let plans = match &self.sessions {
+            Some(Sessions::Planned(p)) => &p[..],
+            _ => &[],
+        };
+        let plans = plans.iter();
         if let Some(bad) = plans.flat_map(|s| &s.requests).find(|r| r.1 as usize >= entries) {
             return Err(SpecError::must(
                 "sessions",

@@ -13,6 +13,7 @@ use crate::h1;
 use crate::pool::h2::RequestTemplate;
 use crate::pool::PoolRequests;
 use crate::requests::{H1Entry, H1Request, H1Template};
+use crate::replay::{Feed, ReplayProtocol};
 use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
 use crate::target::Scheme;
@@ -49,6 +50,17 @@ pub enum EngineError {
     Http3NeedsTls(String),
     #[error("the run has no target endpoint")]
     NoEndpoint,
+    #[error("the replay feed deals to {feed} workers but the run has {workers}")]
+    FeedWorkers { feed: usize, workers: usize },
+}
+
+/// Sessions a run plays instead of its rate plan.
+#[derive(Debug)]
+pub(crate) enum Sessions {
+    /// Known up front, each request a request-source entry.
+    Planned(Vec<SessionPlan>),
+    /// Fed while the run goes on, each request with its own payload in this protocol.
+    Fed(Feed, ReplayProtocol),
 }
 
 /// All workers pass this together, so every pacer counts from the same instant (interleaving
@@ -78,7 +90,7 @@ impl StartGate {
 pub(crate) fn execute(
     cfg: EngineConfig,
     requests: Vec<Prepared>,
-    sessions: Option<Vec<SessionPlan>>,
+    sessions: Option<Sessions>,
     stop: StopHandle,
     telemetry: Option<Telemetry>,
 ) -> Result<RunOutput, EngineError> {
@@ -101,21 +113,32 @@ pub(crate) fn execute(
     let mut links = links.into_iter();
     let gate =
         Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new(), at: cfg.start_at });
-    // Sessions are dealt to the workers in turn: session k plays on worker k mod N.
+    // Sessions are dealt to the workers in turn: session k plays on worker k mod N (a feed
+    // deals them so as it sends).
+    let mut replay = None;
     let plans: Vec<Plan> = match sessions {
         None => (0..n).map(|_| Plan::Rate).collect(),
-        Some(all) => {
+        Some(Sessions::Planned(all)) => {
             let mut shares: Vec<Vec<SessionPlan>> = (0..n).map(|_| Vec::new()).collect();
             for (k, s) in all.into_iter().enumerate() {
                 shares[k % n].push(s);
             }
             shares.into_iter().map(Plan::Sessions).collect()
         }
+        Some(Sessions::Fed(feed, protocol)) => {
+            if feed.receivers.len() != n {
+                return Err(EngineError::FeedWorkers { feed: feed.receivers.len(), workers: n });
+            }
+            replay = Some(protocol);
+            let admission = feed.admission;
+            feed.receivers.into_iter().map(|rx| Plan::Fed(rx, admission.clone())).collect()
+        }
     };
+    let replay = Arc::new(replay);
     let mut handles = Vec::with_capacity(n);
     for (index, w_plan) in plans.into_iter().enumerate() {
-        let (w_cfg, w_stop, w_gate, w_requests) =
-            (cfg.clone(), stop.clone(), gate.clone(), requests.clone());
+        let (w_cfg, w_stop, w_gate, w_requests, w_replay) =
+            (cfg.clone(), stop.clone(), gate.clone(), requests.clone(), replay.clone());
         let w_link = links.next().flatten();
         let h = std::thread::Builder::new()
             .name(format!("shrike-worker-{index}"))
@@ -138,8 +161,11 @@ pub(crate) fn execute(
                 };
                 let local = tokio::task::LocalSet::new();
                 // Worker-local copies: the hot path reads them without touching shared memory.
-                let requests: Vec<PoolRequests> =
-                    w_requests.iter().map(Prepared::for_worker).collect();
+                let requests: Vec<PoolRequests> = match &*w_replay {
+                    // Replayed requests bring their own bytes; one pool per endpoint still.
+                    Some(p) => w_requests.iter().map(|_| PoolRequests::Replay(p.clone())).collect(),
+                    None => w_requests.iter().map(Prepared::for_worker).collect(),
+                };
                 let out = local.block_on(
                     &rt,
                     run_worker(

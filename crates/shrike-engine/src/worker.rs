@@ -19,6 +19,7 @@ use crate::pool::cx::{ConnectOptions, PoolCx};
 use crate::pool::{self, PoolRequests, Pools};
 use crate::requests::{Renderer, RequestCursor};
 use crate::schedule::rate::RateSchedule;
+use crate::replay::{Admission, FedSession, Payloads};
 use crate::schedule::sessions::{SessionPlan, SessionSchedule};
 use crate::schedule::{Due, Peek, Schedule, Ticket};
 use crate::stop::StopHandle;
@@ -33,6 +34,8 @@ pub(crate) enum Plan {
     Rate,
     /// Its share of timed sessions.
     Sessions(Vec<SessionPlan>),
+    /// Sessions fed while the run goes on (replay).
+    Fed(tokio::sync::mpsc::Receiver<FedSession>, Arc<Admission>),
 }
 
 /// What a worker returns: its result plus the errors it saw.
@@ -58,7 +61,9 @@ pub(crate) async fn run_worker(
         protocol: cfg.protocol,
     };
     let renderer = Renderer::new(index, cfg.workers.get(), seed(index).rotate_left(17));
-    let cx = PoolCx::new(stop, connect, cfg.timeout, renderer, &cfg.predicates);
+    let payloads: Rc<Payloads> = Rc::default();
+    let mut cx = PoolCx::new(stop, connect, cfg.timeout, renderer, &cfg.predicates);
+    cx.payloads = payloads.clone();
     let pools = Rc::new(Pools::new(cx, cfg.clone(), requests));
     match plan {
         Plan::Rate => {
@@ -73,6 +78,10 @@ pub(crate) async fn run_worker(
         }
         Plan::Sessions(plans) => {
             let schedule = SessionSchedule::new(plans);
+            drive(index, pools, schedule, start_gate, telemetry).await
+        }
+        Plan::Fed(rx, admission) => {
+            let schedule = SessionSchedule::fed(rx, admission, payloads);
             drive(index, pools, schedule, start_gate, telemetry).await
         }
     }
@@ -165,6 +174,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
                     biased;
                     _ = cx.wake.notified() => false,
                     _ = cx.session_finished.notified(), if S::HAS_SESSIONS => true,
+                    _ = schedule.arrival(), if S::HAS_SESSIONS => true,
                     _ = idle.until(wait_until, &cx.stopping) => false,
                 };
                 if deadline.is_some_and(|d| due >= d && Instant::now() >= d) {
@@ -185,6 +195,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
                     biased;
                     _ = cx.wake.notified() => {}
                     _ = cx.session_finished.notified() => continue,
+                    _ = schedule.arrival() => continue,
                     _ = run_end(deadline) => return,
                 }
                 continue;

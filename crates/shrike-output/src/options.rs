@@ -24,6 +24,9 @@ pub struct Load {
 impl Load {
     /// The paced load `result` asked for; `None` for unpaced runs and results that do not say.
     pub fn of(result: &RunResult) -> Option<Load> {
+        if is_replay(result) {
+            return None;
+        }
         let plan = RateSpec::from_options(&result.options).ok().flatten()?.plan();
         if matches!(plan, RatePlan::Unpaced) {
             return None;
@@ -50,6 +53,12 @@ impl Load {
     }
 }
 
+/// Whether the run replayed sessions (`shrike replay` records how in `options.replay`): its
+/// timing came from them, not from a rate plan.
+pub fn is_replay(result: &RunResult) -> bool {
+    result.options.get("replay").is_some()
+}
+
 /// A uint64 option as proto3 JSON writes it: a number or a decimal string.
 fn uint(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| v.as_str()?.parse().ok())
@@ -64,6 +73,9 @@ fn workers(result: &RunResult) -> usize {
 /// worker, as Nighthawk's `--rps`). A staged run asked for its plan's mean rate over the whole
 /// plan. `None` for unpaced runs (`"max"`) and for results that do not say.
 pub fn requested_rate(result: &RunResult) -> Option<f64> {
+    if is_replay(result) {
+        return None;
+    }
     let rate = RateSpec::from_options(&result.options).ok().flatten()?;
     let workers = workers(result);
     let window = match &rate {

@@ -39,6 +39,9 @@ counters! {
     CxHttp1Total => "upstream_cx_http1_total";
     CxHttp2Total => "upstream_cx_http2_total";
     CxHttp3Total => "upstream_cx_http3_total";
+    // Replay's raw TCP and MySQL connections.
+    CxTcpTotal => "upstream_cx_tcp_total";
+    CxMysqlTotal => "upstream_cx_mysql_total";
     CxConnectFail => "upstream_cx_connect_fail";
     CxConnectTimeout => "upstream_cx_connect_timeout";
     CxDestroyLocal => "upstream_cx_destroy_local";

@@ -2,6 +2,10 @@
 //! (`capacity`, `sweep`). The first signal stops the trial in progress, which drains its
 //! in-flight requests (up to `--timeout`) so its result is still written, and tells the command
 //! to run no more; a second one exits at once, without a result.
+//!
+//! A command with a gentler first stop (replay: start no new job, let the running ones end)
+//! sets it with [`Interrupts::soften`]; then the second signal stops the run as the first
+//! would have, and only the third exits at once.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -18,6 +22,8 @@ struct State {
     signals: u32,
     /// How long a stopped trial's in-flight requests get (`--timeout`), for the message.
     grace: Duration,
+    /// The gentler first stop, and what the message says it does.
+    soft: Option<(Box<dyn Fn() + Send>, String)>,
 }
 
 /// Watches for SIGINT and SIGTERM from creation until the process ends.
@@ -50,6 +56,11 @@ impl Interrupts {
         lock(&self.state).grace = grace;
     }
 
+    /// Makes the first signal call `stop` (saying `what` it does) instead of stopping the run.
+    pub fn soften(&self, stop: impl Fn() + Send + 'static, what: &str) {
+        lock(&self.state).soft = Some((Box::new(stop), what.to_string()));
+    }
+
     /// Whether a signal has asked the command to stop.
     pub fn interrupted(&self) -> bool {
         lock(&self.state).signals > 0
@@ -61,7 +72,8 @@ impl Interrupts {
         let stop = StopHandle::new();
         {
             let mut st = lock(&self.state);
-            if st.signals > 0 {
+            // A soft first stop (already applied by its hook) does not stop the run itself.
+            if st.signals > u32::from(st.soft.is_some()) {
                 stop.request(Termination::Interrupted);
             }
             st.current = Some(stop.clone());
@@ -103,7 +115,18 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
             }
             let mut st = lock(&state);
             st.signals += 1;
-            if st.signals > 1 {
+            if st.signals == 1 {
+                if let Some((stop, what)) = &st.soft {
+                    stop();
+                    log::line(
+                        Tag::Warning,
+                        &format!("interrupted: {what}; interrupt again to stop now (the result is still written)"),
+                    );
+                    continue;
+                }
+            }
+            let hard = if st.soft.is_some() { 2 } else { 1 };
+            if st.signals > hard {
                 log::line(Tag::Warning, "interrupted twice: exiting without a result");
                 // Exiting skips destructors: stop the servers a sweep started here, or they
                 // would outlive it in their own process groups.

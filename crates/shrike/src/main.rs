@@ -12,6 +12,7 @@ mod interrupts;
 mod jobs;
 mod load;
 mod log;
+mod replay;
 mod report;
 mod request_args;
 mod run;
@@ -51,6 +52,9 @@ enum Command {
     Sweep(Box<sweep::SweepArgs>),
     /// Replay jobs: import captures and HAR files, inspect and filter jobs files.
     Jobs(jobs::JobsArgs),
+    /// Replay a jobs file's sessions with their captured timing (scaled, sharded), over HTTP
+    /// or raw TCP.
+    Replay(Box<replay::ReplayArgs>),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep::run(*args),
         Command::Report(args) => report::run(args),
         Command::Jobs(args) => jobs::run(args),
+        Command::Replay(args) => replay::run(*args),
         Command::Transform(args) => transform::run(args),
     };
     match result {

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::load::Patch;
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct RequestArgs {
     /// Request method [default: GET].
     #[arg(long, value_name = "METHOD")]

@@ -21,7 +21,7 @@ use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
 use crate::shaping::ShapingArgs;
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct RunArgs {
     /// URL to benchmark (http:// or https://). Omit it to benchmark the built-in test server.
     pub url: Option<String>,
@@ -341,7 +341,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The format of `--output FILE`: given, or named by the file's extension.
-fn file_format(path: &Path, given: Option<OutputFormat>) -> anyhow::Result<OutputFormat> {
+pub(crate) fn file_format(path: &Path, given: Option<OutputFormat>) -> anyhow::Result<OutputFormat> {
     if let Some(f) = given {
         return Ok(f);
     }
@@ -363,7 +363,7 @@ fn file_format(path: &Path, given: Option<OutputFormat>) -> anyhow::Result<Outpu
 /// Reports the errors seen, writes the result to stdout (and the output file), and picks the
 /// exit code: 1 for a failed run, 130 for an interrupted one (as shells report Ctrl-C), so a
 /// script can tell an interrupted run from a complete one although its result was written.
-fn finish(
+pub(crate) fn finish(
     result: &RunResult,
     format: OutputFormat,
     file: Option<&(PathBuf, OutputFormat)>,

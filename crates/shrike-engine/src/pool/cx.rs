@@ -7,6 +7,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::time::Duration;
 
 use shrike_spec::{Predicate, PredicateKind};
@@ -14,6 +15,7 @@ use shrike_stats::{Counter, Counters, Stats, StatusCodes, Termination};
 use tokio::sync::Notify;
 
 use crate::config::Protocol;
+use crate::replay::Payloads;
 use crate::requests::Renderer;
 use crate::schedule::Ticket;
 use crate::stop::StopHandle;
@@ -85,6 +87,8 @@ pub(crate) struct PoolCx {
     pub request_timeout: Duration,
     /// Template state shared by every pool of the worker (sequence numbers stay unique).
     pub renderer: Renderer,
+    /// Fed sessions' payloads (replay), keyed by their tickets' request numbers.
+    pub payloads: Rc<Payloads>,
     predicates: Box<[Predicate]>,
 }
 
@@ -109,6 +113,7 @@ impl PoolCx {
             connect,
             request_timeout,
             renderer,
+            payloads: Rc::default(),
             predicates: predicates.into(),
         }
     }
@@ -148,6 +153,9 @@ impl PoolCx {
     #[inline]
     pub fn request_finished(&self, ticket: &Ticket) {
         if let Some(s) = ticket.session {
+            if s.fed {
+                self.payloads.remove(ticket.request);
+            }
             self.finished_sessions.borrow_mut().push(s.id);
             self.session_finished.notify_one();
         }

@@ -33,6 +33,8 @@ use shrike_stats::{Counter, Counters, StatId, Stats};
 
 use crate::config::{EngineConfig, Protocol};
 use crate::protocol::http1::Http1;
+use crate::protocol::tcp::RawTcp;
+use crate::replay::ReplayProtocol;
 use crate::requests::{H1Entry, OriginLatency};
 use crate::schedule::Ticket;
 use crate::worker::nanos;
@@ -85,8 +87,10 @@ impl Pools {
     /// opens connections as streams need them) and starts the pools' connection tasks.
     pub async fn start(self: &Rc<Self>) {
         for p in self.list.iter() {
-            if let Pool::Http1(p) = p {
-                p.start(self).await;
+            match p {
+                Pool::Http1(p) => p.start(self).await,
+                Pool::Tcp(p) => p.start(self).await,
+                Pool::H2(_) | Pool::H3(_) => {}
             }
         }
     }
@@ -106,6 +110,7 @@ impl Pools {
 /// touched per call.
 pub(crate) enum Pool {
     Http1(Rc<SerialPool<Http1>>),
+    Tcp(Rc<SerialPool<RawTcp>>),
     H2(Box<mux::MuxPool<h2::H2>>),
     H3(Box<mux::MuxPool<h3::H3>>),
 }
@@ -124,6 +129,12 @@ impl Pool {
                 let http1 = Http1::new(r, cfg.requests.latency_header());
                 Pool::Http1(Rc::new(SerialPool::new(cfg, index, http1)))
             }
+            (_, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+                Pool::Http1(Rc::new(SerialPool::new(cfg, index, Http1::replayed())))
+            }
+            (_, PoolRequests::Replay(ReplayProtocol::Tcp(framing))) => {
+                Pool::Tcp(Rc::new(SerialPool::new(cfg, index, RawTcp::new(framing))))
+            }
         }
     }
 
@@ -132,6 +143,7 @@ impl Pool {
     fn try_start(&self, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
         match self {
             Pool::Http1(p) => p.try_start(pools, ticket),
+            Pool::Tcp(p) => p.try_start(pools, ticket),
             Pool::H2(p) => p.try_start(pools, ticket),
             Pool::H3(p) => p.try_start(pools, ticket),
         }
@@ -140,6 +152,7 @@ impl Pool {
     fn close(&self) {
         match self {
             Pool::Http1(p) => p.close(),
+            Pool::Tcp(p) => p.close(),
             Pool::H2(p) => p.close(),
             Pool::H3(p) => p.close(),
         }
@@ -148,7 +161,7 @@ impl Pool {
     /// Adds what the pool counted outside the worker's counters.
     pub fn flush_counters(&self, counters: &mut Counters) {
         match self {
-            Pool::Http1(_) => {}
+            Pool::Http1(_) | Pool::Tcp(_) => {}
             Pool::H2(p) => p.flush_counters(counters),
             Pool::H3(p) => p.flush_counters(counters),
         }
@@ -159,6 +172,8 @@ impl Pool {
 pub(crate) enum PoolRequests {
     H1(Box<[H1Entry]>),
     H2(Box<[h2::RequestTemplate]>),
+    /// Replay: every request brings its own payload, in this protocol.
+    Replay(ReplayProtocol),
 }
 
 /// Starts the request on the next endpoint in round-robin order that has capacity (or on its

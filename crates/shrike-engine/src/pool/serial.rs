@@ -182,6 +182,10 @@ async fn connection_task<P: Protocol>(
                         pool.sessions.borrow_mut().remove(&s);
                         return;
                     }
+                    // A client that opened a connection per request: so does its replay.
+                    if ticket.session.is_some_and(|s| s.fresh) && conn.take().is_some() {
+                        pools.cx.state.borrow_mut().counters.inc(Counter::CxDestroyLocal);
+                    }
                     break;
                 }
                 Owner::Shared(id) => id,

@@ -15,15 +15,23 @@ use crate::pool::cx::PoolCx;
 use crate::requests::{H1Entry, H1Request};
 use crate::transport::{self, Transport};
 
-/// HTTP/1.1 to one endpoint, with its pre-encoded requests (one per request-source entry).
+/// HTTP/1.1 to one endpoint, with its pre-encoded requests (one per request-source entry),
+/// or replaying: each request's bytes are its fed payload.
 pub(crate) struct Http1 {
     requests: Box<[H1Entry]>,
+    replayed: bool,
     latency_header: Option<Rc<[u8]>>,
 }
 
 impl Http1 {
     pub fn new(requests: Box<[H1Entry]>, latency_header: Option<&str>) -> Http1 {
-        Http1 { requests, latency_header: latency_header.map(|h| Rc::from(h.as_bytes())) }
+        let latency_header = latency_header.map(|h| Rc::from(h.as_bytes()));
+        Http1 { requests, replayed: false, latency_header }
+    }
+
+    /// Requests as replay feeds them: a ticket's request number keys its payload.
+    pub fn replayed() -> Http1 {
+        Http1 { requests: Box::new([]), replayed: true, latency_header: None }
     }
 }
 
@@ -55,15 +63,25 @@ impl Protocol for Http1 {
         request: u32,
         io: &mut Io,
     ) -> Result<Answer, Failure<ReadError>> {
-        let entry = &self.requests[request as usize];
         // Split borrows: a templated request renders into the connection's own buffer while
         // the exchange writes and reads on its stream.
         let Conn { stream, reader, out, body } = conn;
-        let bytes: &[u8] = match &entry.request {
-            H1Request::Fixed(bytes) => bytes,
-            H1Request::Templated(t) => {
-                t.render(out, body, &mut cx.renderer.render_cx());
-                out
+        let replayed;
+        let (bytes, head): (&[u8], bool) = if self.replayed {
+            // A fed payload lives until its request finished, which is after this exchange.
+            replayed = cx.payloads.get(request).ok_or_else(|| Failure {
+                class: FailureClass::Protocol,
+                error: ReadError::Io(std::io::Error::other("the replayed payload is missing")),
+            })?;
+            (&replayed.data, replayed.head)
+        } else {
+            let entry = &self.requests[request as usize];
+            match &entry.request {
+                H1Request::Fixed(bytes) => (bytes, entry.head),
+                H1Request::Templated(t) => {
+                    t.render(out, body, &mut cx.renderer.render_cx());
+                    (out, entry.head)
+                }
             }
         };
         io.sent = Some(Instant::now());
@@ -78,7 +96,7 @@ impl Protocol for Http1 {
             return Err(Failure { class: FailureClass::Broken, error: e.into() });
         }
         io.tx = bytes.len() as u64;
-        match reader.read_response(stream, entry.head, &mut io.rx).await {
+        match reader.read_response(stream, head, &mut io.rx).await {
             Ok(info) => Ok(Answer {
                 status: Some(info.status),
                 header_bytes: info.header_bytes,

@@ -7,6 +7,7 @@
 //! and have their own seam ([`crate::pool::mux::Mux`]).
 
 pub mod http1;
+pub mod tcp;
 
 use std::fmt;
 use std::time::Instant;

@@ -28,6 +28,11 @@ pub struct SessionRef {
     pub own_connection: bool,
     /// This is the session's last request: its connection closes after it.
     pub last: bool,
+    /// Its own connection closes after every request (a client that did not keep
+    /// connections alive).
+    pub fresh: bool,
+    /// `request` is a key into the worker's fed payloads, not a request-source entry.
+    pub fed: bool,
 }
 
 /// One request that is due: which request-source entry, and for which session.
@@ -64,6 +69,14 @@ pub trait Schedule {
     /// Whether requests can finish a session (so the worker loop must listen for that while
     /// it waits); false spares the rate schedule's releases a waiter registration each.
     const HAS_SESSIONS: bool;
+    // Schedules live on one worker's single-threaded runtime: the future is never sent, so
+    // the missing `Send` bound the lint warns of costs nothing.
+    #[allow(async_fn_in_trait)]
+    /// Completes when something arrived that may change what [`Schedule::peek`] says (a fed
+    /// session); never, for schedules that know everything up front.
+    async fn arrival(&mut self) {
+        std::future::pending().await
+    }
 }
 
 /// A request handed to the pools: what is due, when it was due, and when it was released.

@@ -1,13 +1,19 @@
 //! Timed sessions: each an ordered list of requests at offsets from the session's start, with
 //! at most one in flight. A heap holds the sessions whose next request is ready, keyed by its
 //! due time; a session leaves the heap while its request is in flight and comes back when it
-//! finishes. Replay builds its jobs into this; tests and programs can hand-make them.
+//! finishes. Programs and tests hand-make [`SessionPlan`]s; replay feeds its jobs while the
+//! run goes on ([`crate::replay`]), one session ahead, so only running sessions are in memory.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
+
 use super::{Due, Peek, Schedule, SessionRef};
+use crate::replay::{Admission, FedSession, Payload, Payloads};
 
 /// One session's plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,21 +28,70 @@ pub struct SessionPlan {
     pub own_connection: bool,
 }
 
+/// A request of a live session: a request-source entry (planned sessions) or a payload of
+/// its own (fed sessions).
+#[derive(Debug)]
+enum Item {
+    Entry(u32),
+    Fed(Payload),
+}
+
 #[derive(Debug)]
 struct Live {
-    plan: SessionPlan,
-    /// Index of the next request to send.
-    next: usize,
+    start: Duration,
+    /// What is left to send, each at its offset from the session's start.
+    requests: VecDeque<(Duration, Item)>,
+    own_connection: bool,
+    fresh: bool,
     in_flight: bool,
+}
+
+/// The feed a worker takes fed sessions from, one ahead.
+#[derive(Debug)]
+struct FeedRx {
+    rx: mpsc::Receiver<FedSession>,
+    /// The next session to start (the earliest not yet live: the feed is in start order).
+    next: Option<FedSession>,
+    /// No session will come any more (the feeder ended, or admission closed).
+    done: bool,
+    admission: Arc<Admission>,
+}
+
+impl FeedRx {
+    /// Takes what the channel already holds, without waiting.
+    fn poll(&mut self) {
+        if !self.admission.is_open() {
+            self.next = None;
+            self.done = true;
+        }
+        while self.next.is_none() && !self.done {
+            match self.rx.try_recv() {
+                Ok(s) if s.requests.is_empty() => {}
+                Ok(s) => self.next = Some(s),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => self.done = true,
+            }
+        }
+    }
+
+    /// When the next session's first request is due.
+    fn due(&self) -> Option<Duration> {
+        let s = self.next.as_ref()?;
+        Some(s.start.saturating_add(s.requests.first()?.at))
+    }
 }
 
 /// The sessions one worker plays.
 #[derive(Debug)]
 pub struct SessionSchedule {
-    sessions: Vec<Live>,
+    /// Live sessions by id; a finished session's id is reused.
+    sessions: Vec<Option<Live>>,
+    free: Vec<u32>,
     /// Sessions whose next request is ready: (due, session index).
     ready: BinaryHeap<Reverse<(Duration, u32)>>,
     in_flight: usize,
+    feed: Option<FeedRx>,
+    payloads: Rc<Payloads>,
 }
 
 impl SessionSchedule {
@@ -44,22 +99,81 @@ impl SessionSchedule {
     pub fn new(plans: Vec<SessionPlan>) -> SessionSchedule {
         let mut s = SessionSchedule {
             sessions: Vec::with_capacity(plans.len()),
+            free: Vec::new(),
             ready: BinaryHeap::new(),
             in_flight: 0,
+            feed: None,
+            payloads: Rc::default(),
         };
         for plan in plans.into_iter().filter(|p| !p.requests.is_empty()) {
-            let id = s.sessions.len() as u32;
-            s.sessions.push(Live { plan, next: 0, in_flight: false });
-            s.push_next(id);
+            let requests = plan.requests.iter().map(|&(at, r)| (at, Item::Entry(r))).collect();
+            s.admit(Live {
+                start: plan.start,
+                requests,
+                own_connection: plan.own_connection,
+                fresh: false,
+                in_flight: false,
+            });
         }
         s
     }
 
-    fn push_next(&mut self, id: u32) {
-        let live = &self.sessions[id as usize];
-        if let Some(&(offset, _)) = live.plan.requests.get(live.next) {
-            self.ready.push(Reverse((live.plan.start.saturating_add(offset), id)));
+    /// Sessions fed while the run goes on, their payloads kept in `payloads` for the
+    /// protocol to find.
+    pub(crate) fn fed(
+        rx: mpsc::Receiver<FedSession>,
+        admission: Arc<Admission>,
+        payloads: Rc<Payloads>,
+    ) -> SessionSchedule {
+        SessionSchedule {
+            sessions: Vec::new(),
+            free: Vec::new(),
+            ready: BinaryHeap::new(),
+            in_flight: 0,
+            feed: Some(FeedRx { rx, next: None, done: false, admission }),
+            payloads,
         }
+    }
+
+    fn admit(&mut self, live: Live) {
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.sessions[id as usize] = Some(live);
+                id
+            }
+            None => {
+                self.sessions.push(Some(live));
+                (self.sessions.len() - 1) as u32
+            }
+        };
+        self.push_next(id);
+    }
+
+    fn push_next(&mut self, id: u32) {
+        let Some(live) = self.sessions.get(id as usize).and_then(Option::as_ref) else { return };
+        match live.requests.front() {
+            Some(&(offset, _)) => self.ready.push(Reverse((live.start.saturating_add(offset), id))),
+            // Done: its id is free for the next session.
+            None => {
+                self.sessions[id as usize] = None;
+                self.free.push(id);
+            }
+        }
+    }
+
+    /// Starts the next fed session if it is due no later than every live one.
+    fn admit_fed(&mut self) {
+        let heap = self.ready.peek().map(|Reverse((due, _))| *due);
+        let Some(feed) = self.feed.as_mut() else { return };
+        let Some(due) = feed.due() else { return };
+        if heap.is_some_and(|h| h < due) {
+            return;
+        }
+        let Some(s) = feed.next.take() else { return };
+        let requests = s.requests.into_iter().map(|r| (r.at, Item::Fed(r.payload))).collect();
+        let own_connection = true;
+        let fresh = s.per_request_connections;
+        self.admit(Live { start: s.start, requests, own_connection, fresh, in_flight: false });
     }
 }
 
@@ -67,27 +181,39 @@ impl Schedule for SessionSchedule {
     const HAS_SESSIONS: bool = true;
 
     fn peek(&mut self) -> Peek {
-        match self.ready.peek() {
-            Some(Reverse((due, _))) => Peek::At(*due),
-            None if self.in_flight > 0 => Peek::Wait,
-            None => Peek::End,
+        let fed = self.feed.as_mut().and_then(|f| {
+            f.poll();
+            f.due()
+        });
+        let heap = self.ready.peek().map(|Reverse((due, _))| *due);
+        match (heap, fed) {
+            (Some(h), Some(f)) => Peek::At(h.min(f)),
+            (Some(t), None) | (None, Some(t)) => Peek::At(t),
+            (None, None) if self.in_flight > 0 => Peek::Wait,
+            (None, None) if self.feed.as_ref().is_some_and(|f| !f.done) => Peek::Wait,
+            (None, None) => Peek::End,
         }
     }
 
     fn take(&mut self) -> Option<Due> {
+        self.admit_fed();
         let Reverse((_, id)) = self.ready.pop()?;
-        let live = &mut self.sessions[id as usize];
-        let (_, request) = live.plan.requests[live.next];
-        live.next += 1;
+        let live = self.sessions.get_mut(id as usize)?.as_mut()?;
+        let (_, item) = live.requests.pop_front()?;
         live.in_flight = true;
         self.in_flight += 1;
-        let last = live.next == live.plan.requests.len();
-        let own_connection = live.plan.own_connection;
-        Some(Due { request, session: Some(SessionRef { id, own_connection, last }) })
+        let last = live.requests.is_empty();
+        let (request, fed) = match item {
+            Item::Entry(r) => (r, false),
+            Item::Fed(p) => (self.payloads.insert(p), true),
+        };
+        let session =
+            SessionRef { id, own_connection: live.own_connection, last, fresh: live.fresh, fed };
+        Some(Due { request, session: Some(session) })
     }
 
     fn finished(&mut self, session: u32) -> bool {
-        let Some(live) = self.sessions.get_mut(session as usize) else { return false };
+        let Some(Some(live)) = self.sessions.get_mut(session as usize) else { return false };
         if !std::mem::replace(&mut live.in_flight, false) {
             return false;
         }
@@ -97,7 +223,31 @@ impl Schedule for SessionSchedule {
     }
 
     fn warmup_request(&self) -> u32 {
-        self.sessions.first().and_then(|s| s.plan.requests.first()).map_or(0, |r| r.1)
+        let first = self.sessions.iter().flatten().next();
+        match first.and_then(|s| s.requests.front()) {
+            Some((_, Item::Entry(r))) => *r,
+            _ => 0,
+        }
+    }
+
+    async fn arrival(&mut self) {
+        let Some(feed) = self.feed.as_mut() else { return std::future::pending().await };
+        if feed.done {
+            return std::future::pending().await;
+        }
+        let admission = feed.admission.clone();
+        if feed.next.is_some() {
+            // Only a soft stop changes what is next.
+            return admission.closed().await;
+        }
+        tokio::select! {
+            s = feed.rx.recv() => match s {
+                Some(s) if !s.requests.is_empty() => feed.next = Some(s),
+                Some(_) => {}
+                None => feed.done = true,
+            },
+            _ = admission.closed() => {}
+        }
     }
 }
 

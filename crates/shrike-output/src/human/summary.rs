@@ -71,7 +71,12 @@ fn target(options: &Value) -> Option<String> {
         Some("http3") => Some("HTTP/3"),
         _ => None,
     };
+    let replay = options.get("replay").map(|r| {
+        let scale = r.get("time_scale").and_then(Value::as_f64).unwrap_or(1.0);
+        format!("replay at {scale}× speed")
+    });
     let looping = match (options.get("open_loop"), options.get("requests_per_second")) {
+        _ if replay.is_some() => replay.as_deref(),
         (_, Some(Value::String(r))) if r == "max" => Some("unpaced closed loop"),
         (Some(Value::Bool(true)), _) => Some("open loop"),
         (Some(Value::Bool(false)), _) => Some("closed loop"),
@@ -161,6 +166,10 @@ fn connections(f: &Facts) -> String {
     let g = f.g;
     let opened = g.counters.get(Counter::CxTotal);
     let workers = f.workers() as u64;
+    // A replay opens what its captured clients opened: no limit applies.
+    if crate::options::is_replay(f.result) {
+        return format!("{opened} opened, as the replayed sessions did");
+    }
     let Some(limit) = f.result.options.get("connections").and_then(Value::as_u64) else {
         return format!("{opened} opened");
     };

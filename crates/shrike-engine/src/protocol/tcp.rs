@@ -1,0 +1,132 @@
+//! Raw TCP as a [`Protocol`], for replaying captured non-HTTP traffic: each request's bytes
+//! (its fed payload) are written as they are, and its answer is read as the run's
+//! [`TcpFraming`] says: up to a delimiter, a byte count (the size the captured server sent),
+//! or not at all.
+
+use std::time::Instant;
+
+use shrike_stats::Counter;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{After, Answer, Failure, FailureClass, Io, Protocol};
+use crate::config::Endpoint;
+use crate::pool::cx::PoolCx;
+use crate::replay::TcpFraming;
+use crate::requests::OriginLatency;
+use crate::transport::{self, Transport};
+
+/// Raw TCP to one endpoint.
+pub(crate) struct RawTcp {
+    framing: TcpFraming,
+}
+
+impl RawTcp {
+    pub fn new(framing: TcpFraming) -> RawTcp {
+        RawTcp { framing }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Conn {
+    stream: Transport,
+    /// Bytes read and not yet part of an answer.
+    buf: Vec<u8>,
+}
+
+/// Why a TCP exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TcpError {
+    #[error("connection closed by the server{}", if *received { " mid-answer" } else { " before answering" })]
+    Closed { received: bool },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the replayed payload is missing")]
+    Missing,
+}
+
+impl Protocol for RawTcp {
+    type Conn = Conn;
+    type Error = TcpError;
+    const CONNECTION_COUNTER: Counter = Counter::CxTcpTotal;
+
+    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
+        let stream = transport::connect(cx, endpoint).await?;
+        Some(Conn { stream, buf: Vec::new() })
+    }
+
+    async fn exchange(
+        &self,
+        cx: &PoolCx,
+        conn: &mut Conn,
+        request: u32,
+        io: &mut Io,
+    ) -> Result<Answer, Failure<TcpError>> {
+        let broken = |error| Failure { class: FailureClass::Broken, error };
+        let payload = cx
+            .payloads
+            .get(request)
+            .ok_or(Failure { class: FailureClass::Protocol, error: TcpError::Missing })?;
+        io.sent = Some(Instant::now());
+        let written = async {
+            conn.stream.write_all(&payload.data).await?;
+            conn.stream.flush().await
+        };
+        written.await.map_err(|e| broken(e.into()))?;
+        io.tx = payload.data.len() as u64;
+        let want = match &self.framing {
+            TcpFraming::None => Some(0),
+            TcpFraming::Count => Some(payload.response_bytes.unwrap_or(0) as usize),
+            TcpFraming::Delimiter(_) => None,
+        };
+        let len = loop {
+            let found = match (&self.framing, want) {
+                (_, Some(n)) => (conn.buf.len() >= n).then_some(n),
+                (TcpFraming::Delimiter(d), None) => find(&conn.buf, d).map(|at| at + d.len()),
+                _ => Some(0),
+            };
+            if let Some(len) = found {
+                break len;
+            }
+            let start = conn.buf.len();
+            conn.buf.resize(start + 16 * 1024, 0);
+            let n = conn.stream.read(&mut conn.buf[start..]).await;
+            conn.buf.truncate(start + *n.as_ref().unwrap_or(&0));
+            let n = n.map_err(|e| broken(e.into()))?;
+            io.rx += n as u64;
+            if n == 0 {
+                let received = !conn.buf.is_empty();
+                let class = if received { FailureClass::Broken } else { FailureClass::Unanswered };
+                return Err(Failure { class, error: TcpError::Closed { received } });
+            }
+        };
+        conn.buf.drain(..len);
+        Ok(Answer {
+            status: None,
+            header_bytes: 0,
+            body_bytes: len as u64,
+            origin: OriginLatency::Absent,
+            // Bytes beyond the answer belong to no request: the framing is lost.
+            then: if conn.buf.is_empty() { After::Keep } else { After::Desync },
+        })
+    }
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find;
+
+    #[test]
+    fn finds_delimiters() {
+        assert_eq!(find(b"abc\0def", b"\0"), Some(3));
+        assert_eq!(find(b"a\r\nb", b"\r\n"), Some(1));
+        assert_eq!(find(b"abc", b"\n"), None);
+    }
+}

@@ -1,0 +1,200 @@
+//! Replay's seam into the engine: sessions fed while the run goes on, each request carrying
+//! its own payload, and the protocols those payloads speak.
+//!
+//! A replay can hold more sessions than fit in memory, so they are not handed over up front
+//! (as [`crate::SessionPlan`]s are) but fed: a feeder thread (the caller's: it reads the jobs
+//! file) sends [`FedSession`]s in start order through a bounded channel per worker
+//! ([`feed`]), and each worker's schedule takes the next one only when it falls due. Memory
+//! is then the sessions running plus the channels' depth, whatever the file's size.
+//!
+//! The payload of a request travels with its session, and from the schedule to the protocol
+//! through a per-worker store ([`Payloads`]) keyed by the ticket's request number, so the
+//! tickets on the hot path stay small and `Copy`.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, Notify};
+
+/// One session to replay.
+#[derive(Clone, Debug)]
+pub struct FedSession {
+    /// When it starts, from the run start (already scaled by the caller).
+    pub start: Duration,
+    /// One connection for the session (the captured TCP connection), else a new one for each
+    /// request.
+    pub per_request_connections: bool,
+    /// In order; offsets from the session's start never decrease. Never empty.
+    pub requests: Vec<FedRequest>,
+}
+
+/// One request of a fed session.
+#[derive(Clone, Debug)]
+pub struct FedRequest {
+    /// Offset from the session's start.
+    pub at: Duration,
+    pub payload: Payload,
+}
+
+/// What a request sends, and what its protocol needs to read the answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Payload {
+    /// The bytes sent (HTTP/1.1 or TCP), or the protocol's encoding of a command (MySQL).
+    pub data: Bytes,
+    /// HTTP: the request is HEAD, so its answer has no body whatever its headers say.
+    pub head: bool,
+    /// TCP: read this many bytes of answer (when the framing is by count).
+    pub response_bytes: Option<u64>,
+}
+
+/// What fed payloads speak.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReplayProtocol {
+    /// HTTP/1.1 requests, sent as they are; responses read fully.
+    Http1,
+    /// Raw TCP messages; each answer framed as given.
+    Tcp(TcpFraming),
+}
+
+/// How a raw TCP answer ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TcpFraming {
+    /// At the first occurrence of these bytes (kept in the answer).
+    Delimiter(Vec<u8>),
+    /// After the request's `response_bytes` (no answer is read for a request without one).
+    Count,
+    /// Not at all: the request is sent and the next one follows; nothing is read.
+    None,
+}
+
+/// The sending side of a feed, for the caller's feeder thread.
+#[derive(Debug)]
+pub struct FeedSender {
+    senders: Vec<mpsc::Sender<FedSession>>,
+    next: usize,
+    admission: Arc<Admission>,
+}
+
+/// The receiving side, handed to the run.
+#[derive(Debug)]
+pub struct Feed {
+    pub(crate) receivers: Vec<mpsc::Receiver<FedSession>>,
+    pub(crate) admission: Arc<Admission>,
+}
+
+/// Whether new sessions may start. Closing it is replay's soft stop: sessions already running
+/// finish, nothing new starts.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    open: AtomicBool,
+    closed: Notify,
+}
+
+impl Admission {
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Completes once admission is closed.
+    pub async fn closed(&self) {
+        let notified = self.closed.notified();
+        tokio::pin!(notified);
+        // Registered before the check, so a close between the two is not missed.
+        notified.as_mut().enable();
+        if !self.is_open() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// Closes a feed's admission from any thread (a signal handler's, say).
+#[derive(Clone, Debug)]
+pub struct AdmissionHandle(Arc<Admission>);
+
+impl AdmissionHandle {
+    /// No session starts after this; the running ones go on to their end.
+    pub fn close(&self) {
+        self.0.open.store(false, Ordering::Release);
+        self.0.closed.notify_waiters();
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.0.is_open()
+    }
+}
+
+/// A feed for `workers` workers, each channel holding up to `depth` sessions ahead of time.
+pub fn feed(workers: usize, depth: usize) -> (FeedSender, Feed) {
+    let admission = Arc::new(Admission { open: AtomicBool::new(true), closed: Notify::new() });
+    let (senders, receivers) = (0..workers.max(1)).map(|_| mpsc::channel(depth.max(1))).unzip();
+    (
+        FeedSender { senders, next: 0, admission: admission.clone() },
+        Feed { receivers, admission },
+    )
+}
+
+impl FeedSender {
+    /// Sends the next session (in start order) to the next worker in turn, waiting while that
+    /// worker's channel is full. False when the run no longer takes sessions (it ended, or
+    /// admission closed): the feeder should stop. Never call it from inside an async runtime.
+    pub fn send(&mut self, session: FedSession) -> bool {
+        if !self.admission.is_open() || session.requests.is_empty() {
+            return self.admission.is_open();
+        }
+        let k = self.next;
+        self.next = (k + 1) % self.senders.len();
+        self.senders[k].blocking_send(session).is_ok()
+    }
+
+    /// A handle that closes admission (replay's soft stop).
+    pub fn admission(&self) -> AdmissionHandle {
+        AdmissionHandle(self.admission.clone())
+    }
+
+    /// How many workers the feed deals to.
+    pub fn workers(&self) -> usize {
+        self.senders.len()
+    }
+}
+
+/// A worker's fed payloads, keyed by the request number their tickets carry. A key is
+/// reused once its request finished.
+#[derive(Debug, Default)]
+pub(crate) struct Payloads {
+    slots: RefCell<Vec<Option<Payload>>>,
+    free: RefCell<Vec<u32>>,
+}
+
+impl Payloads {
+    pub fn insert(&self, p: Payload) -> u32 {
+        let mut slots = self.slots.borrow_mut();
+        match self.free.borrow_mut().pop() {
+            Some(k) => {
+                slots[k as usize] = Some(p);
+                k
+            }
+            None => {
+                slots.push(Some(p));
+                (slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The payload of request `k` (a cheap clone: the bytes are shared).
+    pub fn get(&self, k: u32) -> Option<Payload> {
+        self.slots.borrow().get(k as usize).cloned().flatten()
+    }
+
+    pub fn remove(&self, k: u32) {
+        let mut slots = self.slots.borrow_mut();
+        if let Some(slot) = slots.get_mut(k as usize) {
+            if slot.take().is_some() {
+                self.free.borrow_mut().push(k);
+            }
+        }
+    }
+}

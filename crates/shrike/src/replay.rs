@@ -1,0 +1,319 @@
+//! `shrike replay FILE.jobs --target URL|HOST:PORT`: plays a jobs file's sessions with the
+//! timing and parallelism they were captured with (scaled, idle gaps shrunk, sharded), on the
+//! engine's workers. The load is read as `shrike run` reads it (`LoadSpec`), the feeder thread
+//! reads the file as the replay goes (shrike-replay), and the result is written by the same
+//! code as `run`'s, in every output format.
+//!
+//! The first Ctrl-C starts no new job and lets the running ones end; the second stops them
+//! (the result is still written); the third exits at once.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use shrike_engine::replay::{ReplayProtocol, TcpFraming};
+use shrike_engine::RunError;
+use shrike_jobs::{JobProtocol, JobReader};
+use shrike_output::OutputFormat;
+use shrike_replay::{FeedOptions, Feeder, Shard, TimeOptions};
+use shrike_stats::duration::parse_duration;
+use shrike_stats::StatId;
+
+use crate::args::usage;
+use crate::interrupts::Interrupts;
+use crate::load::LoadSpec;
+use crate::log::{info, warning};
+use crate::run::RunArgs;
+
+/// How many sessions each worker's feed holds ahead of the clock.
+const FEED_DEPTH: usize = 1024;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The jobs file (`shrike jobs import` writes one; `-` reads standard input).
+    pub file: PathBuf,
+    /// Where to send: a URL (http:// or https://) or HOST:PORT. Without one, an HTTP replay
+    /// targets the built-in test server.
+    #[arg(long, value_name = "URL|HOST:PORT")]
+    pub target: Option<String>,
+    /// Speed: 2 plays twice as fast as captured, 0.5 at half speed.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    pub time_scale: f64,
+    /// Shrink idle gaps longer than this (within a job, and when no job is running) to it.
+    #[arg(long, value_name = "DURATION")]
+    pub max_idle: Option<String>,
+    /// HTTP: send the captured Host header instead of the target's.
+    #[arg(long)]
+    pub keep_host: bool,
+    /// Play only every N-th job from the i-th (1-based), so N processes share a file.
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<String>,
+    /// Start at this wall-clock time (RFC 3339 or Unix seconds), for synchronized processes.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// Workers (threads); jobs are dealt to them in turn.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<String>,
+    /// A request unanswered this long fails (upstream_rq_timeout) [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Stop after this long even if jobs remain [default: when every job is done].
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// TCP: each answer ends with these bytes (escapes: \n, \r, \t, \0, \xNN) [default: \0].
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["tcp_count", "tcp_no_answer"])]
+    pub tcp_delimiter: Option<String>,
+    /// TCP: read as many bytes of answer as the captured server sent.
+    #[arg(long, conflicts_with = "tcp_no_answer")]
+    pub tcp_count: bool,
+    /// TCP: read no answers; send each request when due after the previous was written.
+    #[arg(long)]
+    pub tcp_no_answer: bool,
+    /// TLS (https:// targets): extra trust roots (PEM file).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// TLS: do not verify the server's certificate.
+    #[arg(long)]
+    pub tls_insecure: bool,
+    /// End the replay as failed when this counter passes a value (COUNTER:VALUE; repeatable).
+    /// Replay has no default predicates: errors are tallied and it goes on.
+    #[arg(long = "failure-predicate", value_name = "COUNTER:VALUE")]
+    pub failure_predicates: Vec<String>,
+    /// Output format on stdout [default: summary].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub output_format: Option<OutputFormat>,
+    /// Also write the result to FILE (its extension picks the format).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub telemetry: crate::telemetry::TelemetryArgs,
+}
+
+pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
+        return Err(usage(format!("--time-scale {}: must be above 0", args.time_scale)));
+    }
+    let max_idle = args
+        .max_idle
+        .as_deref()
+        .map(|d| parse_duration(d).map_err(|e| usage(format!("--max-idle: {e}"))))
+        .transpose()?;
+    let shard = args
+        .shard
+        .as_deref()
+        .map(|s| Shard::parse(s).map_err(|e| usage(format!("--shard {e}"))))
+        .transpose()?;
+    let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
+    let protocol = match reader.header().get("protocol").and_then(|p| p.as_str()) {
+        None => JobProtocol::Http,
+        Some(p) => JobProtocol::parse(p).unwrap_or(JobProtocol::Http),
+    };
+    let engine_protocol = match protocol {
+        JobProtocol::Http => ReplayProtocol::Http1,
+        JobProtocol::Tcp => ReplayProtocol::Tcp(framing(&args)?),
+        JobProtocol::Mysql => {
+            return Err(usage(format!(
+                "{}: MySQL replay is not built yet (HTTP and TCP jobs replay)",
+                args.file.display()
+            )))
+        }
+    };
+    let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
+    let spec = &load.spec;
+    let authority = spec.urls().first().map(|u| u.authority.clone());
+    let options = FeedOptions {
+        protocol,
+        time: TimeOptions { scale: args.time_scale, max_idle },
+        shard,
+        authority: if args.keep_host { None } else { authority },
+    };
+    let format = spec.output_format();
+    let file = args.output_file.clone().map(|p| {
+        let f = crate::run::file_format(&p, None);
+        (p, f)
+    });
+    let file = match file {
+        None => None,
+        Some((p, f)) => Some((p, f?)),
+    };
+    let mut session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
+    let interrupts = Interrupts::install(spec.timeout())
+        .map_err(|e| anyhow::Error::new(e).context("the replay could not start"))?;
+    let workers = spec.concurrency().workers().get();
+    let (sender, feed) = shrike_engine::replay::feed(workers, FEED_DEPTH);
+    let admission = sender.admission();
+    interrupts.soften(move || admission.close(), "starting no new job; the running ones go on");
+    let mut ready = shrike_engine::Run::new(spec)
+        .replay(feed, engine_protocol)
+        .prepare()
+        .map_err(|e| load.explain(e))?;
+    if let Some(t) = session.telemetry.take() {
+        ready = ready.observed(t);
+    }
+    let feeder = Feeder::start(reader, sender, options)
+        .map_err(|e| anyhow::anyhow!("cannot start the feeder thread: {e}"))?;
+    info!(
+        "replaying {} ({}) to {} at {}× speed",
+        args.file.display(),
+        protocol.name(),
+        spec.urls().first().map_or("-".into(), |u| format!("{}:{}", u.host, u.port)),
+        args.time_scale
+    );
+    let result = interrupts.execute(ready);
+    session.stop();
+    let feeder_progress = feeder.progress.clone();
+    let end = feeder.finish();
+    let mut result = match result {
+        Ok(r) => r,
+        Err(RunError::Spec(e)) => return Err(load.explain(e)),
+        Err(e) => return Err(anyhow::Error::new(e).context("the replay could not start")),
+    };
+    report_feed(&result, &end, &feeder_progress);
+    // How the sessions were played, beside the options of the load: formatters read it (a
+    // replay has no rate plan to be judged against).
+    let fed = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    result.options["replay"] = serde_json::json!({
+        "file": args.file.display().to_string(),
+        "protocol": protocol.name(),
+        "time_scale": args.time_scale,
+        "max_idle": args.max_idle,
+        "shard": args.shard,
+        "keep_host": args.keep_host,
+        "jobs_read": fed(&feeder_progress.read),
+        "jobs": fed(&feeder_progress.jobs),
+        "requests": fed(&feeder_progress.requests),
+        "jobs_skipped": fed(&feeder_progress.skipped),
+        "file_complete": end.complete,
+    });
+    let code = crate::run::finish(&result, format, file.as_ref(), true)?;
+    drop(load);
+    // A bad line ended the feed: the jobs before it played and their result is written, but
+    // the file is not what it should be.
+    if let Some(e) = end.error {
+        crate::log::line(crate::log::Tag::Error, &format!("{e}"));
+        return Ok(ExitCode::from(2));
+    }
+    Ok(code)
+}
+
+/// The load: `shrike run`'s reading of the target, workers, timeout, TLS and outputs, with
+/// no default failure predicates (replay tallies errors and goes on).
+fn run_args(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<RunArgs> {
+    let url = match &args.target {
+        Some(t) if t.contains("://") => Some(t.clone()),
+        // HOST:PORT: the engine connects by URL; the scheme only says "no TLS".
+        Some(t) => Some(format!("http://{t}/")),
+        None if protocol == JobProtocol::Http => None,
+        None => return Err(usage(format!("{} replay needs --target HOST:PORT", protocol.name()))),
+    };
+    let mut r = RunArgs {
+        url,
+        concurrency: args.concurrency.clone(),
+        timeout: args.timeout.clone(),
+        duration: args.duration.clone(),
+        no_duration: args.duration.is_none(),
+        tls_ca: args.tls_ca.clone(),
+        tls_insecure: args.tls_insecure.then_some(true),
+        failure_predicates: args.failure_predicates.clone(),
+        no_default_failure_predicates: Some(true),
+        output_format: args.output_format,
+        telemetry: args.telemetry.clone(),
+        ..RunArgs::default()
+    };
+    r.shaping.start_at = args.start_at.clone();
+    Ok(r)
+}
+
+/// How TCP answers end, from the flags.
+fn framing(args: &ReplayArgs) -> anyhow::Result<TcpFraming> {
+    if args.tcp_count {
+        return Ok(TcpFraming::Count);
+    }
+    if args.tcp_no_answer {
+        return Ok(TcpFraming::None);
+    }
+    let d = args.tcp_delimiter.as_deref().unwrap_or("\\0");
+    let bytes = unescape(d).map_err(|e| usage(format!("--tcp-delimiter {d:?}: {e}")))?;
+    if bytes.is_empty() {
+        return Err(usage("--tcp-delimiter: give at least one byte"));
+    }
+    Ok(TcpFraming::Delimiter(bytes))
+}
+
+/// `\n`, `\r`, `\t`, `\0`, `\\` and `\xNN` escapes; other bytes as they are.
+pub(crate) fn unescape(s: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut it = s.bytes();
+    while let Some(b) = it.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match it.next() {
+            Some(b'n') => out.push(b'\n'),
+            Some(b'r') => out.push(b'\r'),
+            Some(b't') => out.push(b'\t'),
+            Some(b'0') => out.push(0),
+            Some(b'\\') => out.push(b'\\'),
+            Some(b'x') => {
+                let hex: Vec<u8> = it.by_ref().take(2).collect();
+                let v = std::str::from_utf8(&hex)
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .filter(|_| hex.len() == 2)
+                    .ok_or("\\x takes two hex digits")?;
+                out.push(v);
+            }
+            _ => return Err("unknown escape (\\n, \\r, \\t, \\0, \\\\, \\xNN)".into()),
+        }
+    }
+    Ok(out)
+}
+
+/// What was fed, and whether the replay kept up with the capture's timing.
+fn report_feed(
+    result: &shrike_stats::RunResult,
+    end: &shrike_replay::FeedEnd,
+    fed: &shrike_replay::FeedProgress,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let skipped = fed.skipped.load(Relaxed);
+    info!(
+        "fed {} job(s) with {} request(s) of {} read{}",
+        fed.jobs.load(Relaxed),
+        fed.requests.load(Relaxed),
+        fed.read.load(Relaxed),
+        if skipped > 0 {
+            format!("; skipped {skipped} of another protocol or without requests")
+        } else {
+            String::new()
+        }
+    );
+    let late = result.global.stats.get(StatId::SendLateness);
+    if late.count() > 0 {
+        let p99 = late.clamped_quantile(0.99);
+        // Beyond a millisecond, requests left noticeably later than the capture had them.
+        if p99 > 1_000_000 {
+            warning!(
+                "the replay did not keep up: 1% of requests left {} or more after their time \
+                 (send lateness p99); add workers (--concurrency) or slow it (--time-scale)",
+                shrike_stats::duration::format_human_ns(p99 as f64)
+            );
+        }
+    }
+    if !end.complete && end.error.is_none() {
+        info!("the replay stopped before the end of the jobs file");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(unescape("\\0").as_deref(), Ok(&[0u8][..]));
+        assert_eq!(unescape("a\\r\\n\\x7f").as_deref(), Ok(&b"a\r\n\x7f"[..]));
+        assert!(unescape("\\q").is_err() && unescape("\\x1").is_err());
+    }
+}
