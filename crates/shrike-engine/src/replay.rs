@@ -131,10 +131,7 @@ impl AdmissionHandle {
 pub fn feed(workers: usize, depth: usize) -> (FeedSender, Feed) {
     let admission = Arc::new(Admission { open: AtomicBool::new(true), closed: Notify::new() });
     let (senders, receivers) = (0..workers.max(1)).map(|_| mpsc::channel(depth.max(1))).unzip();
-    (
-        FeedSender { senders, next: 0, admission: admission.clone() },
-        Feed { receivers, admission },
-    )
+    (FeedSender { senders, next: 0, admission: admission.clone() }, Feed { receivers, admission })
 }
 
 impl FeedSender {

@@ -133,9 +133,11 @@ fn payload(body: &Body, options: &FeedOptions) -> Payload {
             let (data, head) = crate::http::for_target(data, options.authority.as_deref());
             Payload { data: Bytes::from(data), head, response_bytes: *response_bytes }
         }
-        Body::Raw { data, response_bytes } => {
-            Payload { data: Bytes::from(data.clone()), head: false, response_bytes: *response_bytes }
-        }
+        Body::Raw { data, response_bytes } => Payload {
+            data: Bytes::from(data.clone()),
+            head: false,
+            response_bytes: *response_bytes,
+        },
         // The CLI replays no MySQL yet: it refuses such files before feeding.
         Body::Mysql(_) => Payload { data: Bytes::new(), head: false, response_bytes: None },
     }

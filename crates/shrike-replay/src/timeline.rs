@@ -150,7 +150,8 @@ mod tests {
 
     #[test]
     fn shards_partition_the_jobs() {
-        let shards: Vec<Shard> = (1..=3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
+        let shards: Vec<Shard> =
+            (1..=3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
         for pos in 0..30 {
             assert_eq!(shards.iter().filter(|s| s.holds(pos)).count(), 1);
         }

@@ -30,6 +30,8 @@ counters! {
     Http4xx => "benchmark.http_4xx";
     Http5xx => "benchmark.http_5xx";
     HttpXxx => "benchmark.http_xxx";
+    // An answer read whole in a protocol without status codes (replay's raw TCP).
+    Answered => "benchmark.answers";
     PoolOverflow => "benchmark.pool_overflow";
     PoolConnectionFailure => "benchmark.pool_connection_failure";
     StreamResets => "benchmark.stream_resets";
@@ -92,13 +94,14 @@ impl Default for Counters {
 
 impl Counter {
     /// The counters of answered requests, one per status class: their sum is the responses.
-    pub const RESPONSES: [Counter; 6] = [
+    pub const RESPONSES: [Counter; 7] = [
         Counter::Http1xx,
         Counter::Http2xx,
         Counter::Http3xx,
         Counter::Http4xx,
         Counter::Http5xx,
         Counter::HttpXxx,
+        Counter::Answered,
     ];
 }
 

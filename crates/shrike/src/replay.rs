@@ -185,7 +185,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         "jobs_skipped": fed(&feeder_progress.skipped),
         "file_complete": end.complete,
     });
-    let code = crate::run::finish(&result, format, file.as_ref(), true)?;
+    // Failures do not end a replay, but one in which nothing completed failed.
+    let code = crate::run::finish(&result, format, file.as_ref(), false)?;
     drop(load);
     // A bad line ended the feed: the jobs before it played and their result is written, but
     // the file is not what it should be.

@@ -341,7 +341,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The format of `--output FILE`: given, or named by the file's extension.
-pub(crate) fn file_format(path: &Path, given: Option<OutputFormat>) -> anyhow::Result<OutputFormat> {
+pub(crate) fn file_format(
+    path: &Path,
+    given: Option<OutputFormat>,
+) -> anyhow::Result<OutputFormat> {
     if let Some(f) = given {
         return Ok(f);
     }

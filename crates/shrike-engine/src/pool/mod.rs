@@ -269,6 +269,9 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
     s.record(StatId::SequencerCallback, nanos(x.done - x.ticket.released));
     s.record(StatId::ResponseHeaderSize, x.header_bytes);
     s.record(StatId::ResponseBodySize, x.body_bytes);
+    if x.status.is_none() {
+        st.counters.inc(Counter::Answered);
+    }
     if let Some(status) = x.status {
         st.stats.record(StatId::latency_for_status(status), service);
         st.counters.inc(Counter::for_status(status));

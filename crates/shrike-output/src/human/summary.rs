@@ -120,6 +120,8 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64) -> String {
             .collect();
         (ok, g.status_codes.total(), errors)
     };
+    // Answers without a status (replayed raw TCP) succeeded: they were read whole.
+    let (ok, answered) = (ok + c.get(Counter::Answered), answered + c.get(Counter::Answered));
     for (counter, what) in [
         (Counter::RqTimeout, "timed out"),
         (Counter::StreamResets, "reset or broken"),

@@ -25,6 +25,11 @@ pub struct LogEntry {
     pub remote_addr: String,
     /// Request line, headers and body, in bytes.
     pub request_length: u64,
+    /// nginx's connection serial number, and which request of that connection this was.
+    pub connection: u64,
+    pub connection_requests: u64,
+    /// The Host header as sent.
+    pub host: String,
     pub request: String,
 }
 
@@ -125,7 +130,8 @@ impl Nginx {
     }
 
     /// Like [`Nginx::start`], with an access log of `$msec $remote_addr $request_length
-    /// $request` per request, read back by [`Nginx::access_log`].
+    /// $connection $connection_requests $http_host $request` per request, read back by
+    /// [`Nginx::access_log`].
     pub fn start_logged(listen: Listen) -> Nginx {
         Nginx::launch(listen, "", true)
     }
@@ -156,7 +162,7 @@ impl Nginx {
         let log = if logged { format!("{d}/logs/access.log timing") } else { "off".into() };
         let echo = echo_module_directive();
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $http_host $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
@@ -179,12 +185,15 @@ impl Nginx {
         let text = std::fs::read_to_string(self.dir.join("logs/access.log")).unwrap_or_default();
         text.lines()
             .map(|l| {
-                let mut f = l.splitn(4, ' ');
+                let mut f = l.splitn(7, ' ');
                 let msec: f64 = f.next().unwrap().parse().unwrap();
                 LogEntry {
                     secs: msec,
                     remote_addr: f.next().unwrap().to_string(),
                     request_length: f.next().unwrap().parse().unwrap(),
+                    connection: f.next().unwrap().parse().unwrap(),
+                    connection_requests: f.next().unwrap().parse().unwrap(),
+                    host: f.next().unwrap().to_string(),
                     request: f.next().unwrap_or_default().to_string(),
                 }
             })

@@ -1,0 +1,240 @@
+//! `shrike replay` end to end: a jobs file's sessions against nginx, whose access log says
+//! what arrived on which connection and when; the captured timing kept at `--time-scale 1` and
+//! halved at 2; raw TCP against a delimiter echo server; bad input and refused targets.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+#[path = "support/nginx.rs"]
+mod nginx;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use nginx::{Listen, LogEntry, Nginx};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Three sessions: one keeping its connection (GET, a POST with a body, a 404), one opening a
+/// connection per request, and a short one.
+const JOBS: &str = r#"{"shrike_jobs": 1, "protocol": "http", "source": "hand-written"}
+{"job": 1, "start": 0.0, "requests": [{"at": 0, "text": "GET /file HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: captured\r\n\r\n"}, {"at": 0.3, "method": "POST", "path": "/upload", "headers": {"host": "shop.example"}, "body": "hello"}, {"at": 0.6, "method": "GET", "path": "/missing"}]}
+{"job": 2, "start": 0.1, "connection": "per_request", "requests": [{"at": 0, "method": "GET", "path": "/file?a=1"}, {"at": 0.4, "method": "HEAD", "path": "/file"}]}
+{"job": 3, "start": 0.2, "requests": [{"at": 0, "method": "GET", "path": "/file"}]}
+"#;
+
+fn write_jobs(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The log grouped by nginx connection, each in the order its requests came.
+fn by_connection(log: &[LogEntry]) -> BTreeMap<u64, Vec<&LogEntry>> {
+    let mut m: BTreeMap<u64, Vec<&LogEntry>> = BTreeMap::new();
+    for e in log {
+        m.entry(e.connection).or_default().push(e);
+    }
+    for v in m.values_mut() {
+        v.sort_by_key(|e| e.connection_requests);
+    }
+    m
+}
+
+fn replay(jobs: &Path, target: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["replay", jobs.to_str().unwrap(), "--target", target];
+    args.extend(extra);
+    run(&args, LIMIT)
+}
+
+/// The gaps between a connection's requests as nginx logged them, in seconds.
+fn gaps(entries: &[&LogEntry]) -> Vec<f64> {
+    entries.windows(2).map(|w| w[1].secs - w[0].secs).collect()
+}
+
+#[test]
+fn sessions_arrive_as_captured_on_their_own_connections() {
+    let dir = scratch("replay-http");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Nginx::start_logged(Listen::Http1);
+    let target = format!("127.0.0.1:{}", server.port);
+    let out = replay(&jobs, &target, &["--output-format", "json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "upstream_rq_total"), 6);
+    assert_eq!(counter(g, "benchmark.http_4xx"), 1);
+    assert_eq!(counter(g, "upstream_cx_total"), 4, "one per session, two for the per-request one");
+    assert_eq!(v["options"]["replay"]["jobs"], 3);
+    let log = server.access_log();
+    assert_eq!(log.len(), 6, "{log:?}");
+    let conns: Vec<Vec<String>> = by_connection(&log)
+        .values()
+        .map(|c| c.iter().map(|e| e.request.clone()).collect())
+        .collect();
+    let one = |s: &str| vec![s.to_string()];
+    let session = vec![
+        "GET /file HTTP/1.1".to_string(),
+        "POST /upload HTTP/1.1".into(),
+        "GET /missing HTTP/1.1".into(),
+    ];
+    // nginx numbers connections in accept order: job 1's, then job 2's first, job 3's, and
+    // job 2's second (at 0.5 s).
+    assert_eq!(
+        conns,
+        vec![
+            session,
+            one("GET /file?a=1 HTTP/1.1"),
+            one("GET /file HTTP/1.1"),
+            one("HEAD /file HTTP/1.1")
+        ]
+    );
+    // The Host header names the target, not the captured host.
+    assert!(log.iter().all(|e| e.host == target), "{log:?}");
+    // The POST's body arrived: its request is 5 bytes longer than its head.
+    let post = log.iter().find(|e| e.request.starts_with("POST")).unwrap();
+    let head = "POST /upload HTTP/1.1\r\nhost: \r\ncontent-length: 5\r\n\r\n".len() + target.len();
+    assert_eq!(post.request_length as usize, head + 5, "{post:?}");
+}
+
+#[test]
+fn captured_gaps_are_kept_and_halved_at_twice_the_speed() {
+    let dir = scratch("replay-timing");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    for (scale, factor) in [("1", 1.0), ("2", 0.5)] {
+        let server = Nginx::start_logged(Listen::Http1);
+        let target = format!("127.0.0.1:{}", server.port);
+        let out = replay(&jobs, &target, &["--time-scale", scale]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let log = server.access_log();
+        let conns = by_connection(&log);
+        let session = conns.values().find(|c| c.len() == 3).expect("job 1's connection");
+        for (got, want) in gaps(session).iter().zip([0.3, 0.3]) {
+            let want = want * factor;
+            // nginx logs at millisecond resolution when each response ends.
+            assert!((got - want).abs() < 0.05, "scale {scale}: gap {got} vs {want}");
+        }
+        // Between sessions too: job 3 started 0.2 s after job 1.
+        let first = log.iter().map(|e| e.secs).fold(f64::MAX, f64::min);
+        let job3 = log.iter().filter(|e| e.request == "GET /file HTTP/1.1").map(|e| e.secs);
+        let job3 = job3.fold(f64::MIN, f64::max);
+        assert!(((job3 - first) - 0.2 * factor).abs() < 0.05, "scale {scale}: {}", job3 - first);
+    }
+}
+
+#[test]
+fn keep_host_sends_the_captured_host() {
+    let dir = scratch("replay-keep-host");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Nginx::start_logged(Listen::Http1);
+    let target = format!("127.0.0.1:{}", server.port);
+    let out = replay(&jobs, &target, &["--keep-host", "--time-scale", "4"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let hosts: Vec<String> = server.access_log().iter().map(|e| e.host.clone()).collect();
+    assert_eq!(hosts.iter().filter(|h| *h == "shop.example").count(), 2, "{hosts:?}");
+    assert!(!hosts.contains(&target), "{hosts:?}");
+}
+
+/// A delimiter echo server: answers each NUL-terminated message with `ok:` and the message.
+fn echo_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(8) {
+            let Ok(conn) = conn else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut w = conn.try_clone().unwrap();
+                let mut r = BufReader::new(conn);
+                loop {
+                    let mut msg = Vec::new();
+                    if r.read_until(0, &mut msg).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let _ = tx.send(msg.clone());
+                    let mut answer = b"ok:".to_vec();
+                    answer.extend_from_slice(&msg);
+                    if w.write_all(&answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+#[test]
+fn tcp_messages_are_sent_and_answers_read_to_the_delimiter() {
+    let dir = scratch("replay-tcp");
+    let jobs = write_jobs(
+        &dir,
+        "tcp.jobs",
+        "{\"shrike_jobs\": 1, \"protocol\": \"tcp\"}\n\
+         {\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"text\": \"one\\u0000\"}, {\"at\": 0.05, \"base64\": \"AQL/AA==\"}]}\n\
+         {\"job\": 2, \"start\": 0.02, \"requests\": [{\"at\": 0, \"text\": \"two\\u0000\"}]}\n",
+    );
+    let (addr, seen) = echo_server();
+    let out = replay(&jobs, &addr, &["--output-format", "json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "upstream_rq_total"), 3);
+    assert_eq!(counter(g, "upstream_cx_tcp_total"), 2);
+    // Every answer was read whole: "ok:" plus the message, delimiter included.
+    assert_eq!(counter(g, "upstream_cx_rx_bytes_total"), 3 * (3 + 4));
+    assert_eq!(counter(g, "benchmark.answers"), 3);
+    let mut got: Vec<Vec<u8>> = seen.try_iter().collect();
+    got.sort();
+    assert_eq!(got, vec![vec![1, 2, 255, 0], b"one\0".to_vec(), b"two\0".to_vec()]);
+}
+
+#[test]
+fn a_bad_line_plays_what_came_before_and_exits_2_naming_it() {
+    let dir = scratch("replay-bad");
+    let text =
+        format!("{JOBS}{{\"job\": 4, \"start\": 0.3, \"requests\": [{{\"at\": \"soon\"}}]}}\n");
+    let jobs = write_jobs(&dir, "bad.jobs", &text);
+    let server = Nginx::start_logged(Listen::Http1);
+    let out = replay(&jobs, &format!("127.0.0.1:{}", server.port), &["--time-scale", "4"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("bad.jobs:5: requests[0].at:"), "{}", out.stderr);
+    assert!(out.stdout.contains("Outcome:"), "the result is still written: {}", out.stdout);
+    assert_eq!(server.access_log().len(), 6);
+    // Flags and files that cannot work are usage errors.
+    for (args, says) in [
+        (vec!["--time-scale", "0"], "--time-scale"),
+        (vec!["--shard", "3/2"], "--shard"),
+        (vec!["--max-idle", "soon"], "--max-idle"),
+    ] {
+        let mut all = vec!["replay", jobs.to_str().unwrap(), "--target", "127.0.0.1:1"];
+        all.extend(args.iter());
+        let out = run(&all, LIMIT);
+        assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    let out = run(&["replay", "/nonexistent.jobs", "--target", "127.0.0.1:1"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("/nonexistent.jobs"), "{}", out.stderr);
+}
+
+#[test]
+fn a_refused_target_counts_failures_per_job_and_fails_the_replay() {
+    let dir = scratch("replay-refused");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    // A port nothing listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = replay(
+        &jobs,
+        &format!("127.0.0.1:{port}"),
+        &["--time-scale", "4", "--output-format", "json"],
+    );
+    assert_eq!(out.code(), 1, "nothing completed: {}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    // Every request of every job was tried (each job went on after its failures).
+    assert_eq!(counter(g, "benchmark.pool_connection_failure"), 6, "{g}");
+}
