@@ -241,6 +241,9 @@ async fn dispatch(
     deadline: Option<Instant>,
 ) -> bool {
     let cx = &pools.cx;
+    if due.session.is_some_and(|s| s.first) {
+        cx.state.borrow_mut().counters.inc(Counter::JobsStarted);
+    }
     let released = Instant::now();
     let ticket = |at: Instant| Ticket {
         scheduled: scheduled.unwrap_or(at),

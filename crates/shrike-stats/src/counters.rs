@@ -32,6 +32,9 @@ counters! {
     HttpXxx => "benchmark.http_xxx";
     // An answer read whole in a protocol without status codes (replay's raw TCP).
     Answered => "benchmark.answers";
+    // Sessions (replay's jobs) that sent their first request, and that finished their last.
+    JobsStarted => "replay.jobs_started";
+    JobsCompleted => "replay.jobs_completed";
     PoolOverflow => "benchmark.pool_overflow";
     PoolConnectionFailure => "benchmark.pool_connection_failure";
     StreamResets => "benchmark.stream_resets";

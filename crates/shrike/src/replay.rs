@@ -169,6 +169,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(anyhow::Error::new(e).context("the replay could not start")),
     };
     report_feed(&result, &end, &feeder_progress);
+    // A soft stop ends the replay as the file's end would: it was still interrupted.
+    if interrupts.interrupted() && result.termination == shrike_stats::Termination::Completed {
+        result.termination = shrike_stats::Termination::Interrupted;
+    }
     // How the sessions were played, beside the options of the load: formatters read it (a
     // replay has no rate plan to be judged against).
     let fed = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);

@@ -238,3 +238,74 @@ fn a_refused_target_counts_failures_per_job_and_fails_the_replay() {
     // Every request of every job was tried (each job went on after its failures).
     assert_eq!(counter(g, "benchmark.pool_connection_failure"), 6, "{g}");
 }
+
+/// A 2 s session, and another that would start at 3 s.
+const LONG: &str = r#"{"shrike_jobs": 1, "protocol": "http"}
+{"job": 1, "start": 0, "requests": [{"at": 0, "method": "GET", "path": "/"}, {"at": 1.0, "method": "GET", "path": "/"}, {"at": 2.0, "method": "GET", "path": "/"}]}
+{"job": 2, "start": 3.0, "requests": [{"at": 0, "method": "GET", "path": "/"}]}
+"#;
+
+/// Starts a replay of `jobs`, sends SIGINT at each of `at` (from the start), and waits.
+fn interrupted(jobs: &Path, target: &str, at: &[u64]) -> (Output, Duration) {
+    let child = shrike()
+        .args(["replay", jobs.to_str().unwrap(), "--target", target, "--output-format", "json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    for &ms in at {
+        std::thread::sleep(Duration::from_millis(ms).saturating_sub(t0.elapsed()));
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+    }
+    let out = wait_limited(child, LIMIT);
+    (out, t0.elapsed())
+}
+
+#[test]
+fn the_first_ctrl_c_lets_running_jobs_finish_and_starts_no_more() {
+    let dir = scratch("replay-soft-stop");
+    let jobs = write_jobs(&dir, "long.jobs", LONG);
+    let server = Server::start(&[]);
+    let (out, took) = interrupted(&jobs, &server.addr, &[500]);
+    assert_eq!(out.code(), 130, "{}", out.stderr);
+    assert!(out.stderr.contains("starting no new job"), "{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    // Job 1 ran to its end (its requests at 1 s and 2 s too); job 2 never started.
+    assert_eq!(counter(g, "upstream_rq_total"), 3, "{g}");
+    assert_eq!(counter(g, "replay.jobs_started"), 1);
+    assert_eq!(counter(g, "replay.jobs_completed"), 1);
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(3), "{took:?}");
+}
+
+#[test]
+fn a_second_ctrl_c_stops_the_running_jobs_and_still_writes_the_result() {
+    let dir = scratch("replay-hard-stop");
+    let jobs = write_jobs(&dir, "long.jobs", LONG);
+    let server = Server::start(&[]);
+    let (out, took) = interrupted(&jobs, &server.addr, &[300, 600]);
+    assert_eq!(out.code(), 130, "{}", out.stderr);
+    let v = json(&out);
+    assert_eq!(counter(global(&v), "upstream_rq_total"), 1);
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+}
+
+#[test]
+fn interval_reports_count_jobs_started_done_and_running() {
+    let dir = scratch("replay-intervals");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Server::start(&[]);
+    let out = replay(&jobs, &server.addr, &["--stats-interval", "0.25s"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("interval ")).collect();
+    assert!(lines.len() >= 3, "{}", out.stderr);
+    // The first interval saw jobs 1–3 start (at 0, 0.1 and 0.2 s) and none finish yet but job 3.
+    assert!(lines[0].contains("jobs +3 started"), "{}", lines[0]);
+    let last = lines.last().unwrap();
+    assert!(last.contains("0 running (total 3 done)"), "{last}");
+}

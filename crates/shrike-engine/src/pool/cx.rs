@@ -160,6 +160,9 @@ impl PoolCx {
             self.session_finished.notify_one();
         }
         let mut st = self.state.borrow_mut();
+        if ticket.session.is_some_and(|s| s.last) {
+            st.counters.inc(Counter::JobsCompleted);
+        }
         st.outstanding -= 1;
         if st.outstanding == 0 {
             self.drained.notify_one();

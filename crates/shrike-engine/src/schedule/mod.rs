@@ -26,7 +26,9 @@ pub struct SessionRef {
     /// The session keeps one connection of its own, opened for its first request and closed
     /// after its last (a captured TCP connection); otherwise its requests use the shared pool.
     pub own_connection: bool,
-    /// This is the session's last request: its connection closes after it.
+    /// This is the session's first request (it starts the session) and its last (its
+    /// connection closes after it).
+    pub first: bool,
     pub last: bool,
     /// Its own connection closes after every request (a client that did not keep
     /// connections alive).

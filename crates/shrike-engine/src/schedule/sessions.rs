@@ -39,6 +39,8 @@ enum Item {
 #[derive(Debug)]
 struct Live {
     start: Duration,
+    /// Whether a request was taken yet.
+    started: bool,
     /// What is left to send, each at its offset from the session's start.
     requests: VecDeque<(Duration, Item)>,
     own_connection: bool,
@@ -109,6 +111,7 @@ impl SessionSchedule {
             let requests = plan.requests.iter().map(|&(at, r)| (at, Item::Entry(r))).collect();
             s.admit(Live {
                 start: plan.start,
+                started: false,
                 requests,
                 own_connection: plan.own_connection,
                 fresh: false,
@@ -173,7 +176,15 @@ impl SessionSchedule {
         let requests = s.requests.into_iter().map(|r| (r.at, Item::Fed(r.payload))).collect();
         let own_connection = true;
         let fresh = s.per_request_connections;
-        self.admit(Live { start: s.start, requests, own_connection, fresh, in_flight: false });
+        let start = s.start;
+        self.admit(Live {
+            start,
+            started: false,
+            requests,
+            own_connection,
+            fresh,
+            in_flight: false,
+        });
     }
 }
 
@@ -201,14 +212,15 @@ impl Schedule for SessionSchedule {
         let live = self.sessions.get_mut(id as usize)?.as_mut()?;
         let (_, item) = live.requests.pop_front()?;
         live.in_flight = true;
+        let first = !std::mem::replace(&mut live.started, true);
         self.in_flight += 1;
         let last = live.requests.is_empty();
         let (request, fed) = match item {
             Item::Entry(r) => (r, false),
             Item::Fed(p) => (self.payloads.insert(p), true),
         };
-        let session =
-            SessionRef { id, own_connection: live.own_connection, last, fresh: live.fresh, fed };
+        let (own_connection, fresh) = (live.own_connection, live.fresh);
+        let session = SessionRef { id, own_connection, first, last, fresh, fed };
         Some(Due { request, session: Some(session) })
     }
 

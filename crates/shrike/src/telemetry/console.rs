@@ -220,9 +220,21 @@ fn text_report(
             )
         }
     };
+    // Replays (sessions) also say how many jobs started, finished and are running: Apiary's
+    // tally and level.
+    let jobs = match totals.get(Counter::JobsStarted) {
+        0 => String::new(),
+        started => format!(
+            " | jobs +{} started, +{} done, {} running (total {} done)",
+            s.counters.get(Counter::JobsStarted),
+            s.counters.get(Counter::JobsCompleted),
+            started.saturating_sub(totals.get(Counter::JobsCompleted)),
+            totals.get(Counter::JobsCompleted)
+        ),
+    };
     format!(
         "[shrike] interval {index} {:.3}s+{:.3}s: requests {} (total {}) {rps:.1}/s, \
-         errors {} (total {}), in flight {} (max {}) | latency {} | service {}{change}",
+         errors {} (total {}), in flight {} (max {}){jobs} | latency {} | service {}{change}",
         s.start.as_secs_f64(),
         s.duration.as_secs_f64(),
         s.counters.get(Counter::RqTotal),
@@ -288,6 +300,9 @@ fn jsonl_report(
         "errors_total": super::errors(totals),
         "in_flight": s.in_flight,
         "in_flight_max": s.in_flight_max,
+        "jobs_running": totals
+            .get(Counter::JobsStarted)
+            .saturating_sub(totals.get(Counter::JobsCompleted)),
         "counters": counters,
         "status_codes": codes,
         "scheduled_to_response": dist_json(&s.scheduled_to_response),
