@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use shrike_jobs::MysqlCommand;
 use tokio::sync::{mpsc, Notify};
 
 /// One session to replay.
@@ -48,6 +49,8 @@ pub struct Payload {
     pub head: bool,
     /// TCP: read this many bytes of answer (when the framing is by count).
     pub response_bytes: Option<u64>,
+    /// MySQL: the command (`data` is then empty).
+    pub mysql: Option<Arc<MysqlCommand>>,
 }
 
 /// What fed payloads speak.
@@ -57,6 +60,17 @@ pub enum ReplayProtocol {
     Http1,
     /// Raw TCP messages; each answer framed as given.
     Tcp(TcpFraming),
+    /// MySQL commands, each connection logged in with these credentials.
+    Mysql(MysqlLogin),
+}
+
+/// Who a MySQL replay logs in as (the captured logins cannot be replayed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MysqlLogin {
+    pub user: String,
+    pub password: Option<String>,
+    /// The database each connection starts in.
+    pub database: Option<String>,
 }
 
 /// How a raw TCP answer ends.

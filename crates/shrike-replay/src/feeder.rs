@@ -128,17 +128,20 @@ fn session(job: &Job, timeline: &mut Timeline, options: &FeedOptions) -> FedSess
 }
 
 fn payload(body: &Body, options: &FeedOptions) -> Payload {
+    let raw = |data: Vec<u8>, head, response_bytes| Payload {
+        data: Bytes::from(data),
+        head,
+        response_bytes,
+        mysql: None,
+    };
     match body {
         Body::Raw { data, response_bytes } if options.protocol == JobProtocol::Http => {
             let (data, head) = crate::http::for_target(data, options.authority.as_deref());
-            Payload { data: Bytes::from(data), head, response_bytes: *response_bytes }
+            raw(data, head, *response_bytes)
         }
-        Body::Raw { data, response_bytes } => Payload {
-            data: Bytes::from(data.clone()),
-            head: false,
-            response_bytes: *response_bytes,
-        },
-        // The CLI replays no MySQL yet: it refuses such files before feeding.
-        Body::Mysql(_) => Payload { data: Bytes::new(), head: false, response_bytes: None },
+        Body::Raw { data, response_bytes } => raw(data.clone(), false, *response_bytes),
+        Body::Mysql(c) => {
+            Payload { mysql: Some(Arc::new(c.clone())), ..raw(Vec::new(), false, None) }
+        }
     }
 }

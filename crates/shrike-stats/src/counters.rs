@@ -32,9 +32,13 @@ counters! {
     HttpXxx => "benchmark.http_xxx";
     // An answer read whole in a protocol without status codes (replay's raw TCP).
     Answered => "benchmark.answers";
+    // An answer that was an error of its protocol (a MySQL error packet).
+    AnswerErrors => "benchmark.answer_errors";
     // Sessions (replay's jobs) that sent their first request, and that finished their last.
     JobsStarted => "replay.jobs_started";
     JobsCompleted => "replay.jobs_completed";
+    // Rows read from MySQL result sets.
+    MysqlRows => "replay.mysql_rows";
     PoolOverflow => "benchmark.pool_overflow";
     PoolConnectionFailure => "benchmark.pool_connection_failure";
     StreamResets => "benchmark.stream_resets";

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use shrike_engine::replay::{ReplayProtocol, TcpFraming};
+use shrike_engine::replay::{MysqlLogin, ReplayProtocol, TcpFraming};
 use shrike_engine::RunError;
 use shrike_jobs::{JobProtocol, JobReader};
 use shrike_output::OutputFormat;
@@ -69,6 +69,13 @@ pub struct ReplayArgs {
     /// TCP: read no answers; send each request when due after the previous was written.
     #[arg(long)]
     pub tcp_no_answer: bool,
+    /// MySQL: the user every connection logs in as (the password comes from MYSQL_PWD, as the
+    /// mysql client reads it; the captured logins cannot be replayed).
+    #[arg(long, default_value = "root", value_name = "USER")]
+    pub mysql_user: String,
+    /// MySQL: the database each connection starts in (captured USE and COM_INIT_DB still run).
+    #[arg(long, value_name = "DB")]
+    pub mysql_db: Option<String>,
     /// TLS (https:// targets): extra trust roots (PEM file).
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
@@ -111,12 +118,11 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let engine_protocol = match protocol {
         JobProtocol::Http => ReplayProtocol::Http1,
         JobProtocol::Tcp => ReplayProtocol::Tcp(framing(&args)?),
-        JobProtocol::Mysql => {
-            return Err(usage(format!(
-                "{}: MySQL replay is not built yet (HTTP and TCP jobs replay)",
-                args.file.display()
-            )))
-        }
+        JobProtocol::Mysql => ReplayProtocol::Mysql(MysqlLogin {
+            user: args.mysql_user.clone(),
+            password: std::env::var("MYSQL_PWD").ok(),
+            database: args.mysql_db.clone(),
+        }),
     };
     let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
     let spec = &load.spec;

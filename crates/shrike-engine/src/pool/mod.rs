@@ -33,6 +33,7 @@ use shrike_stats::{Counter, Counters, StatId, Stats};
 
 use crate::config::{EngineConfig, Protocol};
 use crate::protocol::http1::Http1;
+use crate::protocol::mysql::Mysql;
 use crate::protocol::tcp::RawTcp;
 use crate::replay::ReplayProtocol;
 use crate::requests::{H1Entry, OriginLatency};
@@ -52,6 +53,8 @@ pub(crate) struct Exchange {
     pub header_bytes: u64,
     pub body_bytes: u64,
     pub origin: OriginLatency,
+    /// The answer was an error of its protocol (see [`record_answer_error`]).
+    pub failed: bool,
 }
 
 /// A worker's pools, one per endpoint, and the narrow context they share. Connection and
@@ -90,6 +93,7 @@ impl Pools {
             match p {
                 Pool::Http1(p) => p.start(self).await,
                 Pool::Tcp(p) => p.start(self).await,
+                Pool::Mysql(p) => p.start(self).await,
                 Pool::H2(_) | Pool::H3(_) => {}
             }
         }
@@ -111,6 +115,7 @@ impl Pools {
 pub(crate) enum Pool {
     Http1(Rc<SerialPool<Http1>>),
     Tcp(Rc<SerialPool<RawTcp>>),
+    Mysql(Rc<SerialPool<Mysql>>),
     H2(Box<mux::MuxPool<h2::H2>>),
     H3(Box<mux::MuxPool<h3::H3>>),
 }
@@ -135,6 +140,9 @@ impl Pool {
             (_, PoolRequests::Replay(ReplayProtocol::Tcp(framing))) => {
                 Pool::Tcp(Rc::new(SerialPool::new(cfg, index, RawTcp::new(framing))))
             }
+            (_, PoolRequests::Replay(ReplayProtocol::Mysql(login))) => {
+                Pool::Mysql(Rc::new(SerialPool::new(cfg, index, Mysql::new(login))))
+            }
         }
     }
 
@@ -144,6 +152,7 @@ impl Pool {
         match self {
             Pool::Http1(p) => p.try_start(pools, ticket),
             Pool::Tcp(p) => p.try_start(pools, ticket),
+            Pool::Mysql(p) => p.try_start(pools, ticket),
             Pool::H2(p) => p.try_start(pools, ticket),
             Pool::H3(p) => p.try_start(pools, ticket),
         }
@@ -153,6 +162,7 @@ impl Pool {
         match self {
             Pool::Http1(p) => p.close(),
             Pool::Tcp(p) => p.close(),
+            Pool::Mysql(p) => p.close(),
             Pool::H2(p) => p.close(),
             Pool::H3(p) => p.close(),
         }
@@ -161,7 +171,7 @@ impl Pool {
     /// Adds what the pool counted outside the worker's counters.
     pub fn flush_counters(&self, counters: &mut Counters) {
         match self {
-            Pool::Http1(_) | Pool::Tcp(_) => {}
+            Pool::Http1(_) | Pool::Tcp(_) | Pool::Mysql(_) => {}
             Pool::H2(p) => p.flush_counters(counters),
             Pool::H3(p) => p.flush_counters(counters),
         }
@@ -269,7 +279,7 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
     s.record(StatId::SequencerCallback, nanos(x.done - x.ticket.released));
     s.record(StatId::ResponseHeaderSize, x.header_bytes);
     s.record(StatId::ResponseBodySize, x.body_bytes);
-    if x.status.is_none() {
+    if x.status.is_none() && !x.failed {
         st.counters.inc(Counter::Answered);
     }
     if let Some(status) = x.status {
@@ -294,6 +304,17 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
             )
         }),
     }
+    let st = &mut *st;
+    cx.check_predicates(&mut st.counters);
+}
+
+/// Records that an answered request (already recorded by [`record_response`]) was an error of
+/// its protocol: a MySQL error packet. The connection stays; the error is tallied by `key`.
+pub(crate) fn record_answer_error(pools: &Pools, key: String) {
+    let cx = &pools.cx;
+    let mut st = cx.state.borrow_mut();
+    st.counters.inc(Counter::AnswerErrors);
+    st.note_error(|| key);
     let st = &mut *st;
     cx.check_predicates(&mut st.counters);
 }

@@ -366,7 +366,9 @@ async fn stream_task<M: Mux>(
         }
         Ok(Ok((status, header_bytes, body_bytes, origin))) => {
             let status = Some(status);
-            let x = Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin };
+            let failed = false;
+            let x =
+                Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin, failed };
             record_response(&pools, &x);
             pools.cx.request_finished(&ticket);
         }

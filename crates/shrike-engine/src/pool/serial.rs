@@ -18,7 +18,8 @@ use std::time::Instant;
 use shrike_stats::Counter;
 use tokio::sync::Notify;
 
-use super::{record_connection_failure, record_failure, record_response, record_timeout};
+use super::{record_answer_error, record_connection_failure, record_failure};
+use super::{record_response, record_timeout};
 use super::{Exchange, Pools};
 use crate::config::{EngineConfig, H1Reuse};
 use crate::protocol::{After, FailureClass, Io, Protocol};
@@ -275,8 +276,12 @@ async fn serve<P: Protocol>(
                     header_bytes: answer.header_bytes,
                     body_bytes: answer.body_bytes,
                     origin: answer.origin,
+                    failed: answer.error.is_some(),
                 };
                 record_response(pools, &x);
+                if let Some(e) = answer.error {
+                    record_answer_error(pools, e);
+                }
                 return;
             }
             // The server closed an idle keep-alive connection just as we reused it: nothing of

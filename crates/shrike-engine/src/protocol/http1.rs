@@ -111,6 +111,7 @@ impl Protocol for Http1 {
                 } else {
                     After::Keep
                 },
+                error: None,
             }),
             Err(error) => {
                 let class = match &error {

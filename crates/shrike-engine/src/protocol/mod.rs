@@ -7,6 +7,7 @@
 //! and have their own seam ([`crate::pool::mux::Mux`]).
 
 pub mod http1;
+pub mod mysql;
 pub mod tcp;
 
 use std::fmt;
@@ -54,7 +55,7 @@ pub(crate) struct Io {
 }
 
 /// A complete answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Answer {
     /// The HTTP status, for protocols that have one.
     pub status: Option<u16>,
@@ -63,6 +64,9 @@ pub(crate) struct Answer {
     pub origin: OriginLatency,
     /// What the connection is good for afterwards.
     pub then: After,
+    /// The server answered with an error of its protocol (a MySQL error packet), tallied by
+    /// this key (its code and class), the connection intact. HTTP statuses say it otherwise.
+    pub error: Option<String>,
 }
 
 /// The connection after an answer.

@@ -107,6 +107,7 @@ impl Protocol for RawTcp {
             origin: OriginLatency::Absent,
             // Bytes beyond the answer belong to no request: the framing is lost.
             then: if conn.buf.is_empty() { After::Keep } else { After::Desync },
+            error: None,
         })
     }
 }

@@ -65,12 +65,21 @@ fn target(options: &Value) -> Option<String> {
         }
         _ => None,
     })?;
-    let protocol = match options.get("protocol").and_then(Value::as_str) {
+    // A TCP or MySQL replay connects to HOST:PORT; its URL's scheme is only the engine's.
+    let replayed = options.get("replay").and_then(|r| r.get("protocol")).and_then(Value::as_str);
+    let (name, protocol) = match replayed {
+        Some(p @ ("tcp" | "mysql")) => {
+            let hostport = name.split("://").nth(1).unwrap_or(&name).trim_end_matches('/');
+            (hostport.to_string(), Some(if p == "tcp" { "raw TCP" } else { "MySQL" }))
+        }
+        _ => (name, None),
+    };
+    let protocol = protocol.or(match options.get("protocol").and_then(Value::as_str) {
         Some("http1") => Some("HTTP/1.1"),
         Some("http2") => Some("HTTP/2"),
         Some("http3") => Some("HTTP/3"),
         _ => None,
-    };
+    });
     let replay = options.get("replay").map(|r| {
         let scale = r.get("time_scale").and_then(Value::as_f64).unwrap_or(1.0);
         format!("replay at {scale}× speed")
@@ -120,13 +129,18 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64) -> String {
             .collect();
         (ok, g.status_codes.total(), errors)
     };
-    // Answers without a status (replayed raw TCP) succeeded: they were read whole.
-    let (ok, answered) = (ok + c.get(Counter::Answered), answered + c.get(Counter::Answered));
+    // Answers without a status (replayed raw TCP, MySQL) succeeded: they were read whole;
+    // error answers (MySQL error packets) were answered, not succeeded.
+    let (ok, answered) = (
+        ok + c.get(Counter::Answered),
+        answered + c.get(Counter::Answered) + c.get(Counter::AnswerErrors),
+    );
     for (counter, what) in [
         (Counter::RqTimeout, "timed out"),
         (Counter::StreamResets, "reset or broken"),
         (Counter::PoolConnectionFailure, "could not connect"),
         (Counter::PoolOverflow, "not sent (pool overflow)"),
+        (Counter::AnswerErrors, "answered with an error"),
     ] {
         let n = c.get(counter);
         if n > 0 {

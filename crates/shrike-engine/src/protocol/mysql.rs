@@ -1,0 +1,231 @@
+//! MySQL as a [`Protocol`], for replaying captured database sessions: each connection logs in
+//! with the replay's own credentials (the capture's authentication cannot be replayed), then
+//! runs each fed command as captured, reading every result set to its end. A server error is
+//! an answer (the connection stays, as it did for the captured client), tallied by its error
+//! code and SQLSTATE class; a broken connection fails the exchange.
+//!
+//! The client is `mysql_async`, maintained and complete (prepared statements, multiple result
+//! sets); its connection does its own TCP connect, so counting and error notes mirror
+//! [`crate::transport::connect`].
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn as Client, OptsBuilder, Params, Statement, Value};
+use shrike_jobs::{MysqlCommand, MysqlValue};
+use shrike_stats::Counter;
+
+use super::{After, Answer, Failure, FailureClass, Io, Protocol};
+use crate::config::Endpoint;
+use crate::pool::cx::PoolCx;
+use crate::replay::MysqlLogin;
+use crate::requests::OriginLatency;
+
+pub(crate) struct Mysql {
+    login: MysqlLogin,
+}
+
+impl Mysql {
+    pub fn new(login: MysqlLogin) -> Mysql {
+        Mysql { login }
+    }
+}
+
+pub(crate) struct Conn {
+    client: Client,
+    /// Prepared statements by the id the captured server gave them.
+    statements: HashMap<u32, Statement>,
+}
+
+/// Why a MySQL exchange failed (server errors are answers, not failures).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MysqlError {
+    #[error("MySQL: {0}")]
+    Client(mysql_async::Error),
+    #[error("the replayed command is missing")]
+    Missing,
+}
+
+impl Protocol for Mysql {
+    type Conn = Conn;
+    type Error = MysqlError;
+    const CONNECTION_COUNTER: Counter = Counter::CxMysqlTotal;
+
+    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
+        let mut last_err = String::new();
+        for addr in &endpoint.target.addrs {
+            let opts = OptsBuilder::default()
+                .ip_or_hostname(addr.ip().to_string())
+                .tcp_port(addr.port())
+                .prefer_socket(false)
+                .user(Some(self.login.user.clone()))
+                .pass(self.login.password.clone())
+                .db_name(self.login.database.clone());
+            match tokio::time::timeout(cx.connect.timeout, Client::new(opts)).await {
+                Ok(Ok(client)) => {
+                    cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+                    return Some(Conn { client, statements: HashMap::new() });
+                }
+                Ok(Err(e)) => last_err = format!("MySQL login to {addr}: {e}"),
+                Err(_) => {
+                    let t = cx.connect.timeout.as_secs_f64();
+                    last_err = format!("MySQL login to {addr}: timed out after {t}s");
+                }
+            }
+        }
+        let mut st = cx.state.borrow_mut();
+        st.counters.inc(Counter::CxConnectFail);
+        st.note_error(|| last_err);
+        None
+    }
+
+    async fn exchange(
+        &self,
+        cx: &PoolCx,
+        conn: &mut Conn,
+        request: u32,
+        io: &mut Io,
+    ) -> Result<Answer, Failure<MysqlError>> {
+        let payload = cx
+            .payloads
+            .get(request)
+            .and_then(|p| p.mysql)
+            .ok_or(Failure { class: FailureClass::Protocol, error: MysqlError::Missing })?;
+        io.sent = Some(Instant::now());
+        let error = match run(conn, &payload).await {
+            Ok(rows) => {
+                cx.state.borrow_mut().counters.add(Counter::MysqlRows, rows);
+                None
+            }
+            Err(Ran::Server { code, state }) => Some(server_error(code, &state)),
+            Err(Ran::Unprepared(id)) => Some(format!(
+                "MySQL: statement {id} executed but not prepared in this job (prepared before \
+                 the capture began?)"
+            )),
+            Err(Ran::Broken(e)) => {
+                return Err(Failure { class: FailureClass::Broken, error: MysqlError::Client(e) })
+            }
+        };
+        Ok(Answer {
+            status: None,
+            header_bytes: 0,
+            body_bytes: 0,
+            origin: OriginLatency::Absent,
+            then: After::Keep,
+            error,
+        })
+    }
+}
+
+/// How a command ran, short of succeeding.
+enum Ran {
+    /// The server answered with an error packet.
+    Server { code: u16, state: String },
+    /// An execute of a statement this job never prepared.
+    Unprepared(u32),
+    /// The connection failed.
+    Broken(mysql_async::Error),
+}
+
+impl From<mysql_async::Error> for Ran {
+    fn from(e: mysql_async::Error) -> Ran {
+        match e {
+            mysql_async::Error::Server(s) => Ran::Server { code: s.code, state: s.state },
+            e => Ran::Broken(e),
+        }
+    }
+}
+
+/// Runs one command, reading every result set to its end; the rows read.
+async fn run(conn: &mut Conn, command: &MysqlCommand) -> Result<u64, Ran> {
+    let c = &mut conn.client;
+    let mut rows = 0u64;
+    match command {
+        MysqlCommand::Query(sql) => {
+            let mut result = c.query_iter(sql.as_str()).await?;
+            while !result.is_empty() {
+                result.for_each(|_| rows += 1).await?;
+            }
+        }
+        // COM_INIT_DB has no call of its own in the client; USE is its SQL twin.
+        MysqlCommand::InitDb(db) => {
+            c.query_drop(format!("USE `{}`", db.replace('`', "``"))).await?
+        }
+        MysqlCommand::Ping => c.ping().await?,
+        MysqlCommand::Prepare { id, sql } => {
+            let statement = c.prep(sql.as_str()).await?;
+            conn.statements.insert(*id, statement);
+        }
+        MysqlCommand::Execute { id, params } => {
+            let statement = conn.statements.get(id).ok_or(Ran::Unprepared(*id))?;
+            let params = match params.is_empty() {
+                true => Params::Empty,
+                false => Params::Positional(params.iter().map(value).collect()),
+            };
+            let mut result = c.exec_iter(statement, params).await?;
+            while !result.is_empty() {
+                result.for_each(|_| rows += 1).await?;
+            }
+        }
+        MysqlCommand::Close { id } => {
+            if let Some(statement) = conn.statements.remove(id) {
+                c.close(statement).await?;
+            }
+        }
+        MysqlCommand::ResetConnection => {
+            c.reset().await?;
+            // The server forgot every prepared statement.
+            conn.statements.clear();
+        }
+    }
+    Ok(rows)
+}
+
+fn value(v: &MysqlValue) -> Value {
+    match v {
+        MysqlValue::Null => Value::NULL,
+        MysqlValue::Int(i) => Value::Int(*i),
+        MysqlValue::UInt(u) => Value::UInt(*u),
+        MysqlValue::Float(f) => Value::Double(*f),
+        MysqlValue::Text(s) => Value::Bytes(s.clone().into_bytes()),
+        MysqlValue::Bytes(b) => Value::Bytes(b.clone()),
+    }
+}
+
+/// The tally key of a server error: its code, SQLSTATE and the state's class, never its
+/// message (which names tables and values, and would make every error its own kind).
+fn server_error(code: u16, state: &str) -> String {
+    let class = match state.get(..2).unwrap_or("") {
+        "08" => "connection exception",
+        "0A" => "feature not supported",
+        "21" => "cardinality violation",
+        "22" => "data exception",
+        "23" => "integrity constraint violation",
+        "25" => "invalid transaction state",
+        "28" => "invalid authorization",
+        "3D" => "invalid catalog name",
+        "40" => "transaction rollback",
+        "42" => "syntax error or access rule violation",
+        "HY" => "general error",
+        _ => "other",
+    };
+    format!("MySQL error {code} (SQLSTATE {state}: {class})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_error;
+
+    #[test]
+    fn errors_are_keyed_by_code_and_class() {
+        assert_eq!(
+            server_error(1146, "42S02"),
+            "MySQL error 1146 (SQLSTATE 42S02: syntax error or access rule violation)"
+        );
+        assert_eq!(
+            server_error(1062, "23000"),
+            "MySQL error 1062 (SQLSTATE 23000: integrity constraint violation)"
+        );
+    }
+}
