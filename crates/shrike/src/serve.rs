@@ -295,12 +295,26 @@ async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
     })?;
     let mut failure = None;
     for addr in addrs {
-        match TcpListener::bind(addr).await {
+        match listen_on(addr) {
             Ok(listener) => return Ok(listener),
             Err(e) => failure = Some(format!("--listen {listen:?}: cannot bind {addr}: {e}")),
         }
     }
     Err(usage(failure.unwrap_or_else(|| format!("--listen {listen:?}: resolves to no address"))))
+}
+
+/// Listens on `addr` with a deep accept backlog: a load test (a replay opening thousands of
+/// connections in a second) must not see SYNs dropped, and a one-second SYN retransmit, for
+/// lack of queue (tokio's default is 1024; the kernel caps it at net.core.somaxconn).
+fn listen_on(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(65_535)
 }
 
 /// HTTP/3 on the TCP listener's own address and port, so `--listen 127.0.0.1:0` gives one port
