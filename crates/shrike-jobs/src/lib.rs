@@ -1,9 +1,11 @@
 //! Shrike's replay jobs: the model ([`model`]: a job is one client session, its requests at
 //! offsets with their exact payloads) and the jobs file ([`file`]: versioned JSON Lines, read
-//! lazily, optionally zstd-compressed). Capture import writes jobs; `shrike replay` plays them;
-//! `shrike jobs stats` and `filter` read and rewrite them.
+//! lazily, optionally zstd-compressed), and HAR recordings made into jobs ([`har`]). Capture
+//! import writes jobs; `shrike replay` plays them; `shrike jobs stats` and `filter` read and
+//! rewrite them.
 
 pub mod file;
+pub mod har;
 pub mod model;
 
 pub use file::{JobReader, JobWriter, JobsError};

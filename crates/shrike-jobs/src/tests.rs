@@ -162,3 +162,43 @@ fn what_is_written_reads_back_the_same_plain_and_compressed() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_chrome_har_becomes_jobs_by_connection() {
+    let text = include_str!("../tests/fixtures/chrome.har");
+    let har = crate::har::read_har(text).unwrap();
+    assert_eq!(har.grouped_by, "connection");
+    assert_eq!(har.entries, 5);
+    assert_eq!(har.skipped.get("data: URLs (not http or https)"), Some(&1), "{:?}", har.skipped);
+    let hosts: Vec<&str> = har.hosts.iter().map(String::as_str).collect();
+    assert_eq!(
+        hosts,
+        ["http://shop.example:80", "https://login.example:8443", "https://shop.example:443"]
+    );
+    // Three connections: the redirect's (at 08:15:02.100Z), the page's two requests on one h2
+    // connection (.150, and 03.400), the login (08:15:03.000Z); in start order.
+    let starts: Vec<Duration> = har.jobs.iter().map(|j| j.start).collect();
+    assert_eq!(starts, vec![ms(0), ms(50), ms(900)]);
+    assert!(har.jobs.iter().all(|j| j.connection == Connection::Session));
+    let page = &har.jobs[1];
+    assert_eq!(page.requests.len(), 2);
+    assert_eq!(page.requests[1].at, ms(1250));
+    assert_eq!(
+        page.requests[0].body.data(),
+        b"GET / HTTP/1.1\r\nhost: shop.example\r\naccept: text/html\r\n\r\n"
+    );
+    // The HAR's content-length (999) is replaced by the body's.
+    assert_eq!(
+        page.requests[1].body.data(),
+        b"POST /api/cart?v=2 HTTP/1.1\r\nhost: shop.example\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{\"sku\":\"A1\"}"
+    );
+    let login = har.jobs[2].requests[0].body.data();
+    let login = std::str::from_utf8(login).unwrap();
+    assert!(login.starts_with("POST /session HTTP/1.1\r\nhost: login.example:8443\r\n"), "{login}");
+    assert!(login.ends_with("content-length: 26\r\n\r\nuser=ann+lee&next=%2Fa%26b"), "{login}");
+    assert_eq!(har.jobs[0].server.as_deref(), Some("http://shop.example:80"));
+    // Malformed HARs name the field.
+    let e = crate::har::read_har(r#"{"log": {"entries": [{"request": {}}]}}"#).unwrap_err();
+    assert_eq!(e.to_string(), "log.entries[0].startedDateTime: missing");
+    assert!(crate::har::read_har("{}").unwrap_err().to_string().starts_with("log: missing"));
+}

@@ -3,6 +3,7 @@
 //! selects part of one. `shrike replay` plays them.
 
 mod filter;
+mod har;
 mod import;
 mod stats;
 

@@ -1,0 +1,239 @@
+//! Shrike's capture import: packet captures turned into replay jobs, with no external tools
+//! and no cleaning first.
+//!
+//! - [`packets`]: pcap and pcapng as a stream of timestamped frames (damage reported).
+//! - [`link`]: the link layer stripped (Ethernet, Linux cooked v1/v2, loopback, raw IP).
+//! - IP and TCP headers are read with `etherparse` (IPv4 and IPv6).
+//! - [`flows`] and [`stream`]: Shrike's own TCP reassembly, by connection and direction.
+//! - [`split`]: each connection's client bytes cut into HTTP requests, TCP messages or MySQL
+//!   commands, stamped with the capture time of their first byte.
+//! - Jobs (one per connection) are handed on in start order, even when the capture's records
+//!   are not in time order: a job waits until no connection still open, nor one the capture
+//!   might still show late (within [`REORDER_WINDOW`]), could start before it.
+
+pub mod flows;
+pub mod link;
+pub mod packets;
+pub mod report;
+pub mod split;
+pub mod stream;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use shrike_jobs::{Connection, Job, JobProtocol, Request};
+
+use flows::{Flow, Flows, Segment};
+pub use report::Report;
+pub use split::Splitter;
+
+/// How far out of time order a capture's records may be and still import in order.
+pub const REORDER_WINDOW: Duration = Duration::from_secs(10);
+
+/// What to import.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    pub splitter: Splitter,
+    /// The server's port; without it, the side a SYN went to (or the lower port).
+    pub port: Option<u16>,
+}
+
+/// Imports the capture `input`, handing each job to `emit` in start order (ids from 1, starts
+/// from the first job's). Returns what was found and left out.
+pub fn import(
+    input: impl Read + Send,
+    options: &ImportOptions,
+    mut emit: impl FnMut(Job),
+) -> Report {
+    let mut state = Importer {
+        options: options.clone(),
+        flows: Flows::new(options.port),
+        report: Report::default(),
+        waiting: BinaryHeap::new(),
+        seq: 0,
+        origin: None,
+        last_start: Duration::ZERO,
+        next_id: 1,
+    };
+    let damage = packets::read(input, |p| state.packet(&p, &mut emit));
+    state.report.damage = damage;
+    let mut done = Vec::new();
+    state.flows.finish_all(&mut |f| done.push(f));
+    for f in done {
+        state.connection(f);
+    }
+    state.release(None, &mut emit);
+    state.report.other_port_segments = state.flows.other_port;
+    state.report
+}
+
+/// The jobs of an in-memory capture (for tests and fuzzing: never panics, whatever the bytes).
+pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> (Vec<Job>, Report) {
+    let mut jobs = Vec::new();
+    let report = import(bytes, options, |j| jobs.push(j));
+    (jobs, report)
+}
+
+/// A finished job waiting for its turn, ordered by start (then arrival).
+struct Waiting(Duration, u64, Job);
+
+impl PartialEq for Waiting {
+    fn eq(&self, o: &Self) -> bool {
+        (self.0, self.1) == (o.0, o.1)
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.0, self.1).cmp(&(o.0, o.1))
+    }
+}
+
+struct Importer {
+    options: ImportOptions,
+    flows: Flows,
+    report: Report,
+    waiting: BinaryHeap<Reverse<Waiting>>,
+    seq: u64,
+    /// The capture time of the first job written: the jobs file's time 0.
+    origin: Option<Duration>,
+    last_start: Duration,
+    next_id: u64,
+}
+
+impl Importer {
+    fn packet(&mut self, p: &packets::Packet<'_>, emit: &mut impl FnMut(Job)) {
+        self.report.packets += 1;
+        self.report.packet_bytes += p.data.len() as u64;
+        if p.truncated {
+            self.report.snapped_packets += 1;
+        }
+        let ip = match link::ip_payload(p.linktype, p.data) {
+            Ok(ip) => ip,
+            Err(why) => return self.report.skip(why),
+        };
+        let Ok(sliced) = SlicedPacket::from_ip(ip) else {
+            return self.skipped("IP packets whose headers cannot be read");
+        };
+        let (src, dst) = match &sliced.net {
+            Some(NetSlice::Ipv4(v4)) => {
+                if v4.header().is_fragmenting_payload() {
+                    return self.skipped("IP fragments (not reassembled)");
+                }
+                (IpAddr::V4(v4.header().source_addr()), IpAddr::V4(v4.header().destination_addr()))
+            }
+            Some(NetSlice::Ipv6(v6)) => {
+                if v6.is_payload_fragmented() {
+                    return self.skipped("IP fragments (not reassembled)");
+                }
+                (IpAddr::V6(v6.header().source_addr()), IpAddr::V6(v6.header().destination_addr()))
+            }
+            _ => return self.skipped("packets that are not IP"),
+        };
+        let Some(TransportSlice::Tcp(tcp)) = &sliced.transport else {
+            return self.skipped("IP packets that carry no TCP");
+        };
+        self.report.tcp_segments += 1;
+        let seg = Segment {
+            ts: p.ts,
+            src: SocketAddr::new(src, tcp.source_port()),
+            dst: SocketAddr::new(dst, tcp.destination_port()),
+            seq: tcp.sequence_number(),
+            syn: tcp.syn(),
+            ack: tcp.ack(),
+            fin: tcp.fin(),
+            rst: tcp.rst(),
+            payload: tcp.payload(),
+        };
+        let mut done = Vec::new();
+        self.flows.add(&seg, &mut |f| done.push(f));
+        for f in done {
+            self.connection(f);
+        }
+        let bound = self.flows.now().saturating_sub(REORDER_WINDOW);
+        let bound = self.flows.earliest_open().map_or(bound, |e| e.min(bound));
+        self.release(Some(bound), emit);
+    }
+
+    fn skipped(&mut self, why: &str) {
+        *self.report.skipped_packets.entry(why.to_string()).or_default() += 1;
+    }
+
+    /// A finished connection: its requests become a job, waiting for its turn.
+    fn connection(&mut self, f: Flow) {
+        self.report.connections += 1;
+        self.report.add_stream(&f.up.stats);
+        self.report.add_stream(&f.down.stats);
+        let found = match &self.options.splitter {
+            Splitter::Http => split::http::split(&f, &mut self.report),
+            Splitter::Mysql => split::mysql::split(&f, &mut self.report),
+            how => split::tcp::split(&f, how, &mut self.report),
+        };
+        let Some(&(start, _)) = found.first() else {
+            self.report.empty_connections += 1;
+            return;
+        };
+        let mut last = Duration::ZERO;
+        let requests: Vec<Request> = found
+            .into_iter()
+            .map(|(ts, body)| {
+                // Requests of one connection go in byte order; a capture out of time order
+                // must not make one precede the one before it.
+                last = last.max(ts.saturating_sub(start));
+                self.report.requests += 1;
+                self.report.request_bytes += body.data().len() as u64;
+                Request { at: last, body }
+            })
+            .collect();
+        let protocol = match self.options.splitter {
+            Splitter::Http => JobProtocol::Http,
+            Splitter::Mysql => JobProtocol::Mysql,
+            _ => JobProtocol::Tcp,
+        };
+        let job = Job {
+            id: 0,
+            start,
+            protocol,
+            connection: Connection::Session,
+            server: Some(f.server.to_string()),
+            requests,
+        };
+        self.seq += 1;
+        self.waiting.push(Reverse(Waiting(start, self.seq, job)));
+    }
+
+    /// Hands on waiting jobs that start at or before `bound` (all of them without one).
+    fn release(&mut self, bound: Option<Duration>, emit: &mut impl FnMut(Job)) {
+        while let Some(Reverse(w)) = self.waiting.peek() {
+            if bound.is_some_and(|b| w.0 > b) {
+                return;
+            }
+            let Some(Reverse(Waiting(start, _, mut job))) = self.waiting.pop() else { return };
+            let origin = *self.origin.get_or_insert(start);
+            let mut start = start.saturating_sub(origin);
+            if start < self.last_start {
+                self.report.late_jobs += 1;
+                start = self.last_start;
+            }
+            self.last_start = start;
+            job.start = start;
+            job.id = self.next_id;
+            self.next_id += 1;
+            self.report.jobs += 1;
+            emit(job);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
