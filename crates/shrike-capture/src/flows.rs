@@ -72,11 +72,14 @@ impl Flows {
     pub fn add(&mut self, seg: &Segment<'_>, done: &mut impl FnMut(Flow)) {
         self.now = self.now.max(seg.ts);
         let key = canonical(seg.src, seg.dst);
-        // A new connection on the ports of one that is over (or of one whose client is
-        // starting again): the old one is complete.
+        // A new connection on the ports of one that ended before it, or that opened with
+        // another SYN: the old one is complete. (A SYN seen after the end of its own
+        // connection, in a capture out of time order, is no new connection.)
         if seg.syn && !seg.ack {
             if let Some(old) = self.live.get(&key) {
-                if old.ended.is_some() || !old.up.data().is_empty() {
+                let after_end = old.ended.is_some_and(|e| seg.ts > e);
+                let other_syn = old.up.syn_seq().is_some_and(|s| s != seg.seq);
+                if after_end || other_syn {
                     if let Some(flow) = self.remove(&key) {
                         done(finish(flow));
                     }

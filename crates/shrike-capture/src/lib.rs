@@ -7,9 +7,11 @@
 //! - [`flows`] and [`stream`]: Shrike's own TCP reassembly, by connection and direction.
 //! - [`split`]: each connection's client bytes cut into HTTP requests, TCP messages or MySQL
 //!   commands, stamped with the capture time of their first byte.
-//! - Jobs (one per connection) are handed on in start order, even when the capture's records
-//!   are not in time order: a job waits until no connection still open, nor one the capture
-//!   might still show late (within [`REORDER_WINDOW`]), could start before it.
+//! - Captures whose records are out of time order (several interfaces or capture threads
+//!   interleaved, even a file written backwards) import as ordered ones: reassembly goes by
+//!   sequence number, not record order, and jobs (one per connection) are handed on in start
+//!   order: a job waits until no connection still open, nor one the capture might still show
+//!   late (within [`REORDER_WINDOW`]), could start before it.
 
 pub mod flows;
 pub mod link;

@@ -1,31 +1,36 @@
 //! One direction of a TCP connection, reassembled by sequence number: bytes in order, each run
 //! stamped with the capture time of the segment that brought it.
 //!
-//! - Retransmitted bytes are dropped; overlapping segments keep the bytes seen first, so a
-//!   capture reads the same however its duplicates differ.
-//! - Out-of-order segments wait (up to [`MAX_PENDING`] bytes) until the hole before them fills.
-//! - A connection seen without its SYN starts at its first segment; segments from before that
-//!   are counted, not guessed at.
-//! - A hole never filled is a gap: the stream ends there (its bytes after are counted as
-//!   lost), because what follows cannot be placed.
-//! - Sequence numbers are read relative to the next expected byte, so they wrap freely.
+//! Segments are kept as they come and put in order once the connection is over
+//! ([`Stream::finish`]), so the order of the capture's records never matters: a capture
+//! written out of time order (or backwards) reassembles exactly as an ordered one.
+//!
+//! - Retransmitted bytes are dropped; where segments overlap, the one with the lower sequence
+//!   number (then the one seen first) gives the bytes, so a capture reads the same however its
+//!   duplicates differ.
+//! - The stream starts at its SYN; a connection seen without one starts at its lowest
+//!   sequence number. Bytes from before the SYN are counted, not placed.
+//! - A hole is a gap: the stream ends there, and the bytes after it are counted as lost,
+//!   because what follows cannot be placed.
+//! - Sequence numbers are unwrapped relative to the previous segment, so they wrap freely.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Out-of-order bytes one direction may hold while waiting for a hole to fill.
-pub const MAX_PENDING: usize = 16 << 20;
 
 #[derive(Debug, Default)]
 pub struct Stream {
-    /// The sequence number of byte 0.
-    base: Option<u32>,
+    /// The last segment's sequence number and unwrapped offset (relative to the first's).
+    last: Option<(u32, i64)>,
+    /// Where the data begins (the SYN's sequence number + 1), if a SYN was seen, and the
+    /// SYN's own sequence number.
+    syn: Option<i64>,
+    syn_seq: Option<u32>,
+    /// Segments as they came: (offset, capture time, range in `raw`).
+    segments: Vec<(i64, Duration, std::ops::Range<usize>)>,
+    raw: Vec<u8>,
+    // Set by `finish`:
     data: Vec<u8>,
     /// (offset, capture time) where each run of new bytes began.
     marks: Vec<(u64, Duration)>,
-    pending: BTreeMap<u64, (Vec<u8>, Duration)>,
-    pending_bytes: usize,
-    /// Set once a hole was given up on: nothing more is appended.
     gap: bool,
     pub stats: StreamStats,
 }
@@ -35,111 +40,91 @@ pub struct Stream {
 pub struct StreamStats {
     /// Bytes seen again (retransmissions, overlaps).
     pub duplicate_bytes: u64,
-    /// Segments that arrived ahead of a hole, later filled.
+    /// Segments that came after the one following them in the stream (put back in order).
     pub reordered: u64,
-    /// Bytes from before the first segment seen (a connection the capture joined late).
+    /// Bytes from before the SYN.
     pub before_start: u64,
-    /// Bytes after a hole that never filled, or beyond the out-of-order limit.
+    /// Bytes after a hole.
     pub lost_bytes: u64,
     pub gaps: u64,
 }
 
 impl Stream {
-    /// Adds a segment's payload. `syn` segments set the start (their own sequence number
-    /// counts one, before the data).
+    /// Adds a segment. `syn` segments mark the start (their own sequence number counts one,
+    /// before the data).
     pub fn add(&mut self, seq: u32, syn: bool, payload: &[u8], ts: Duration) {
-        let data_seq = if syn { seq.wrapping_add(1) } else { seq };
-        let base = *self.base.get_or_insert(data_seq);
-        if payload.is_empty() || self.gap {
-            if self.gap {
-                self.stats.lost_bytes += payload.len() as u64;
-            }
-            return;
-        }
-        let next = self.data.len() as u64;
-        // Relative to the next expected byte: wraps are harmless within ±2 GiB.
-        let delta = i64::from(data_seq.wrapping_sub(base.wrapping_add(next as u32)) as i32);
-        let start = next as i64 + delta;
-        let end = start + payload.len() as i64;
-        if end <= 0 {
-            self.stats.before_start += payload.len() as u64;
-            return;
-        }
-        let (start, payload) = if start < 0 {
-            self.stats.before_start += start.unsigned_abs();
-            (0, &payload[start.unsigned_abs() as usize..])
-        } else {
-            (start as u64, payload)
+        let offset = match self.last {
+            None => 0,
+            Some((s, o)) => o + i64::from(seq.wrapping_sub(s) as i32),
         };
-        if start > next {
-            self.hold(start, payload, ts);
+        self.last = Some((seq, offset));
+        let data_offset = if syn { offset + 1 } else { offset };
+        if syn && self.syn.is_none() {
+            self.syn = Some(data_offset);
+            self.syn_seq = Some(seq);
+        }
+        if payload.is_empty() {
             return;
         }
-        self.append(start, payload, ts);
-        self.drain_pending();
+        let start = self.raw.len();
+        self.raw.extend_from_slice(payload);
+        self.segments.push((data_offset, ts, start..self.raw.len()));
     }
 
-    /// Appends what of `payload` (starting at `start` ≤ the end) is new.
-    fn append(&mut self, start: u64, payload: &[u8], ts: Duration) {
-        let next = self.data.len() as u64;
-        let skip = (next - start).min(payload.len() as u64) as usize;
-        self.stats.duplicate_bytes += skip as u64;
-        let new = &payload[skip..];
-        if !new.is_empty() {
-            self.marks.push((next, ts));
-            self.data.extend_from_slice(new);
-        }
-    }
-
-    fn hold(&mut self, start: u64, payload: &[u8], ts: Duration) {
-        // First seen wins: a segment at an offset already held is a duplicate unless longer.
-        if let Some((held, _)) = self.pending.get(&start) {
-            if held.len() >= payload.len() {
-                self.stats.duplicate_bytes += payload.len() as u64;
-                return;
-            }
-        }
-        if self.pending_bytes + payload.len() > MAX_PENDING {
-            self.give_up();
-            self.stats.lost_bytes += payload.len() as u64;
-            return;
-        }
-        self.stats.reordered += 1;
-        self.pending_bytes += payload.len();
-        if let Some((old, _)) = self.pending.insert(start, (payload.to_vec(), ts)) {
-            self.pending_bytes -= old.len();
-            // The shorter copy seen first was kept for its bytes; the longer one has them too.
-            self.stats.duplicate_bytes += old.len() as u64;
-        }
-    }
-
-    fn drain_pending(&mut self) {
-        while let Some(entry) = self.pending.first_entry() {
-            let start = *entry.key();
-            if start > self.data.len() as u64 {
-                return;
-            }
-            let (bytes, ts) = entry.remove();
-            self.pending_bytes -= bytes.len();
-            self.append(start, &bytes, ts);
-        }
-    }
-
-    /// Ends the stream: held bytes past an unfilled hole are lost, and the stream has a gap.
+    /// Puts the segments in order: [`Stream::data`] and the times are ready after this.
     pub fn finish(&mut self) {
-        if !self.pending.is_empty() {
-            self.give_up();
+        let segments = std::mem::take(&mut self.segments);
+        let raw = std::mem::take(&mut self.raw);
+        // By offset; equal offsets in the order they were seen.
+        let mut order: Vec<(i64, usize)> =
+            segments.iter().enumerate().map(|(i, s)| (s.0, i)).collect();
+        order.sort_unstable();
+        let base = self.syn.or(order.first().map(|s| s.0)).unwrap_or(0);
+        let mut next = base;
+        // The arrival index of the last segment that brought new bytes.
+        let mut last_arrival = None;
+        for (_, i) in order {
+            let (offset, ts, range) = segments[i].clone();
+            let bytes = &raw[range];
+            let end = offset + bytes.len() as i64;
+            if self.gap {
+                self.stats.lost_bytes += bytes.len() as u64;
+                continue;
+            }
+            if offset > next {
+                self.gap = true;
+                self.stats.gaps += 1;
+                self.stats.lost_bytes += bytes.len() as u64;
+                continue;
+            }
+            if end <= next {
+                if end <= base {
+                    self.stats.before_start += bytes.len() as u64;
+                } else {
+                    self.stats.duplicate_bytes += bytes.len() as u64;
+                }
+                continue;
+            }
+            let skip = (next - offset) as usize;
+            if offset < base {
+                self.stats.before_start += (base - offset) as u64;
+                self.stats.duplicate_bytes += (next - base) as u64;
+            } else {
+                self.stats.duplicate_bytes += skip as u64;
+            }
+            if last_arrival.is_some_and(|a| a > i) {
+                self.stats.reordered += 1;
+            }
+            last_arrival = Some(i);
+            self.marks.push((self.data.len() as u64, ts));
+            self.data.extend_from_slice(&bytes[skip..]);
+            next = end;
         }
     }
 
-    fn give_up(&mut self) {
-        if !self.gap {
-            self.stats.gaps += 1;
-        }
-        self.gap = true;
-        self.stats.lost_bytes += self.pending_bytes as u64;
-        self.pending.clear();
-        self.pending_bytes = 0;
+    /// The sequence number of the SYN that opened this direction, if captured.
+    pub fn syn_seq(&self) -> Option<u32> {
+        self.syn_seq
     }
 
     /// The bytes in order, up to the first gap.
@@ -152,7 +137,7 @@ impl Stream {
         self.gap
     }
 
-    /// When byte `offset` was captured (the segment that first brought it).
+    /// When byte `offset` was captured (the segment that brought it).
     pub fn time_at(&self, offset: u64) -> Option<Duration> {
         let i = self.marks.partition_point(|(o, _)| *o <= offset);
         self.marks.get(i.checked_sub(1)?).map(|m| m.1)
@@ -181,12 +166,12 @@ mod tests {
     }
 
     #[test]
-    fn reorders_drops_duplicates_and_keeps_first_seen_bytes() {
+    fn reorders_drops_duplicates_and_keeps_the_bytes_seen_first() {
         let mut s = Stream::default();
         s.add(999, true, b"", ms(0)); // SYN: data starts at 1000
         s.add(1005, false, b"FGHIJ", ms(2)); // ahead of a hole
         s.add(1000, false, b"ABCDE", ms(1)); // fills it
-        s.add(1008, false, b"xyZ", ms(3)); // overlaps: the first seen "IJ" wins
+        s.add(1008, false, b"xyZ", ms(3)); // overlaps: the earlier "IJ" wins
         s.add(1000, false, b"ABCDE", ms(4)); // retransmission
         s.finish();
         assert_eq!(s.data(), b"ABCDEFGHIJZ");
@@ -199,21 +184,25 @@ mod tests {
     }
 
     #[test]
-    fn wraps_and_joins_late_and_counts_gaps() {
+    fn wraps_starts_at_the_lowest_without_a_syn_and_counts_gaps() {
         let mut s = Stream::default();
-        // No SYN; the sequence wraps inside the stream.
-        s.add(u32::MAX - 2, false, b"abc", ms(0));
+        // No SYN; the sequence wraps inside the stream; the first segment seen is not the
+        // first in the stream.
         s.add(0, false, b"def", ms(1));
-        assert_eq!(s.data(), b"abcdef");
-        // A segment from before the first one seen is counted, not placed.
-        s.add(u32::MAX - 10, false, b"zz", ms(2));
-        assert_eq!(s.stats.before_start, 2);
+        s.add(u32::MAX - 2, false, b"abc", ms(0));
         // A hole that never fills.
         s.add(10, false, b"lost", ms(3));
         s.finish();
         assert_eq!(s.data(), b"abcdef");
         assert!(s.has_gap());
         assert_eq!((s.stats.gaps, s.stats.lost_bytes), (1, 4));
+        // With a SYN, bytes from before it are counted, not placed.
+        let mut s = Stream::default();
+        s.add(100, false, b"old", ms(0));
+        s.add(200, true, b"", ms(1));
+        s.add(201, false, b"new", ms(2));
+        s.finish();
+        assert_eq!((s.data(), s.stats.before_start), (&b"new"[..], 3));
     }
 
     #[test]
@@ -223,6 +212,7 @@ mod tests {
         s.add(1, false, b"1234", ms(10));
         s.add(5, false, b"56", ms(20));
         s.add(7, false, b"789", ms(30));
+        s.finish();
         assert_eq!(s.bytes_between(ms(10), Some(ms(30))), 6);
         assert_eq!(s.bytes_between(ms(15), None), 5);
     }

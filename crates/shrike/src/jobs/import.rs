@@ -139,9 +139,11 @@ fn sniff(path: &Path) -> anyhow::Result<String> {
         | [0xa1, 0xb2, 0x3c, 0x4d] => "pcap".into(),
         [0x0a, 0x0d, 0x0d, 0x0a] => "pcapng".into(),
         [b'{', ..] | [b' ' | b'\n' | b'\r' | b'\t', ..] | [0xef, 0xbb, 0xbf, ..] => "har".into(),
-        _ => return Err(usage(format!(
+        _ => {
+            return Err(usage(format!(
             "{}: not a pcap, pcapng or HAR file (name its format: shrike jobs import pcap FILE)",
             path.display()
-        ))),
+        )))
+        }
     })
 }
