@@ -5,8 +5,10 @@
 //! rewrite them.
 
 pub mod file;
+pub mod filter;
 pub mod har;
 pub mod model;
+pub mod stats;
 
 pub use file::{JobReader, JobWriter, JobsError};
 pub use model::{Body, Connection, Job, JobProtocol, MysqlCommand, MysqlValue, Request};

@@ -11,7 +11,8 @@ use bytes::Bytes;
 use shrike_engine::replay::{FedRequest, FedSession, FeedSender, Payload};
 use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError};
 
-use crate::timeline::{Shard, TimeOptions, Timeline};
+use crate::timeline::{TimeOptions, Timeline};
+use crate::Shard;
 
 /// What to replay of a jobs file, and how.
 #[derive(Clone, Debug)]

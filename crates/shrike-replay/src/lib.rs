@@ -9,4 +9,5 @@ pub mod http;
 pub mod timeline;
 
 pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
-pub use timeline::{Shard, TimeOptions, Timeline};
+pub use shrike_jobs::filter::Shard;
+pub use timeline::{TimeOptions, Timeline};

@@ -74,33 +74,6 @@ impl Timeline {
     }
 }
 
-/// `--shard i/N`: every N-th job from the i-th (1-based), so N processes, each with its own
-/// shard, play every job exactly once between them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shard {
-    pub index: u64,
-    pub count: u64,
-}
-
-impl Shard {
-    /// Parses `i/N` with 1 ≤ i ≤ N.
-    pub fn parse(s: &str) -> Result<Shard, String> {
-        let bad = || format!("{s:?}: expected i/N with 1 ≤ i ≤ N, e.g. 2/4");
-        let (i, n) = s.split_once('/').ok_or_else(bad)?;
-        let (index, count): (u64, u64) =
-            (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
-        if index == 0 || index > count {
-            return Err(bad());
-        }
-        Ok(Shard { index, count })
-    }
-
-    /// Whether the job at `position` (0-based, in file order) is this shard's.
-    pub fn holds(&self, position: u64) -> bool {
-        position % self.count == self.index - 1
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -146,16 +119,5 @@ mod tests {
         assert_eq!(t.place(&job(3050, &[0])).0, ms(3050 - 1900));
         // And the cut carries over to later jobs.
         assert_eq!(t.place(&job(3060, &[0])).0, ms(3060 - 1900));
-    }
-
-    #[test]
-    fn shards_partition_the_jobs() {
-        let shards: Vec<Shard> =
-            (1..=3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
-        for pos in 0..30 {
-            assert_eq!(shards.iter().filter(|s| s.holds(pos)).count(), 1);
-        }
-        assert!(Shard::parse("0/3").is_err() && Shard::parse("4/3").is_err());
-        assert!(Shard::parse("x").is_err());
     }
 }

@@ -1,10 +1,135 @@
-//! `shrike jobs filter` (being built in this session's branch; see mod.rs).
+//! `shrike jobs filter FILE -o OUT`: part of a jobs file (see `shrike_jobs::filter`), written
+//! as it is read, with what was kept on standard error.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct FilterArgs {}
+use serde_json::json;
+use shrike_jobs::filter::{Filter, Shard};
+use shrike_jobs::{JobProtocol, JobReader, JobWriter};
+use shrike_stats::duration::parse_duration;
 
-pub fn run(_args: FilterArgs) -> anyhow::Result<ExitCode> {
-    Err(crate::args::usage("shrike jobs filter is not built yet"))
+use crate::args::usage;
+use crate::log::info;
+
+#[derive(clap::Args, Debug)]
+pub struct FilterArgs {
+    /// The jobs file (`-` reads standard input).
+    pub file: PathBuf,
+    /// Where to write (`.zst` compresses; `-` is standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Keep jobs starting at or after this offset from the first job's start.
+    #[arg(long, value_name = "DURATION")]
+    pub from: Option<String>,
+    /// Keep jobs starting before this offset.
+    #[arg(long, value_name = "DURATION")]
+    pub to: Option<String>,
+    /// Keep these jobs (an id, or a range 10-20; repeatable).
+    #[arg(long = "job", value_name = "ID|A-B")]
+    pub jobs: Vec<String>,
+    /// Keep jobs with a request matching this glob (* and ?): "METHOD /path?query" for HTTP,
+    /// "query SELECT …" (or the command's name) for MySQL, the payload for TCP.
+    #[arg(long = "match", value_name = "GLOB")]
+    pub pattern: Option<String>,
+    /// With --match: keep only the matching requests, not whole jobs.
+    #[arg(long, requires = "pattern")]
+    pub match_requests: bool,
+    /// Keep this share of jobs (e.g. 10%), the same ones every time for the same --seed.
+    #[arg(long, value_name = "PERCENT")]
+    pub sample: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep every N-th job from the i-th (1-based): N shards partition the file.
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<String>,
+}
+
+pub fn run(args: FilterArgs) -> anyhow::Result<ExitCode> {
+    let filter = filter(&args)?;
+    let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
+    let header = reader.header().clone();
+    let protocol = header
+        .get("protocol")
+        .and_then(|p| p.as_str())
+        .and_then(JobProtocol::parse)
+        .unwrap_or(JobProtocol::Http);
+    let mut info = header;
+    info.remove("shrike_jobs");
+    info.remove("protocol");
+    let what: Vec<String> = std::env::args().skip(3).collect();
+    info.insert("filtered".into(), json!(what.join(" ")));
+    let mut writer =
+        JobWriter::create(&args.output, protocol, info).map_err(|e| usage(e.to_string()))?;
+    let (mut read, mut kept, mut requests) = (0u64, 0u64, 0u64);
+    let mut origin = None;
+    for (position, job) in reader.enumerate() {
+        let job = job.map_err(|e| usage(e.to_string()))?;
+        read += 1;
+        let o = *origin.get_or_insert(job.start);
+        if let Some(job) = filter.apply(job, position as u64, o) {
+            kept += 1;
+            requests += job.requests.len() as u64;
+            writer.write(&job).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+    }
+    writer.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
+    info!("kept {kept} of {read} job(s), with {requests} request(s)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn filter(args: &FilterArgs) -> anyhow::Result<Filter> {
+    let dur = |v: &Option<String>, flag: &str| {
+        v.as_deref()
+            .map(|d| parse_duration(d).map_err(|e| usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    let jobs = args
+        .jobs
+        .iter()
+        .map(|j| {
+            let bad = || usage(format!("--job {j:?}: expected an id or a range such as 10-20"));
+            match j.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (
+                        a.trim().parse().map_err(|_| bad())?,
+                        b.trim().parse().map_err(|_| bad())?,
+                    );
+                    if a > b {
+                        return Err(bad());
+                    }
+                    Ok((a, b))
+                }
+                None => j.trim().parse().map(|n| (n, n)).map_err(|_| bad()),
+            }
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let sample = match &args.sample {
+        None => None,
+        Some(s) => {
+            let v: f64 =
+                s.trim().trim_end_matches('%').parse().map_err(|_| {
+                    usage(format!("--sample {s:?}: expected a percentage such as 10%"))
+                })?;
+            if !(0.0..=100.0).contains(&v) {
+                return Err(usage(format!("--sample {s:?}: a share lies between 0% and 100%")));
+            }
+            Some(v / 100.0)
+        }
+    };
+    let shard = args
+        .shard
+        .as_deref()
+        .map(|s| Shard::parse(s).map_err(|e| usage(format!("--shard {e}"))))
+        .transpose()?;
+    Ok(Filter {
+        from: dur(&args.from, "--from")?,
+        to: dur(&args.to, "--to")?,
+        jobs,
+        pattern: args.pattern.clone(),
+        match_requests: args.match_requests,
+        sample,
+        seed: args.seed,
+        shard,
+    })
 }
