@@ -10,6 +10,8 @@
 //! the ```jsonl request list run too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "support/capture.rs"]
+mod capture;
 mod common;
 
 use std::io::Read;
@@ -270,6 +272,9 @@ impl Env {
             ("https://service.internal.example", format!("https://localhost:{}", self.tls_port)),
             ("--metrics-listen 127.0.0.1:9464", "--metrics-listen 127.0.0.1:0".into()),
             ("--statsd 127.0.0.1:8125", format!("--statsd {}", self.statsd_addr())),
+            // Replay's targets and the captured server's port: the plain server's.
+            ("--target 127.0.0.1:8080", format!("--target {}", self.plain)),
+            ("--port 8080", format!("--port {}", self.ports()[0])),
             // "On the minute" waits up to a minute; a few seconds ahead runs the same date form.
             (
                 "date -u -d '+1 minute' +%Y-%m-%dT%H:%M:00Z",
@@ -512,8 +517,12 @@ fn fetch(url: &str, ca: Option<&str>, cwd: &Path) -> Option<String> {
 /// Runs a block's commands in order in `dir`; returns a message per failed command.
 fn run_block(block: &Block, env: &Env, dir: &Path) -> Vec<String> {
     std::fs::create_dir_all(dir).expect("block dir");
-    // Files the examples read without making them: the TLS target's CA.
+    // Files the examples read without making them: the TLS target's CA, and for replay a
+    // capture and a HAR recording.
     std::fs::copy(&env.ca, dir.join("ca.pem")).expect("ca.pem");
+    if block.section == "Replay: shrike jobs and shrike replay" {
+        replay_inputs(dir, env);
+    }
     let commands = match block_commands(block, dir, env) {
         Ok(commands) => commands,
         Err(why) => {
@@ -546,6 +555,22 @@ fn run_block(block: &Block, env: &Env, dir: &Path) -> Vec<String> {
         Running::stop(s);
     }
     failures
+}
+
+/// `traffic.pcap`, a real tcpdump capture of a second of requests to the plain server (so its
+/// port is the README's 8080, rewritten), and `recording.har`, a Chrome-shaped recording.
+fn replay_inputs(dir: &Path, env: &Env) {
+    let port = env.ports()[0];
+    let dump =
+        capture::Tcpdump::start("lo", &format!("tcp port {port}"), &dir.join("traffic.pcap"));
+    let out = Command::new(env!("CARGO_BIN_EXE_shrike"))
+        .args(["run", &format!("http://{}/api/items", env.plain), "--rps", "20", "--duration", "1"])
+        .output()
+        .expect("run shrike");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    dump.stop();
+    let har = repo_root().join("crates/shrike-jobs/tests/fixtures/chrome.har");
+    std::fs::copy(har, dir.join("recording.har")).expect("recording.har");
 }
 
 /// The commands of a block: a shell block's own, or for the JSON spec file and the JSONL request
