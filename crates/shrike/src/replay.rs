@@ -153,7 +153,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .replay(feed, engine_protocol)
         .prepare()
         .map_err(|e| load.explain(e))?;
-    if let Some(t) = session.telemetry.take() {
+    // A replay always keeps its time series (every second unless --stats-interval says
+    // otherwise): rate and lateness over time are what a replay's report plots.
+    let series = || {
+        shrike_engine::TelemetryConfig::new(std::time::Duration::from_secs(1), None)
+            .map(|config| shrike_engine::Telemetry { config, observers: Vec::new() })
+    };
+    if let Some(t) = session.telemetry.take().or_else(series) {
         ready = ready.observed(t);
     }
     let feeder = Feeder::start(reader, sender, options)

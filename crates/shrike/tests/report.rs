@@ -623,3 +623,35 @@ fn a_sweep_draws_throughput_and_server_cpu_against_connections() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_replay_draws_its_rate_and_lateness_over_time() {
+    let dir = scratch("report-replay");
+    let mut jobs = String::from("{\"shrike_jobs\": 1, \"protocol\": \"http\"}\n");
+    for i in 0..25 {
+        jobs.push_str(&format!(
+            "{{\"job\": {}, \"start\": {}, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/\"}}, {{\"at\": 0.05, \"method\": \"GET\", \"path\": \"/\"}}]}}\n",
+            i + 1,
+            f64::from(i) * 0.1
+        ));
+    }
+    let jobs_path = dir.join("r.jobs");
+    std::fs::write(&jobs_path, jobs).unwrap();
+    let server = Server::start(&[]);
+    let result = dir.join("replay.json");
+    let out = run(
+        &["replay", path_str(&jobs_path), "--target", &server.addr, "-o", path_str(&result)],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let html = dir.join("replay.html");
+    let out = report(&[path_str(&result), "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    let dom = without_scripts(&render(&html, &dir));
+    let plots = drawn(&dom, 1);
+    // Recorded without --stats-interval: a replay always keeps its series.
+    assert_plot(&plots, "throughput", 1, 1);
+    assert_plot(&plots, "lateness-time", 1, 3);
+    assert!(!dom.contains("No send lateness recorded"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

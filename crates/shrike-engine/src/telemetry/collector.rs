@@ -98,6 +98,7 @@ impl Collector {
         s.status_codes.merge(&p.status_codes);
         s.scheduled_to_response.merge(&p.scheduled_to_response);
         s.request_to_response.merge(&p.request_to_response);
+        s.send_lateness.merge(&p.send_lateness);
         s.in_flight += p.in_flight;
         s.in_flight_max = s.in_flight;
         match p.end {
@@ -192,6 +193,7 @@ mod tests {
             status_codes,
             scheduled_to_response: sched,
             request_to_response: Statistic::new(),
+            send_lateness: Statistic::new(),
             in_flight: requests,
             end: end.map(Duration::from_millis),
         }))

@@ -67,6 +67,8 @@ pub struct Sample {
     pub status_codes: StatusCodes,
     pub scheduled_to_response: Statistic,
     pub request_to_response: Statistic,
+    /// How late the interval's answered requests left (actual send − scheduled).
+    pub send_lateness: Statistic,
     /// Requests released and not finished (in flight or queued in the pool) at the sample's
     /// end, summed over workers: Apiary's level.
     pub in_flight: u64,
@@ -85,6 +87,7 @@ impl Sample {
             status_codes: StatusCodes::new(),
             scheduled_to_response: Statistic::new(),
             request_to_response: Statistic::new(),
+            send_lateness: Statistic::new(),
             in_flight: 0,
             in_flight_max: 0,
             last: false,
@@ -98,6 +101,7 @@ impl Sample {
         self.status_codes.merge(&s.status_codes);
         self.scheduled_to_response.merge(&s.scheduled_to_response);
         self.request_to_response.merge(&s.request_to_response);
+        self.send_lateness.merge(&s.send_lateness);
         self.in_flight = s.in_flight;
         self.in_flight_max = self.in_flight_max.max(s.in_flight_max);
         self.last = s.last;
@@ -113,6 +117,7 @@ impl Sample {
             stats: vec![
                 IntervalStat::summarize(StatId::ScheduledToResponse, &self.scheduled_to_response),
                 IntervalStat::summarize(StatId::RequestToResponse, &self.request_to_response),
+                IntervalStat::summarize(StatId::SendLateness, &self.send_lateness),
             ],
         }
     }

@@ -21,6 +21,7 @@ pub(crate) struct Part {
     pub status_codes: StatusCodes,
     pub scheduled_to_response: Statistic,
     pub request_to_response: Statistic,
+    pub send_lateness: Statistic,
     /// Requests released and not yet finished (in flight or queued) at the part's end.
     pub in_flight: u64,
     /// Set on the worker's last part: where the worker's run ended (offset from the start).
@@ -61,6 +62,7 @@ pub(crate) struct Recorder {
     no_roll_from: Option<Instant>,
     scheduled_to_response: Statistic,
     request_to_response: Statistic,
+    send_lateness: Statistic,
     /// Cumulative values at the last boundary; a part carries the difference.
     last_counters: Counters,
     last_codes: StatusCodes,
@@ -104,6 +106,7 @@ impl Recorder {
             status_codes: code_delta,
             scheduled_to_response: std::mem::take(&mut self.scheduled_to_response),
             request_to_response: std::mem::take(&mut self.request_to_response),
+            send_lateness: std::mem::take(&mut self.send_lateness),
             in_flight: in_flight as u64,
             end,
         };
@@ -127,6 +130,7 @@ pub(crate) fn attach(pools: &Rc<Pools>, link: Link, start: Instant) {
         no_roll_from,
         scheduled_to_response: Statistic::new(),
         request_to_response: Statistic::new(),
+        send_lateness: Statistic::new(),
         last_counters: Counters::new(),
         last_codes: StatusCodes::new(),
     }));
@@ -165,6 +169,7 @@ pub(crate) fn record_response(st: &mut WorkerState, x: &Exchange) {
         r.roll(x.done, &st.counters, &st.status_codes, st.outstanding);
         r.scheduled_to_response.record(nanos(x.done - x.ticket.scheduled));
         r.request_to_response.record(nanos(x.done - x.sent));
+        r.send_lateness.record(nanos(x.sent.saturating_duration_since(x.ticket.scheduled)));
     }
 }
 

@@ -136,6 +136,7 @@ fn stat(s: &Statistic, bins: &Bins) -> Value {
 fn interval(i: &Interval) -> Value {
     let latency: Map<String, Value> = LATENCIES
         .iter()
+        .chain(&[("lateness", StatId::SendLateness)])
         .map(|&(key, id)| {
             let summary = i.stats.iter().find(|s| s.id == id).filter(|s| s.count > 0);
             (key.to_string(), summary.map_or(Value::Null, interval_stat))

@@ -342,6 +342,39 @@
       y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
       series: series,
     });
+
+    // How late requests left their scheduled time: whether a replay (or a paced run) kept up.
+    el("h3", {}, s, "Send lateness (actual send − scheduled send)");
+    series = [];
+    lo = Infinity;
+    hi = 0;
+    FILES.forEach(function (f, i) {
+      if (!f.intervals.length) return;
+      [[1, "max", "2 4"], [0.99, "p99", null], [0.5, "p50", "6 4"]].forEach(function (q) {
+        var pts = f.intervals.map(function (iv) {
+          var st = iv.latency.lateness;
+          var p = st && st.percentiles.filter(function (x) { return x[0] === q[0]; })[0];
+          var v = p ? p[1] : null;
+          if (v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+          return [mid(iv), v > 0 ? v : null];
+        });
+        series.push({ name: f.label + " lateness " + q[1], file: i, color: color(i), dash: q[2],
+                      pts: pts, dots: true });
+      });
+    });
+    if (hi === 0) {
+      el("p", { "class": "empty", "data-empty": "lateness" }, s,
+         "No send lateness recorded in any interval.");
+    } else {
+      legend(s, fileLegend.concat([["solid: p99", "#555"], ["dashed: p50", "#555", "dash"],
+                                   ["dotted: max", "#555", "dot"]]));
+      var ld = logDomain(lo, hi);
+      chart(figure(s, "lateness-time"), {
+        id: "lateness-time", x: xAxis,
+        y: { kind: "log", min: ld[0], max: ld[1], fmt: fmtDur, label: "lateness" },
+        series: series,
+      });
+    }
   }
 
   // ---- tables keyed by name, one column per file ----
