@@ -51,6 +51,10 @@ pub struct ReplayArgs {
     /// Start at this wall-clock time (RFC 3339 or Unix seconds), for synchronized processes.
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
+    /// HTTP jobs: send the captured HTTP/1.1 requests as http1 (default), http2 (h2c on
+    /// http://, ALPN h2 on https://) or http3 (https:// only).
+    #[arg(short = 'p', long, value_name = "http1|http2|http3")]
+    pub protocol: Option<String>,
     /// Workers (threads); jobs are dealt to them in turn.
     #[arg(long, value_name = "N")]
     pub concurrency: Option<String>,
@@ -223,8 +227,12 @@ fn run_args(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<RunArgs>
         None if protocol == JobProtocol::Http => None,
         None => return Err(usage(format!("{} replay needs --target HOST:PORT", protocol.name()))),
     };
+    if args.protocol.is_some() && protocol != JobProtocol::Http {
+        return Err(usage(format!("--protocol is for HTTP jobs; these are {}", protocol.name())));
+    }
     let mut r = RunArgs {
         url,
+        protocol: args.protocol.clone(),
         concurrency: args.concurrency.clone(),
         timeout: args.timeout.clone(),
         duration: args.duration.clone(),

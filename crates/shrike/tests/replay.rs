@@ -309,3 +309,36 @@ fn interval_reports_count_jobs_started_done_and_running() {
     let last = lines.last().unwrap();
     assert!(last.contains("0 running (total 3 done)"), "{last}");
 }
+
+#[test]
+fn captured_http1_sessions_replay_over_http2() {
+    let dir = scratch("replay-h2");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Nginx::start_logged(Listen::H2c);
+    let target = format!("127.0.0.1:{}", server.port);
+    let out = replay(
+        &jobs,
+        &target,
+        &["--protocol", "http2", "--time-scale", "4", "--output-format", "json"],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    assert_eq!(counter(&g, "upstream_rq_total"), 6);
+    assert_eq!(counter(&g, "upstream_cx_http2_total"), 4, "one per session, two for job 2");
+    let log = server.access_log();
+    let mut lines: Vec<String> = log.iter().map(|e| e.request.clone()).collect();
+    lines.sort();
+    assert!(lines.iter().all(|l| l.ends_with(" HTTP/2.0")), "{lines:?}");
+    let post = log.iter().find(|e| e.request.starts_with("POST /upload")).expect("the POST");
+    // Its body arrived (nginx reads it at /upload): more than the head alone.
+    assert!(post.request_length > 5, "{post:?}");
+    // The session's three requests on one connection, in order.
+    let conns = by_connection(&log);
+    let session = conns.values().find(|c| c.len() == 3).expect("job 1's connection");
+    let order: Vec<&str> = session.iter().map(|e| e.request.split(' ').nth(1).unwrap()).collect();
+    assert_eq!(order, ["/file", "/upload", "/missing"]);
+    // TCP jobs have no HTTP version to choose.
+    let tcp = write_jobs(&dir, "t.jobs", "{\"shrike_jobs\": 1, \"protocol\": \"tcp\"}\n");
+    let out = replay(&tcp, "127.0.0.1:1", &["--protocol", "http2"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+}

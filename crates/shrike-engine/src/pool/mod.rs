@@ -134,8 +134,15 @@ impl Pool {
                 let http1 = Http1::new(r, cfg.requests.latency_header());
                 Pool::Http1(Rc::new(SerialPool::new(cfg, index, http1)))
             }
-            (_, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+            (Protocol::Http1, PoolRequests::Replay(ReplayProtocol::Http1)) => {
                 Pool::Http1(Rc::new(SerialPool::new(cfg, index, Http1::replayed())))
+            }
+            // Captured HTTP/1.1 requests, sent as HTTP/2 or HTTP/3 when the run asks for it.
+            (Protocol::Http2, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+                Pool::H2(Box::new(mux::MuxPool::replayed(cfg, index)))
+            }
+            (Protocol::Http3, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+                Pool::H3(Box::new(mux::MuxPool::replayed(cfg, index)))
             }
             (_, PoolRequests::Replay(ReplayProtocol::Tcp(framing))) => {
                 Pool::Tcp(Rc::new(SerialPool::new(cfg, index, RawTcp::new(framing))))

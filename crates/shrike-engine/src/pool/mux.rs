@@ -141,6 +141,9 @@ pub(crate) struct MuxPool<M: Mux> {
     sessions: RefCell<HashMap<u32, Rc<MuxConn<M>>>>,
     /// One per request-source entry.
     templates: Box<[RequestTemplate]>,
+    /// Replaying: each ticket's request is its fed HTTP/1.1 payload, sent to this scheme and
+    /// (without a Host header of its own) authority.
+    replay: Option<(&'static str, String)>,
     /// The origin-latency header name, parsed once.
     latency_header: Option<HeaderName>,
     closing: Cell<bool>,
@@ -158,9 +161,20 @@ impl<M: Mux> MuxPool<M> {
             max_conns: cfg.connections.get() as usize,
             sessions: RefCell::new(HashMap::new()),
             templates,
+            replay: None,
             latency_header: latency_header_name(cfg),
             closing: Cell::new(false),
             data: M::PoolData::default(),
+        }
+    }
+
+    /// A pool replaying captured HTTP/1.1 requests over this protocol.
+    pub fn replayed(cfg: &EngineConfig, index: usize) -> Self {
+        let target = &cfg.endpoints[index].target;
+        let scheme = if target.scheme == crate::target::Scheme::Https { "https" } else { "http" };
+        MuxPool {
+            replay: Some((scheme, target.authority.clone())),
+            ..Self::new(cfg, index, Box::new([]))
         }
     }
 
@@ -344,15 +358,34 @@ async fn stream_task<M: Mux>(
     let p = MuxPool::<M>::of(&pools, conn.pool);
     let started = Instant::now();
     let mut sent = started;
-    let request = p.templates[ticket.request as usize].build(&pools.cx.renderer);
-    // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-    let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
-    let result = tokio::time::timeout(pools.cfg.timeout, exchange).await;
+    let request = match &p.replay {
+        None => Ok(p.templates[ticket.request as usize].build(&pools.cx.renderer)),
+        Some((scheme, authority)) => match pools.cx.payloads.get(ticket.request) {
+            Some(payload) => crate::requests::h2::from_h1(&payload.data, scheme, authority),
+            None => Err("the replayed payload is missing".into()),
+        },
+    };
+    let result = match request {
+        // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
+        Ok(request) => {
+            let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
+            tokio::time::timeout(pools.cfg.timeout, exchange).await
+        }
+        // Nothing was sent: a captured request that cannot go over this protocol.
+        Err(why) => Ok(Err(StreamFailure {
+            responded: false,
+            goaway: false,
+            refused: false,
+            protocol_error: false,
+            message: format!("replay: {why}"),
+        })),
+    };
     let done = Instant::now();
     conn.active.set(conn.active.get() - 1);
     p.active.set(p.active.get() - 1);
-    if let Some(s) = ticket.session.filter(|s| s.own_connection && s.last) {
-        // The session is over: its connection closes once its streams end.
+    if let Some(s) = ticket.session.filter(|s| s.own_connection && (s.last || s.fresh)) {
+        // The session is over (or opens a connection per request): its connection closes
+        // once its streams end.
         p.sessions.borrow_mut().remove(&s.id);
         p.retire(&conn);
     } else if conn.retired.get() {

@@ -256,3 +256,104 @@ mod tests {
         assert!(RequestTemplate::new(&target, &spec).is_err());
     }
 }
+
+/// A captured HTTP/1.1 request (replay) as an HTTP/2 or HTTP/3 request: method, path and
+/// headers from its head, `:authority` from its Host header (else `authority`), the body
+/// de-chunked, and the headers HTTP/2 forbids (connection-specific ones, RFC 9113 §8.2.2) left
+/// out. `Err` says why the bytes are no request.
+pub(crate) fn from_h1(
+    data: &[u8],
+    scheme: &str,
+    authority: &str,
+) -> Result<(Request<()>, Bytes), String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let head = match req.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("an incomplete HTTP/1.1 request".into()),
+        Err(e) => return Err(format!("no HTTP/1.1 request: {e}")),
+    };
+    let (Some(method), Some(path)) = (req.method, req.path) else {
+        return Err("an HTTP/1.1 request without method or path".into());
+    };
+    let host = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("host"))
+        .and_then(|h| std::str::from_utf8(h.value).ok())
+        .unwrap_or(authority);
+    let uri = if path.starts_with('/') || path == "*" {
+        format!("{scheme}://{host}{path}")
+    } else {
+        path.to_string()
+    };
+    let mut r = Request::new(());
+    *r.method_mut() = http::Method::from_bytes(method.as_bytes())
+        .map_err(|e| format!("method {method:?}: {e}"))?;
+    *r.uri_mut() = uri.parse::<Uri>().map_err(|e| format!("target {path:?}: {e}"))?;
+    let mut chunked = false;
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        match name.as_str() {
+            "host" | "connection" | "keep-alive" | "proxy-connection" | "upgrade" => continue,
+            "transfer-encoding" => {
+                chunked = String::from_utf8_lossy(h.value).to_ascii_lowercase().contains("chunked");
+                continue;
+            }
+            // Only "trailers" may pass (RFC 9113 §8.2.2).
+            "te" if !h.value.eq_ignore_ascii_case(b"trailers") => continue,
+            _ => {}
+        }
+        let (Ok(n), Ok(v)) =
+            (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(h.value))
+        else {
+            return Err(format!("header {:?} cannot be sent over HTTP/2", h.name));
+        };
+        r.headers_mut().append(n, v);
+    }
+    let rest = &data[head..];
+    let body = if chunked { dechunk(rest)? } else { Bytes::copy_from_slice(rest) };
+    if chunked {
+        r.headers_mut().insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    Ok((r, body))
+}
+
+/// A chunked body's data, without its framing (trailers dropped).
+fn dechunk(mut rest: &[u8]) -> Result<Bytes, String> {
+    let mut out = Vec::with_capacity(rest.len());
+    loop {
+        let eol = rest.windows(2).position(|w| w == b"\r\n").ok_or("a cut chunked body")?;
+        let size = rest[..eol].split(|&b| b == b';').next().unwrap_or_default();
+        let size = std::str::from_utf8(size)
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+            .ok_or("a chunk size that is no hex number")?;
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return Ok(Bytes::from(out));
+        }
+        out.extend_from_slice(rest.get(..size).ok_or("a cut chunk")?);
+        rest = rest.get(size + 2..).ok_or("a cut chunk")?;
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::from_h1;
+
+    #[test]
+    fn captured_requests_become_h2_requests() {
+        let raw = b"POST /cart?x=1 HTTP/1.1\r\nHost: t:1\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nX-A: b\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        let (r, body) = from_h1(raw, "http", "fallback:2").expect("converts");
+        assert_eq!(r.method(), "POST");
+        assert_eq!(r.uri().to_string(), "http://t:1/cart?x=1");
+        assert_eq!(&body[..], b"abcde");
+        assert_eq!(r.headers()["x-a"], "b");
+        assert_eq!(r.headers()["content-length"], "5");
+        assert!(r.headers().get("connection").is_none() && r.headers().get("host").is_none());
+        let (r, _) = from_h1(b"GET / HTTP/1.1\r\n\r\n", "https", "fallback:2").expect("converts");
+        assert_eq!(r.uri().to_string(), "https://fallback:2/");
+        assert!(from_h1(b"\x00garbage", "http", "a").is_err());
+    }
+}
