@@ -30,6 +30,13 @@ BODY = 100  # bytes per response body, for both servers
 CLIENT_CPU, SERVER_CPU = "0", "1"
 
 
+def scratch(name):
+    """A temp dir for one bench run; exits first when the release binary is missing."""
+    if not os.path.exists(SHRIKE):
+        sys.exit("build first: cargo build --release")
+    return tempfile.mkdtemp(prefix=f"shrike-bench-{name}-")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,11 +20,10 @@ import platform
 import random
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import CLIENT_CPU, ROOT, SERVER_CPU, SHRIKE, free_port, wait_port  # noqa: E402
+from compare import CLIENT_CPU, ROOT, SERVER_CPU, SHRIKE, free_port, scratch, wait_port  # noqa: E402
 
 
 def write_jobs(path, jobs, duration, interval, ramp=1.0):
@@ -82,9 +81,7 @@ def main():
     ap.add_argument("--ramp", type=float, default=1.0,
                     help="jobs start spread over this many seconds")
     args = ap.parse_args()
-    if not os.path.exists(SHRIKE):
-        sys.exit("build first: cargo build --release")
-    tmp = tempfile.mkdtemp(prefix="shrike-bench-replay-")
+    tmp = scratch("replay")
     jobs_path = os.path.join(tmp, "bench.jobs")
     t = time.time()
     total = write_jobs(jobs_path, args.jobs, args.duration, args.interval, args.ramp)
