@@ -33,6 +33,9 @@ use flows::{Flow, Flows, Segment};
 pub use report::Report;
 pub use split::Splitter;
 
+/// One nanosecond: a pipelined request captured in the same instant as the one before it.
+const NANO: Duration = Duration::from_nanos(1);
+
 /// How far out of time order a capture's records may be and still import in order.
 pub const REORDER_WINDOW: Duration = Duration::from_secs(10);
 
@@ -185,6 +188,8 @@ impl Importer {
             return;
         };
         let mut last = Duration::ZERO;
+        let http = self.options.splitter == Splitter::Http;
+        let mut previous: Option<Duration> = None;
         let requests: Vec<Request> = found
             .into_iter()
             .map(|(ts, body)| {
@@ -193,7 +198,15 @@ impl Importer {
                 last = last.max(ts.saturating_sub(start));
                 self.report.requests += 1;
                 self.report.request_bytes += body.data().len() as u64;
-                Request { at: last, body }
+                // Pipelined: sent before the server answered anything since the previous one.
+                let pipelined = http
+                    && previous
+                        .is_some_and(|p| f.down.bytes_between(p, Some(ts.max(p) + NANO)) == 0);
+                previous = Some(ts);
+                if pipelined {
+                    self.report.pipelined += 1;
+                }
+                Request { at: last, body, pipelined }
             })
             .collect();
         let protocol = match self.options.splitter {

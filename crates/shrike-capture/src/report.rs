@@ -24,6 +24,8 @@ pub struct Report {
     /// Connections in which no request was found.
     pub empty_connections: u64,
     pub requests: u64,
+    /// HTTP requests sent before the previous one's answer (pipelined).
+    pub pipelined: u64,
     /// Client bytes in the requests found.
     pub request_bytes: u64,
     pub jobs: u64,
@@ -79,6 +81,13 @@ impl Report {
             self.packet_bytes,
             self.tcp_segments
         );
+        if self.pipelined > 0 {
+            let _ = writeln!(
+                s,
+                "  {} request(s) pipelined (sent before the previous answer)",
+                self.pipelined
+            );
+        }
         if let Some(d) = &self.damage {
             let _ = writeln!(
                 s,

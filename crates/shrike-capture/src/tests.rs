@@ -121,6 +121,11 @@ fn reordered_duplicated_and_overlapping_segments_make_the_exact_requests() {
     let ats: Vec<Duration> = j.requests.iter().map(|r| r.at).collect();
     assert_eq!(ats, vec![ms(0), ms(89), ms(189), ms(189)]);
     assert_eq!(j.server.as_deref(), Some("10.0.0.2:80"));
+    // The GET was answered before the POST went; nothing answered the POST before /1 went,
+    // and /2 came in the same segment as /1: both pipelined.
+    let pipelined: Vec<bool> = j.requests.iter().map(|r| r.pipelined).collect();
+    assert_eq!(pipelined, vec![false, false, true, true]);
+    assert_eq!(report.pipelined, 2);
     assert!(report.reassembly.reordered <= 1);
     assert_eq!(report.reassembly.duplicate_bytes, 20 + 10);
     assert_eq!((report.requests, report.jobs, report.connections), (4, 1, 1));

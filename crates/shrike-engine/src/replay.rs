@@ -51,6 +51,9 @@ pub struct Payload {
     pub response_bytes: Option<u64>,
     /// MySQL: the command (`data` is then empty).
     pub mysql: Option<Arc<MysqlCommand>>,
+    /// HTTP: requests pipelined behind this one, whose bytes follow its own in `data`: whether
+    /// each is HEAD. Their answers are read after this one's, on the same connection.
+    pub pipelined_heads: Vec<bool>,
 }
 
 /// What fed payloads speak.

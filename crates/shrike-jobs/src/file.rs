@@ -16,7 +16,8 @@
 //!   default: one connection for the job; or `per_request`), `server` (where it went, for
 //!   information) and `requests`.
 //! - A request: `at` (seconds from the job's start, never less than the previous request's),
-//!   then its payload: `text` (UTF-8) or `base64` (anything), with `response_bytes` (the size
+//!   `pipelined` (HTTP: sent before the previous answer came, and replayed so), then its
+//!   payload: `text` (UTF-8) or `base64` (anything), with `response_bytes` (the size
 //!   of the captured answer) for tcp; for HTTP by hand, `method`, `path`, `headers` (an object
 //!   or a list of pairs) and `body` (or `body_base64`), sent as HTTP/1.1 with a content-length;
 //!   for MySQL, `command` (`query`, `init_db`, `ping`, `stmt_prepare`, `stmt_execute`,
@@ -317,7 +318,15 @@ fn parse_request(v: &Value, protocol: JobProtocol) -> Result<Request, FieldError
             Body::Raw { data, response_bytes }
         }
     };
-    Ok(Request { at, body })
+    let pipelined = match o.get("pipelined") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) if protocol == JobProtocol::Http => true,
+        Some(Value::Bool(true)) => {
+            return Err(bad("pipelined", "only HTTP requests are pipelined"))
+        }
+        Some(_) => return Err(bad("pipelined", "expected true or false")),
+    };
+    Ok(Request { at, body, pipelined })
 }
 
 /// An HTTP/1.1 request from `method`, `path`, `headers` and `body`.
@@ -538,6 +547,9 @@ pub fn job_json(job: &Job) -> Value {
         .map(|r| {
             let mut o = Map::new();
             o.insert("at".into(), secs(r.at));
+            if r.pipelined {
+                o.insert("pipelined".into(), json!(true));
+            }
             match &r.body {
                 Body::Raw { data, response_bytes } => {
                     match std::str::from_utf8(data) {

@@ -174,6 +174,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, p)| Request {
                     at: Duration::from_millis(100 * i as u64),
+                    pipelined: false,
                     body: Body::Raw {
                         data: format!("GET {p} HTTP/1.1\r\n\r\n").into_bytes(),
                         response_bytes: None,

@@ -95,6 +95,7 @@ pub fn read_har(text: &str) -> Result<HarImport, HarError> {
                 .iter()
                 .map(|e| Request {
                     at: nanos(e.time_ns - start),
+                    pipelined: false,
                     body: Body::Raw { data: e.data.clone(), response_bytes: None },
                 })
                 .collect();

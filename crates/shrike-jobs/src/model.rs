@@ -84,6 +84,9 @@ pub struct Request {
     /// Offset from the job's start.
     pub at: Duration,
     pub body: Body,
+    /// HTTP: the client sent it before the previous request's answer came (pipelining); a
+    /// replay sends it so too, on the same connection, instead of waiting.
+    pub pipelined: bool,
 }
 
 /// What a request sends.

@@ -214,6 +214,7 @@ mod tests {
                 .iter()
                 .map(|&a| Request {
                     at: Duration::from_millis(a),
+                    pipelined: false,
                     body: Body::Raw {
                         data: format!("GET {path}?q=1 HTTP/1.1\r\n\r\n").into_bytes(),
                         response_bytes: None,

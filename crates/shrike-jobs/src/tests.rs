@@ -90,6 +90,7 @@ fn sample_jobs() -> Vec<Job> {
             requests: vec![
                 Request {
                     at: Duration::ZERO,
+                    pipelined: false,
                     body: Body::Raw {
                         data: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
                         response_bytes: None,
@@ -97,6 +98,7 @@ fn sample_jobs() -> Vec<Job> {
                 },
                 Request {
                     at: ms(20),
+                    pipelined: true,
                     body: Body::Raw {
                         data: vec![0, 159, 146, 150, b'\n'],
                         response_bytes: Some(12),
@@ -113,14 +115,17 @@ fn sample_jobs() -> Vec<Job> {
             requests: vec![
                 Request {
                     at: Duration::ZERO,
+                    pipelined: false,
                     body: Body::Mysql(MysqlCommand::InitDb("shop".into())),
                 },
                 Request {
                     at: ms(1),
+                    pipelined: false,
                     body: Body::Mysql(MysqlCommand::Prepare { id: 1, sql: "SELECT ?".into() }),
                 },
                 Request {
                     at: ms(2),
+                    pipelined: false,
                     body: Body::Mysql(MysqlCommand::Execute {
                         id: 1,
                         params: vec![
@@ -133,8 +138,12 @@ fn sample_jobs() -> Vec<Job> {
                         ],
                     }),
                 },
-                Request { at: ms(3), body: Body::Mysql(MysqlCommand::Close { id: 1 }) },
-                Request { at: ms(3), body: Body::Mysql(MysqlCommand::Ping) },
+                Request {
+                    at: ms(3),
+                    body: Body::Mysql(MysqlCommand::Close { id: 1 }),
+                    pipelined: false,
+                },
+                Request { at: ms(3), body: Body::Mysql(MysqlCommand::Ping), pipelined: false },
             ],
         },
     ]

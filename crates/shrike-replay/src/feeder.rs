@@ -115,12 +115,22 @@ fn feed(
 /// The engine's session for `job`.
 fn session(job: &Job, timeline: &mut Timeline, options: &FeedOptions) -> FedSession {
     let (start, offsets) = timeline.place(job);
-    let requests = job
-        .requests
-        .iter()
-        .zip(offsets)
-        .map(|(r, at)| FedRequest { at, payload: payload(&r.body, options) })
-        .collect();
+    let mut requests: Vec<FedRequest> = Vec::with_capacity(job.requests.len());
+    for (r, at) in job.requests.iter().zip(offsets) {
+        let payload = payload(&r.body, options);
+        match requests.last_mut() {
+            // Pipelined behind the previous request: it leaves with it, on the same
+            // connection, and its answer is read after the previous one's.
+            Some(prev) if r.pipelined && options.protocol == JobProtocol::Http => {
+                let mut data = Vec::with_capacity(prev.payload.data.len() + payload.data.len());
+                data.extend_from_slice(&prev.payload.data);
+                data.extend_from_slice(&payload.data);
+                prev.payload.data = Bytes::from(data);
+                prev.payload.pipelined_heads.push(payload.head);
+            }
+            _ => requests.push(FedRequest { at, payload }),
+        }
+    }
     FedSession {
         start,
         per_request_connections: job.connection == Connection::PerRequest,
@@ -134,6 +144,7 @@ fn payload(body: &Body, options: &FeedOptions) -> Payload {
         head,
         response_bytes,
         mysql: None,
+        pipelined_heads: Vec::new(),
     };
     match body {
         Body::Raw { data, response_bytes } if options.protocol == JobProtocol::Http => {

@@ -95,6 +95,7 @@ mod tests {
                 .iter()
                 .map(|&a| Request {
                     at: ms(a),
+                    pipelined: false,
                     body: Body::Raw { data: Vec::new(), response_bytes: None },
                 })
                 .collect(),

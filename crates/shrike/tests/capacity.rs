@@ -206,13 +206,15 @@ fn ctrl_c_writes_the_trials_so_far_marked_incomplete() {
 fn concurrency_search_finds_the_connections_the_slo_allows() {
     // Closed loop, unpaced: with c connections the server holds c requests, so each takes
     // m + c·f; the highest c with m + c·f ≤ S is ⌊(S − m)/f⌋.
+    // 2 ms a connection: scheduling noise of a few ms on a busy machine moves the answer by
+    // a connection or two, well inside the tolerance.
     let server = Server::start(&[]);
-    let (m, f, slo) = (5.0, 1.0, 25.0);
+    let (m, f, slo) = (10.0, 2.0, 50.0);
     let out =
-        capacity(&server, m, f, &["p99<=25ms"], &["--search", "concurrency", "--concurrency", "1"]);
+        capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--concurrency", "1"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let v = doc(&out);
-    let got = v["max_concurrency"]["p99<=25.00ms"].as_f64().unwrap();
+    let got = v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
     let want = ((slo - m) / f).floor();
     assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
     assert_eq!(got.fract(), 0.0);
@@ -226,11 +228,11 @@ fn over_http2_the_concurrency_searched_is_requests_in_flight() {
     // HTTP/1.1 connections. Searching connections instead would hold 100 (the default
     // in-flight budget) at every level and fail from the first trial.
     let server = Server::start(&[]);
-    let (m, f, slo) = (5.0, 1.0, 25.0);
-    let out = capacity(&server, m, f, &["p99<=25ms"], &["--search", "concurrency", "--h2"]);
+    let (m, f, slo) = (10.0, 2.0, 50.0);
+    let out = capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--h2"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let v = doc(&out);
-    let got = v["max_concurrency"]["p99<=25.00ms"].as_f64().unwrap();
+    let got = v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
     let want = ((slo - m) / f).floor();
     assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
     assert_eq!(v["capacity"]["unit"], "active requests");

@@ -342,3 +342,53 @@ fn captured_http1_sessions_replay_over_http2() {
     let out = replay(&tcp, "127.0.0.1:1", &["--protocol", "http2"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
 }
+
+/// A server that answers only once two requests have arrived on a connection: a client that
+/// waits for the first answer before sending the second never gets one.
+fn two_at_once_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(4) {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while seen.windows(4).filter(|w| w == b"\r\n\r\n").count() < 2 {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                let _ = conn.write_all(&[&ok[..], &ok[..]].concat());
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn pipelined_requests_are_sent_before_the_previous_answer() {
+    let dir = scratch("replay-pipelined");
+    let job = |pipelined: bool| {
+        format!(
+            "{{\"shrike_jobs\": 1, \"protocol\": \"http\"}}\n{{\"job\": 1, \"start\": 0, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/1\"}}, {{\"at\": 0, \"pipelined\": {pipelined}, \"method\": \"GET\", \"path\": \"/2\"}}]}}\n"
+        )
+    };
+    let server = two_at_once_server();
+    let piped = write_jobs(&dir, "piped.jobs", &job(true));
+    let out = replay(&piped, &server, &["--timeout", "2s", "--output-format", "json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 2, "both answered");
+    assert_eq!(counter(&g, "upstream_rq_total"), 2);
+    // The same two requests, the second waiting for the first's answer: it never comes.
+    let waiting = write_jobs(&dir, "waiting.jobs", &job(false));
+    let out = replay(&waiting, &server, &["--timeout", "1s", "--output-format", "json"]);
+    let g = global(&json(&out)).clone();
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 0);
+    // Each waits in vain (the second on a new connection, as the first's timed out).
+    assert_eq!(counter(&g, "upstream_rq_timeout"), 2, "{}", out.stderr);
+}

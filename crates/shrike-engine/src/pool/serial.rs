@@ -282,6 +282,15 @@ async fn serve<P: Protocol>(
                 if let Some(e) = answer.error {
                     record_answer_error(pools, e);
                 }
+                // Answers to requests pipelined behind this one: each counts as its own.
+                for m in answer.more {
+                    let status = Some(m.status);
+                    let (header_bytes, body_bytes) = (m.header_bytes, m.body_bytes);
+                    let origin = crate::requests::OriginLatency::Absent;
+                    let more =
+                        Exchange { done: m.done, status, header_bytes, body_bytes, origin, ..x };
+                    record_response(pools, &more);
+                }
                 return;
             }
             // The server closed an idle keep-alive connection just as we reused it: nothing of

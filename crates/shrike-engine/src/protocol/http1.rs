@@ -8,7 +8,7 @@ use std::time::Instant;
 use shrike_stats::Counter;
 use tokio::io::AsyncWriteExt;
 
-use super::{After, Answer, Failure, FailureClass, Io, Protocol};
+use super::{After, Answer, Failure, FailureClass, Io, MoreAnswer, Protocol};
 use crate::config::Endpoint;
 use crate::h1::{ReadError, ResponseReader};
 use crate::pool::cx::PoolCx;
@@ -67,20 +67,20 @@ impl Protocol for Http1 {
         // the exchange writes and reads on its stream.
         let Conn { stream, reader, out, body } = conn;
         let replayed;
-        let (bytes, head): (&[u8], bool) = if self.replayed {
+        let (bytes, head, more_heads): (&[u8], bool, &[bool]) = if self.replayed {
             // A fed payload lives until its request finished, which is after this exchange.
             replayed = cx.payloads.get(request).ok_or_else(|| Failure {
                 class: FailureClass::Protocol,
                 error: ReadError::Io(std::io::Error::other("the replayed payload is missing")),
             })?;
-            (&replayed.data, replayed.head)
+            (&replayed.data, replayed.head, &replayed.pipelined_heads)
         } else {
             let entry = &self.requests[request as usize];
             match &entry.request {
-                H1Request::Fixed(bytes) => (bytes, entry.head),
+                H1Request::Fixed(bytes) => (bytes, entry.head, &[]),
                 H1Request::Templated(t) => {
                     t.render(out, body, &mut cx.renderer.render_cx());
-                    (out, entry.head)
+                    (out, entry.head, &[])
                 }
             }
         };
@@ -96,31 +96,50 @@ impl Protocol for Http1 {
             return Err(Failure { class: FailureClass::Broken, error: e.into() });
         }
         io.tx = bytes.len() as u64;
+        let classify = |error: ReadError| {
+            let class = match &error {
+                ReadError::Closed { received: false } => FailureClass::Unanswered,
+                ReadError::Protocol(_) => FailureClass::Protocol,
+                _ => FailureClass::Broken,
+            };
+            Failure { class, error }
+        };
         match reader.read_response(stream, head, &mut io.rx).await {
-            Ok(info) => Ok(Answer {
-                status: Some(info.status),
-                header_bytes: info.header_bytes,
-                body_bytes: info.body_bytes,
-                origin: info.origin,
-                // Bytes beyond the response mean the server sent something we did not ask
-                // for; the connection's framing can no longer be trusted.
-                then: if reader.buffered() > 0 {
-                    After::Desync
-                } else if info.close {
-                    After::Closed
-                } else {
-                    After::Keep
-                },
-                error: None,
-            }),
-            Err(error) => {
-                let class = match &error {
-                    ReadError::Closed { received: false } => FailureClass::Unanswered,
-                    ReadError::Protocol(_) => FailureClass::Protocol,
-                    _ => FailureClass::Broken,
-                };
-                Err(Failure { class, error })
+            Ok(info) => {
+                // Pipelined requests went out with this one: their answers follow, in order.
+                let mut more = Vec::with_capacity(more_heads.len());
+                let mut close = info.close;
+                for &h in more_heads {
+                    let next = reader.read_response(stream, h, &mut io.rx).await;
+                    let next =
+                        next.map_err(|e| Failure { class: FailureClass::Broken, ..classify(e) })?;
+                    close = next.close;
+                    more.push(MoreAnswer {
+                        status: next.status,
+                        header_bytes: next.header_bytes,
+                        body_bytes: next.body_bytes,
+                        done: Instant::now(),
+                    });
+                }
+                Ok(Answer {
+                    status: Some(info.status),
+                    header_bytes: info.header_bytes,
+                    body_bytes: info.body_bytes,
+                    origin: info.origin,
+                    // Bytes beyond the response mean the server sent something we did not ask
+                    // for; the connection's framing can no longer be trusted.
+                    then: if reader.buffered() > 0 {
+                        After::Desync
+                    } else if close {
+                        After::Closed
+                    } else {
+                        After::Keep
+                    },
+                    error: None,
+                    more,
+                })
             }
+            Err(error) => Err(classify(error)),
         }
     }
 }

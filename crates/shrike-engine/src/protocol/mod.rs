@@ -67,6 +67,19 @@ pub(crate) struct Answer {
     /// The server answered with an error of its protocol (a MySQL error packet), tallied by
     /// this key (its code and class), the connection intact. HTTP statuses say it otherwise.
     pub error: Option<String>,
+    /// Further answers read in the same exchange, in order: replayed HTTP/1.1 requests that
+    /// were pipelined behind this one.
+    pub more: Vec<MoreAnswer>,
+}
+
+/// One more answer of a pipelined exchange.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MoreAnswer {
+    pub status: u16,
+    pub header_bytes: u64,
+    pub body_bytes: u64,
+    /// When it was read whole.
+    pub done: Instant,
 }
 
 /// The connection after an answer.

@@ -114,6 +114,7 @@ impl Protocol for Mysql {
             origin: OriginLatency::Absent,
             then: After::Keep,
             error,
+            more: Vec::new(),
         })
     }
 }

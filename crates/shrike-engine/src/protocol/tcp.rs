@@ -108,6 +108,7 @@ impl Protocol for RawTcp {
             // Bytes beyond the answer belong to no request: the framing is lost.
             then: if conn.buf.is_empty() { After::Keep } else { After::Desync },
             error: None,
+            more: Vec::new(),
         })
     }
 }
