@@ -42,6 +42,8 @@ pub struct Flow {
     pub down: Stream,
     /// FIN seen from the client and from the server.
     fin: (bool, bool),
+    /// Which side is the server is known (from `--port` or a SYN), not guessed from ports.
+    sure: bool,
     /// When it was over (RST, both FINs), if it is.
     ended: Option<Duration>,
 }
@@ -72,6 +74,19 @@ impl Flows {
     pub fn add(&mut self, seg: &Segment<'_>, done: &mut impl FnMut(Flow)) {
         self.now = self.now.max(seg.ts);
         let key = canonical(seg.src, seg.dst);
+        // A SYN settles a side guessed from the ports (a capture read out of time order can
+        // show a connection's later packets first).
+        if seg.syn {
+            if let Some(f) = self.live.get_mut(&key).filter(|f| !f.sure) {
+                let from_server = seg.src == f.server;
+                if seg.ack != from_server {
+                    std::mem::swap(&mut f.client, &mut f.server);
+                    std::mem::swap(&mut f.up, &mut f.down);
+                    f.fin = (f.fin.1, f.fin.0);
+                }
+                f.sure = true;
+            }
+        }
         // A new connection on the ports of one that ended before it, or that opened with
         // another SYN: the old one is complete. (A SYN seen after the end of its own
         // connection, in a capture out of time order, is no new connection.)
@@ -99,6 +114,7 @@ impl Flows {
                 down: Stream::default(),
                 fin: (false, false),
                 ended: None,
+                sure: self.port.is_some() || seg.syn,
             };
             self.firsts.insert((seg.ts, key));
             self.live.insert(key, flow);

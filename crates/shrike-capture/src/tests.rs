@@ -403,3 +403,25 @@ fn a_capture_written_backwards_imports_as_if_in_order() {
     assert_eq!(datas(&backwards[0]).len(), 2);
     assert_eq!(backwards[0].requests[1].at, ms(390));
 }
+
+#[test]
+fn a_backwards_capture_finds_its_server_by_the_syn_even_on_a_higher_port() {
+    // The client's port (1000) is lower than the server's (40000): only the SYN, seen last,
+    // says who is who.
+    let segs = [
+        seg(0, true, 1000, "S", b""),
+        seg(1, false, 5000, "SA", b""),
+        seg(10, true, 1001, "A", b"GET /one HTTP/1.1\r\n\r\n"),
+        seg(20, false, 5001, "A", b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+        seg(500, true, 1022, "FA", b""),
+        seg(501, false, 5039, "FA", b""),
+    ];
+    let mut frames: Vec<(u64, Vec<u8>)> =
+        segs.iter().map(|s| (s.ms, ip_packet(s, 1000, 40000))).collect();
+    frames.reverse();
+    let (jobs, report) = import_bytes(&pcap(101, &frames), &http());
+    assert_eq!(jobs.len(), 1, "{}", report.human());
+    assert_eq!(report.connections, 1, "{}", report.human());
+    assert_eq!(datas(&jobs[0]), vec![b"GET /one HTTP/1.1\r\n\r\n".to_vec()]);
+    assert_eq!(jobs[0].server.as_deref(), Some("10.0.0.2:40000"));
+}
