@@ -100,6 +100,26 @@ fn sessions_arrive_as_captured_on_their_own_connections() {
 }
 
 #[test]
+fn the_summary_says_how_late_requests_left() {
+    let dir = scratch("replay-summary");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Server::start(&[]);
+    let out = replay(&jobs, &server.addr, &["--time-scale", "4"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let line = out.stdout.lines().find(|l| l.starts_with("Lateness:")).expect("a Lateness line");
+    assert!(
+        line.contains("p50 ")
+            && line.contains("p99 ")
+            && line.contains("after their captured time"),
+        "{line}"
+    );
+    assert!(out.stdout.contains("replay at 4× speed"), "{}", out.stdout);
+    // A run that is no replay has no such line.
+    let plain = run(&["run", &server.url("/"), "--duration", "0.3"], LIMIT);
+    assert!(!plain.stdout.contains("Lateness:"), "{}", plain.stdout);
+}
+
+#[test]
 fn captured_gaps_are_kept_and_halved_at_twice_the_speed() {
     let dir = scratch("replay-timing");
     let jobs = write_jobs(&dir, "shop.jobs", JOBS);

@@ -39,6 +39,9 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     }
     rows.push(("Outcome:", outcome(g, f.sent)));
     rows.push(("Rate:", f.rate_line()));
+    if let Some(l) = replay_lateness(f) {
+        rows.push(("Lateness:", l));
+    }
     rows.push(("Requests:", requests(f)));
     rows.push(("Termination:", f.result.termination.describe()));
     rows.push(("Connections:", connections(f)));
@@ -174,6 +177,24 @@ fn requests(f: &Facts) -> String {
     let workers = f.workers();
     let _ = write!(s, ", {workers} worker{}", if workers == 1 { "" } else { "s" });
     s
+}
+
+/// A replay's fidelity: how late requests left their captured (scheduled) time.
+fn replay_lateness(f: &Facts) -> Option<String> {
+    if !crate::options::is_replay(f.result) {
+        return None;
+    }
+    let s = f.g.stats.get(StatId::SendLateness);
+    if s.count() == 0 {
+        return None;
+    }
+    let q = |q: f64| format_human_ns(s.clamped_quantile(q) as f64);
+    Some(format!(
+        "p50 {}, p99 {}, max {} after their captured time",
+        q(0.5),
+        q(0.99),
+        format_human_ns(s.max() as f64)
+    ))
 }
 
 /// Connections opened against the limit, and why more were opened than the limit allows
