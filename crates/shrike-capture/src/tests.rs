@@ -70,6 +70,13 @@ fn raw_ip_pcap(segs: &[Seg], cport: u16, sport: u16) -> Vec<u8> {
     pcap(101, &segs.iter().map(|s| (s.ms, ip_packet(s, cport, sport))).collect::<Vec<_>>())
 }
 
+/// The raw-IP pcap of `segs` with its records in reverse order (time order lost entirely).
+fn backwards_pcap(segs: &[Seg], cport: u16, sport: u16) -> Vec<u8> {
+    let frames: Vec<(u64, Vec<u8>)> =
+        segs.iter().rev().map(|s| (s.ms, ip_packet(s, cport, sport))).collect();
+    pcap(101, &frames)
+}
+
 fn http() -> ImportOptions {
     ImportOptions { splitter: Splitter::Http, port: None }
 }
@@ -394,11 +401,8 @@ fn a_capture_written_backwards_imports_as_if_in_order() {
         seg(500, true, 1043, "FA", b""),
         seg(501, false, 5039, "FA", b""),
     ];
-    let mut frames: Vec<(u64, Vec<u8>)> =
-        segs.iter().map(|s| (s.ms, ip_packet(s, 40000, 80))).collect();
-    let (ordered, _) = import_bytes(&pcap(101, &frames), &http());
-    frames.reverse();
-    let (backwards, report) = import_bytes(&pcap(101, &frames), &http());
+    let (ordered, _) = import_bytes(&raw_ip_pcap(&segs, 40000, 80), &http());
+    let (backwards, report) = import_bytes(&backwards_pcap(&segs, 40000, 80), &http());
     assert_eq!(backwards, ordered, "{}", report.human());
     assert_eq!(datas(&backwards[0]).len(), 2);
     assert_eq!(backwards[0].requests[1].at, ms(390));
@@ -416,10 +420,7 @@ fn a_backwards_capture_finds_its_server_by_the_syn_even_on_a_higher_port() {
         seg(500, true, 1022, "FA", b""),
         seg(501, false, 5039, "FA", b""),
     ];
-    let mut frames: Vec<(u64, Vec<u8>)> =
-        segs.iter().map(|s| (s.ms, ip_packet(s, 1000, 40000))).collect();
-    frames.reverse();
-    let (jobs, report) = import_bytes(&pcap(101, &frames), &http());
+    let (jobs, report) = import_bytes(&backwards_pcap(&segs, 1000, 40000), &http());
     assert_eq!(jobs.len(), 1, "{}", report.human());
     assert_eq!(report.connections, 1, "{}", report.human());
     assert_eq!(datas(&jobs[0]), vec![b"GET /one HTTP/1.1\r\n\r\n".to_vec()]);

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::Value;
+use shrike_stats::timestamp::parse_rfc3339;
 
 use crate::model::{Body, Connection, Job, JobProtocol, Request};
 
@@ -140,9 +141,13 @@ fn entry(
         .get("startedDateTime")
         .and_then(Value::as_str)
         .ok_or_else(|| err(format!("{path}.startedDateTime"), "missing"))?;
-    let time_ns = parse_rfc3339(started).ok_or_else(|| {
-        err(format!("{path}.startedDateTime"), format!("{started:?} is no RFC 3339 time"))
-    })?;
+    let time_ns = parse_rfc3339(started)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128)
+        .ok_or_else(|| {
+            err(format!("{path}.startedDateTime"), format!("{started:?} is no RFC 3339 time"))
+        })?;
     let req = e.get("request").ok_or_else(|| err(format!("{path}.request"), "missing"))?;
     let method = req
         .get("method")
@@ -252,84 +257,10 @@ fn split_url(url: &str) -> Option<(String, &str, String)> {
     (!authority.is_empty()).then_some((scheme, authority, target))
 }
 
-/// RFC 3339 (`2024-05-01T10:00:00.123+02:00`, `…Z`, `…+0200`) as nanoseconds since the epoch.
-pub fn parse_rfc3339(s: &str) -> Option<i128> {
-    let b = s.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        std::str::from_utf8(b.get(r)?).ok()?.parse().ok()
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    if b.get(4) != Some(&b'-')
-        || b.get(7) != Some(&b'-')
-        || !matches!(b.get(10), Some(b'T' | b't' | b' '))
-    {
-        return None;
-    }
-    let (h, m, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut at = 19;
-    let mut frac_ns: i128 = 0;
-    if b.get(at) == Some(&b'.') {
-        at += 1;
-        let start = at;
-        while b.get(at).is_some_and(u8::is_ascii_digit) {
-            at += 1;
-        }
-        let digits = &s[start..at];
-        let padded: String = digits.chars().chain(std::iter::repeat('0')).take(9).collect();
-        frac_ns = padded.parse().ok()?;
-    }
-    let offset_s: i64 = match b.get(at) {
-        Some(b'Z' | b'z') => 0,
-        Some(&sign @ (b'+' | b'-')) => {
-            let rest = &s[at + 1..];
-            let (oh, om) = match rest.len() {
-                5 => (rest[..2].parse::<i64>().ok()?, rest[3..].parse::<i64>().ok()?),
-                4 => (rest[..2].parse::<i64>().ok()?, rest[2..].parse::<i64>().ok()?),
-                _ => return None,
-            };
-            let o = oh * 3600 + om * 60;
-            if sign == b'+' {
-                o
-            } else {
-                -o
-            }
-        }
-        None => 0,
-        _ => return None,
-    };
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
-        return None;
-    }
-    // Days since the epoch (Howard Hinnant's days_from_civil).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + m * 60 + sec - offset_s;
-    Some(i128::from(secs) * 1_000_000_000 + frac_ns)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_times() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("1970-01-01T01:00:00.5+01:00"), Some(500_000_000));
-        assert_eq!(
-            parse_rfc3339("2024-02-29T12:00:00.123456789-0130").unwrap() % 1_000_000_000,
-            123_456_789
-        );
-        assert_eq!(parse_rfc3339("2024-02-29T12:00:00Z").unwrap() / 1_000_000_000, 1_709_208_000);
-        assert!(
-            parse_rfc3339("yesterday").is_none() && parse_rfc3339("2024-13-01T00:00:00Z").is_none()
-        );
-    }
 
     #[test]
     fn urls_and_forms() {

@@ -39,7 +39,8 @@ pub fn format_rfc3339(t: SystemTime) -> String {
     format!("{year:04}-{month:02}-{day:02}T{hh:02}:{mm:02}:{ss:02}{frac}Z")
 }
 
-/// Parses an RFC 3339 timestamp: `Z` or a `±hh:mm` offset, up to 9 fractional digits.
+/// Parses an RFC 3339 timestamp: `Z` or a `±hh:mm` offset (or ISO 8601's `±hhmm`, which HAR
+/// exporters write), up to 9 fractional digits.
 pub fn parse_rfc3339(input: &str) -> Result<SystemTime, TimestampError> {
     let syntax = || TimestampError::Syntax(input.to_string());
     let range = |what| TimestampError::OutOfRange(input.to_string(), what);
@@ -72,7 +73,7 @@ pub fn parse_rfc3339(input: &str) -> Result<SystemTime, TimestampError> {
     }
     let offset_secs: i64 = match rest {
         [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] | [sign @ (b'+' | b'-'), h1, h2, m1, m2] => {
             let oh = digits(&[*h1, *h2]).ok_or_else(syntax)?;
             let om = digits(&[*m1, *m2]).ok_or_else(syntax)?;
             if oh > 23 || om > 59 {
@@ -219,6 +220,7 @@ mod tests {
         let z = parse_rfc3339("2026-11-21T05:27:52Z");
         assert_eq!(parse_rfc3339("2026-11-21T07:27:52+02:00"), z);
         assert_eq!(parse_rfc3339("2026-11-21T00:57:52-04:30"), z);
+        assert_eq!(parse_rfc3339("2026-11-21T00:57:52-0430"), z);
         assert_eq!(parse_rfc3339("2026-11-21t05:27:52z"), z);
         assert_eq!(parse_rfc3339("2026-11-21T05:27:52.5Z"), Ok(at(1_795_238_872, 500_000_000)));
     }

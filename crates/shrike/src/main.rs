@@ -7,6 +7,7 @@
 mod args;
 mod atomic;
 mod capacity;
+mod driver;
 mod embedded;
 mod interrupts;
 mod jobs;

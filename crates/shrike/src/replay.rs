@@ -9,18 +9,20 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use clap::Args;
+use serde_json::{json, Value};
 use shrike_engine::replay::{MysqlLogin, ReplayProtocol, TcpFraming};
-use shrike_engine::RunError;
 use shrike_jobs::{JobProtocol, JobReader};
 use shrike_output::OutputFormat;
-use shrike_replay::{FeedOptions, Feeder, Shard, TimeOptions};
+use shrike_replay::{FeedEnd, FeedOptions, FeedProgress, Feeder, Shard, TimeOptions};
 use shrike_stats::duration::parse_duration;
-use shrike_stats::StatId;
+use shrike_stats::{RunResult, StatId, Termination};
 
 use crate::args::usage;
-use crate::interrupts::Interrupts;
+use crate::driver::Driver;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
@@ -101,6 +103,76 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let options = feed_options(&args)?;
+    let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
+    // The header's protocol is every job's default; jobs of another are skipped (and counted).
+    let protocol = reader
+        .header()
+        .get("protocol")
+        .and_then(|p| p.as_str())
+        .and_then(JobProtocol::parse)
+        .unwrap_or(JobProtocol::Http);
+    let engine_protocol = engine_protocol(&args, protocol)?;
+    let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
+    let spec = &load.spec;
+    let authority = spec.urls().first().map(|u| u.authority.clone());
+    let options = FeedOptions {
+        protocol,
+        authority: if args.keep_host { None } else { authority },
+        ..options
+    };
+    let file = args
+        .output_file
+        .as_ref()
+        .map(|p| crate::run::file_format(p, None).map(|f| (p.clone(), f)))
+        .transpose()?;
+    let mut driver = Driver::start(spec, "replay")?;
+    // Rate and lateness over time are what a replay's report plots: always keep the series.
+    driver.keep_series(Duration::from_secs(1));
+    let (sender, feed) =
+        shrike_engine::replay::feed(spec.concurrency().workers().get(), FEED_DEPTH);
+    let admission = sender.admission();
+    let stop = move || admission.close();
+    driver.interrupts.soften(stop, "starting no new job; the running ones go on");
+    let ready = shrike_engine::Run::new(spec)
+        .replay(feed, engine_protocol)
+        .prepare()
+        .map_err(|e| load.explain(e))?;
+    let feeder = Feeder::start(reader, sender, options)
+        .map_err(|e| anyhow::anyhow!("cannot start the feeder thread: {e}"))?;
+    info!(
+        "replaying {} ({}) to {} at {}× speed",
+        args.file.display(),
+        protocol.name(),
+        spec.urls().first().map_or("-".into(), |u| format!("{}:{}", u.host, u.port)),
+        args.time_scale
+    );
+    let result = driver.execute(&load, ready);
+    let progress = feeder.progress.clone();
+    let end = feeder.finish();
+    let mut result = result?;
+    report_feed(&result, &end, &progress);
+    // A soft stop ends the replay as the file's end would: it was still interrupted.
+    if driver.interrupts.interrupted() && result.termination == Termination::Completed {
+        result.termination = Termination::Interrupted;
+    }
+    // How the sessions were played, beside the options of the load: formatters read it (a
+    // replay has no rate plan to be judged against).
+    result.options["replay"] = record(&args, protocol, &progress, &end);
+    // Failures do not end a replay, but one in which nothing completed failed.
+    let code = crate::run::finish(&result, spec.output_format(), file.as_ref(), false)?;
+    drop(load);
+    // A bad line ended the feed: the jobs before it played and their result is written, but
+    // the file is not what it should be.
+    if let Some(e) = end.error {
+        crate::log::line(crate::log::Tag::Error, &format!("{e}"));
+        return Ok(ExitCode::from(2));
+    }
+    Ok(code)
+}
+
+/// Time and shard options from the flags (protocol and authority are filled in later).
+fn feed_options(args: &ReplayArgs) -> anyhow::Result<FeedOptions> {
     if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
         return Err(usage(format!("--time-scale {}: must be above 0", args.time_scale)));
     }
@@ -114,107 +186,43 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|s| Shard::parse(s).map_err(|e| usage(format!("--shard {e}"))))
         .transpose()?;
-    let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
-    let protocol = match reader.header().get("protocol").and_then(|p| p.as_str()) {
-        None => JobProtocol::Http,
-        Some(p) => JobProtocol::parse(p).unwrap_or(JobProtocol::Http),
-    };
-    let engine_protocol = match protocol {
+    Ok(FeedOptions {
+        protocol: JobProtocol::Http,
+        time: TimeOptions { scale: args.time_scale, max_idle },
+        shard,
+        authority: None,
+    })
+}
+
+/// What the engine speaks for jobs of `protocol`.
+fn engine_protocol(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<ReplayProtocol> {
+    Ok(match protocol {
         JobProtocol::Http => ReplayProtocol::Http1,
-        JobProtocol::Tcp => ReplayProtocol::Tcp(framing(&args)?),
+        JobProtocol::Tcp => ReplayProtocol::Tcp(framing(args)?),
         JobProtocol::Mysql => ReplayProtocol::Mysql(MysqlLogin {
             user: args.mysql_user.clone(),
             password: std::env::var("MYSQL_PWD").ok(),
             database: args.mysql_db.clone(),
         }),
-    };
-    let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
-    let spec = &load.spec;
-    let authority = spec.urls().first().map(|u| u.authority.clone());
-    let options = FeedOptions {
-        protocol,
-        time: TimeOptions { scale: args.time_scale, max_idle },
-        shard,
-        authority: if args.keep_host { None } else { authority },
-    };
-    let format = spec.output_format();
-    let file = args.output_file.clone().map(|p| {
-        let f = crate::run::file_format(&p, None);
-        (p, f)
-    });
-    let file = match file {
-        None => None,
-        Some((p, f)) => Some((p, f?)),
-    };
-    let mut session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
-    let interrupts = Interrupts::install(spec.timeout())
-        .map_err(|e| anyhow::Error::new(e).context("the replay could not start"))?;
-    let workers = spec.concurrency().workers().get();
-    let (sender, feed) = shrike_engine::replay::feed(workers, FEED_DEPTH);
-    let admission = sender.admission();
-    interrupts.soften(move || admission.close(), "starting no new job; the running ones go on");
-    let mut ready = shrike_engine::Run::new(spec)
-        .replay(feed, engine_protocol)
-        .prepare()
-        .map_err(|e| load.explain(e))?;
-    // A replay always keeps its time series (every second unless --stats-interval says
-    // otherwise): rate and lateness over time are what a replay's report plots.
-    let series = || {
-        shrike_engine::TelemetryConfig::new(std::time::Duration::from_secs(1), None)
-            .map(|config| shrike_engine::Telemetry { config, observers: Vec::new() })
-    };
-    if let Some(t) = session.telemetry.take().or_else(series) {
-        ready = ready.observed(t);
-    }
-    let feeder = Feeder::start(reader, sender, options)
-        .map_err(|e| anyhow::anyhow!("cannot start the feeder thread: {e}"))?;
-    info!(
-        "replaying {} ({}) to {} at {}× speed",
-        args.file.display(),
-        protocol.name(),
-        spec.urls().first().map_or("-".into(), |u| format!("{}:{}", u.host, u.port)),
-        args.time_scale
-    );
-    let result = interrupts.execute(ready);
-    session.stop();
-    let feeder_progress = feeder.progress.clone();
-    let end = feeder.finish();
-    let mut result = match result {
-        Ok(r) => r,
-        Err(RunError::Spec(e)) => return Err(load.explain(e)),
-        Err(e) => return Err(anyhow::Error::new(e).context("the replay could not start")),
-    };
-    report_feed(&result, &end, &feeder_progress);
-    // A soft stop ends the replay as the file's end would: it was still interrupted.
-    if interrupts.interrupted() && result.termination == shrike_stats::Termination::Completed {
-        result.termination = shrike_stats::Termination::Interrupted;
-    }
-    // How the sessions were played, beside the options of the load: formatters read it (a
-    // replay has no rate plan to be judged against).
-    let fed = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    result.options["replay"] = serde_json::json!({
+    })
+}
+
+/// `options.replay`: how the file was played and how much of it.
+fn record(args: &ReplayArgs, protocol: JobProtocol, fed: &FeedProgress, end: &FeedEnd) -> Value {
+    let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    json!({
         "file": args.file.display().to_string(),
         "protocol": protocol.name(),
         "time_scale": args.time_scale,
         "max_idle": args.max_idle,
         "shard": args.shard,
         "keep_host": args.keep_host,
-        "jobs_read": fed(&feeder_progress.read),
-        "jobs": fed(&feeder_progress.jobs),
-        "requests": fed(&feeder_progress.requests),
-        "jobs_skipped": fed(&feeder_progress.skipped),
+        "jobs_read": n(&fed.read),
+        "jobs": n(&fed.jobs),
+        "requests": n(&fed.requests),
+        "jobs_skipped": n(&fed.skipped),
         "file_complete": end.complete,
-    });
-    // Failures do not end a replay, but one in which nothing completed failed.
-    let code = crate::run::finish(&result, format, file.as_ref(), false)?;
-    drop(load);
-    // A bad line ended the feed: the jobs before it played and their result is written, but
-    // the file is not what it should be.
-    if let Some(e) = end.error {
-        crate::log::line(crate::log::Tag::Error, &format!("{e}"));
-        return Ok(ExitCode::from(2));
-    }
-    Ok(code)
+    })
 }
 
 /// The load: `shrike run`'s reading of the target, workers, timeout, TLS and outputs, with
@@ -296,11 +304,7 @@ pub(crate) fn unescape(s: &str) -> Result<Vec<u8>, String> {
 }
 
 /// What was fed, and whether the replay kept up with the capture's timing.
-fn report_feed(
-    result: &shrike_stats::RunResult,
-    end: &shrike_replay::FeedEnd,
-    fed: &shrike_replay::FeedProgress,
-) {
+fn report_feed(result: &RunResult, end: &FeedEnd, fed: &FeedProgress) {
     use std::sync::atomic::Ordering::Relaxed;
     let skipped = fed.skipped.load(Relaxed);
     info!(

@@ -9,13 +9,13 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::{json, Map, Value};
-use shrike_engine::{RunError, RunSpec};
+use shrike_engine::RunSpec;
 use shrike_output::OutputFormat;
 use shrike_spec::{RatePlan, Verbosity};
 use shrike_stats::{Counter, RunResult, Termination};
 
 use crate::args::usage;
-use crate::interrupts::Interrupts;
+use crate::driver::Driver;
 use crate::load::{LoadSpec, Patch};
 use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
@@ -307,9 +307,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Some((path.clone(), file_format(path, args.output_file_format)?)),
     };
     log::set_level(level(spec.verbosity()));
-    // Interval reports as JSON lines on stderr: log lines there must be JSON too, so the
-    // stream parses as one format.
-    log::set_json(spec.telemetry().stats_interval.is_some() && !spec.output_format().is_text());
     if let (Some(_), Some(url)) = (&load.server, spec.urls().first()) {
         info!("no URL given: benchmarking the built-in test server at {url}");
     }
@@ -317,22 +314,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         warning!("--h2 is deprecated; use --protocol http2");
     }
     let format = spec.output_format();
-    let mut session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
-    let interrupts = Interrupts::install(spec.timeout())
-        .map_err(|e| anyhow::Error::new(e).context("the run could not start"))?;
-    let mut ready = shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
-    if let Some(t) = session.telemetry.take() {
-        ready = ready.observed(t);
-    }
+    let mut driver = Driver::start(spec, "run")?;
+    let ready = shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
     announce(spec);
-
-    let result = interrupts.execute(ready);
-    session.stop();
-    let result = match result {
-        Ok(r) => r,
-        Err(RunError::Spec(e)) => return Err(load.explain(e)),
-        Err(e) => return Err(anyhow::Error::new(e).context("the run could not start")),
-    };
+    let result = driver.execute(&load, ready)?;
     let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
     let code = finish(&result, format, file.as_ref(), tolerate);
     // The built-in server stops only now: nothing of the run outlives it.

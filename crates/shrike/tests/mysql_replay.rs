@@ -25,6 +25,21 @@ const SESSION: &str = "CREATE DATABASE shop; USE shop; \
     SELECT * FROM items; \
     PREPARE s FROM 'INSERT INTO items VALUES (?, ?)'; SET @a = 4, @b = 'egg'; EXECUTE s USING @a, @b;";
 
+/// `shrike replay JOBS` to a MariaDB on `port`, logged in as `replay` with `password`.
+fn replay_as(jobs: &std::path::Path, port: u16, password: &str, extra: &[&str]) -> Output {
+    let child = shrike()
+        .args(["replay", jobs.to_str().unwrap(), "--target", &format!("127.0.0.1:{port}")])
+        .args(["--mysql-user", "replay"])
+        .args(extra)
+        .env("MYSQL_PWD", password)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_limited(child, LIMIT)
+}
+
 #[test]
 fn a_captured_session_replays_to_the_same_rows() {
     let dir = scratch("mysql-replay");
@@ -74,21 +89,7 @@ fn a_captured_session_replays_to_the_same_rows() {
 
     // Replayed to a fresh server: the same rows, every query tallied.
     let target = MariaDb::start("target");
-    let child = shrike()
-        .args([
-            "replay",
-            jobs_file.to_str().unwrap(),
-            "--target",
-            &format!("127.0.0.1:{}", target.port),
-        ])
-        .args(["--mysql-user", "replay", "--output-format", "json"])
-        .env("MYSQL_PWD", "pw")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_limited(child, LIMIT);
+    let out = replay_as(&jobs_file, target.port, "pw", &["--output-format", "json"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert_eq!(target.sql("SELECT COUNT(*) FROM shop.items").trim(), "4");
     assert_eq!(target.sql("SELECT name FROM shop.items WHERE id = 4").trim(), "egg");
@@ -102,21 +103,7 @@ fn a_captured_session_replays_to_the_same_rows() {
 
     // Replayed again: the server now refuses the CREATEs and the duplicate keys, and the
     // replay tallies each error by its code and class, and goes on.
-    let child = shrike()
-        .args([
-            "replay",
-            jobs_file.to_str().unwrap(),
-            "--target",
-            &format!("127.0.0.1:{}", target.port),
-        ])
-        .args(["--mysql-user", "replay"])
-        .env("MYSQL_PWD", "pw")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_limited(child, LIMIT);
+    let out = replay_as(&jobs_file, target.port, "pw", &[]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stderr.contains("MySQL error 1007 (SQLSTATE HY000"), "{}", out.stderr);
     assert!(
@@ -138,22 +125,7 @@ fn a_wrong_password_is_a_clear_connect_failure() {
         "{\"shrike_jobs\": 1, \"protocol\": \"mysql\"}\n{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"command\": \"ping\"}]}\n",
     )
     .unwrap();
-    let child = shrike()
-        .args([
-            "replay",
-            jobs.to_str().unwrap(),
-            "--target",
-            &format!("127.0.0.1:{}", db.port),
-            "--mysql-user",
-            "replay",
-        ])
-        .env("MYSQL_PWD", "wrong")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_limited(child, LIMIT);
+    let out = replay_as(&jobs, db.port, "wrong", &[]);
     assert_eq!(out.code(), 1, "nothing completed: {}", out.stderr);
     assert!(out.stderr.contains("MySQL login to 127.0.0.1"), "{}", out.stderr);
     assert!(out.stderr.contains("Access denied"), "{}", out.stderr);

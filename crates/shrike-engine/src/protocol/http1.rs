@@ -68,10 +68,8 @@ impl Protocol for Http1 {
         let Conn { stream, reader, out, body } = conn;
         let replayed;
         let (bytes, head, more_heads): (&[u8], bool, &[bool]) = if self.replayed {
-            // A fed payload lives until its request finished, which is after this exchange.
-            replayed = cx.payloads.get(request).ok_or_else(|| Failure {
-                class: FailureClass::Protocol,
-                error: ReadError::Io(std::io::Error::other("the replayed payload is missing")),
+            replayed = super::fed(cx, request, || {
+                ReadError::Io(std::io::Error::other("the replayed payload is missing"))
             })?;
             (&replayed.data, replayed.head, &replayed.pipelined_heads)
         } else {

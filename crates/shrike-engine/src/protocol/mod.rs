@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use crate::config::Endpoint;
 use crate::pool::cx::PoolCx;
+use crate::replay::Payload;
 use crate::requests::OriginLatency;
 
 /// One protocol, as the serial pool drives it. Implementations are cheap to share: a pool
@@ -42,6 +43,18 @@ pub(crate) trait Protocol: 'static {
         request: u32,
         io: &mut Io,
     ) -> Result<Answer, Failure<Self::Error>>;
+}
+
+/// The fed payload of replayed request `request`, or a protocol failure made of `missing()`.
+/// A payload lives until its request finished, so only a bug could make it missing.
+pub(crate) fn fed<E>(
+    cx: &PoolCx,
+    request: u32,
+    missing: impl FnOnce() -> E,
+) -> Result<Payload, Failure<E>> {
+    cx.payloads
+        .get(request)
+        .ok_or_else(|| Failure { class: FailureClass::Protocol, error: missing() })
 }
 
 /// What moved in one exchange.

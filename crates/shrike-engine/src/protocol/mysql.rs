@@ -87,10 +87,8 @@ impl Protocol for Mysql {
         request: u32,
         io: &mut Io,
     ) -> Result<Answer, Failure<MysqlError>> {
-        let payload = cx
-            .payloads
-            .get(request)
-            .and_then(|p| p.mysql)
+        let payload = super::fed(cx, request, || MysqlError::Missing)?
+            .mysql
             .ok_or(Failure { class: FailureClass::Protocol, error: MysqlError::Missing })?;
         io.sent = Some(Instant::now());
         let error = match run(conn, &payload).await {

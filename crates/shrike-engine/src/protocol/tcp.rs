@@ -62,10 +62,7 @@ impl Protocol for RawTcp {
         io: &mut Io,
     ) -> Result<Answer, Failure<TcpError>> {
         let broken = |error| Failure { class: FailureClass::Broken, error };
-        let payload = cx
-            .payloads
-            .get(request)
-            .ok_or(Failure { class: FailureClass::Protocol, error: TcpError::Missing })?;
+        let payload = super::fed(cx, request, || TcpError::Missing)?;
         io.sent = Some(Instant::now());
         let written = async {
             conn.stream.write_all(&payload.data).await?;
@@ -78,10 +75,17 @@ impl Protocol for RawTcp {
             TcpFraming::Count => Some(payload.response_bytes.unwrap_or(0) as usize),
             TcpFraming::Delimiter(_) => None,
         };
+        // Where the delimiter search resumes: bytes already searched are not searched again
+        // (but for a delimiter's worth that may straddle the last read).
+        let mut searched = 0usize;
         let len = loop {
             let found = match (&self.framing, want) {
                 (_, Some(n)) => (conn.buf.len() >= n).then_some(n),
-                (TcpFraming::Delimiter(d), None) => find(&conn.buf, d).map(|at| at + d.len()),
+                (TcpFraming::Delimiter(d), None) => {
+                    let from = searched.saturating_sub(d.len().saturating_sub(1));
+                    searched = conn.buf.len();
+                    find(&conn.buf[from..], d).map(|at| from + at + d.len())
+                }
                 _ => Some(0),
             };
             if let Some(len) = found {

@@ -57,8 +57,7 @@ pub fn run(args: FilterArgs) -> anyhow::Result<ExitCode> {
     let mut info = header;
     info.remove("shrike_jobs");
     info.remove("protocol");
-    let what: Vec<String> = std::env::args().skip(3).collect();
-    info.insert("filtered".into(), json!(what.join(" ")));
+    info.insert("filtered".into(), json!(describe(&args)));
     let mut writer =
         JobWriter::create(&args.output, protocol, info).map_err(|e| usage(e.to_string()))?;
     let (mut read, mut kept, mut requests) = (0u64, 0u64, 0u64);
@@ -76,6 +75,29 @@ pub fn run(args: FilterArgs) -> anyhow::Result<ExitCode> {
     writer.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
     info!("kept {kept} of {read} job(s), with {requests} request(s)");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The selection as flags, for the output's header.
+fn describe(args: &FilterArgs) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut flag = |name: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            parts.push(format!("--{name} {v}"));
+        }
+    };
+    flag("from", &args.from);
+    flag("to", &args.to);
+    flag("match", &args.pattern);
+    flag("sample", &args.sample);
+    flag("shard", &args.shard);
+    parts.extend(args.jobs.iter().map(|j| format!("--job {j}")));
+    if args.match_requests {
+        parts.push("--match-requests".into());
+    }
+    if args.sample.is_some() {
+        parts.push(format!("--seed {}", args.seed));
+    }
+    parts.join(" ")
 }
 
 fn filter(args: &FilterArgs) -> anyhow::Result<Filter> {

@@ -75,8 +75,8 @@ pub struct Session {
 
 impl Session {
     /// The run is over: stop serving metrics.
-    pub fn stop(self) {
-        if let Some(m) = self.metrics {
+    pub fn stop(&mut self) {
+        if let Some(m) = self.metrics.take() {
             m.stop();
         }
     }

@@ -1,0 +1,59 @@
+//! What a command that runs the engine once needs around the library call, set up one way for
+//! `run` and `replay`: log format, telemetry (observers and the interval series), signals, and
+//! the run's errors in the command line's words.
+
+use std::time::Duration;
+
+use shrike_engine::{Ready, RunError, RunSpec, Telemetry, TelemetryConfig};
+use shrike_stats::RunResult;
+
+use crate::interrupts::Interrupts;
+use crate::load::LoadSpec;
+use crate::telemetry::Session;
+
+pub(crate) struct Driver {
+    session: Session,
+    pub interrupts: Interrupts,
+    /// Names the command in errors ("the replay could not start").
+    what: &'static str,
+}
+
+impl Driver {
+    /// Before preparing the run: telemetry's listeners and the signal handlers exist first, so
+    /// a bad flag fails before any load and an early Ctrl-C is not lost.
+    pub fn start(spec: &RunSpec, what: &'static str) -> anyhow::Result<Driver> {
+        let format = spec.output_format();
+        // Interval reports as JSON lines on stderr: log lines there must be JSON too, so the
+        // stream parses as one format.
+        crate::log::set_json(spec.telemetry().stats_interval.is_some() && !format.is_text());
+        let session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
+        let interrupts = Interrupts::install(spec.timeout())
+            .map_err(|e| anyhow::Error::new(e).context(format!("the {what} could not start")))?;
+        Ok(Driver { session, interrupts, what })
+    }
+
+    /// Keeps the run's interval series (every `every`) even when no observer asked for one.
+    pub fn keep_series(&mut self, every: Duration) {
+        if self.session.telemetry.is_none() {
+            self.session.telemetry = TelemetryConfig::new(every, None)
+                .map(|config| Telemetry { config, observers: Vec::new() });
+        }
+    }
+
+    /// Runs `ready` with the observers attached and signals watched.
+    pub fn execute(&mut self, load: &LoadSpec, ready: Ready) -> anyhow::Result<RunResult> {
+        let ready = match self.session.telemetry.take() {
+            Some(t) => ready.observed(t),
+            None => ready,
+        };
+        let result = self.interrupts.execute(ready);
+        self.session.stop();
+        match result {
+            Ok(r) => Ok(r),
+            Err(RunError::Spec(e)) => Err(load.explain(e)),
+            Err(e) => {
+                Err(anyhow::Error::new(e).context(format!("the {} could not start", self.what)))
+            }
+        }
+    }
+}
