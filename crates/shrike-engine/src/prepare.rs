@@ -51,6 +51,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         prefetch_connections: spec.prefetch_connections(),
         warmup: spec.simple_warmup(),
         start_at: spec.start_at(),
+        shard: spec.shard(),
         bind_address: spec.bind_address(),
         predicates: spec.predicates().to_vec(),
     })

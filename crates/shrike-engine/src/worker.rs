@@ -68,8 +68,13 @@ pub(crate) async fn run_worker(
     match plan {
         Plan::Rate => {
             // Workers interleave: worker i is offset by i/N of a period, so N workers at R rps
-            // look like one even stream at N×R rather than N simultaneous clumps.
-            let phase = index as f64 / cfg.workers.get() as f64;
+            // look like one even stream at N×R rather than N simultaneous clumps. A shard's
+            // workers take their places among every shard's workers, so the fleet does too.
+            let (slot, slots) = match cfg.shard {
+                Some(s) => s.global_worker(index, cfg.workers.get()),
+                None => (index, cfg.workers.get()),
+            };
+            let phase = slot as f64 / slots as f64;
             let pacer = Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed(index));
             let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
             let cursor = RequestCursor::new(index, &cfg.requests, share);

@@ -7,31 +7,7 @@ use std::time::Duration;
 use crate::model::{Body, Job, JobProtocol};
 use crate::stats;
 
-/// `i/N`: every N-th job from the i-th (1-based, in file order), so N shards partition a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shard {
-    pub index: u64,
-    pub count: u64,
-}
-
-impl Shard {
-    /// Parses `i/N` with 1 ≤ i ≤ N.
-    pub fn parse(s: &str) -> Result<Shard, String> {
-        let bad = || format!("{s:?}: expected i/N with 1 ≤ i ≤ N, e.g. 2/4");
-        let (i, n) = s.split_once('/').ok_or_else(bad)?;
-        let (index, count): (u64, u64) =
-            (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
-        if index == 0 || index > count {
-            return Err(bad());
-        }
-        Ok(Shard { index, count })
-    }
-
-    /// Whether the job at `position` (0-based, in file order) is this shard's.
-    pub fn holds(&self, position: u64) -> bool {
-        position % self.count == self.index - 1
-    }
-}
+pub use shrike_spec::Shard;
 
 /// What to keep.
 #[derive(Clone, Debug, Default)]
@@ -225,8 +201,7 @@ mod tests {
             .filter(|&id| f.apply(job(id, 0, &["/"]), id, Duration::ZERO).is_some())
             .collect();
         assert_eq!(kept, again);
-        let shards: Vec<Shard> =
-            (1..=3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
+        let shards: Vec<Shard> = (0..3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
         for pos in 0..30 {
             assert_eq!(shards.iter().filter(|s| s.holds(pos)).count(), 1);
         }

@@ -6,7 +6,9 @@
 //! - **Global**: the exact merge of the inputs' globals (histograms add, moments combine, the
 //!   execution window spans all inputs).
 //! - **Options**: the first input's, with the labels of all inputs and `workers` the sum of
-//!   the inputs' (rates are per worker, so the requested total covers every input). Options that change what
+//!   the inputs' (rates are per worker, so the requested total covers every input). Every
+//!   shard of one run (`--shard 0/N` … `N-1/N`) merges into that run: no shard, and the
+//!   workers of one shard. Options that change what
 //!   was measured must agree ([`STRICT_OPTIONS`]: target, protocol, method, body, headers, open
 //!   or closed loop), else the merge is refused naming the option and both values. Other
 //!   differences (rate, connections, duration, …) are allowed and reported as warnings.
@@ -41,7 +43,10 @@ pub const STRICT_OPTIONS: [&str; 9] = [
 ];
 
 /// Options whose differences are not worth a warning (they do not describe the load).
-const QUIET_OPTIONS: [&str; 3] = ["labels", "output_format", "verbosity"];
+/// Shards of one run always differ in `shard`, and a fleet's generators may each send from an
+/// address of their own.
+const QUIET_OPTIONS: [&str; 6] =
+    ["labels", "output_format", "verbosity", "shard", "bind_address", "start_at"];
 
 /// One result to merge, with the name errors and warnings use for it (its file name).
 #[derive(Clone, Debug)]
@@ -120,6 +125,13 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         // first input's total spread over more workers).
         let workers: u64 = inputs.iter().map(|i| worker_count(&i.result)).sum();
         o.insert("workers".into(), Value::from(workers));
+        // Every shard of one run together is that run: its options without the shard, its
+        // per-shard worker count (each shard ran them all at 1/N of the rate). A partial set
+        // keeps the first's shard, so its requested rate is the shards' present share.
+        if let Some(n) = whole_shards(&inputs) {
+            o.remove("shard");
+            o.insert("workers".into(), Value::from(workers / u64::from(n)));
+        }
     }
 
     let mut workers: Vec<WorkerResult> = Vec::new();
@@ -153,6 +165,20 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         result: RunResult { timestamp, options, workers, global, termination, intervals, errors },
         warnings,
     })
+}
+
+/// `Some(N)` when the inputs are exactly shards 0..N of one run, each once.
+fn whole_shards(inputs: &[Input]) -> Option<u32> {
+    let shard = |i: &Input| {
+        let s = i.result.options.get("shard")?.as_str()?;
+        shrike_spec::Shard::parse(s).ok()
+    };
+    let shards: Vec<shrike_spec::Shard> = inputs.iter().map(shard).collect::<Option<_>>()?;
+    let n = shards.first()?.count();
+    let mut seen: Vec<u32> = shards.iter().filter(|s| s.count() == n).map(|s| s.index()).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    (seen.len() == n as usize && shards.len() == n as usize).then_some(n)
 }
 
 /// A renamed worker must not take a name a later input still brings.

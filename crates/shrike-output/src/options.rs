@@ -82,7 +82,10 @@ pub fn requested_rate(result: &RunResult) -> Option<f64> {
         RateSpec::Stages(s) => shrike_spec::RatePlan::stages_duration(s),
         _ => std::time::Duration::from_secs(1),
     };
-    rate.requested_rate(workers, window).filter(|r| *r > 0.0)
+    // A shard asked for its share of the run's rate.
+    let shards = result.options.get("shard").and_then(Value::as_str);
+    let shards = shards.and_then(|s| shrike_spec::Shard::parse(s).ok()).map_or(1, |s| s.count());
+    rate.requested_rate(workers, window).map(|r| r / f64::from(shards)).filter(|r| *r > 0.0)
 }
 
 #[cfg(test)]
@@ -108,6 +111,8 @@ mod tests {
                             "workers": 2});
         assert_eq!(requested_rate(&result(staged, 2)), Some(4800.0));
         assert_eq!(requested_rate(&result(json!({}), 1)), None);
+        let shard = json!({"requests_per_second": 90, "shard": "1/3"});
+        assert_eq!(requested_rate(&result(shard, 2)), Some(60.0));
     }
 
     #[test]

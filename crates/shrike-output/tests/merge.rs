@@ -92,6 +92,28 @@ fn merged_requested_rate_keeps_each_inputs_per_worker_rate() {
 }
 
 #[test]
+fn every_shard_of_a_run_merges_into_that_run() {
+    // Three shards of a 2-worker run at 150 rps per worker: each sent 100 rps (1/3 of 300).
+    let shard = |i: u32| {
+        let mut r = run_of(&samples(100), 2, Duration::ZERO);
+        r.options["shard"] = json!(format!("{i}/3"));
+        r.options["workers"] = json!(2);
+        r.options["requests_per_second"] = json!(150.0);
+        r
+    };
+    assert_eq!(shrike_output::options::requested_rate(&shard(0)), Some(100.0));
+    let all: Vec<_> = (0..3).map(|i| input(&format!("s{i}.json"), shard(i))).collect();
+    let merged = merge(all).unwrap().result;
+    assert_eq!(merged.options.get("shard"), None);
+    assert_eq!(merged.options["workers"], 2);
+    assert_eq!(shrike_output::options::requested_rate(&merged), Some(300.0));
+    // Two of the three are two thirds of the run, still marked as a shard.
+    let part = merge(vec![input("a", shard(0)), input("b", shard(2))]).unwrap().result;
+    assert_eq!(part.options["shard"], "0/3");
+    assert_eq!(shrike_output::options::requested_rate(&part), Some(200.0));
+}
+
+#[test]
 fn incompatible_options_are_refused_naming_option_and_values() {
     let a = common::sample();
     let mut b = common::sample();

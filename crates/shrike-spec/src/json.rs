@@ -19,6 +19,7 @@ use crate::error::SpecError;
 use crate::format::OutputFormat;
 use crate::plan::{format_short, Rate, RatePlan};
 use crate::predicate::{Predicate, PredicateKind};
+use crate::shard::Shard;
 use crate::spec::*;
 use crate::types::*;
 use crate::url::Url;
@@ -163,6 +164,10 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         }
         (None, None) => None,
     };
+    let shard = match r.str("shard")? {
+        None => None,
+        Some(t) => Some(Shard::parse(t).map_err(|e| SpecError::invalid(r.path("shard"), e))?),
+    };
     let bind_address = read_bind_address(r)?;
     let streams = StreamLimits {
         max_concurrent_streams: r.nonzero_u32("max_concurrent_streams", 2_147_483_647)?,
@@ -243,6 +248,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         prefetch_connections,
         simple_warmup,
         start_at,
+        shard,
         bind_address,
         streams,
         h1_reuse,
@@ -625,6 +631,7 @@ fn write(s: &RunSpec) -> Value {
         "sequencer_idle_strategy": s.idle.name(),
         "simple_warmup": s.simple_warmup,
         "start_at": s.start_at.map(format_rfc3339),
+        "shard": s.shard.map(|x| x.to_string()),
         "bind_address": s.bind_address.map(|a| a.to_string()),
         "stats_interval": t.stats_interval.map(format_short),
         "metrics_listen": t.metrics_listen,

@@ -11,6 +11,7 @@
 //! - [`plan`]: rate plans (constant, ramp, stages) and their planned-count integral.
 //! - [`types`]: protocol, pool and pacing policies, TLS options, worker count, verbosity.
 //! - [`predicate`]: failure and termination predicates.
+//! - [`shard`]: one share of a run split over N processes.
 //! - [`url`]: target URL syntax; [`format`]: output format names.
 //!
 //! This crate does no I/O: resolving hosts and reading files happen when the engine prepares
@@ -24,6 +25,7 @@ pub mod format;
 pub mod json;
 pub mod plan;
 pub mod predicate;
+pub mod shard;
 pub mod spec;
 pub mod types;
 pub mod url;
@@ -33,6 +35,7 @@ pub use format::{OutputFormat, UnknownFormat};
 pub use json::{is_token_byte, parse_header};
 pub use plan::{Rate, RatePlan, Stage, StagesError};
 pub use predicate::{Predicate, PredicateError, PredicateKind};
+pub use shard::Shard;
 pub use spec::{RateSpec, RequestsSpec, RunSpec, TargetSpec, TelemetrySpec};
 pub use types::{
     AddressFamily, Concurrency, H1Reuse, IdleStrategy, Protocol, StreamLimits, TlsOptions,

@@ -64,6 +64,19 @@ pub enum StagesError {
 }
 
 impl RatePlan {
+    /// The same plan at `factor` times the rate (a shard's share: `1/N`).
+    pub fn scaled(self, factor: f64) -> RatePlan {
+        match self {
+            RatePlan::Constant(r) => {
+                RatePlan::Constant(Rate::try_new(r.per_second() * factor).unwrap_or(r))
+            }
+            RatePlan::Stages(stages) => RatePlan::Stages(
+                stages.into_iter().map(|s| Stage { target: s.target * factor, ..s }).collect(),
+            ),
+            RatePlan::Unpaced => RatePlan::Unpaced,
+        }
+    }
+
     /// A linear ramp from 0 to `rate` over `ramp`, then `rate`.
     pub fn ramp(rate: Rate, ramp: Duration) -> RatePlan {
         RatePlan::Stages(vec![

@@ -17,6 +17,7 @@ use crate::error::SpecError;
 use crate::format::OutputFormat;
 use crate::plan::{Rate, RatePlan, Stage};
 use crate::predicate::Predicate;
+use crate::shard::Shard;
 use crate::types::{
     AddressFamily, Concurrency, H1Reuse, IdleStrategy, Protocol, StreamLimits, TlsOptions,
     Verbosity,
@@ -193,6 +194,8 @@ pub struct RunSpec {
     pub(crate) prefetch_connections: bool,
     pub(crate) simple_warmup: bool,
     pub(crate) start_at: Option<SystemTime>,
+    /// This process sends one share of the run ([`Shard`]).
+    pub(crate) shard: Option<Shard>,
     pub(crate) bind_address: Option<IpAddr>,
     pub(crate) streams: StreamLimits,
     pub(crate) h1_reuse: H1Reuse,
@@ -315,9 +318,13 @@ impl RunSpec {
     pub fn rate(&self) -> &RateSpec {
         &self.rate
     }
-    /// The per-worker rate over time.
+    /// The per-worker rate over time (a shard's workers each send `1/N` of it).
     pub fn plan(&self) -> RatePlan {
-        self.rate.plan()
+        let plan = self.rate.plan();
+        match self.shard {
+            Some(s) => plan.scaled(1.0 / f64::from(s.count())),
+            None => plan,
+        }
     }
     pub fn idle(&self) -> IdleStrategy {
         self.idle
@@ -339,9 +346,14 @@ impl RunSpec {
         self.total_requests
     }
     /// Worker `index`'s share of `total_requests` (the first `total mod workers` workers send
-    /// one more), so the shares add up to the total exactly.
+    /// one more), so the shares add up to the total exactly. A shard's workers take their
+    /// places among all shards' workers, so the shards' shares add up to the total too.
     pub fn requests_for_worker(&self, index: usize, workers: usize) -> Option<u64> {
         let total = self.total_requests?.get();
+        let (index, workers) = match self.shard {
+            Some(s) => s.global_worker(index, workers.max(1)),
+            None => (index, workers),
+        };
         let n = workers.max(1) as u64;
         Some(total / n + u64::from((index as u64) < total % n))
     }
@@ -356,6 +368,9 @@ impl RunSpec {
     }
     pub fn start_at(&self) -> Option<SystemTime> {
         self.start_at
+    }
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
     }
     pub fn bind_address(&self) -> Option<IpAddr> {
         self.bind_address

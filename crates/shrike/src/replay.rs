@@ -47,7 +47,8 @@ pub struct ReplayArgs {
     /// HTTP: send the captured Host header instead of the target's.
     #[arg(long)]
     pub keep_host: bool,
-    /// Play only every N-th job from the i-th (1-based), so N processes share a file.
+    /// Play only every N-th job from the i-th (0-based: 0/N … N-1/N), so N processes
+    /// share a file.
     #[arg(long, value_name = "i/N")]
     pub shard: Option<String>,
     /// Start at this wall-clock time (RFC 3339 or Unix seconds), for synchronized processes.

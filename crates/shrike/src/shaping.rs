@@ -44,6 +44,11 @@ pub struct ShapingArgs {
     /// --prefetch-connections) and warm-up happen before it.
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
+    /// Send shard i of N (0-based: 0/N … N-1/N) of this run: 1/N of the rate and of -n, with
+    /// pacer phases that interleave with the other shards'. N processes (with a common
+    /// --start-at) make the run; `shrike transform --merge` joins their results exactly.
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<String>,
     /// Source IP address for outgoing connections (the port is chosen by the kernel).
     #[arg(long, value_name = "IP", conflicts_with = "upstream_bind_config")]
     pub bind_address: Option<String>,
@@ -79,6 +84,10 @@ impl ShapingArgs {
             let t = parse_start_at(s)?;
             p.set("start_at", shrike_output::timestamp::format_rfc3339(t));
             p.clear("scheduled_start");
+        }
+        if let Some(sh) = &self.shard {
+            let sh = shrike_spec::Shard::parse(sh).map_err(|e| usage(format!("--shard {e}")))?;
+            p.set("shard", sh.to_string());
         }
         if let Some(a) = &self.bind_address {
             p.set("bind_address", a.as_str());

@@ -115,7 +115,7 @@ fn filters_select_and_shards_partition_exactly() {
     // Three shards, compressed, partition the file.
     let mut union = BTreeSet::new();
     let mut total = 0;
-    for i in 1..=3 {
+    for i in 0..3 {
         let p = dir.join(format!("s{i}.jobs.zst"));
         let out = filter(&file, &p, &["--shard", &format!("{i}/3")]);
         assert_eq!(out.code(), 0, "{}", out.stderr);
@@ -151,7 +151,7 @@ fn bad_files_and_flags_are_named() {
     assert!(out.stderr.contains("/nonexistent.jobs"), "{}", out.stderr);
     let file = write_file(&dir);
     for (flag, value) in
-        [("--job", "9-3"), ("--sample", "150%"), ("--shard", "0/2"), ("--from", "later")]
+        [("--job", "9-3"), ("--sample", "150%"), ("--shard", "2/2"), ("--from", "later")]
     {
         let out = filter(&file, &dir.join("x.jobs"), &[flag, value]);
         assert_eq!(out.code(), 2, "{flag} {value}: {}", out.stderr);

@@ -40,7 +40,7 @@ pub struct FilterArgs {
     pub sample: Option<String>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Keep every N-th job from the i-th (1-based): N shards partition the file.
+    /// Keep every N-th job from the i-th (0-based, 0/N … N-1/N): N shards partition the file.
     #[arg(long, value_name = "i/N")]
     pub shard: Option<String>,
 }
