@@ -127,6 +127,12 @@ impl Ready {
         self
     }
 
+    /// Where the run will connect: every endpoint with the addresses its host resolved to
+    /// (resolution happens once, here, so a caller that vets these addresses vets the run).
+    pub fn targets(&self) -> impl Iterator<Item = &crate::Target> {
+        self.cfg.endpoints.iter().map(|e| &e.target)
+    }
+
     /// Runs until the spec's end or `stop`, blocking the calling thread.
     pub fn execute(self, stop: &StopHandle) -> Result<RunResult, RunError> {
         let Ready { run, cfg, requests } = self;

@@ -346,13 +346,19 @@ impl Statistic {
     /// The histogram in HdrHistogram's standard compressed V2 encoding, base64 (the form
     /// HdrHistogram log files use), so any HdrHistogram implementation can read it back.
     pub fn encode_histogram(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.encode_histogram_bytes())
+    }
+
+    /// The histogram in HdrHistogram's compressed V2 encoding, as bytes (what binary protocols
+    /// carry).
+    pub fn encode_histogram_bytes(&self) -> Vec<u8> {
         let mut buf = Vec::new();
         // Serializing into a Vec only fails on an internal invariant violation (it performs
-        // no I/O); an empty string then decodes as an error rather than as wrong data.
+        // no I/O); empty bytes then decode as an error rather than as wrong data.
         if V2DeflateSerializer::new().serialize(&self.hist, &mut buf).is_err() {
-            return String::new();
+            return Vec::new();
         }
-        base64::engine::general_purpose::STANDARD.encode(buf)
+        buf
     }
 
     /// Decodes a histogram written by [`Statistic::encode_histogram`] (or any HdrHistogram V2
@@ -364,10 +370,15 @@ impl Statistic {
     /// against the bytes actually present before handing it the plain V2 payload.
     pub fn decode_histogram(encoded: &str) -> Result<Histogram<u64>, HistogramDecodeError> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
+        Self::decode_histogram_bytes(&bytes)
+    }
+
+    /// [`Statistic::decode_histogram`] for bytes (untrusted: checked the same way).
+    pub fn decode_histogram_bytes(bytes: &[u8]) -> Result<Histogram<u64>, HistogramDecodeError> {
         let bad = |why: &str| HistogramDecodeError::Hdr(why.to_string());
-        let plain = match read_u32(&bytes, 0) {
+        let plain = match read_u32(bytes, 0) {
             Some(V2_COMPRESSED_COOKIE) => {
-                let len = read_u32(&bytes, 4).ok_or_else(|| bad("truncated header"))? as usize;
+                let len = read_u32(bytes, 4).ok_or_else(|| bad("truncated header"))? as usize;
                 let body = bytes.get(8..8 + len).ok_or_else(|| bad("truncated payload"))?;
                 let mut out = Vec::new();
                 flate2::read::ZlibDecoder::new(body)
@@ -379,7 +390,7 @@ impl Statistic {
                 }
                 out
             }
-            Some(V2_COOKIE) => bytes,
+            Some(V2_COOKIE) => bytes.to_vec(),
             _ => return Err(bad("not an HdrHistogram V2 encoding")),
         };
         if read_u32(&plain, 0) != Some(V2_COOKIE) || plain.len() < V2_HEADER_BYTES {

@@ -40,6 +40,58 @@ impl Driver {
         }
     }
 
+    /// Runs `spec` on `fleet` (`--remote`) with the observers watching the fleet and signals
+    /// cancelling every generator. Generators that failed are reported here by name.
+    pub fn coordinate(
+        &mut self,
+        spec: &RunSpec,
+        fleet: &shrike_service::coordinator::Fleet,
+    ) -> anyhow::Result<shrike_service::coordinator::Coordinated> {
+        let telemetry = self.session.telemetry.take();
+        let done = self.interrupts.execute_with(|stop| {
+            shrike_service::coordinator::coordinate(spec, fleet, stop, telemetry)
+        });
+        self.session.stop();
+        let done = done.map_err(|e| {
+            use shrike_service::coordinator::CoordinateError;
+            let usage = matches!(
+                e,
+                CoordinateError::Spec(_) | CoordinateError::AllFailed { refused: true, .. }
+            );
+            let e = anyhow::Error::new(e);
+            if usage {
+                e.context(crate::UsageError(format!("the {} could not start", self.what)))
+            } else {
+                e
+            }
+        })?;
+        for g in &done.generators {
+            let count = g
+                .result
+                .as_ref()
+                .map_or(0, |r| r.global.counters.get(shrike_stats::Counter::RqTotal));
+            match &g.failure {
+                None => crate::log::info!("generator {} ({}): {count} requests", g.name, g.address),
+                Some(why) => crate::log::warning!(
+                    "generator {} ({}) failed after {count} requests (its partial result is kept, \
+                     marked \"(partial)\"): {why}",
+                    g.name,
+                    g.address
+                ),
+            }
+        }
+        for w in &done.warnings {
+            crate::log::warning!("{w}");
+        }
+        if done.aborted {
+            crate::log::line(
+                crate::log::Tag::Error,
+                "run failed: a generator failed and --remote-failure abort stopped the others",
+            );
+        }
+        Ok(done)
+    }
+
     /// Runs `ready` with the observers attached and signals watched.
     pub fn execute(&mut self, load: &LoadSpec, ready: Ready) -> anyhow::Result<RunResult> {
         let ready = match self.session.telemetry.take() {

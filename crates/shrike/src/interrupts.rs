@@ -69,6 +69,11 @@ impl Interrupts {
     /// Runs one trial; a signal stops it (and one that came before it stops it at once, so a
     /// series of trials ends without starting another full one).
     pub fn execute(&self, ready: Ready) -> Result<RunResult, RunError> {
+        self.execute_with(|stop| ready.execute(stop))
+    }
+
+    /// [`Interrupts::execute`] for any run that takes a stop handle (a coordinated one).
+    pub fn execute_with<T>(&self, run: impl FnOnce(&StopHandle) -> T) -> T {
         let stop = StopHandle::new();
         {
             let mut st = lock(&self.state);
@@ -78,7 +83,7 @@ impl Interrupts {
             }
             st.current = Some(stop.clone());
         }
-        let out = ready.execute(&stop);
+        let out = run(&stop);
         lock(&self.state).current = None;
         out
     }

@@ -13,12 +13,14 @@ mod interrupts;
 mod jobs;
 mod load;
 mod log;
+mod remote;
 mod replay;
 mod report;
 mod request_args;
 mod run;
 mod serve;
 mod server_cmd;
+mod service_cmd;
 mod shaping;
 mod suggest;
 mod sweep;
@@ -58,6 +60,9 @@ enum Command {
     Replay(Box<replay::ReplayArgs>),
     /// Run the test server; per-request behaviour comes from x-nighthawk-test-server-config.
     Serve(serve::ServeArgs),
+    /// Run tests for remote clients over gRPC (shrike.v1): `shrike run --remote` and any
+    /// gRPC client; health and reflection included.
+    Service(service_cmd::ServiceArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
     Report(report::ReportArgs),
     /// Stored JSON result on stdin -> any output format on stdout; --merge combines results.
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Capacity(args) => capacity::run(*args),
         Command::Serve(args) => serve::run(args),
+        Command::Service(args) => service_cmd::run(args),
         Command::Sweep(args) => sweep::run(*args),
         Command::Report(args) => report::run(args),
         Command::Jobs(args) => jobs::run(args),

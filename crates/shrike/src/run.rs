@@ -176,6 +176,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub telemetry: crate::telemetry::TelemetryArgs,
+
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
 }
 
 fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
@@ -314,11 +317,29 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         warning!("--h2 is deprecated; use --protocol http2");
     }
     let format = spec.output_format();
+    let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
+    if args.remote.is_remote() {
+        if load.server.is_some() {
+            return Err(usage(
+                "--remote needs a target URL the generators can reach (the built-in server runs \
+                 here)",
+            ));
+        }
+        let fleet = args.remote.fleet()?;
+        let mut driver = Driver::start(spec, "coordinated run")?;
+        info!(
+            "running on {} generator(s): {}",
+            fleet.generators.len(),
+            fleet.generators.join(", ")
+        );
+        let done = driver.coordinate(spec, &fleet)?;
+        let code = finish(&done.result, format, file.as_ref(), tolerate)?;
+        return Ok(if done.aborted { ExitCode::from(1) } else { code });
+    }
     let mut driver = Driver::start(spec, "run")?;
     let ready = shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
     announce(spec);
     let result = driver.execute(&load, ready)?;
-    let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
     let code = finish(&result, format, file.as_ref(), tolerate);
     // The built-in server stops only now: nothing of the run outlives it.
     drop(load);
@@ -442,6 +463,9 @@ fn announce(spec: &RunSpec) {
     let connections = spec.connections().get() as usize;
     info!("global targets: {} connections and {global}", connections * n);
     info!("   (per-worker targets: {connections} connections and {per_worker})");
+    if let Some(s) = spec.shard() {
+        info!("shard {s}: this process sends 1/{} of the run", s.count());
+    }
     if let Some(t) = spec.start_at() {
         info!("starting at {}", shrike_output::timestamp::format_rfc3339(t));
     }

@@ -289,7 +289,7 @@ async fn serve(
     }
 }
 
-async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
+pub(crate) async fn bind(listen: &str) -> anyhow::Result<TcpListener> {
     let addrs = tokio::net::lookup_host(listen).await.map_err(|e| {
         usage(format!("--listen {listen:?}: {e} (expected ADDR:PORT, e.g. 127.0.0.1:10000)"))
     })?;
@@ -392,7 +392,7 @@ fn build_config(args: &ServeArgs, tls: Option<TlsConfig>) -> anyhow::Result<Serv
 }
 
 /// SIGINT and SIGTERM as one stream.
-struct Signals {
+pub(crate) struct Signals {
     #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -400,7 +400,7 @@ struct Signals {
 }
 
 impl Signals {
-    fn install() -> anyhow::Result<Self> {
+    pub(crate) fn install() -> anyhow::Result<Self> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
@@ -414,7 +414,7 @@ impl Signals {
     }
 
     /// Waits for the next signal and names it.
-    async fn recv(&mut self) -> &'static str {
+    pub(crate) async fn recv(&mut self) -> &'static str {
         #[cfg(unix)]
         {
             tokio::select! {

@@ -79,7 +79,8 @@ pub struct Sample {
 }
 
 impl Sample {
-    fn empty(start: Duration, duration: Duration) -> Sample {
+    /// Nothing happened from `start` for `duration`.
+    pub fn empty(start: Duration, duration: Duration) -> Sample {
         Sample {
             start,
             duration,
@@ -94,8 +95,22 @@ impl Sample {
         }
     }
 
+    /// Adds the same window measured elsewhere (another generator's tick): everything sums
+    /// exactly; the window is the longer of the two.
+    pub fn add(&mut self, s: &Sample) {
+        self.duration = self.duration.max(s.duration);
+        self.counters.merge(&s.counters);
+        self.status_codes.merge(&s.status_codes);
+        self.scheduled_to_response.merge(&s.scheduled_to_response);
+        self.request_to_response.merge(&s.request_to_response);
+        self.send_lateness.merge(&s.send_lateness);
+        self.in_flight += s.in_flight;
+        self.in_flight_max += s.in_flight_max;
+        self.last |= s.last;
+    }
+
     /// Adds a later, adjacent sample: the window grows to cover it.
-    fn absorb(&mut self, s: &Sample) {
+    pub fn absorb(&mut self, s: &Sample) {
         self.duration = (s.start + s.duration).saturating_sub(self.start);
         self.counters.merge(&s.counters);
         self.status_codes.merge(&s.status_codes);

@@ -1,0 +1,569 @@
+//! One run on many services (`shrike run --remote A,B,C`): the fleet looks like one generator.
+//!
+//! - **Shares.** Generator `g` of `N` runs the spec as shard `g/N` ([`shrike_spec::Shard`]):
+//!   1/N of the rate and of `total_requests`, with pacer phases that interleave with the
+//!   others', so N generators × R look like one stream. All start at one `start_at` a little
+//!   in the future.
+//! - **Live view.** Every generator streams its ticks (one sample period, exact histograms);
+//!   tick `k` of every live generator merges exactly and goes to the observers (progress,
+//!   interval reports, metrics) as the fleet's tick, grouped into the fleet's intervals.
+//! - **Predicates** run here, on the merged counters, and a firing one cancels every
+//!   generator (generators run without predicates of their own).
+//! - **Result.** Each generator's result (its JSON, exact histograms) merges exactly into the
+//!   global one; each stays beside it, named by generator. A generator that fails to start,
+//!   disconnects or dies is reported by name; what it streamed before is kept as a partial
+//!   result, and the run goes on unless [`OnFailure::Abort`].
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use shrike_engine::{Observer, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig};
+use shrike_output::merge::{merge, Input};
+use shrike_stats::{RunResult, StatId, Termination, WorkerResult};
+use tokio::sync::mpsc;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::convert;
+use crate::proto::{self, run_event::Event, shrike_client::ShrikeClient};
+use crate::server::MAX_MESSAGE;
+
+/// How the coordinator reaches and proves itself to the services.
+#[derive(Clone, Default)]
+pub struct ClientSecurity {
+    pub token: Option<String>,
+    /// Speak TLS, trusting this CA (PEM).
+    pub ca: Option<Vec<u8>>,
+    /// Present this certificate and key (PEM): mutual TLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name the services' certificates carry, when it is not the address's host.
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for ClientSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSecurity")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What to do when a generator fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Report it, keep its partial result, and let the others finish.
+    Continue,
+    /// Cancel the others.
+    Abort,
+}
+
+#[derive(Clone, Debug)]
+pub struct Fleet {
+    /// `HOST:PORT` of each service.
+    pub generators: Vec<String>,
+    pub security: ClientSecurity,
+    pub on_failure: OnFailure,
+    /// How far in the future the common start is, when the spec has no `start_at`: time for
+    /// every service to check and prepare the run.
+    pub start_delay: Duration,
+}
+
+/// One generator's part of a coordinated run.
+#[derive(Clone, Debug)]
+pub struct GeneratorReport {
+    pub address: String,
+    /// The name the service gave (else its address).
+    pub name: String,
+    /// Its result as it sent it, or (when it failed) what it streamed before.
+    pub result: Option<RunResult>,
+    /// Why it did not finish, if it did not.
+    pub failure: Option<String>,
+    /// It refused the run (authentication, allowlist, limits, a bad spec): a configuration
+    /// problem rather than a failure during the run.
+    pub refused: bool,
+}
+
+#[derive(Debug)]
+pub struct Coordinated {
+    /// The fleet's result: every generator's merged exactly (workers: one per generator).
+    pub result: RunResult,
+    pub generators: Vec<GeneratorReport>,
+    /// A generator failed and `OnFailure::Abort` stopped the others.
+    pub aborted: bool,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoordinateError {
+    #[error("--remote names no generator")]
+    NoGenerators,
+    #[error("{0}")]
+    Spec(String),
+    #[error("no generator produced a result: {why}")]
+    AllFailed {
+        why: String,
+        /// Every generator refused the run (a configuration problem).
+        refused: bool,
+    },
+    #[error("the coordinator could not start: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Runs `spec` on every generator of `fleet` and merges the results, blocking the calling
+/// thread. `stop` cancels every generator (their results are still collected); `telemetry`'s
+/// observers see the fleet as one run.
+pub fn coordinate(
+    spec: &RunSpec,
+    fleet: &Fleet,
+    stop: &StopHandle,
+    telemetry: Option<Telemetry>,
+) -> Result<Coordinated, CoordinateError> {
+    if fleet.generators.is_empty() {
+        return Err(CoordinateError::NoGenerators);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("shrike-coordinator")
+        .enable_all()
+        .build()
+        .map_err(CoordinateError::Runtime)?;
+    runtime.block_on(Coordinator::new(spec, fleet, telemetry)?.run(stop))
+}
+
+/// A message from one generator's stream task.
+enum Report {
+    Started { g: usize, name: String },
+    Sample { g: usize, sample: Box<Sample> },
+    Result { g: usize, result: Box<RunResult> },
+    Failed { g: usize, why: String, refused: bool },
+}
+
+struct Coordinator<'a> {
+    spec: &'a RunSpec,
+    fleet: &'a Fleet,
+    /// Each generator's spec: the run as its shard, without predicates or local telemetry.
+    specs: Vec<serde_json::Value>,
+    tick: Duration,
+    ticks_per_interval: u32,
+    observers: Vec<Box<dyn Observer>>,
+    keep_series: bool,
+    reports: Vec<GeneratorReport>,
+    /// What each generator streamed, summed: its partial result if it fails.
+    streamed: Vec<Option<Sample>>,
+    /// Ticks not yet merged: tick index → (merged so far, generators in it).
+    pending: BTreeMap<u64, (Sample, Vec<bool>)>,
+    next_tick: u64,
+    interval: Option<Sample>,
+    ticks_in_interval: u32,
+    series: Vec<shrike_stats::Interval>,
+    totals: shrike_stats::Counters,
+    done: Vec<bool>,
+    termination: Option<Termination>,
+    aborted: bool,
+}
+
+impl<'a> Coordinator<'a> {
+    fn new(
+        spec: &'a RunSpec,
+        fleet: &'a Fleet,
+        telemetry: Option<Telemetry>,
+    ) -> Result<Coordinator<'a>, CoordinateError> {
+        let n = fleet.generators.len();
+        let (config, observers) = match telemetry {
+            Some(t) => (t.config, t.observers),
+            None => (default_config(), Vec::new()),
+        };
+        let start_at = spec.start_at().unwrap_or_else(|| SystemTime::now() + fleet.start_delay);
+        let mut specs = Vec::with_capacity(n);
+        for g in 0..n {
+            let patch = json!({
+                "shard": format!("{g}/{n}"),
+                "start_at": shrike_stats::timestamp::format_rfc3339(start_at),
+                "failure_predicates": {},
+                "termination_predicates": {},
+                "no_default_failure_predicates": true,
+                "stats_interval": null,
+                "metrics_listen": null,
+                "statsd": [],
+                "stats_sinks": [],
+                "no_progress": true,
+            });
+            let s = spec.patched(&patch).map_err(|e| CoordinateError::Spec(e.to_string()))?;
+            specs.push(s.to_json());
+        }
+        let reports = fleet
+            .generators
+            .iter()
+            .map(|a| GeneratorReport {
+                address: a.clone(),
+                name: a.clone(),
+                result: None,
+                failure: None,
+                refused: false,
+            })
+            .collect();
+        Ok(Coordinator {
+            spec,
+            fleet,
+            specs,
+            tick: config.tick,
+            ticks_per_interval: config.ticks_per_interval.get(),
+            observers,
+            keep_series: spec.telemetry().stats_interval.is_some(),
+            reports,
+            streamed: vec![None; n],
+            pending: BTreeMap::new(),
+            next_tick: 0,
+            interval: None,
+            ticks_in_interval: 0,
+            series: Vec::new(),
+            totals: shrike_stats::Counters::new(),
+            done: vec![false; n],
+            termination: None,
+            aborted: false,
+        })
+    }
+
+    async fn run(mut self, stop: &StopHandle) -> Result<Coordinated, CoordinateError> {
+        let n = self.fleet.generators.len();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut cancels = Vec::with_capacity(n);
+        for g in 0..n {
+            let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+            cancels.push(cancel_tx);
+            let request = proto::RunRequest {
+                spec: Some(proto::RunSpec { options: Some(convert::to_struct(&self.specs[g])) }),
+                run_id: format!("coordinated-{}-{g}", std::process::id()),
+                sample_period: Some(convert::to_duration(self.tick)),
+            };
+            let address = self.fleet.generators[g].clone();
+            let security = self.fleet.security.clone();
+            tokio::spawn(generator(g, address, security, request, tx.clone(), cancel_rx));
+        }
+        drop(tx);
+        let cancel_all = |cancels: &[tokio::sync::watch::Sender<bool>]| {
+            for c in cancels {
+                let _ = c.send(true);
+            }
+        };
+        loop {
+            let report = tokio::select! {
+                r = rx.recv() => r,
+                () = stop.stopped(), if self.termination.is_none() => {
+                    self.termination = stop.reason().or(Some(Termination::Interrupted));
+                    cancel_all(&cancels);
+                    continue;
+                }
+            };
+            let Some(report) = report else { break };
+            match report {
+                Report::Started { g, name } => self.reports[g].name = name,
+                Report::Sample { g, sample } => {
+                    self.take_sample(g, *sample);
+                    if self.termination.is_none() {
+                        if let Some(t) = self.fired() {
+                            self.termination = Some(t);
+                            cancel_all(&cancels);
+                        }
+                    }
+                }
+                Report::Result { g, result } => {
+                    self.reports[g].result = Some(*result);
+                    self.finish_generator(g);
+                }
+                Report::Failed { g, why, refused } => {
+                    self.reports[g].failure = Some(why);
+                    self.reports[g].refused = refused;
+                    self.finish_generator(g);
+                    if self.fleet.on_failure == OnFailure::Abort && self.termination.is_none() {
+                        self.aborted = true;
+                        self.termination = Some(Termination::Interrupted);
+                        cancel_all(&cancels);
+                    }
+                }
+            }
+        }
+        self.flush_all();
+        for o in &mut self.observers {
+            o.finish();
+        }
+        self.result()
+    }
+
+    fn take_sample(&mut self, g: usize, sample: Sample) {
+        match &mut self.streamed[g] {
+            Some(s) => s.absorb(&sample),
+            slot @ None => *slot = Some(sample.clone()),
+        }
+        let k = (sample.start.as_nanos() as f64 / self.tick.as_nanos().max(1) as f64).round();
+        let k = k as u64;
+        if k < self.next_tick {
+            // A straggler for a tick already shown: it still counts in the generator's
+            // partial result and in the final merge, only the live view has moved on.
+            return;
+        }
+        let n = self.fleet.generators.len();
+        let slot = self
+            .pending
+            .entry(k)
+            .or_insert_with(|| (Sample::empty(sample.start, sample.duration), vec![false; n]));
+        slot.0.add(&sample);
+        slot.1[g] = true;
+        self.flush_ready();
+    }
+
+    fn finish_generator(&mut self, g: usize) {
+        self.done[g] = true;
+        self.flush_ready();
+    }
+
+    /// Shows every tick that every live generator has sent, in order.
+    fn flush_ready(&mut self) {
+        loop {
+            let Some((&k, (_, has))) = self.pending.first_key_value() else { return };
+            if k != self.next_tick {
+                // A tick nobody pending has: skip it once every generator is past it (done,
+                // or with a later tick already here); generators send their ticks in order.
+                let past = |g: usize| self.done[g] || self.pending.values().any(|(_, h)| h[g]);
+                if !(0..self.done.len()).all(past) {
+                    return;
+                }
+                self.next_tick = k;
+                continue;
+            }
+            if !(0..has.len()).all(|g| has[g] || self.done[g]) {
+                return;
+            }
+            let Some((_, (sample, _))) = self.pending.pop_first() else { return };
+            self.show(sample);
+            self.next_tick += 1;
+        }
+    }
+
+    fn flush_all(&mut self) {
+        for g in 0..self.done.len() {
+            self.done[g] = true;
+        }
+        self.flush_ready();
+        if let Some(mut i) = self.interval.take() {
+            i.last = true;
+            self.close_interval(i);
+        }
+    }
+
+    fn show(&mut self, tick: Sample) {
+        self.totals.merge(&tick.counters);
+        for o in &mut self.observers {
+            o.tick(&tick);
+        }
+        match &mut self.interval {
+            Some(i) => i.absorb(&tick),
+            None => self.interval = Some(tick),
+        }
+        self.ticks_in_interval += 1;
+        if self.ticks_in_interval >= self.ticks_per_interval {
+            self.ticks_in_interval = 0;
+            if let Some(i) = self.interval.take() {
+                self.close_interval(i);
+            }
+        }
+    }
+
+    fn close_interval(&mut self, i: Sample) {
+        for o in &mut self.observers {
+            o.interval(&i);
+        }
+        if self.keep_series {
+            self.series.push(i.to_interval());
+        }
+    }
+
+    /// The first of the spec's predicates the fleet's counters pass, as a termination.
+    fn fired(&self) -> Option<Termination> {
+        let p = self.spec.predicates().iter().find(|p| p.fired(&self.totals))?;
+        Some(match p.kind {
+            shrike_engine::PredicateKind::Failure => Termination::FailurePredicate(p.describe()),
+            shrike_engine::PredicateKind::Termination => {
+                Termination::TerminationPredicate(p.describe())
+            }
+        })
+    }
+
+    fn result(mut self) -> Result<Coordinated, CoordinateError> {
+        let mut inputs = Vec::new();
+        let mut warnings = Vec::new();
+        for (g, r) in self.reports.iter_mut().enumerate() {
+            if r.result.is_none() {
+                r.result = self.streamed[g].as_ref().map(|s| partial(s, &self.specs[g]));
+            }
+            let Some(result) = &r.result else { continue };
+            let mut result = result.clone();
+            let mut own = result.global.clone();
+            own.name = match &r.failure {
+                None => r.name.clone(),
+                Some(_) => format!("{} (partial)", r.name),
+            };
+            result.workers = vec![own];
+            inputs.push(Input { name: r.name.clone(), result });
+        }
+        if inputs.is_empty() {
+            let why: Vec<String> = self
+                .reports
+                .iter()
+                .map(|r| format!("{}: {}", r.name, r.failure.as_deref().unwrap_or("no result")))
+                .collect();
+            let refused = self.reports.iter().all(|r| r.refused);
+            return Err(CoordinateError::AllFailed { why: why.join("; "), refused });
+        }
+        let merged = merge(inputs).map_err(|e| CoordinateError::Spec(e.to_string()))?;
+        // The merged result takes the fleet's options below, so the generators' differences
+        // (their shards and source addresses) are expected and not worth a word.
+        warnings.extend(merged.warnings.into_iter().filter(|w| !w.starts_with("option ")));
+        let mut result = merged.result;
+        result.options = self.spec.to_json();
+        if let Some(o) = result.options.as_object_mut() {
+            o.insert("remote".into(), json!(self.fleet.generators));
+        }
+        result.intervals = std::mem::take(&mut self.series);
+        if let Some(t) = self.termination.take() {
+            // The fleet's reason to stop (a predicate on the merged counters, a signal) over
+            // the generators' own ("interrupted" by the coordinator's cancel).
+            result.termination = t;
+        }
+        Ok(Coordinated { result, generators: self.reports, aborted: self.aborted, warnings })
+    }
+}
+
+/// Samples every second when nobody watches: the coordinator still merges ticks (for
+/// predicates).
+fn default_config() -> TelemetryConfig {
+    TelemetryConfig {
+        tick: Duration::from_millis(250),
+        ticks_per_interval: std::num::NonZeroU32::MIN.saturating_add(3),
+    }
+}
+
+/// What a failed generator streamed, as a result of one worker.
+fn partial(s: &Sample, options: &serde_json::Value) -> RunResult {
+    let start = SystemTime::now() - s.start.saturating_add(s.duration);
+    let mut w = WorkerResult::new("partial", start);
+    w.execution_duration = s.start.saturating_add(s.duration);
+    w.sending_duration = Some(w.execution_duration);
+    w.counters = s.counters.clone();
+    w.status_codes = s.status_codes.clone();
+    w.stats.set(StatId::ScheduledToResponse, s.scheduled_to_response.clone());
+    w.stats.set(StatId::RequestToResponse, s.request_to_response.clone());
+    w.stats.set(StatId::SendLateness, s.send_lateness.clone());
+    // Completed: the generator's failure is reported (and its result marked partial); the
+    // fleet's run was not interrupted by it.
+    RunResult::new(options.clone(), vec![w], Termination::Completed)
+}
+
+/// Connects to one service, runs its share and reports everything back. A cancel closes the
+/// stream only after asking the service to stop, so its result still arrives.
+async fn generator(
+    g: usize,
+    address: String,
+    security: ClientSecurity,
+    request: proto::RunRequest,
+    tx: mpsc::UnboundedSender<Report>,
+    mut cancel: tokio::sync::watch::Receiver<bool>,
+) {
+    let fail = |why: String| Report::Failed { g, why, refused: false };
+    let run_id = request.run_id.clone();
+    let mut client = match connect(&address, &security).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(fail(format!("cannot connect to {address}: {e}")));
+            return;
+        }
+    };
+    let mut stream = match client.run(authorized(request, &security)).await {
+        Ok(s) => s.into_inner(),
+        Err(status) => {
+            let why = format!("{address} refused the run: {}", describe(&status));
+            let _ = tx.send(Report::Failed { g, why, refused: true });
+            return;
+        }
+    };
+    let mut cancelled = false;
+    loop {
+        let message = tokio::select! {
+            m = stream.message() => m,
+            Ok(()) = cancel.changed(), if !cancelled => {
+                cancelled = true;
+                let req = proto::CancelRequest { run_id: run_id.clone() };
+                let mut c = client.clone();
+                let security = security.clone();
+                tokio::spawn(async move { c.cancel(authorized(req, &security)).await });
+                continue;
+            }
+        };
+        let report = match message {
+            Ok(Some(proto::RunEvent { event: Some(Event::Started(s)) })) => {
+                Report::Started { g, name: s.generator }
+            }
+            Ok(Some(proto::RunEvent { event: Some(Event::Sample(s)) })) => {
+                match convert::from_sample(&s) {
+                    Ok(sample) => Report::Sample { g, sample: Box::new(sample) },
+                    Err(e) => fail(format!("{address} sent a bad sample: {e}")),
+                }
+            }
+            Ok(Some(proto::RunEvent { event: Some(Event::Result(r)) })) => {
+                let report = match convert::from_result(&r) {
+                    Ok(result) => Report::Result { g, result: Box::new(result) },
+                    Err(e) => fail(format!("{address} sent a bad result: {e}")),
+                };
+                let _ = tx.send(report);
+                return;
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) => fail(format!("{address} ended the stream without a result")),
+            Err(status) => fail(format!("{address} failed: {}", describe(&status))),
+        };
+        let last = matches!(report, Report::Failed { .. });
+        if tx.send(report).is_err() || last {
+            return;
+        }
+    }
+}
+
+fn describe(status: &tonic::Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}
+
+fn authorized<T>(message: T, security: &ClientSecurity) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(message);
+    if let Some(token) = &security.token {
+        if let Ok(v) = format!("Bearer {token}").parse() {
+            req.metadata_mut().insert("authorization", v);
+        }
+    }
+    req
+}
+
+async fn connect(
+    address: &str,
+    security: &ClientSecurity,
+) -> Result<ShrikeClient<Channel>, Box<dyn std::error::Error + Send + Sync>> {
+    let scheme = if security.ca.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true);
+    if let Some(ca) = &security.ca {
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+        if let Some((cert, key)) = &security.identity {
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(name) = &security.server_name {
+            tls = tls.domain_name(name.clone());
+        }
+        endpoint = endpoint.tls_config(tls)?;
+    }
+    let channel = endpoint.connect().await?;
+    Ok(ShrikeClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE))
+}

@@ -1,0 +1,23 @@
+//! Shrike beyond one machine: the `shrike.v1` gRPC execution service and the coordinator
+//! that runs one test on many services.
+//!
+//! - [`service`]: the service (Run, Cancel) over the engine's library call.
+//! - [`server`]: serving it on a listener with health, reflection and authentication.
+//! - [`coordinator`]: one run on many services, merged exactly as it goes.
+//! - [`policy`]: what a remote client may run: the target allowlist, per-run limits, options
+//!   refused remotely.
+//! - [`convert`]: between wire messages and Shrike's types (exact histograms both ways).
+//!
+//! The proto is `proto/shrike/v1/shrike.proto` at the workspace root, compiled at build time.
+
+pub mod convert;
+pub mod coordinator;
+pub mod policy;
+pub mod server;
+pub mod service;
+
+/// The generated `shrike.v1` messages, client and server.
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    tonic::include_proto!("shrike.v1");
+}

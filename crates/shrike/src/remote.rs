@@ -1,0 +1,103 @@
+//! `--remote ADDR[,ADDR…]`: run on `shrike service` generators instead of here, as one
+//! coordinated run (shrike-service's coordinator), with the same options and outputs.
+
+use std::time::Duration;
+
+use clap::Args;
+use shrike_service::coordinator::{ClientSecurity, Fleet, OnFailure};
+
+use crate::args::usage;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct RemoteArgs {
+    /// Run on these `shrike service` generators (HOST:PORT, comma-separated or repeated) as
+    /// one coordinated run: each sends 1/N of the load from a common start; intervals,
+    /// predicates and the result are the fleet's, merged exactly.
+    #[arg(long, value_name = "ADDR[,ADDR…]", value_delimiter = ',')]
+    pub remote: Vec<String>,
+    /// The generators' bearer token, from this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "remote_token_env")]
+    pub remote_token_file: Option<std::path::PathBuf>,
+    /// The generators' bearer token, from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub remote_token_env: Option<String>,
+    /// Speak TLS to the generators, trusting this CA (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub remote_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for generators that require mTLS; needs --remote-key.
+    #[arg(long, value_name = "FILE", requires = "remote_key")]
+    pub remote_cert: Option<std::path::PathBuf>,
+    /// The key of --remote-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "remote_cert")]
+    pub remote_key: Option<std::path::PathBuf>,
+    /// The name on the generators' certificates, when not the host of ADDR.
+    #[arg(long, value_name = "NAME")]
+    pub remote_server_name: Option<String>,
+    /// When a generator fails: continue (report it, keep its partial result) or abort (stop
+    /// the others; exit 1).
+    #[arg(long, value_name = "continue|abort", default_value = "continue")]
+    pub remote_failure: String,
+}
+
+impl RemoteArgs {
+    pub fn is_remote(&self) -> bool {
+        !self.remote.is_empty()
+    }
+
+    /// The fleet the flags describe.
+    pub fn fleet(&self) -> anyhow::Result<Fleet> {
+        let generators: Vec<String> =
+            self.remote.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+        if generators.is_empty() {
+            return Err(usage("--remote names no generator"));
+        }
+        let on_failure = match self.remote_failure.as_str() {
+            "continue" => OnFailure::Continue,
+            "abort" => OnFailure::Abort,
+            other => {
+                return Err(usage(format!(
+                    "--remote-failure {other:?}: expected continue or abort"
+                )))
+            }
+        };
+        let token = match (&self.remote_token_file, &self.remote_token_env) {
+            (Some(p), _) => Some(
+                std::fs::read_to_string(p)
+                    .map_err(|e| usage(format!("--remote-token-file {}: {e}", p.display())))?,
+            ),
+            (None, Some(v)) => Some(std::env::var(v).map_err(|_| {
+                usage(format!("--remote-token-env {v}: the variable is not set (or not UTF-8)"))
+            })?),
+            (None, None) => None,
+        };
+        let read = |flag: &str, p: &Option<std::path::PathBuf>| {
+            p.as_ref()
+                .map(|p| {
+                    std::fs::read(p).map_err(|e| usage(format!("--{flag} {}: {e}", p.display())))
+                })
+                .transpose()
+        };
+        let identity = match (
+            read("remote-cert", &self.remote_cert)?,
+            read("remote-key", &self.remote_key)?,
+        ) {
+            (Some(c), Some(k)) => Some((c, k)),
+            _ => None,
+        };
+        let ca = read("remote-ca", &self.remote_ca)?;
+        if identity.is_some() && ca.is_none() {
+            return Err(usage("--remote-cert needs --remote-ca (client certificates go over TLS)"));
+        }
+        Ok(Fleet {
+            generators,
+            security: ClientSecurity {
+                token: token.map(|t| t.trim().to_string()),
+                ca,
+                identity,
+                server_name: self.remote_server_name.clone(),
+            },
+            on_failure,
+            start_delay: Duration::from_secs(2),
+        })
+    }
+}

@@ -1,0 +1,209 @@
+//! `shrike service`: the gRPC execution service (`shrike.v1`) until SIGINT or SIGTERM.
+//!
+//! The bound address is the first line on stdout, as with `shrike serve`. A service that
+//! listens beyond loopback must authenticate its clients (a bearer token or mTLS), and every
+//! service needs a target allowlist: a load generator must never become an open relay.
+
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use shrike_service::policy::{Allowlist, Limits};
+use shrike_service::server::{serve, Security};
+use shrike_service::service::ServiceConfig;
+
+use crate::args::{flag_duration, usage};
+use crate::serve::{bind, Signals};
+
+#[derive(Args, Debug)]
+pub struct ServiceArgs {
+    /// Address to listen on; port 0 picks a free port (printed as stdout's first line).
+    /// Beyond loopback, --token-file, --token-env or --client-ca is required.
+    #[arg(long, default_value = "127.0.0.1:8443", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// Targets runs may load (repeatable, at least one): a CIDR (10.0.0.0/8), an address, or
+    /// a host name (allowing what it resolves to). Every address a run would connect to is
+    /// checked after DNS resolution.
+    #[arg(long = "allow-target", value_name = "CIDR|HOST")]
+    pub allow_target: Vec<String>,
+    /// Read the bearer token clients must send (authorization: Bearer TOKEN) from this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// Read the bearer token from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS. Needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub client_ca: Option<std::path::PathBuf>,
+    /// Most runs at once; a run beyond them is refused with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub max_concurrent_runs: usize,
+    /// Per-run cap on requests per second, all workers together (unpaced runs are refused).
+    #[arg(long, value_name = "RPS")]
+    pub max_rps: Option<f64>,
+    /// Per-run cap on duration (runs without end are refused).
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    pub max_duration: String,
+    /// Per-run cap on connections, all workers together.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<u64>,
+    /// Per-run cap on workers.
+    #[arg(long, value_name = "N")]
+    pub max_workers: Option<usize>,
+    /// The name clients see for this generator [default: the host name].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Runs that name no source address send from this one (a generator with several).
+    #[arg(long, value_name = "IP")]
+    pub bind_address: Option<IpAddr>,
+}
+
+pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
+    let (config, security) = configure(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("shrike-service")
+        .enable_all()
+        .build()
+        .context("cannot start the service runtime")?;
+    runtime.block_on(async move {
+        // Checked before binding: an unauthenticated service is never reachable, even briefly.
+        let wanted = tokio::net::lookup_host(&args.listen)
+            .await
+            .map_err(|e| usage(format!("--listen {:?}: {e}", args.listen)))?;
+        if let Some(a) = wanted.into_iter().find(|a| !a.ip().is_loopback()) {
+            if !security.authenticates() {
+                return Err(usage(format!(
+                    "refusing to listen on {a} without authentication: a load generator open \
+                     to the network is an open relay; give --token-file, --token-env or \
+                     --client-ca (or listen on loopback)"
+                )));
+            }
+        }
+        let listener = bind(&args.listen).await?;
+        let addr = listener.local_addr().context("cannot read the bound address")?;
+        if !addr.ip().is_loopback() && security.token.is_some() && security.tls.is_none() {
+            eprintln!(
+                "[shrike] warning: the bearer token travels in plaintext; serve TLS \
+                 (--tls-cert/--tls-key) on networks you do not trust"
+            );
+        }
+        let mut signals = Signals::install()?;
+        {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{addr}")
+                .and_then(|()| stdout.flush())
+                .context("cannot write to stdout")?;
+        }
+        eprintln!(
+            "[shrike] service {} on {}://{addr}: targets {}; {}",
+            config.name,
+            if security.tls.is_some() { "https" } else { "http" },
+            config.allow.describe(),
+            match (&security.token, &security.client_ca) {
+                (Some(_), Some(_)) => "bearer token and client certificates required",
+                (Some(_), None) => "bearer token required",
+                (None, Some(_)) => "client certificates required",
+                (None, None) => "no authentication (loopback only)",
+            }
+        );
+        let (force_tx, force_rx) = tokio::sync::oneshot::channel::<()>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let first = signals.recv().await;
+            eprintln!(
+                "[shrike] {first}: stopping runs and draining (signal again to exit at once)"
+            );
+            let _ = stop_tx.send(());
+            let second = signals.recv().await;
+            eprintln!("[shrike] {second}: exiting at once");
+            let _ = force_tx.send(());
+        });
+        let shutdown = async {
+            let _ = stop_rx.await;
+        };
+        tokio::select! {
+            served = serve(listener, config, security, shutdown) => {
+                served.context("the service failed")?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Ok(()) = force_rx => Ok(ExitCode::FAILURE),
+        }
+    })
+}
+
+/// Everything the flags say, checked before anything listens.
+fn configure(args: &ServiceArgs) -> anyhow::Result<(ServiceConfig, Security)> {
+    let mut allow = Allowlist::default();
+    for a in &args.allow_target {
+        allow.add(a).map_err(|e| usage(format!("--allow-target {e}")))?;
+    }
+    if allow.is_empty() {
+        return Err(usage(
+            "name the targets runs may load with --allow-target (e.g. --allow-target \
+             127.0.0.0/8): a service with no allowlist would load anything",
+        ));
+    }
+    if args.max_concurrent_runs == 0 {
+        return Err(usage("--max-concurrent-runs must be at least 1"));
+    }
+    if args.max_rps.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(usage("--max-rps must be a number above 0"));
+    }
+    let limits = Limits {
+        rps: args.max_rps,
+        duration: Some(flag_duration("max-duration", &args.max_duration)?),
+        connections: args.max_connections,
+        workers: args.max_workers,
+    };
+    let token = match (&args.token_file, &args.token_env) {
+        (Some(path), _) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--token-file {}: {e}", path.display())))?,
+        ),
+        (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
+            usage(format!("--token-env {var}: the variable is not set (or not UTF-8)"))
+        })?),
+        (None, None) => None,
+    };
+    let token = match token.map(|t| t.trim().to_string()) {
+        Some(t) if t.is_empty() => return Err(usage("the bearer token is empty")),
+        t => t,
+    };
+    let read = |flag: &str, path: &Option<std::path::PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
+        path.as_ref()
+            .map(|p| std::fs::read(p).map_err(|e| usage(format!("--{flag} {}: {e}", p.display()))))
+            .transpose()
+    };
+    let tls = match (read("tls-cert", &args.tls_cert)?, read("tls-key", &args.tls_key)?) {
+        (Some(c), Some(k)) => Some((c, k)),
+        _ => None,
+    };
+    let security = Security { token, tls, client_ca: read("client-ca", &args.client_ca)? };
+    let name = args.name.clone().unwrap_or_else(host_name);
+    let config = ServiceConfig {
+        name,
+        allow,
+        limits,
+        max_concurrent_runs: args.max_concurrent_runs,
+        bind_address: args.bind_address,
+    };
+    Ok((config, security))
+}
+
+/// The machine's name (a pod's name in Kubernetes), else "shrike".
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "shrike".into())
+}

@@ -1,0 +1,326 @@
+//! Beyond one machine, on loopback: `shrike service` generators on 127.0.0.2, .3 and .4, one
+//! coordinated `shrike run --remote`, the service's refusals, and the sharded batch path
+//! (`--shard i/N` processes merged by `transform --merge`).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+#[path = "support/nginx.rs"]
+mod nginx;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::*;
+use nginx::{Listen, Nginx};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A `shrike service` on `ip:0`, sending from `ip`; killed when dropped.
+struct Service {
+    child: Child,
+    addr: String,
+}
+
+impl Service {
+    fn start(ip: &str, extra: &[&str]) -> Service {
+        let mut child = shrike()
+            .args(["service", "--listen", &format!("{ip}:0"), "--bind-address", ip])
+            .args(["--name", &format!("gen-{ip}")])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike service");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("address line");
+        let addr = line.trim().to_string();
+        assert!(addr.starts_with(ip), "{addr:?}");
+        Service { child, addr }
+    }
+
+    fn fleet(ips: &[&str], extra: &[&str]) -> Vec<Service> {
+        ips.iter().map(|ip| Service::start(ip, extra)).collect()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const IPS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+
+fn addrs(fleet: &[Service]) -> String {
+    fleet.iter().map(|s| s.addr.as_str()).collect::<Vec<_>>().join(",")
+}
+
+fn requests(result: &serde_json::Value, name: &str) -> u64 {
+    let r = result["results"].as_array().unwrap().iter().find(|r| r["name"] == name);
+    counter(r.unwrap_or_else(|| panic!("no result {name}: {result}")), "upstream_rq_total")
+}
+
+fn histogram(result: &serde_json::Value, id: &str) -> hdrhistogram::Histogram<u64> {
+    let stat = result["statistics"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap();
+    shrike_stats::Statistic::decode_histogram(stat["shrike_histogram"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn three_generators_make_one_run_merged_exactly() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let out = run(
+        &[
+            "run",
+            &format!("http://127.0.0.1:{}/file", target.port),
+            "--remote",
+            &addrs(&fleet),
+            "--rps",
+            "150",
+            "-n",
+            "300",
+            "--output-format",
+            "json",
+            "--stats-interval",
+            "500ms",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    // Each generator kept beside the global result, and the total is their sum: exactly -n.
+    let per: Vec<u64> = IPS.iter().map(|ip| requests(&v, &format!("gen-{ip}"))).collect();
+    assert_eq!(per.iter().sum::<u64>(), 300, "{per:?}");
+    assert_eq!(requests(&v, "global"), 300);
+    assert_eq!(per, vec![100, 100, 100]);
+    assert_eq!(target.access_log().len(), 300);
+    // The merged histogram is the generators' histograms added, bit for bit.
+    let results = v["results"].as_array().unwrap();
+    for id in
+        ["benchmark_http_client.request_to_response", "benchmark_http_client.scheduled_to_response"]
+    {
+        let mut sum = histogram(&results[0], id);
+        for r in &results[1..3] {
+            sum.add(histogram(r, id)).unwrap();
+        }
+        assert_eq!(sum, histogram(&results[3], id), "{id}");
+    }
+    // The fleet's options: the run as asked, without a shard, with its generators.
+    assert!(v["options"]["shard"].is_null());
+    assert_eq!(v["options"]["remote"].as_array().unwrap().len(), 3);
+    // The interval series is the fleet's: its counts add up to the total.
+    let series: u64 = v["shrike"]["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| counter(i, "upstream_rq_total"))
+        .sum();
+    assert_eq!(series, 300);
+    // The server saw the generators interleaved (phase offsets), not one after another.
+    let mut log = target.access_log();
+    log.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    for ip in IPS {
+        assert_eq!(log.iter().filter(|e| e.remote_addr == ip).count(), 100, "{ip}");
+    }
+    let switches = log.windows(2).filter(|w| w[0].remote_addr != w[1].remote_addr).count();
+    assert!(switches > log.len() / 3, "{switches} switches in {} requests", log.len());
+}
+
+#[test]
+fn a_predicate_on_the_merged_counters_stops_every_generator() {
+    let target = Server::start(&["--response-status", "500"]);
+    let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let out = run(
+        &[
+            "run",
+            &target.url("/"),
+            "--remote",
+            &addrs(&fleet),
+            "--rps",
+            "100",
+            "--duration",
+            "20",
+            "--failure-predicate",
+            "benchmark.http_5xx:20",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let v = json(&out);
+    let t = &v["shrike"]["termination"];
+    assert_eq!(t["detail"], "benchmark.http_5xx:20", "{t}");
+    // More than 20 in all, but no generator reached 20 on its own: the merged count fired.
+    let per: Vec<u64> = IPS.iter().map(|ip| requests(&v, &format!("gen-{ip}"))).collect();
+    assert!(per.iter().sum::<u64>() > 20, "{per:?}");
+    assert!(per.iter().all(|&n| n < 200), "every generator stopped early: {per:?}");
+}
+
+#[test]
+fn a_killed_generator_is_reported_and_the_others_results_kept() {
+    let target = Server::start(&[]);
+    let mut fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let child = shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
+        .args(["--rps", "50", "--duration", "5", "--output-format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run starts 2 s after it is sent; kill the middle generator halfway through.
+    std::thread::sleep(Duration::from_millis(4500));
+    fleet[1].child.kill().unwrap();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("generator gen-127.0.0.3") && out.stderr.contains("failed"),
+        "{}",
+        out.stderr
+    );
+    let v = json(&out);
+    // 50 rps for 5 s across three: each sends a third of 250.
+    let (a, b) = (requests(&v, "gen-127.0.0.2"), requests(&v, "gen-127.0.0.4"));
+    assert!((80..=86).contains(&a) && (80..=86).contains(&b), "{a} {b}");
+    let partial = requests(&v, "gen-127.0.0.3 (partial)");
+    assert!(partial > 0 && partial < 80, "{partial}");
+    assert_eq!(requests(&v, "global"), a + b + partial);
+}
+
+#[test]
+fn the_service_refuses_what_it_must_naming_the_rule() {
+    let dir = scratch("fleet-refusals");
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let target = Server::start(&[]);
+    let service = Service::start(
+        "127.0.0.2",
+        &[
+            "--allow-target",
+            "127.0.0.1/32",
+            "--token-file",
+            token.to_str().unwrap(),
+            "--max-rps",
+            "500",
+        ],
+    );
+    let remote = |extra: &[&str]| {
+        let mut args = vec!["run", "--remote", &service.addr, "--duration", "1"];
+        args.extend_from_slice(extra);
+        run(&args, LIMIT)
+    };
+    let url = target.url("/");
+    // No token.
+    let out = remote(&[&url]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Unauthenticated") && out.stderr.contains("bearer token"),
+        "{}",
+        out.stderr
+    );
+    // Wrong token; the token itself never shows up in what the client prints.
+    let wrong = dir.join("wrong");
+    std::fs::write(&wrong, "guess").unwrap();
+    let out = remote(&[&url, "--remote-token-file", wrong.to_str().unwrap()]);
+    assert!(out.stderr.contains("Unauthenticated"), "{}", out.stderr);
+    let with_token = |extra: &[&str]| {
+        let mut all = vec!["--remote-token-file", token.to_str().unwrap()];
+        all.extend_from_slice(extra);
+        remote(&all)
+    };
+    // A target outside the allowlist, by address...
+    let port = target.addr.rsplit(':').next().unwrap();
+    let out = with_token(&[&format!("http://127.0.0.3:{port}/")]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("PermissionDenied"), "{}", out.stderr);
+    assert!(out.stderr.contains("resolves to 127.0.0.3"), "{}", out.stderr);
+    assert!(out.stderr.contains("--allow-target 127.0.0.1/32"), "{}", out.stderr);
+    // ...and by a host name that resolves outside it (the check follows DNS, not the name).
+    let narrow = Service::start("127.0.0.5", &["--allow-target", "127.0.0.9/32"]);
+    let out = run(&["run", &format!("http://localhost:{port}/"), "--remote", &narrow.addr], LIMIT);
+    assert!(out.stderr.contains("PermissionDenied"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("localhost") && out.stderr.contains("resolves to 127.0.0.1"),
+        "{}",
+        out.stderr
+    );
+    // An allowed host name allows what it resolves to.
+    let named = Service::start("127.0.0.6", &["--allow-target", "localhost"]);
+    let out = run(
+        &["run", &format!("http://127.0.0.1:{port}/"), "--remote", &named.addr, "-n", "5"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // Over the rate limit: 600 in all.
+    let out = with_token(&[&url, "--rps", "300", "--concurrency", "2"]);
+    assert!(
+        out.stderr.contains("InvalidArgument") && out.stderr.contains("--max-rps 500"),
+        "{}",
+        out.stderr
+    );
+    // Each generator refused: a configuration error, named per generator.
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    // Within every rule it runs.
+    let out = with_token(&[&url, "--output-format", "json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(requests(&json(&out), "global") > 0);
+    for o in [&out.stdout, &out.stderr] {
+        assert!(!o.contains("s3cret-token"));
+    }
+    // Beyond loopback without authentication it does not even listen.
+    let out = run(&["service", "--listen", "0.0.0.0:0", "--allow-target", "127.0.0.0/8"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(
+        out.stderr.contains("refusing to listen on 0.0.0.0") && out.stderr.contains("open relay"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&["service", "--listen", "127.0.0.1:0"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("--allow-target"), "{}", out.stderr);
+}
+
+#[test]
+fn shards_run_as_separate_processes_merge_into_the_whole_run() {
+    let target = Server::start(&[]);
+    let dir = scratch("fleet-shards");
+    let start = "+3s";
+    let children: Vec<(std::path::PathBuf, Child)> = (0..3)
+        .map(|i| {
+            let path = dir.join(format!("shard{i}.json"));
+            let child = shrike()
+                .args(["run", &target.url("/"), "--shard", &format!("{i}/3"), "--start-at", start])
+                .args(["--rps", "100", "-n", "301", "--output", path.to_str().unwrap()])
+                .args(["--output-format", "json"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (path, child)
+        })
+        .collect();
+    let mut paths = Vec::new();
+    for (path, child) in children {
+        let out = wait_limited(child, LIMIT);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        paths.push(path.to_str().unwrap().to_string());
+    }
+    let mut args = vec!["transform", "--merge"];
+    args.extend(paths.iter().map(String::as_str));
+    args.extend(["--output-format", "json"]);
+    let merged = run(&args, LIMIT);
+    assert_eq!(merged.code(), 0, "{}", merged.stderr);
+    let merged = json(&merged);
+    // The shards split 301 exactly (101, 100, 100) and together are the run: no shard left,
+    // its requested rate the whole run's.
+    assert_eq!(requests(&merged, "global"), 301);
+    assert_eq!(merged["options"].get("shard"), None);
+    let single = run_json_ok(&["run", &target.url("/"), "--rps", "100", "-n", "301"]);
+    assert_eq!(requests(&single, "global"), requests(&merged, "global"));
+    assert_eq!(merged["options"]["requests_per_second"], single["options"]["requests_per_second"]);
+}
