@@ -646,7 +646,8 @@ fn run_one(
 ) -> Result<(), (String, String)> {
     let original = Parsed::new(text);
     let mut cmd = rewrite(text, env, locals);
-    let serve = original.is(&["shrike", "serve"]);
+    // `shrike service` (gRPC) starts in the background like a test server.
+    let serve = original.is(&["shrike", "serve"]) || original.is(&["shrike", "service"]);
     let mut readme_port = None;
     if serve {
         let p = Parsed::new(&cmd);
@@ -679,6 +680,19 @@ fn run_one(
 /// (and `tls-ca: PATH` for a generated certificate) and answers.
 fn start_server(cmd: &str, p: &Parsed, env: &Env, dir: &Path) -> Result<(Running, u16), String> {
     let server = Running::spawn(cmd, dir, env);
+    if p.is(&["shrike", "service"]) {
+        // A gRPC service: its address line is the check; the runs that use it test the rest.
+        let line = server.lines(1, Duration::from_secs(10)).map(|l| l[0].clone());
+        let port = line.as_ref().ok().and_then(|l| l.strip_prefix("127.0.0.1:")?.parse().ok());
+        return match port {
+            Some(port) => Ok((server, port)),
+            None => {
+                let stderr = server.stderr();
+                server.stop();
+                Err(format!("no address line ({line:?}); stderr:\n{stderr}"))
+            }
+        };
+    }
     let tls = p.has(&["--tls", "--tls-cert"]);
     let generated = p.has(&["--tls"]) && !p.has(&["--tls-cert"]);
     let lines = match server.lines(if generated { 2 } else { 1 }, Duration::from_secs(10)) {
