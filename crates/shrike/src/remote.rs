@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use shrike_service::coordinator::{ClientSecurity, Fleet, OnFailure};
 
-use crate::args::usage;
+use crate::args::{flag_file, token, usage};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
@@ -60,38 +60,23 @@ impl RemoteArgs {
                 )))
             }
         };
-        let token = match (&self.remote_token_file, &self.remote_token_env) {
-            (Some(p), _) => Some(
-                std::fs::read_to_string(p)
-                    .map_err(|e| usage(format!("--remote-token-file {}: {e}", p.display())))?,
-            ),
-            (None, Some(v)) => Some(std::env::var(v).map_err(|_| {
-                usage(format!("--remote-token-env {v}: the variable is not set (or not UTF-8)"))
-            })?),
-            (None, None) => None,
-        };
-        let read = |flag: &str, p: &Option<std::path::PathBuf>| {
-            p.as_ref()
-                .map(|p| {
-                    std::fs::read(p).map_err(|e| usage(format!("--{flag} {}: {e}", p.display())))
-                })
-                .transpose()
-        };
+        let token =
+            token("remote-", self.remote_token_file.as_deref(), self.remote_token_env.as_deref())?;
         let identity = match (
-            read("remote-cert", &self.remote_cert)?,
-            read("remote-key", &self.remote_key)?,
+            flag_file("remote-cert", self.remote_cert.as_deref())?,
+            flag_file("remote-key", self.remote_key.as_deref())?,
         ) {
             (Some(c), Some(k)) => Some((c, k)),
             _ => None,
         };
-        let ca = read("remote-ca", &self.remote_ca)?;
+        let ca = flag_file("remote-ca", self.remote_ca.as_deref())?;
         if identity.is_some() && ca.is_none() {
             return Err(usage("--remote-cert needs --remote-ca (client certificates go over TLS)"));
         }
         Ok(Fleet {
             generators,
             security: ClientSecurity {
-                token: token.map(|t| t.trim().to_string()),
+                token,
                 ca,
                 identity,
                 server_name: self.remote_server_name.clone(),

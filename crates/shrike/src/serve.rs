@@ -227,7 +227,7 @@ async fn serve(
     let udp = if http3 { Some(bind_udp(addr)?) } else { None };
     // Installed before the address is announced, so a script that signals as soon as it has
     // read the address still gets a graceful shutdown.
-    let mut signals = Signals::install()?;
+    let signals = Signals::install()?;
     let generated = tls.as_ref().and_then(|t| t.generated.as_deref());
     {
         let mut stdout = std::io::stdout().lock();
@@ -266,19 +266,8 @@ async fn serve(
     }
     let with_tls = tls.is_some();
 
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (force_tx, force_rx) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let first = signals.recv().await;
-        eprintln!("[shrike] {first}: draining in-flight requests (signal again to exit at once)");
-        let _ = stop_tx.send(());
-        let second = signals.recv().await;
-        eprintln!("[shrike] {second}: exiting without waiting for in-flight requests");
-        let _ = force_tx.send(());
-    });
-    let shutdown = async {
-        let _ = stop_rx.await;
-    };
+    let (shutdown, force_rx) = signals
+        .two_phase("draining in-flight requests", "exiting without waiting for in-flight requests");
     tokio::select! {
         served = shrike_server::run_with_udp(listener, udp, Arc::new(config), shutdown) => {
             let totals = served.context("the server failed")?;
@@ -411,6 +400,31 @@ impl Signals {
         }
         #[cfg(not(unix))]
         Ok(Self {})
+    }
+
+    /// The first signal resolves the returned future (a graceful stop: `first` says what it
+    /// does), the second the receiver (exit at once: `second`).
+    pub(crate) fn two_phase(
+        mut self,
+        first: &'static str,
+        second: &'static str,
+    ) -> (impl std::future::Future<Output = ()> + Send, oneshot::Receiver<()>) {
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (force_tx, force_rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let signal = self.recv().await;
+            eprintln!("[shrike] {signal}: {first} (signal again to exit at once)");
+            let _ = stop_tx.send(());
+            let signal = self.recv().await;
+            eprintln!("[shrike] {signal}: {second}");
+            let _ = force_tx.send(());
+        });
+        (
+            async {
+                let _ = stop_rx.await;
+            },
+            force_rx,
+        )
     }
 
     /// Waits for the next signal and names it.

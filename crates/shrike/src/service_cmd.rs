@@ -14,7 +14,7 @@ use shrike_service::policy::{Allowlist, Limits};
 use shrike_service::server::{serve, Security};
 use shrike_service::service::ServiceConfig;
 
-use crate::args::{flag_duration, usage};
+use crate::args::{flag_duration, flag_file, token, usage};
 use crate::serve::{bind, Signals};
 
 #[derive(Args, Debug)]
@@ -96,7 +96,7 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
                  (--tls-cert/--tls-key) on networks you do not trust"
             );
         }
-        let mut signals = Signals::install()?;
+        let signals = Signals::install()?;
         {
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{addr}")
@@ -115,21 +115,8 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
                 (None, None) => "no authentication (loopback only)",
             }
         );
-        let (force_tx, force_rx) = tokio::sync::oneshot::channel::<()>();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let first = signals.recv().await;
-            eprintln!(
-                "[shrike] {first}: stopping runs and draining (signal again to exit at once)"
-            );
-            let _ = stop_tx.send(());
-            let second = signals.recv().await;
-            eprintln!("[shrike] {second}: exiting at once");
-            let _ = force_tx.send(());
-        });
-        let shutdown = async {
-            let _ = stop_rx.await;
-        };
+        let (shutdown, force_rx) =
+            signals.two_phase("stopping runs and draining", "exiting at once");
         tokio::select! {
             served = serve(listener, config, security, shutdown) => {
                 served.context("the service failed")?;
@@ -164,30 +151,16 @@ fn configure(args: &ServiceArgs) -> anyhow::Result<(ServiceConfig, Security)> {
         connections: args.max_connections,
         workers: args.max_workers,
     };
-    let token = match (&args.token_file, &args.token_env) {
-        (Some(path), _) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| usage(format!("--token-file {}: {e}", path.display())))?,
-        ),
-        (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
-            usage(format!("--token-env {var}: the variable is not set (or not UTF-8)"))
-        })?),
-        (None, None) => None,
-    };
-    let token = match token.map(|t| t.trim().to_string()) {
-        Some(t) if t.is_empty() => return Err(usage("the bearer token is empty")),
-        t => t,
-    };
-    let read = |flag: &str, path: &Option<std::path::PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
-        path.as_ref()
-            .map(|p| std::fs::read(p).map_err(|e| usage(format!("--{flag} {}: {e}", p.display()))))
-            .transpose()
-    };
-    let tls = match (read("tls-cert", &args.tls_cert)?, read("tls-key", &args.tls_key)?) {
+    let token = token("", args.token_file.as_deref(), args.token_env.as_deref())?;
+    let tls = match (
+        flag_file("tls-cert", args.tls_cert.as_deref())?,
+        flag_file("tls-key", args.tls_key.as_deref())?,
+    ) {
         (Some(c), Some(k)) => Some((c, k)),
         _ => None,
     };
-    let security = Security { token, tls, client_ca: read("client-ca", &args.client_ca)? };
+    let client_ca = flag_file("client-ca", args.client_ca.as_deref())?;
+    let security = Security { token, tls, client_ca };
     let name = args.name.clone().unwrap_or_else(host_name);
     let config = ServiceConfig {
         name,
