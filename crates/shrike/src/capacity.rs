@@ -134,6 +134,20 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         final_duration: args.final_duration,
         max_trials: args.max_trials,
     };
+    // --remote: every trial runs on the whole fleet (the level is the fleet's rate).
+    let fleet = match args.load.remote.is_remote() {
+        false => None,
+        true if !rate => {
+            return Err(usage(
+                "--remote searches rates only: connections are per generator, so a fleet's \
+                 concurrency would step in multiples of its size; use --search rate",
+            ))
+        }
+        true if load.server.is_some() => {
+            return Err(usage("--remote needs a target URL the generators can reach"))
+        }
+        true => Some(args.load.remote.fleet()?),
+    };
     let interrupts = Interrupts::install(load.spec.timeout())
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
     let mut search = Search::new(cfg, goals.len());
@@ -143,13 +157,37 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         let spec = load.vary(&trial_patch(&args, level, duration, workers, dimension))?;
-        let ready = shrike_engine::Run::new(&spec).prepare().map_err(|e| load.explain(e))?;
         let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
-        let result = interrupts
-            .execute(ready)
-            .map_err(|e| anyhow::Error::new(e).context("a trial could not run"))?;
-        let cpu =
-            process_cpu_seconds().zip(cpu0).map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64());
+        let result = match &fleet {
+            None => {
+                let ready =
+                    shrike_engine::Run::new(&spec).prepare().map_err(|e| load.explain(e))?;
+                interrupts
+                    .execute(ready)
+                    .map_err(|e| anyhow::Error::new(e).context("a trial could not run"))?
+            }
+            Some(fleet) => {
+                let done = interrupts
+                    .execute_with(|stop| {
+                        shrike_service::coordinator::coordinate(&spec, fleet, stop, None)
+                    })
+                    .map_err(|e| anyhow::Error::new(e).context("a trial could not run"))?;
+                for g in done.generators.iter().filter(|g| g.failure.is_some()) {
+                    warning!(
+                        "generator {} ({}): {}",
+                        g.name,
+                        g.address,
+                        g.failure.as_deref().unwrap_or("")
+                    );
+                }
+                done.result
+            }
+        };
+        // A fleet's CPU is on the generators: this process's says nothing of them.
+        let cpu = process_cpu_seconds()
+            .zip(cpu0)
+            .map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64())
+            .filter(|_| fleet.is_none());
         let client = ClientLoad { cpu_cores: cpu, workers };
         let trial = Trial::judge(level, rate, confirmation, &result, client, &goals);
         log_trial(search.trials().len() + 1, &trial, dimension);

@@ -1,12 +1,10 @@
 //! `--remote ADDR[,ADDR…]`: run on `shrike service` generators instead of here, as one
 //! coordinated run (shrike-service's coordinator), with the same options and outputs.
 
-use std::time::Duration;
-
 use clap::Args;
 use shrike_service::coordinator::{ClientSecurity, Fleet, OnFailure};
 
-use crate::args::{flag_file, token, usage};
+use crate::args::{flag_duration, flag_file, token, usage};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
@@ -37,6 +35,10 @@ pub struct RemoteArgs {
     /// the others; exit 1).
     #[arg(long, value_name = "continue|abort", default_value = "continue")]
     pub remote_failure: String,
+    /// How long after the command the generators start together (time for each to check
+    /// and prepare the run), unless --start-at says when.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub remote_start_delay: String,
 }
 
 impl RemoteArgs {
@@ -82,7 +84,7 @@ impl RemoteArgs {
                 server_name: self.remote_server_name.clone(),
             },
             on_failure,
-            start_delay: Duration::from_secs(2),
+            start_delay: flag_duration("remote-start-delay", &self.remote_start_delay)?,
         })
     }
 }

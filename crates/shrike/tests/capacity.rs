@@ -242,3 +242,57 @@ fn over_http2_the_concurrency_searched_is_requests_in_flight() {
     }
     assert!(out.stderr.contains("active requests for"), "{}", out.stderr);
 }
+
+#[test]
+fn a_fleet_finds_the_same_boundary_as_one_machine() {
+    // Two `shrike service` generators share each trial's rate; the server's delay depends on
+    // the requests in flight server-wide, so the fleet's answer is the same analytic boundary.
+    let server = Server::start(&[]);
+    let services: Vec<(std::process::Child, String)> = ["127.0.0.2", "127.0.0.3"]
+        .iter()
+        .map(|ip| {
+            let mut child = shrike()
+                .args(["service", "--listen", &format!("{ip}:0"), "--allow-target", "127.0.0.1"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            (child, line.trim().to_string())
+        })
+        .collect();
+    let fleet = services.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
+    let (m, f, slo) = (10.0, 2.0, 50.0);
+    let extra = ["--start", "50", "--remote", &fleet, "--remote-start-delay", "300ms"];
+    let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &extra);
+    for (mut child, _) in services {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    let got = v["max_rps"].as_object().unwrap().values().next().unwrap().as_f64().unwrap();
+    let want = boundary(m, f, slo);
+    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
+    // Every trial ran on both generators.
+    let trials = v["capacity"]["trials"].as_array().unwrap();
+    for t in trials {
+        let names: Vec<&str> = t["result"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+    }
+    // Concurrency searches stay on one machine, saying why.
+    let out =
+        capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--remote", &fleet]);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("--remote searches rates only"), "{}", out.stderr);
+}
