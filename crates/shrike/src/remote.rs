@@ -10,9 +10,17 @@ use crate::args::{flag_duration, flag_file, token, usage};
 pub struct RemoteArgs {
     /// Run on these `shrike service` generators (HOST:PORT, comma-separated or repeated) as
     /// one coordinated run: each sends 1/N of the load from a common start; intervals,
-    /// predicates and the result are the fleet's, merged exactly.
+    /// predicates and the result are the fleet's, merged exactly. `dns:HOST:PORT` stands for
+    /// every address HOST resolves to (a Kubernetes headless Service's ready pods).
     #[arg(long, value_name = "ADDR[,ADDR…]", value_delimiter = ',')]
     pub remote: Vec<String>,
+    /// With dns: generators, wait until at least N resolve (pods still starting) before the
+    /// run starts; give up after --remote-wait.
+    #[arg(long, value_name = "N")]
+    pub remote_expect: Option<usize>,
+    /// How long to wait for --remote-expect generators.
+    #[arg(long, value_name = "DURATION", default_value = "2m")]
+    pub remote_wait: String,
     /// The generators' bearer token, from this file.
     #[arg(long, value_name = "FILE", conflicts_with = "remote_token_env")]
     pub remote_token_file: Option<std::path::PathBuf>,
@@ -42,14 +50,57 @@ pub struct RemoteArgs {
 }
 
 impl RemoteArgs {
+    /// The generators named now: plain entries as given, `dns:` ones as resolved (sorted, so
+    /// every coordinator of the same fleet numbers its shards alike). A name that does not
+    /// resolve yet counts as none: its pods may still be starting.
+    fn discover(&self) -> anyhow::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in self.remote.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
+            let Some(name) = entry.strip_prefix("dns:") else {
+                out.push(entry.to_string());
+                continue;
+            };
+            let (host, port) = name
+                .rsplit_once(':')
+                .ok_or_else(|| usage(format!("--remote {entry}: expected dns:HOST:PORT")))?;
+            let port: u16 =
+                port.parse().map_err(|_| usage(format!("--remote {entry}: bad port {port:?}")))?;
+            let mut found: Vec<std::net::SocketAddr> =
+                std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+                    .map(|it| it.collect())
+                    .unwrap_or_default();
+            found.sort();
+            found.dedup();
+            out.extend(found.into_iter().map(|a| a.to_string()));
+        }
+        Ok(out)
+    }
+
     pub fn is_remote(&self) -> bool {
         !self.remote.is_empty()
     }
 
-    /// The fleet the flags describe.
+    /// The fleet the flags describe (dns: entries resolved, waiting for --remote-expect).
     pub fn fleet(&self) -> anyhow::Result<Fleet> {
-        let generators: Vec<String> =
-            self.remote.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+        let wait = flag_duration("remote-wait", &self.remote_wait)?;
+        let deadline = std::time::Instant::now() + wait;
+        let generators = loop {
+            let found = self.discover()?;
+            match self.remote_expect {
+                Some(n) if found.len() < n => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(anyhow::anyhow!(
+                            "--remote-expect {n}: found {} generator(s) after {} ({})",
+                            found.len(),
+                            self.remote_wait,
+                            found.join(", ")
+                        ));
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+                _ => break found,
+            }
+        };
         if generators.is_empty() {
             return Err(usage("--remote names no generator"));
         }

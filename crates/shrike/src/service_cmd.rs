@@ -23,10 +23,10 @@ pub struct ServiceArgs {
     /// Beyond loopback, --token-file, --token-env or --client-ca is required.
     #[arg(long, default_value = "127.0.0.1:8443", value_name = "ADDR:PORT")]
     pub listen: String,
-    /// Targets runs may load (repeatable, at least one): a CIDR (10.0.0.0/8), an address, or
+    /// Targets runs may load (repeatable or comma-separated, at least one): a CIDR (10.0.0.0/8), an address, or
     /// a host name (allowing what it resolves to). Every address a run would connect to is
     /// checked after DNS resolution.
-    #[arg(long = "allow-target", value_name = "CIDR|HOST")]
+    #[arg(long = "allow-target", value_name = "CIDR|HOST[,…]", value_delimiter = ',')]
     pub allow_target: Vec<String>,
     /// Read the bearer token clients must send (authorization: Bearer TOKEN) from this file.
     #[arg(long, value_name = "FILE", conflicts_with = "token_env")]

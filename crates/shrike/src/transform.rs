@@ -7,7 +7,7 @@
 //! as its statistics carry printed percentiles rather than histograms (exit 2 naming the
 //! statistic). Bad input is a usage error (exit 2) naming the file and the field at fault.
 
-use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::io::{IsTerminal as _, Read as _, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,9 +28,49 @@ pub struct TransformArgs {
     #[arg(long, default_value = "json", value_parser = parse_output_format)]
     pub output_format: OutputFormat,
     /// Merge these stored JSON results exactly (workers kept, global re-merged) instead of
-    /// reading one from stdin.
-    #[arg(long, num_args = 1.., value_name = "FILE")]
+    /// reading one from stdin. A directory stands for its *.json files, in name order (the
+    /// shards an Indexed Job wrote to a shared volume).
+    #[arg(long, num_args = 1.., value_name = "FILE|DIR")]
     pub merge: Vec<PathBuf>,
+    /// Write to FILE instead of stdout (whole or not at all), for containers without a shell
+    /// to redirect in.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// The files `--merge` names: each file, and each directory's *.json files in name order
+/// (but not `exclude`, the output being written there).
+fn merge_inputs(
+    given: &[PathBuf],
+    exclude: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in given {
+        if !p.is_dir() {
+            files.push(p.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(p)
+            .map_err(|e| usage(format!("{}: cannot list: {e}", p.display())))?;
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.extension().is_some_and(|x| x == "json") && f.is_file())
+            .filter(|f| exclude.is_none_or(|x| !same_file(f, x)))
+            .collect();
+        if found.is_empty() {
+            return Err(usage(format!("{}: no *.json results to merge", p.display())));
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
@@ -46,8 +86,33 @@ fn read_result(source: &str, text: &str) -> anyhow::Result<(RunResult, Value)> {
 }
 
 pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    match &args.output {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            transform(&args, &mut out)
+                .and_then(|()| out.flush().map_err(Into::into))
+                .context("cannot write the result to stdout")?;
+        }
+        Some(path) => {
+            let mut failure = None;
+            crate::atomic::write(path, |out| {
+                transform(&args, out).map_err(|e| {
+                    let io = std::io::Error::other(e.to_string());
+                    failure = Some(e);
+                    io
+                })
+            })
+            .map_err(|e| match failure.take() {
+                Some(f) => f,
+                None => anyhow::anyhow!("cannot write {}: {e}", path.display()),
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn transform(args: &TransformArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.merge.is_empty() {
         let mut stdin = std::io::stdin();
         if stdin.is_terminal() {
@@ -60,13 +125,13 @@ pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
         stdin.read_to_string(&mut text).map_err(|e| usage(format!("stdin: cannot read: {e}")))?;
         let (result, doc) = read_result("stdin", &text)?;
         match args.output_format {
-            OutputFormat::Json => shrike_output::json::write_value(&doc, &mut out),
-            OutputFormat::Yaml => shrike_output::yaml::write_value(&doc, &mut out),
-            f => shrike_output::write(f, &result, &mut out),
+            OutputFormat::Json => shrike_output::json::write_value(&doc, out)?,
+            OutputFormat::Yaml => shrike_output::yaml::write_value(&doc, out)?,
+            f => shrike_output::write(f, &result, out)?,
         }
     } else {
         let mut inputs = Vec::new();
-        for path in &args.merge {
+        for path in &merge_inputs(&args.merge, args.output.as_deref())? {
             let name = path.display().to_string();
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{name}: cannot read: {e}")))?;
@@ -77,9 +142,7 @@ pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
         for w in &merged.warnings {
             warning!("{w}");
         }
-        shrike_output::write(args.output_format, &merged.result, &mut out)
+        shrike_output::write(args.output_format, &merged.result, out)?;
     }
-    .and_then(|()| out.flush())
-    .context("cannot write the result to stdout")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

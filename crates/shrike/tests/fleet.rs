@@ -310,12 +310,19 @@ fn shards_run_as_separate_processes_merge_into_the_whole_run() {
         assert_eq!(out.code(), 0, "{}", out.stderr);
         paths.push(path.to_str().unwrap().to_string());
     }
+    // Listed one by one, or as the directory they were written to (written into it).
     let mut args = vec!["transform", "--merge"];
     args.extend(paths.iter().map(String::as_str));
     args.extend(["--output-format", "json"]);
-    let merged = run(&args, LIMIT);
-    assert_eq!(merged.code(), 0, "{}", merged.stderr);
-    let merged = json(&merged);
+    let listed = run(&args, LIMIT);
+    assert_eq!(listed.code(), 0, "{}", listed.stderr);
+    let into = dir.join("merged.json");
+    let by_dir =
+        run(&["transform", "--merge", dir.to_str().unwrap(), "-o", into.to_str().unwrap()], LIMIT);
+    assert_eq!(by_dir.code(), 0, "{}", by_dir.stderr);
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&into).unwrap()).unwrap();
+    assert_eq!(merged["results"], json(&listed)["results"]);
     // The shards split 301 exactly (101, 100, 100) and together are the run: no shard left,
     // its requested rate the whole run's.
     assert_eq!(requests(&merged, "global"), 301);
