@@ -92,6 +92,13 @@ impl JobReader {
         } else {
             Box::new(File::open(path).map_err(io)?)
         };
+        JobReader::from_reader(name, raw)
+    }
+
+    /// Reads a jobs file's bytes from `raw` (a stream: the service's Replay), decompressing
+    /// zstd when it starts with its magic; `name` is how errors refer to it.
+    pub fn from_reader(name: String, raw: Box<dyn Read + Send>) -> Result<JobReader, JobsError> {
+        let io = |source| JobsError::Io { path: name.clone(), source };
         let mut buffered = BufReader::with_capacity(1 << 16, raw);
         let compressed = buffered.fill_buf().map_err(io)?.starts_with(&ZSTD_MAGIC);
         let reader: Box<dyn BufRead + Send> = if compressed {

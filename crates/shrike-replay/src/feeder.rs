@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use bytes::Bytes;
 use shrike_engine::replay::{FedRequest, FedSession, FeedSender, Payload};
@@ -62,9 +63,10 @@ impl Feeder {
     ) -> std::io::Result<Feeder> {
         let progress = Arc::new(FeedProgress::default());
         let p = progress.clone();
-        let handle = std::thread::Builder::new()
-            .name("shrike-feeder".into())
-            .spawn(move || feed(reader, sender, &options, &p))?;
+        let handle = std::thread::Builder::new().name("shrike-feeder".into()).spawn(move || {
+            let mut sender = sender;
+            feed(reader, &mut |s| sender.send(s), &options, &p)
+        })?;
         Ok(Feeder { progress, handle })
     }
 
@@ -80,9 +82,10 @@ impl Feeder {
     }
 }
 
+/// Feeds `reader`'s jobs to `send` (false: the run takes no more).
 fn feed(
     reader: JobReader,
-    mut sender: FeedSender,
+    send: &mut dyn FnMut(FedSession) -> bool,
     options: &FeedOptions,
     progress: &FeedProgress,
 ) -> FeedEnd {
@@ -94,16 +97,23 @@ fn feed(
             Err(error) => return FeedEnd { complete: false, error: Some(error) },
         };
         progress.read.fetch_add(1, Ordering::Relaxed);
-        if options.shard.is_some_and(|s| !s.holds(position as u64)) {
-            continue;
-        }
+        let held = options.shard.is_none_or(|s| s.holds(position as u64));
         if job.protocol != options.protocol || job.requests.is_empty() {
-            progress.skipped.fetch_add(1, Ordering::Relaxed);
+            if held {
+                progress.skipped.fetch_add(1, Ordering::Relaxed);
+            }
             continue;
         }
-        let session = session(&job, &mut timeline, options);
+        // Every shard places every job, so all shards share one timeline: the same origin
+        // (the file's first job, not the shard's) and the same idle compression. A shard
+        // that placed only its own jobs would start them early by the gaps it did not see.
+        let placed = timeline.place(&job);
+        if !held {
+            continue;
+        }
+        let session = session(&job, placed, options);
         let n = session.requests.len() as u64;
-        if !sender.send(session) {
+        if !send(session) {
             return FeedEnd { complete: false, error: None };
         }
         progress.jobs.fetch_add(1, Ordering::Relaxed);
@@ -112,9 +122,9 @@ fn feed(
     FeedEnd { complete: true, error: None }
 }
 
-/// The engine's session for `job`.
-fn session(job: &Job, timeline: &mut Timeline, options: &FeedOptions) -> FedSession {
-    let (start, offsets) = timeline.place(job);
+/// The engine's session for `job`, placed on the timeline at `(start, offsets)`.
+fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) -> FedSession {
+    let (start, offsets) = placed;
     let mut requests: Vec<FedRequest> = Vec::with_capacity(job.requests.len());
     for (r, at) in job.requests.iter().zip(offsets) {
         let payload = payload(&r.body, options);
@@ -155,5 +165,51 @@ fn payload(body: &Body, options: &FeedOptions) -> Payload {
         Body::Mysql(c) => {
             Payload { mysql: Some(Arc::new(c.clone())), ..raw(Vec::new(), false, None) }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn sessions(text: &str, shard: Option<Shard>) -> Vec<Duration> {
+        let reader =
+            JobReader::from_reader("t".into(), Box::new(std::io::Cursor::new(text.to_string())))
+                .unwrap();
+        let options = FeedOptions {
+            protocol: JobProtocol::Http,
+            time: TimeOptions { scale: 1.0, max_idle: Some(Duration::from_secs(1)) },
+            shard,
+            authority: None,
+        };
+        let mut got = Vec::new();
+        let end = feed(
+            reader,
+            &mut |s| {
+                got.push(s.start);
+                true
+            },
+            &options,
+            &FeedProgress::default(),
+        );
+        assert!(end.complete);
+        got
+    }
+
+    #[test]
+    fn shards_keep_the_whole_files_timeline() {
+        // Jobs at 0, 0.5, 5 (an idle gap shrunk to 1 s: due at 1.5) and 5.2 s.
+        let text = [0.0, 0.5, 5.0, 5.2]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("{{\"job\": {i}, \"start\": {t}, \"requests\": [{{\"at\": 0, \"text\": \"GET / HTTP/1.1\\r\\n\\r\\n\"}}]}}\n"))
+            .collect::<String>();
+        let all = sessions(&text, None);
+        let ms = |v: &[Duration]| v.iter().map(|d| d.as_millis()).collect::<Vec<_>>();
+        assert_eq!(ms(&all), vec![0, 500, 1500, 1700]);
+        // Each shard's jobs are due when the whole file has them, not from its own first job.
+        assert_eq!(ms(&sessions(&text, Shard::try_new(0, 2))), vec![0, 1500]);
+        assert_eq!(ms(&sessions(&text, Shard::try_new(1, 2))), vec![500, 1700]);
     }
 }

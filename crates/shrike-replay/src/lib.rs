@@ -1,13 +1,15 @@
 //! Shrike's replay of jobs files on the engine: [`timeline`] says when each job and request is
 //! due (scaled, idle gaps shrunk, sharded), [`http`] fits captured requests to the target, and
 //! [`feeder`] reads the file lazily on a thread of its own and feeds the engine's workers
-//! ([`shrike_engine::replay`]). The engine does the rest as for any run: one worker loop, the
+//! ([`shrike_engine::replay`]); [`prepare`] sets a replay up on the engine for every caller. The engine does the rest as for any run: one worker loop, the
 //! same pools, statistics from the scheduled time.
 
 pub mod feeder;
 pub mod http;
+pub mod prepare;
 pub mod timeline;
 
 pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
+pub use prepare::{prepare, protocol_of, record, Prepared, ReplayOptions, FEED_DEPTH};
 pub use shrike_jobs::filter::Shard;
 pub use timeline::{TimeOptions, Timeline};

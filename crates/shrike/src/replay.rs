@@ -9,15 +9,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::{json, Value};
-use shrike_engine::replay::{MysqlLogin, ReplayProtocol, TcpFraming};
+use shrike_engine::replay::{MysqlLogin, TcpFraming};
 use shrike_jobs::{JobProtocol, JobReader};
 use shrike_output::OutputFormat;
-use shrike_replay::{FeedEnd, FeedOptions, FeedProgress, Feeder, Shard, TimeOptions};
+use shrike_replay::{FeedEnd, FeedProgress, ReplayOptions, Shard, TimeOptions};
 use shrike_stats::duration::parse_duration;
 use shrike_stats::{RunResult, StatId, Termination};
 
@@ -26,9 +24,6 @@ use crate::driver::Driver;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
-
-/// How many sessions each worker's feed holds ahead of the clock.
-const FEED_DEPTH: usize = 1024;
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
@@ -104,24 +99,12 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let options = feed_options(&args)?;
+    let options = replay_options(&args)?;
     let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
     // The header's protocol is every job's default; jobs of another are skipped (and counted).
-    let protocol = reader
-        .header()
-        .get("protocol")
-        .and_then(|p| p.as_str())
-        .and_then(JobProtocol::parse)
-        .unwrap_or(JobProtocol::Http);
-    let engine_protocol = engine_protocol(&args, protocol)?;
+    let protocol = shrike_replay::protocol_of(&reader);
     let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
     let spec = &load.spec;
-    let authority = spec.urls().first().map(|u| u.authority.clone());
-    let options = FeedOptions {
-        protocol,
-        authority: if args.keep_host { None } else { authority },
-        ..options
-    };
     let file = args
         .output_file
         .as_ref()
@@ -130,17 +113,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut driver = Driver::start(spec, "replay")?;
     // Rate and lateness over time are what a replay's report plots: always keep the series.
     driver.keep_series(Duration::from_secs(1));
-    let (sender, feed) =
-        shrike_engine::replay::feed(spec.concurrency().workers().get(), FEED_DEPTH);
-    let admission = sender.admission();
-    let stop = move || admission.close();
-    driver.interrupts.soften(stop, "starting no new job; the running ones go on");
-    let ready = shrike_engine::Run::new(spec)
-        .replay(feed, engine_protocol)
-        .prepare()
-        .map_err(|e| load.explain(e))?;
-    let feeder = Feeder::start(reader, sender, options)
-        .map_err(|e| anyhow::anyhow!("cannot start the feeder thread: {e}"))?;
+    let prepared = shrike_replay::prepare(spec, &options, reader).map_err(|e| load.explain(e))?;
+    let admission = prepared.admission.clone();
+    driver
+        .interrupts
+        .soften(move || admission.close(), "starting no new job; the running ones go on");
+    let (ready, feeder) =
+        prepared.start().map_err(|e| anyhow::anyhow!("cannot start the feeder thread: {e}"))?;
     info!(
         "replaying {} ({}) to {} at {}× speed",
         args.file.display(),
@@ -159,7 +138,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     // How the sessions were played, beside the options of the load: formatters read it (a
     // replay has no rate plan to be judged against).
-    result.options["replay"] = record(&args, protocol, &progress, &end);
+    let name = args.file.display().to_string();
+    result.options["replay"] = shrike_replay::record(&name, &options, protocol, &progress, &end);
     // Failures do not end a replay, but one in which nothing completed failed.
     let code = crate::run::finish(&result, spec.output_format(), file.as_ref(), false)?;
     drop(load);
@@ -172,8 +152,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Time and shard options from the flags (protocol and authority are filled in later).
-fn feed_options(args: &ReplayArgs) -> anyhow::Result<FeedOptions> {
+/// How to play the file, from the flags.
+fn replay_options(args: &ReplayArgs) -> anyhow::Result<ReplayOptions> {
     if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
         return Err(usage(format!("--time-scale {}: must be above 0", args.time_scale)));
     }
@@ -187,42 +167,16 @@ fn feed_options(args: &ReplayArgs) -> anyhow::Result<FeedOptions> {
         .as_deref()
         .map(|s| Shard::parse(s).map_err(|e| usage(format!("--shard {e}"))))
         .transpose()?;
-    Ok(FeedOptions {
-        protocol: JobProtocol::Http,
+    Ok(ReplayOptions {
         time: TimeOptions { scale: args.time_scale, max_idle },
         shard,
-        authority: None,
-    })
-}
-
-/// What the engine speaks for jobs of `protocol`.
-fn engine_protocol(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<ReplayProtocol> {
-    Ok(match protocol {
-        JobProtocol::Http => ReplayProtocol::Http1,
-        JobProtocol::Tcp => ReplayProtocol::Tcp(framing(args)?),
-        JobProtocol::Mysql => ReplayProtocol::Mysql(MysqlLogin {
+        keep_host: args.keep_host,
+        tcp: framing(args)?,
+        mysql: MysqlLogin {
             user: args.mysql_user.clone(),
             password: std::env::var("MYSQL_PWD").ok(),
             database: args.mysql_db.clone(),
-        }),
-    })
-}
-
-/// `options.replay`: how the file was played and how much of it.
-fn record(args: &ReplayArgs, protocol: JobProtocol, fed: &FeedProgress, end: &FeedEnd) -> Value {
-    let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    json!({
-        "file": args.file.display().to_string(),
-        "protocol": protocol.name(),
-        "time_scale": args.time_scale,
-        "max_idle": args.max_idle,
-        "shard": args.shard,
-        "keep_host": args.keep_host,
-        "jobs_read": n(&fed.read),
-        "jobs": n(&fed.jobs),
-        "requests": n(&fed.requests),
-        "jobs_skipped": n(&fed.skipped),
-        "file_complete": end.complete,
+        },
     })
 }
 

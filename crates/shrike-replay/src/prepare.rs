@@ -1,0 +1,236 @@
+//! A replay set up on the engine, one way for every caller (`shrike replay`, the service's
+//! `Replay`, the coordinator's generators): the load is a `RunSpec` (target, workers, timeout,
+//! outputs), the rest is [`ReplayOptions`], and the jobs come from a [`JobReader`] over a file
+//! or a stream.
+
+use serde_json::{json, Value};
+use shrike_engine::replay::{AdmissionHandle, MysqlLogin, ReplayProtocol, TcpFraming};
+use shrike_engine::{Ready, RunSpec, SpecError};
+use shrike_jobs::{JobProtocol, JobReader};
+
+use crate::feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
+use crate::{Shard, TimeOptions};
+
+/// Sessions queued per worker ahead of their time: the feeder stays only this far ahead.
+pub const FEED_DEPTH: usize = 1024;
+
+/// How to play a jobs file, beyond the load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOptions {
+    pub time: TimeOptions,
+    pub shard: Option<Shard>,
+    /// HTTP: send the captured Host header rather than the target's.
+    pub keep_host: bool,
+    /// TCP: how answers end.
+    pub tcp: TcpFraming,
+    /// MySQL: how each connection logs in.
+    pub mysql: MysqlLogin,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> ReplayOptions {
+        ReplayOptions {
+            time: TimeOptions::default(),
+            shard: None,
+            keep_host: false,
+            tcp: TcpFraming::Delimiter(vec![0]),
+            mysql: MysqlLogin { user: "root".into(), password: None, database: None },
+        }
+    }
+}
+
+impl ReplayOptions {
+    /// What the engine speaks for jobs of `protocol`.
+    pub fn engine_protocol(&self, protocol: JobProtocol) -> ReplayProtocol {
+        match protocol {
+            JobProtocol::Http => ReplayProtocol::Http1,
+            JobProtocol::Tcp => ReplayProtocol::Tcp(self.tcp.clone()),
+            JobProtocol::Mysql => ReplayProtocol::Mysql(self.mysql.clone()),
+        }
+    }
+
+    /// The wire form (for the service). The MySQL password is included: it is what the
+    /// generator logs in with. Results record [`record`], which leaves it out.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "time_scale": self.time.scale,
+            "max_idle_ns": self.time.max_idle.map(|d| d.as_nanos() as u64),
+            "shard": self.shard.map(|s| s.to_string()),
+            "keep_host": self.keep_host,
+            "tcp": match &self.tcp {
+                TcpFraming::Delimiter(d) => json!({"delimiter": d}),
+                TcpFraming::Count => json!("count"),
+                TcpFraming::None => json!("none"),
+            },
+            "mysql_user": self.mysql.user,
+            "mysql_password": self.mysql.password,
+            "mysql_db": self.mysql.database,
+        })
+    }
+
+    /// Reads [`ReplayOptions::to_json`]'s form back; an error names the field.
+    pub fn from_json(v: &Value) -> Result<ReplayOptions, String> {
+        let d = ReplayOptions::default();
+        let scale = v.get("time_scale").map_or(Some(1.0), Value::as_f64);
+        let scale = scale
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .ok_or("replay.time_scale: must be a number above 0")?;
+        let max_idle = match v.get("max_idle_ns") {
+            None | Some(Value::Null) => None,
+            Some(n) => Some(std::time::Duration::from_nanos(
+                n.as_u64().ok_or("replay.max_idle_ns: must be a whole number")?,
+            )),
+        };
+        let shard = match v.get("shard").and_then(Value::as_str) {
+            None => None,
+            Some(s) => Some(Shard::parse(s).map_err(|e| format!("replay.shard: {e}"))?),
+        };
+        let tcp = match v.get("tcp") {
+            None => d.tcp,
+            Some(Value::String(s)) if s == "count" => TcpFraming::Count,
+            Some(Value::String(s)) if s == "none" => TcpFraming::None,
+            Some(t) => {
+                let bytes: Option<Vec<u8>> =
+                    t.get("delimiter").and_then(Value::as_array).and_then(|a| {
+                        a.iter().map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok())).collect()
+                    });
+                match bytes {
+                    Some(b) if !b.is_empty() => TcpFraming::Delimiter(b),
+                    _ => {
+                        return Err(
+                            "replay.tcp: expected \"count\", \"none\" or {\"delimiter\": [bytes]}"
+                                .into(),
+                        )
+                    }
+                }
+            }
+        };
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Ok(ReplayOptions {
+            time: TimeOptions { scale, max_idle },
+            shard,
+            keep_host: v.get("keep_host").and_then(Value::as_bool).unwrap_or(false),
+            tcp,
+            mysql: MysqlLogin {
+                user: text("mysql_user").unwrap_or(d.mysql.user),
+                password: text("mysql_password"),
+                database: text("mysql_db"),
+            },
+        })
+    }
+}
+
+/// The protocol a jobs file's header names (its jobs' default), else HTTP.
+pub fn protocol_of(reader: &JobReader) -> JobProtocol {
+    reader
+        .header()
+        .get("protocol")
+        .and_then(Value::as_str)
+        .and_then(JobProtocol::parse)
+        .unwrap_or(JobProtocol::Http)
+}
+
+/// A replay ready to go: the engine's prepared run, and the feeder to start beside it.
+pub struct Prepared {
+    pub ready: Ready,
+    pub protocol: JobProtocol,
+    /// Closing it starts no new job (the first Ctrl-C, a cancelled replay).
+    pub admission: AdmissionHandle,
+    feeder: (JobReader, shrike_engine::replay::FeedSender, FeedOptions),
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("protocol", &self.protocol).finish_non_exhaustive()
+    }
+}
+
+/// Prepares `spec`'s run to replay `reader`'s jobs as `options` say.
+pub fn prepare(
+    spec: &RunSpec,
+    options: &ReplayOptions,
+    reader: JobReader,
+) -> Result<Prepared, SpecError> {
+    let protocol = protocol_of(&reader);
+    let authority = match options.keep_host {
+        true => None,
+        false => spec.urls().first().map(|u| u.authority.clone()),
+    };
+    let feed_options =
+        FeedOptions { protocol, time: options.time, shard: options.shard, authority };
+    let (sender, feed) =
+        shrike_engine::replay::feed(spec.concurrency().workers().get(), FEED_DEPTH);
+    let admission = sender.admission();
+    let ready =
+        shrike_engine::Run::new(spec).replay(feed, options.engine_protocol(protocol)).prepare()?;
+    Ok(Prepared { ready, protocol, admission, feeder: (reader, sender, feed_options) })
+}
+
+impl Prepared {
+    /// Starts the feeder thread and hands back the run to execute.
+    pub fn start(self) -> std::io::Result<(Ready, Feeder)> {
+        let (reader, sender, options) = self.feeder;
+        let feeder = Feeder::start(reader, sender, options)?;
+        Ok((self.ready, feeder))
+    }
+}
+
+/// `options.replay` in a result: how the file was played and how much of it (no password).
+pub fn record(
+    file: &str,
+    options: &ReplayOptions,
+    protocol: JobProtocol,
+    fed: &FeedProgress,
+    end: &FeedEnd,
+) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    json!({
+        "file": file,
+        "protocol": protocol.name(),
+        "time_scale": options.time.scale,
+        "max_idle": options.time.max_idle.map(shrike_stats::duration::format_proto),
+        "shard": options.shard.map(|s| s.to_string()),
+        "keep_host": options.keep_host,
+        "jobs_read": fed.read.load(Relaxed),
+        "jobs": fed.jobs.load(Relaxed),
+        "requests": fed.requests.load(Relaxed),
+        "jobs_skipped": fed.skipped.load(Relaxed),
+        "file_complete": end.complete,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_travel_and_come_back() {
+        let o = ReplayOptions {
+            time: TimeOptions {
+                scale: 2.5,
+                max_idle: Some(std::time::Duration::from_millis(1500)),
+            },
+            shard: Shard::try_new(1, 3),
+            keep_host: true,
+            tcp: TcpFraming::Delimiter(b"\r\n".to_vec()),
+            mysql: MysqlLogin {
+                user: "app".into(),
+                password: Some("pw".into()),
+                database: Some("shop".into()),
+            },
+        };
+        assert_eq!(ReplayOptions::from_json(&o.to_json()).unwrap(), o);
+        for t in [TcpFraming::Count, TcpFraming::None] {
+            let o = ReplayOptions { tcp: t, ..ReplayOptions::default() };
+            assert_eq!(ReplayOptions::from_json(&o.to_json()).unwrap(), o);
+        }
+        assert!(ReplayOptions::from_json(&json!({"time_scale": 0}))
+            .unwrap_err()
+            .contains("time_scale"));
+        assert!(ReplayOptions::from_json(&json!({"shard": "3/3"})).unwrap_err().contains("shard"));
+        assert!(ReplayOptions::from_json(&json!({"tcp": {"delimiter": []}}))
+            .unwrap_err()
+            .contains("tcp"));
+    }
+}
