@@ -111,11 +111,32 @@ pub enum CoordinateError {
     Runtime(std::io::Error),
 }
 
+/// What every generator is asked to do.
+#[derive(Clone, Debug)]
+pub enum Work {
+    /// Run the spec: generator g of N sends shard g/N of its load.
+    Run,
+    /// Replay this jobs file (streamed to each generator): generator g of N plays every N-th
+    /// job from the g-th, on the whole file's timeline.
+    Replay { file: std::path::PathBuf, options: shrike_replay::ReplayOptions },
+}
+
 /// Runs `spec` on every generator of `fleet` and merges the results, blocking the calling
 /// thread. `stop` cancels every generator (their results are still collected); `telemetry`'s
 /// observers see the fleet as one run.
 pub fn coordinate(
     spec: &RunSpec,
+    fleet: &Fleet,
+    stop: &StopHandle,
+    telemetry: Option<Telemetry>,
+) -> Result<Coordinated, CoordinateError> {
+    coordinate_work(spec, &Work::Run, fleet, stop, telemetry)
+}
+
+/// [`coordinate`] for any [`Work`].
+pub fn coordinate_work(
+    spec: &RunSpec,
+    work: &Work,
     fleet: &Fleet,
     stop: &StopHandle,
     telemetry: Option<Telemetry>,
@@ -129,7 +150,7 @@ pub fn coordinate(
         .enable_all()
         .build()
         .map_err(CoordinateError::Runtime)?;
-    runtime.block_on(Coordinator::new(spec, fleet, telemetry)?.run(stop))
+    runtime.block_on(Coordinator::new(spec, work, fleet, telemetry)?.run(stop))
 }
 
 /// A message from one generator's stream task.
@@ -142,6 +163,7 @@ enum Report {
 
 struct Coordinator<'a> {
     spec: &'a RunSpec,
+    work: &'a Work,
     fleet: &'a Fleet,
     /// Each generator's spec: the run as its shard, without predicates or local telemetry.
     specs: Vec<serde_json::Value>,
@@ -167,6 +189,7 @@ struct Coordinator<'a> {
 impl<'a> Coordinator<'a> {
     fn new(
         spec: &'a RunSpec,
+        work: &'a Work,
         fleet: &'a Fleet,
         telemetry: Option<Telemetry>,
     ) -> Result<Coordinator<'a>, CoordinateError> {
@@ -178,8 +201,13 @@ impl<'a> Coordinator<'a> {
         let start_at = spec.start_at().unwrap_or_else(|| SystemTime::now() + fleet.start_delay);
         let mut specs = Vec::with_capacity(n);
         for g in 0..n {
+            // A replay's share is its jobs (in its options below), not a rate.
+            let shard = match work {
+                Work::Run => json!(format!("{g}/{n}")),
+                Work::Replay { .. } => json!(null),
+            };
             let patch = json!({
-                "shard": format!("{g}/{n}"),
+                "shard": shard,
                 "start_at": shrike_stats::timestamp::format_rfc3339(start_at),
                 "failure_predicates": {},
                 "termination_predicates": {},
@@ -206,6 +234,7 @@ impl<'a> Coordinator<'a> {
             .collect();
         Ok(Coordinator {
             spec,
+            work,
             fleet,
             specs,
             tick: config.tick,
@@ -233,14 +262,27 @@ impl<'a> Coordinator<'a> {
         for g in 0..n {
             let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
             cancels.push(cancel_tx);
-            let request = proto::RunRequest {
-                spec: Some(proto::RunSpec { options: Some(convert::to_struct(&self.specs[g])) }),
-                run_id: format!("coordinated-{}-{g}", std::process::id()),
-                sample_period: Some(convert::to_duration(self.tick)),
+            let spec = Some(proto::RunSpec { options: Some(convert::to_struct(&self.specs[g])) });
+            let run_id = format!("coordinated-{}-{g}", std::process::id());
+            let sample_period = Some(convert::to_duration(self.tick));
+            let call = match self.work {
+                Work::Run => Call::Run(proto::RunRequest { spec, run_id, sample_period }),
+                Work::Replay { file, options } => {
+                    let mut options = options.clone();
+                    options.shard = shrike_spec::Shard::try_new(g as u32, n as u32);
+                    let start = proto::ReplayStart {
+                        spec,
+                        replay: Some(convert::to_struct(&options.to_json())),
+                        run_id,
+                        sample_period,
+                        file: file.display().to_string(),
+                    };
+                    Call::Replay(start, file.clone())
+                }
             };
             let address = self.fleet.generators[g].clone();
             let security = self.fleet.security.clone();
-            tokio::spawn(generator(g, address, security, request, tx.clone(), cancel_rx));
+            tokio::spawn(generator(g, address, security, call, tx.clone(), cancel_rx));
         }
         drop(tx);
         let cancel_all = |cancels: &[tokio::sync::watch::Sender<bool>]| {
@@ -426,6 +468,14 @@ impl<'a> Coordinator<'a> {
         if let Some(o) = result.options.as_object_mut() {
             o.insert("remote".into(), json!(self.fleet.generators));
         }
+        if let Work::Replay { .. } = self.work {
+            let records: Vec<&serde_json::Value> = self
+                .reports
+                .iter()
+                .filter_map(|r| r.result.as_ref()?.options.get("replay"))
+                .collect();
+            result.options["replay"] = fleet_replay_record(&records);
+        }
         result.intervals = std::mem::take(&mut self.series);
         if let Some(t) = self.termination.take() {
             // The fleet's reason to stop (a predicate on the merged counters, a signal) over
@@ -434,6 +484,23 @@ impl<'a> Coordinator<'a> {
         }
         Ok(Coordinated { result, generators: self.reports, aborted: self.aborted, warnings })
     }
+}
+
+/// The generators' `options.replay` records as the fleet's: counts add, the file is complete
+/// only if every generator read it to its end.
+fn fleet_replay_record(records: &[&serde_json::Value]) -> serde_json::Value {
+    let Some(first) = records.first() else { return serde_json::Value::Null };
+    let mut out = (*first).clone();
+    let sum = |k: &str| records.iter().filter_map(|r| r.get(k)?.as_u64()).sum::<u64>();
+    for k in ["jobs", "requests", "jobs_skipped"] {
+        out[k] = json!(sum(k));
+    }
+    let read = records.iter().filter_map(|r| r.get("jobs_read")?.as_u64()).max();
+    out["jobs_read"] = json!(read);
+    let complete = records.iter().all(|r| r.get("file_complete") == Some(&json!(true)));
+    out["file_complete"] = json!(complete);
+    out["shard"] = serde_json::Value::Null;
+    out
 }
 
 /// Samples every second when nobody watches: the coordinator still merges ticks (for
@@ -461,18 +528,62 @@ fn partial(s: &Sample, options: &serde_json::Value) -> RunResult {
     RunResult::new(options.clone(), vec![w], Termination::Completed)
 }
 
+/// The call one generator gets.
+enum Call {
+    Run(proto::RunRequest),
+    /// The start message, and the jobs file to stream after it.
+    Replay(proto::ReplayStart, std::path::PathBuf),
+}
+
+/// Chunks of a jobs file in flight to one generator: the stream's flow control does the rest.
+const JOB_CHUNK: usize = 64 << 10;
+
+/// Streams `start` and then `file`'s bytes. A file that cannot be read to its end is a
+/// failure of that generator's share (a truncated stream would read as a shorter file).
+async fn send_jobs(
+    start: proto::ReplayStart,
+    file: std::path::PathBuf,
+    out: mpsc::Sender<proto::ReplayRequest>,
+) -> Result<(), String> {
+    use proto::replay_request::Part;
+    use tokio::io::AsyncReadExt as _;
+    let part = |p| proto::ReplayRequest { part: Some(p) };
+    if out.send(part(Part::Start(start))).await.is_err() {
+        return Ok(());
+    }
+    let mut f = tokio::fs::File::open(&file)
+        .await
+        .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    loop {
+        let mut buf = vec![0u8; JOB_CHUNK];
+        let n =
+            f.read(&mut buf).await.map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.truncate(n);
+        // The generator stopped taking jobs (the replay ended or was cancelled).
+        if out.send(part(Part::Jobs(buf))).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
 /// Connects to one service, runs its share and reports everything back. A cancel closes the
 /// stream only after asking the service to stop, so its result still arrives.
 async fn generator(
     g: usize,
     address: String,
     security: ClientSecurity,
-    request: proto::RunRequest,
+    call: Call,
     tx: mpsc::UnboundedSender<Report>,
     mut cancel: tokio::sync::watch::Receiver<bool>,
 ) {
     let fail = |why: String| Report::Failed { g, why, refused: false };
-    let run_id = request.run_id.clone();
+    let run_id = match &call {
+        Call::Run(r) => r.run_id.clone(),
+        Call::Replay(s, _) => s.run_id.clone(),
+    };
     let mut client = match connect(&address, &security).await {
         Ok(c) => c,
         Err(e) => {
@@ -480,7 +591,21 @@ async fn generator(
             return;
         }
     };
-    let mut stream = match client.run(authorized(request, &security)).await {
+    let opened = match call {
+        Call::Run(request) => client.run(authorized(request, &security)).await,
+        Call::Replay(start, file) => {
+            let (jobs_tx, jobs_rx) = mpsc::channel(4);
+            let failed = tx.clone();
+            tokio::spawn(async move {
+                if let Err(why) = send_jobs(start, file, jobs_tx).await {
+                    let _ = failed.send(Report::Failed { g, why, refused: false });
+                }
+            });
+            let jobs = tokio_stream::wrappers::ReceiverStream::new(jobs_rx);
+            client.replay(authorized(jobs, &security)).await
+        }
+    };
+    let mut stream = match opened {
         Ok(s) => s.into_inner(),
         Err(status) => {
             let why = format!("{address} refused the run: {}", describe(&status));

@@ -12,6 +12,7 @@
 
 pub mod convert;
 pub mod coordinator;
+pub mod jobs_stream;
 pub mod policy;
 pub mod server;
 pub mod service;

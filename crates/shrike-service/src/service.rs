@@ -14,7 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use shrike_engine::{Observer, Run, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig};
+use shrike_engine::{
+    Observer, Ready, Run, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig,
+};
+use shrike_replay::ReplayOptions;
+use shrike_stats::RunResult;
 use shrike_stats::Termination;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status};
@@ -82,10 +86,9 @@ impl Inner {
     }
 
     /// The spec a request describes, with the service's defaults applied, or why not.
-    fn spec(&self, req: &proto::RunRequest) -> Result<RunSpec, Status> {
-        let options = req
-            .spec
-            .as_ref()
+    /// `ends_by_itself`: a replay ends with its jobs, so it needs no duration of its own.
+    fn spec(&self, spec: Option<&proto::RunSpec>, ends_by_itself: bool) -> Result<RunSpec, Status> {
+        let options = spec
             .and_then(|s| s.options.as_ref())
             .ok_or_else(|| Status::invalid_argument("spec.options is missing"))?;
         let options = convert::from_struct(options);
@@ -96,11 +99,11 @@ impl Inner {
                 .patched(&serde_json::json!({ "bind_address": ip.to_string() }))
                 .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         }
-        // A count without a duration ends at the count; the service's cap bounds it in time
-        // too (whichever comes first), so a slow target cannot hold a run forever.
-        if let (None, Some(_), Some(max)) =
-            (spec.duration(), spec.total_requests(), self.config.limits.duration)
-        {
+        // A count (or a replay's jobs) without a duration ends by itself; the service's cap
+        // bounds it in time too (whichever comes first), so a slow target cannot hold a run
+        // forever.
+        let ends = ends_by_itself || spec.total_requests().is_some();
+        if let (None, true, Some(max)) = (spec.duration(), ends, self.config.limits.duration) {
             let cap = shrike_stats::duration::format_proto(max);
             spec = spec
                 .patched(&serde_json::json!({ "duration": cap, "no_duration": null }))
@@ -111,6 +114,90 @@ impl Inner {
         Ok(spec)
     }
 
+    /// One of the `--max-concurrent-runs` slots, or RESOURCE_EXHAUSTED.
+    fn permit(&self) -> Result<OwnedSemaphorePermit, Status> {
+        self.slots.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "busy: this service already runs {} run(s) at once (--max-concurrent-runs)",
+                self.config.max_concurrent_runs
+            ))
+        })
+    }
+
+    /// Every address the prepared run would connect to is inside the allowlist.
+    fn check_targets(&self, ready: &Ready) -> Result<(), Status> {
+        for t in ready.targets() {
+            if let Some(a) = t.addrs.iter().find(|a| !self.config.allow.allows(**a)) {
+                return Err(Status::permission_denied(format!(
+                    "target {} resolves to {}, outside this service's allowlist \
+                     (--allow-target {})",
+                    t.url(),
+                    a.ip(),
+                    self.config.allow.describe()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers the run, streams `Started`, and runs `execute` on a thread of its own with an
+    /// observer forwarding every tick; the result (or the error) ends the stream.
+    fn launch(
+        self: Arc<Self>,
+        launch: Launch,
+        execute: impl FnOnce(Telemetry, &StopHandle) -> Result<RunResult, String> + Send + 'static,
+    ) -> Result<Response<RunStream>, Status> {
+        let Launch { run_id, period, spec, permit } = launch;
+        let period = match period.as_ref() {
+            None => DEFAULT_SAMPLE_PERIOD,
+            Some(p) => convert::from_duration(Some(p)).max(MIN_SAMPLE_PERIOD),
+        };
+        let interval = spec.telemetry().stats_interval.unwrap_or(period);
+        let config = TelemetryConfig::new(interval, Some(period))
+            .ok_or_else(|| Status::invalid_argument("stats_interval is out of range"))?;
+        let keep_series = spec.telemetry().stats_interval.is_some();
+        let id = self.run_id(&run_id);
+        let stop = StopHandle::new();
+        {
+            let mut runs = self.runs();
+            if runs.contains_key(&id) {
+                return Err(Status::already_exists(format!("run_id {id:?} is already running")));
+            }
+            runs.insert(id.clone(), stop.clone());
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let started = proto::Started {
+            run_id: id.clone(),
+            generator: self.config.name.clone(),
+            workers: u32::try_from(spec.concurrency().workers().get()).unwrap_or(u32::MAX),
+            options: Some(convert::to_struct(&spec.to_json())),
+        };
+        let _ = tx.send(Ok(proto::RunEvent { event: Some(Event::Started(started)) }));
+        let telemetry = Telemetry { config, observers: vec![Box::new(Forward(tx.clone()))] };
+        let (run_stop, thread_id, inner) = (stop.clone(), id.clone(), self.clone());
+        std::thread::Builder::new()
+            .name(format!("run {id}"))
+            .spawn(move || {
+                let event = match execute(telemetry, &run_stop) {
+                    Ok(mut r) => {
+                        if !keep_series {
+                            r.intervals.clear();
+                        }
+                        Ok(proto::RunEvent { event: Some(Event::Result(convert::to_result(&r))) })
+                    }
+                    Err(e) => Err(Status::internal(format!("the run could not start: {e}"))),
+                };
+                let _ = tx.send(event);
+                inner.runs().remove(&thread_id);
+                drop(permit);
+            })
+            .map_err(|e| {
+                self.runs().remove(&id);
+                Status::internal(format!("starting the run: {e}"))
+            })?;
+        Ok(Response::new(RunStream { rx, stop, done: false }))
+    }
+
     fn run_id(&self, asked: &str) -> String {
         if asked.is_empty() {
             let n = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -119,6 +206,14 @@ impl Inner {
             asked.to_string()
         }
     }
+}
+
+/// What every run needs to be launched, checked and admitted.
+struct Launch {
+    run_id: String,
+    period: Option<prost_types::Duration>,
+    spec: RunSpec,
+    permit: OwnedSemaphorePermit,
 }
 
 fn refused(r: Refusal) -> Status {
@@ -179,19 +274,8 @@ impl Shrike for ShrikeService {
         request: Request<proto::RunRequest>,
     ) -> Result<Response<RunStream>, Status> {
         let req = request.into_inner();
-        let inner = self.inner.clone();
-        let spec = inner.spec(&req)?;
-        let period = match req.sample_period.as_ref() {
-            None => DEFAULT_SAMPLE_PERIOD,
-            Some(p) => convert::from_duration(Some(p)).max(MIN_SAMPLE_PERIOD),
-        };
-        let permit: OwnedSemaphorePermit =
-            inner.slots.clone().try_acquire_owned().map_err(|_| {
-                Status::resource_exhausted(format!(
-                    "busy: this service already runs {} run(s) at once (--max-concurrent-runs)",
-                    inner.config.max_concurrent_runs
-                ))
-            })?;
+        let spec = self.inner.spec(req.spec.as_ref(), false)?;
+        let permit = self.inner.permit()?;
         // Preparing resolves hosts (blocking I/O) and reads nothing remote runs may not read.
         let prepared = {
             let spec = spec.clone();
@@ -200,63 +284,61 @@ impl Shrike for ShrikeService {
                 .map_err(|e| Status::internal(format!("preparing the run: {e}")))?
                 .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?
         };
-        for t in prepared.targets() {
-            if let Some(a) = t.addrs.iter().find(|a| !inner.config.allow.allows(**a)) {
-                return Err(Status::permission_denied(format!(
-                    "target {} resolves to {}, outside this service's allowlist \
-                     (--allow-target {})",
-                    t.url(),
-                    a.ip(),
-                    inner.config.allow.describe()
-                )));
-            }
-        }
-        let interval = spec.telemetry().stats_interval.unwrap_or(period);
-        let config = TelemetryConfig::new(interval, Some(period))
-            .ok_or_else(|| Status::invalid_argument("stats_interval is out of range"))?;
-        let id = inner.run_id(&req.run_id);
-        let stop = StopHandle::new();
-        {
-            let mut runs = inner.runs();
-            if runs.contains_key(&id) {
-                return Err(Status::already_exists(format!("run_id {id:?} is already running")));
-            }
-            runs.insert(id.clone(), stop.clone());
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        let started = proto::Started {
-            run_id: id.clone(),
-            generator: inner.config.name.clone(),
-            workers: u32::try_from(spec.concurrency().workers().get()).unwrap_or(u32::MAX),
-            options: Some(convert::to_struct(&spec.to_json())),
+        self.inner.check_targets(&prepared)?;
+        let launch = Launch { run_id: req.run_id, period: req.sample_period, spec, permit };
+        self.inner.clone().launch(launch, move |telemetry, stop| {
+            prepared.observed(telemetry).execute(stop).map_err(|e| e.to_string())
+        })
+    }
+
+    type ReplayStream = RunStream;
+
+    async fn replay(
+        &self,
+        request: Request<tonic::Streaming<proto::ReplayRequest>>,
+    ) -> Result<Response<RunStream>, Status> {
+        use proto::replay_request::Part;
+        let mut stream = request.into_inner();
+        let start = match stream.message().await?.and_then(|m| m.part) {
+            Some(Part::Start(s)) => s,
+            _ => return Err(Status::invalid_argument("the first message must be start")),
         };
-        let _ = tx.send(Ok(proto::RunEvent { event: Some(Event::Started(started)) }));
-        let telemetry = Telemetry { config, observers: vec![Box::new(Forward(tx.clone()))] };
-        let keep_series = spec.telemetry().stats_interval.is_some();
-        let run_stop = stop.clone();
-        let spawned_id = id.clone();
-        std::thread::Builder::new()
-            .name(format!("run {id}"))
-            .spawn(move || {
-                let result = prepared.observed(telemetry).execute(&run_stop);
-                let event = match result {
-                    Ok(mut r) => {
-                        if !keep_series {
-                            r.intervals.clear();
-                        }
-                        Ok(proto::RunEvent { event: Some(Event::Result(convert::to_result(&r))) })
-                    }
-                    Err(e) => Err(Status::internal(format!("the run could not start: {e}"))),
-                };
-                let _ = tx.send(event);
-                inner.runs().remove(&id);
-                drop(permit);
+        let options = start.replay.as_ref().map(convert::from_struct).unwrap_or_default();
+        let options = ReplayOptions::from_json(&options).map_err(Status::invalid_argument)?;
+        let spec = self.inner.spec(start.spec.as_ref(), true)?;
+        let permit = self.inner.permit()?;
+        let file = if start.file.is_empty() { "jobs".to_string() } else { start.file.clone() };
+        let reader = crate::jobs_stream::reader(stream);
+        let prepared = {
+            let (spec, options, file) = (spec.clone(), options.clone(), file.clone());
+            tokio::task::spawn_blocking(move || {
+                let jobs = shrike_jobs::JobReader::from_reader(file, Box::new(reader))
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                shrike_replay::prepare(&spec, &options, jobs)
+                    .map_err(|e| Status::invalid_argument(format!("spec: {e}")))
             })
-            .map_err(|e| {
-                self.inner.runs().remove(&spawned_id);
-                Status::internal(format!("starting the run: {e}"))
-            })?;
-        Ok(Response::new(RunStream { rx, stop, done: false }))
+            .await
+            .map_err(|e| Status::internal(format!("preparing the replay: {e}")))??
+        };
+        self.inner.check_targets(&prepared.ready)?;
+        let protocol = prepared.protocol;
+        let (ready, feeder) =
+            prepared.start().map_err(|e| Status::internal(format!("starting the feeder: {e}")))?;
+        let launch = Launch { run_id: start.run_id, period: start.sample_period, spec, permit };
+        self.inner.clone().launch(launch, move |telemetry, stop| {
+            let result = ready.observed(telemetry).execute(stop);
+            let progress = feeder.progress.clone();
+            let end = feeder.finish();
+            let mut result = result.map_err(|e| e.to_string())?;
+            result.options["replay"] =
+                shrike_replay::record(&file, &options, protocol, &progress, &end);
+            if let Some(e) = end.error {
+                // The jobs before the bad line (or the lost stream) played; say why the rest
+                // did not.
+                result.errors.insert(format!("jobs: {e}"), 1);
+            }
+            Ok(result)
+        })
     }
 
     async fn cancel(

@@ -45,11 +45,12 @@ impl Driver {
     pub fn coordinate(
         &mut self,
         spec: &RunSpec,
+        work: &shrike_service::coordinator::Work,
         fleet: &shrike_service::coordinator::Fleet,
     ) -> anyhow::Result<shrike_service::coordinator::Coordinated> {
         let telemetry = self.session.telemetry.take();
         let done = self.interrupts.execute_with(|stop| {
-            shrike_service::coordinator::coordinate(spec, fleet, stop, telemetry)
+            shrike_service::coordinator::coordinate_work(spec, work, fleet, stop, telemetry)
         });
         self.session.stop();
         let done = done.map_err(|e| {

@@ -96,6 +96,8 @@ pub struct ReplayArgs {
     pub output_file: Option<PathBuf>,
     #[command(flatten)]
     pub telemetry: crate::telemetry::TelemetryArgs,
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -113,6 +115,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut driver = Driver::start(spec, "replay")?;
     // Rate and lateness over time are what a replay's report plots: always keep the series.
     driver.keep_series(Duration::from_secs(1));
+    if args.remote.is_remote() {
+        return replay_remote(&args, &load, options, &mut driver, file.as_ref());
+    }
     let prepared = shrike_replay::prepare(spec, &options, reader).map_err(|e| load.explain(e))?;
     let admission = prepared.admission.clone();
     driver
@@ -150,6 +155,34 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(code)
+}
+
+/// `--remote`: every generator gets the file streamed and plays its shard of the jobs; the
+/// fleet's result is written as a local replay's would be.
+fn replay_remote(
+    args: &ReplayArgs,
+    load: &LoadSpec,
+    options: ReplayOptions,
+    driver: &mut Driver,
+    file: Option<&(PathBuf, OutputFormat)>,
+) -> anyhow::Result<ExitCode> {
+    if args.shard.is_some() {
+        return Err(usage("--shard with --remote: the generators are the shards (each plays 1/N)"));
+    }
+    if load.server.is_some() {
+        return Err(usage("--remote needs a --target the generators can reach"));
+    }
+    let fleet = args.remote.fleet()?;
+    info!(
+        "replaying {} on {} generator(s): {}",
+        args.file.display(),
+        fleet.generators.len(),
+        fleet.generators.join(", ")
+    );
+    let work = shrike_service::coordinator::Work::Replay { file: args.file.clone(), options };
+    let done = driver.coordinate(&load.spec, &work, &fleet)?;
+    let code = crate::run::finish(&done.result, load.spec.output_format(), file, false)?;
+    Ok(if done.aborted { ExitCode::from(1) } else { code })
 }
 
 /// How to play the file, from the flags.

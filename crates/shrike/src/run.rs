@@ -332,7 +332,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             fleet.generators.len(),
             fleet.generators.join(", ")
         );
-        let done = driver.coordinate(spec, &fleet)?;
+        let done = driver.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
         let code = finish(&done.result, format, file.as_ref(), tolerate)?;
         return Ok(if done.aborted { ExitCode::from(1) } else { code });
     }

@@ -331,3 +331,54 @@ fn shards_run_as_separate_processes_merge_into_the_whole_run() {
     assert_eq!(requests(&single, "global"), requests(&merged, "global"));
     assert_eq!(merged["options"]["requests_per_second"], single["options"]["requests_per_second"]);
 }
+
+#[test]
+fn a_replay_on_three_generators_keeps_the_captures_timing_and_deals_jobs() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let dir = scratch("fleet-replay");
+    // 30 jobs, 100 ms apart, each one request naming its job.
+    let mut text = String::from("{\"shrike_jobs\": 1, \"protocol\": \"http\"}\n");
+    for i in 0..30 {
+        text += &format!(
+            "{{\"job\": {i}, \"start\": {}, \"requests\": [{{\"at\": 0, \"text\": \"GET /file?job={i} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\"}}]}}\n",
+            f64::from(i) * 0.1
+        );
+    }
+    let jobs = dir.join("t.jobs");
+    std::fs::write(&jobs, text).unwrap();
+    let out = run(
+        &[
+            "replay",
+            jobs.to_str().unwrap(),
+            "--target",
+            &format!("127.0.0.1:{}", target.port),
+            "--remote",
+            &addrs(&fleet),
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    assert_eq!(v["options"]["replay"]["jobs"], 30, "{}", v["options"]["replay"]);
+    assert_eq!(v["options"]["replay"]["file_complete"], true);
+    for ip in IPS {
+        assert_eq!(requests(&v, &format!("gen-{ip}")), 10, "{ip}");
+    }
+    // Job i went from generator i mod 3, at its captured offset: every shard kept the whole
+    // file's timeline.
+    let log = target.access_log();
+    assert_eq!(log.len(), 30);
+    let job = |e: &nginx::LogEntry| -> usize {
+        e.request.split("job=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap()
+    };
+    let t0 = log.iter().find(|e| job(e) == 0).unwrap().secs;
+    for e in &log {
+        let i = job(e);
+        assert_eq!(e.remote_addr, IPS[i % 3], "job {i}");
+        let late = e.secs - t0 - i as f64 * 0.1;
+        assert!(late.abs() < 0.05, "job {i} arrived {late:+.3}s off its captured time");
+    }
+}
