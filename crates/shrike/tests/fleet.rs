@@ -382,3 +382,77 @@ fn a_replay_on_three_generators_keeps_the_captures_timing_and_deals_jobs() {
         assert!(late.abs() < 0.05, "job {i} arrived {late:+.3}s off its captured time");
     }
 }
+
+/// A CA, a server certificate for 127.0.0.2 and a client certificate, made with openssl.
+fn certificates(dir: &std::path::Path) {
+    let sh = |script: &str| {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    sh(&format!(
+        "openssl req -x509 {ec} -keyout ca.key -out ca.pem -subj /CN=shrike-test-ca -days 1"
+    ));
+    for (name, ext) in [
+        ("server", "subjectAltName=IP:127.0.0.2,DNS:localhost\nextendedKeyUsage=serverAuth"),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ] {
+        sh(&format!(
+            "openssl req {ec} -keyout {name}.key -out {name}.csr -subj /CN={name} && \
+             printf 'basicConstraints=CA:FALSE\n{ext}\n' > {name}.ext && \
+             openssl x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+             -out {name}.pem -days 1 -extfile {name}.ext"
+        ));
+    }
+}
+
+#[test]
+fn mutual_tls_lets_in_only_clients_with_a_certificate() {
+    let dir = scratch("fleet-mtls");
+    certificates(&dir);
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let target = Server::start(&[]);
+    let service = Service::start(
+        "127.0.0.2",
+        &[
+            "--allow-target",
+            "127.0.0.1",
+            "--tls-cert",
+            &p("server.pem"),
+            "--tls-key",
+            &p("server.key"),
+            "--client-ca",
+            &p("ca.pem"),
+        ],
+    );
+    let base =
+        ["run", &target.url("/"), "--remote", &service.addr, "-n", "20", "--output-format", "json"];
+    let with = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        run(&args, LIMIT)
+    };
+    let out = with(&[
+        "--remote-ca",
+        &p("ca.pem"),
+        "--remote-cert",
+        &p("client.pem"),
+        "--remote-key",
+        &p("client.key"),
+    ]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(requests(&json(&out), "global"), 20);
+    // TLS without a client certificate, and plaintext: neither gets a run.
+    let ca = p("ca.pem");
+    for extra in [vec!["--remote-ca", ca.as_str()], vec![]] {
+        let out = with(&extra);
+        assert_ne!(out.code(), 0, "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains(&service.addr), "{extra:?}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{extra:?}");
+    }
+}
