@@ -436,6 +436,16 @@ impl<'a> Coordinator<'a> {
     fn result(mut self) -> Result<Coordinated, CoordinateError> {
         let mut inputs = Vec::new();
         let mut warnings = Vec::new();
+        // Each generator's entry is named by the name it gave; generators that share one (the
+        // same host name, no --name) are told apart by address, never renamed to worker_N.
+        let shared: Vec<bool> = (0..self.reports.len())
+            .map(|g| self.reports.iter().filter(|r| r.name == self.reports[g].name).count() > 1)
+            .collect();
+        for (r, shared) in self.reports.iter_mut().zip(shared) {
+            if shared {
+                r.name = format!("{}@{}", r.name, r.address);
+            }
+        }
         for (g, r) in self.reports.iter_mut().enumerate() {
             if r.result.is_none() {
                 r.result = self.streamed[g].as_ref().map(|s| partial(s, &self.specs[g]));

@@ -23,10 +23,13 @@ struct Service {
 }
 
 impl Service {
+    /// Named gen-IP unless `extra` names it.
     fn start(ip: &str, extra: &[&str]) -> Service {
+        let name = format!("gen-{ip}");
+        let named: &[&str] = if extra.contains(&"--name") { &[] } else { &["--name", &name] };
         let mut child = shrike()
             .args(["service", "--listen", &format!("{ip}:0"), "--bind-address", ip])
-            .args(["--name", &format!("gen-{ip}")])
+            .args(named)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -454,5 +457,32 @@ fn mutual_tls_lets_in_only_clients_with_a_certificate() {
         assert_ne!(out.code(), 0, "{extra:?}: {}", out.stderr);
         assert!(out.stderr.contains(&service.addr), "{extra:?}: {}", out.stderr);
         assert!(out.stdout.is_empty(), "{extra:?}");
+    }
+}
+
+#[test]
+fn generators_sharing_a_name_are_told_apart_by_address() {
+    let target = Server::start(&[]);
+    let fleet: Vec<Service> = IPS[..2]
+        .iter()
+        .map(|ip| Service::start(ip, &["--allow-target", "127.0.0.1", "--name", "same"]))
+        .collect();
+    let out = run(
+        &[
+            "run",
+            &target.url("/"),
+            "--remote",
+            &addrs(&fleet),
+            "-n",
+            "40",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    for s in &fleet {
+        assert_eq!(requests(&v, &format!("same@{}", s.addr)), 20);
     }
 }
