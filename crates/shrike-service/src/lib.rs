@@ -10,6 +10,7 @@
 //!
 //! The proto is `proto/shrike/v1/shrike.proto` at the workspace root, compiled at build time.
 
+mod capacity;
 pub mod convert;
 pub mod coordinator;
 pub mod jobs_stream;

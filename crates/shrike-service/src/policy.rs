@@ -303,7 +303,8 @@ mod tests {
             connections: Some(8),
             workers: Some(2),
         };
-        let base = serde_json::json!({"uri": "http://127.0.0.1:1/", "concurrency": "2"});
+        let base =
+            serde_json::json!({"uri": "http://127.0.0.1:1/", "concurrency": "2", "connections": 2});
         let with = |k: &str, v: serde_json::Value| {
             let mut o = base.clone();
             o[k] = v;

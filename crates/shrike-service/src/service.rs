@@ -17,6 +17,7 @@ use std::time::Duration;
 use shrike_engine::{
     Observer, Ready, Run, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig,
 };
+use shrike_plan::capacity::CapacityOptions;
 use shrike_replay::ReplayOptions;
 use shrike_stats::RunResult;
 use shrike_stats::Termination;
@@ -50,8 +51,8 @@ pub struct ShrikeService {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    config: ServiceConfig,
+pub(crate) struct Inner {
+    pub(crate) config: ServiceConfig,
     slots: Arc<Semaphore>,
     runs: Mutex<HashMap<String, StopHandle>>,
     next_id: AtomicU64,
@@ -79,7 +80,7 @@ impl ShrikeService {
 }
 
 impl Inner {
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, StopHandle>> {
+    pub(crate) fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, StopHandle>> {
         // A panic while holding this lock leaves the map itself consistent (inserts and
         // removes are single calls), so a poisoned lock is still usable.
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
@@ -88,6 +89,17 @@ impl Inner {
     /// The spec a request describes, with the service's defaults applied, or why not.
     /// `ends_by_itself`: a replay ends with its jobs, so it needs no duration of its own.
     fn spec(&self, spec: Option<&proto::RunSpec>, ends_by_itself: bool) -> Result<RunSpec, Status> {
+        let spec = self.base_spec(spec, ends_by_itself)?;
+        self.config.limits.check(&spec).map_err(refused)?;
+        Ok(spec)
+    }
+
+    /// [`Inner::spec`] without the per-run limits (a capacity search checks each trial).
+    fn base_spec(
+        &self,
+        spec: Option<&proto::RunSpec>,
+        ends_by_itself: bool,
+    ) -> Result<RunSpec, Status> {
         let options = spec
             .and_then(|s| s.options.as_ref())
             .ok_or_else(|| Status::invalid_argument("spec.options is missing"))?;
@@ -110,7 +122,6 @@ impl Inner {
                 .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         }
         check_remote_options(&spec).map_err(refused)?;
-        self.config.limits.check(&spec).map_err(refused)?;
         Ok(spec)
     }
 
@@ -125,7 +136,7 @@ impl Inner {
     }
 
     /// Every address the prepared run would connect to is inside the allowlist.
-    fn check_targets(&self, ready: &Ready) -> Result<(), Status> {
+    pub(crate) fn check_targets(&self, ready: &Ready) -> Result<(), Status> {
         for t in ready.targets() {
             if let Some(a) = t.addrs.iter().find(|a| !self.config.allow.allows(**a)) {
                 return Err(Status::permission_denied(format!(
@@ -156,22 +167,9 @@ impl Inner {
         let config = TelemetryConfig::new(interval, Some(period))
             .ok_or_else(|| Status::invalid_argument("stats_interval is out of range"))?;
         let keep_series = spec.telemetry().stats_interval.is_some();
-        let id = self.run_id(&run_id);
-        let stop = StopHandle::new();
-        {
-            let mut runs = self.runs();
-            if runs.contains_key(&id) {
-                return Err(Status::already_exists(format!("run_id {id:?} is already running")));
-            }
-            runs.insert(id.clone(), stop.clone());
-        }
+        let (id, stop) = self.register(&run_id)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let started = proto::Started {
-            run_id: id.clone(),
-            generator: self.config.name.clone(),
-            workers: u32::try_from(spec.concurrency().workers().get()).unwrap_or(u32::MAX),
-            options: Some(convert::to_struct(&spec.to_json())),
-        };
+        let started = self.started(&id, &spec);
         let _ = tx.send(Ok(proto::RunEvent { event: Some(Event::Started(started)) }));
         let telemetry = Telemetry { config, observers: vec![Box::new(Forward(tx.clone()))] };
         let (run_stop, thread_id, inner) = (stop.clone(), id.clone(), self.clone());
@@ -195,7 +193,28 @@ impl Inner {
                 self.runs().remove(&id);
                 Status::internal(format!("starting the run: {e}"))
             })?;
-        Ok(Response::new(RunStream { rx, stop, done: false }))
+        Ok(Response::new(EventStream { rx, stop, done: false }))
+    }
+
+    /// The run's id (asked for, or made) registered with its stop handle, for Cancel.
+    fn register(&self, asked: &str) -> Result<(String, StopHandle), Status> {
+        let id = self.run_id(asked);
+        let stop = StopHandle::new();
+        let mut runs = self.runs();
+        if runs.contains_key(&id) {
+            return Err(Status::already_exists(format!("run_id {id:?} is already running")));
+        }
+        runs.insert(id.clone(), stop.clone());
+        Ok((id, stop))
+    }
+
+    fn started(&self, id: &str, spec: &RunSpec) -> proto::Started {
+        proto::Started {
+            run_id: id.to_string(),
+            generator: self.config.name.clone(),
+            workers: u32::try_from(spec.concurrency().workers().get()).unwrap_or(u32::MAX),
+            options: Some(convert::to_struct(&spec.to_json())),
+        }
     }
 
     fn run_id(&self, asked: &str) -> String {
@@ -234,30 +253,48 @@ impl Observer for Forward {
     }
 }
 
-/// The response stream. It owns the run: dropped before the result (the client cancelled or
-/// went away), it stops the run.
-pub struct RunStream {
-    rx: mpsc::UnboundedReceiver<Result<proto::RunEvent, Status>>,
+/// The event that ends a call's stream: after it, dropping the stream stops nothing.
+pub trait Final {
+    fn is_final(&self) -> bool;
+}
+
+impl Final for proto::RunEvent {
+    fn is_final(&self) -> bool {
+        matches!(self.event, Some(Event::Result(_)))
+    }
+}
+
+impl Final for proto::CapacityEvent {
+    fn is_final(&self) -> bool {
+        matches!(self.event, Some(proto::capacity_event::Event::Report(_)))
+    }
+}
+
+/// A response stream. It owns the run: dropped before its final event (the client cancelled
+/// or went away), it stops the run.
+pub struct EventStream<T> {
+    rx: mpsc::UnboundedReceiver<Result<T, Status>>,
     stop: StopHandle,
     done: bool,
 }
 
-impl tokio_stream::Stream for RunStream {
-    type Item = Result<proto::RunEvent, Status>;
+pub type RunStream = EventStream<proto::RunEvent>;
+
+impl<T: Final> tokio_stream::Stream for EventStream<T> {
+    type Item = Result<T, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let item = self.rx.poll_recv(cx);
-        if let Poll::Ready(Some(Ok(proto::RunEvent { event: Some(Event::Result(_)) })))
-        | Poll::Ready(Some(Err(_)))
-        | Poll::Ready(None) = &item
-        {
-            self.done = true;
+        if let Poll::Ready(i) = &item {
+            if i.as_ref().is_none_or(|r| r.as_ref().map_or(true, Final::is_final)) {
+                self.done = true;
+            }
         }
         item
     }
 }
 
-impl Drop for RunStream {
+impl<T> Drop for EventStream<T> {
     fn drop(&mut self) {
         if !self.done {
             self.stop.request(Termination::Interrupted);
@@ -339,6 +376,49 @@ impl Shrike for ShrikeService {
             }
             Ok(result)
         })
+    }
+
+    type CapacityStream = EventStream<proto::CapacityEvent>;
+
+    async fn capacity(
+        &self,
+        request: Request<proto::CapacityRequest>,
+    ) -> Result<Response<Self::CapacityStream>, Status> {
+        let req = request.into_inner();
+        let base = self.inner.base_spec(req.spec.as_ref(), false)?;
+        let search = req.search.as_ref().map(convert::from_struct).unwrap_or_default();
+        let options =
+            CapacityOptions::from_json(&search, &base).map_err(Status::invalid_argument)?;
+        let permit = self.inner.permit()?;
+        // The targets are checked before the first trial (and again for each).
+        let ready = {
+            let base = base.clone();
+            tokio::task::spawn_blocking(move || Run::new(&base).prepare())
+                .await
+                .map_err(|e| Status::internal(format!("preparing the search: {e}")))?
+                .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?
+        };
+        self.inner.check_targets(&ready)?;
+        drop(ready);
+        let (id, stop) = self.inner.register(&req.run_id)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let started = self.inner.started(&id, &base);
+        let event = |e| proto::CapacityEvent { event: Some(e) };
+        let _ = tx.send(Ok(event(proto::capacity_event::Event::Started(started))));
+        let (inner, run_stop, thread_id) = (self.inner.clone(), stop.clone(), id.clone());
+        std::thread::Builder::new()
+            .name(format!("capacity {id}"))
+            .spawn(move || {
+                let end = crate::capacity::search(&inner, &base, &options, &run_stop, &tx);
+                let _ = tx.send(end.map(|r| event(proto::capacity_event::Event::Report(r))));
+                inner.runs().remove(&thread_id);
+                drop(permit);
+            })
+            .map_err(|e| {
+                self.inner.runs().remove(&id);
+                Status::internal(format!("starting the search: {e}"))
+            })?;
+        Ok(Response::new(EventStream { rx, stop, done: false }))
     }
 
     async fn cancel(

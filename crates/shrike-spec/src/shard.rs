@@ -6,7 +6,8 @@
 //!
 //! A sharded run sends its share of the load: the rate plan divided by N, its share of
 //! `total_requests`, and its workers' pacer phases offset so that N shards of W workers release
-//! like one run of N×W workers (one even stream, not N clumps). Replay shards jobs the same
+//! like one run of N×W workers (one even stream, not N clumps). An unpaced run's load is its
+//! concurrency, so its shards share the connections (and HTTP/2-3 requests in flight) instead. Replay shards jobs the same
 //! way: every N-th job from the i-th.
 
 use std::fmt;
@@ -75,5 +76,28 @@ mod tests {
             assert_eq!(shards.iter().filter(|s| s.holds(p)).count(), 1);
         }
         assert_eq!(shards[2].global_worker(1, 4), (9, 12));
+    }
+
+    #[test]
+    fn unpaced_shards_share_the_concurrency_paced_ones_the_rate() {
+        let spec = |rate: serde_json::Value, shard: &str| {
+            crate::RunSpec::from_json(&serde_json::json!({
+                "uri": "http://127.0.0.1:1/", "requests_per_second": rate, "connections": 10,
+                "max_active_requests": 5, "shard": shard,
+            }))
+            .unwrap()
+        };
+        let of = |i: u32, n: u32| spec("max".into(), &format!("{i}/{n}"));
+        let c: Vec<u32> = (0..3).map(|i| of(i, 3).connections().get()).collect();
+        assert_eq!(c, vec![4, 3, 3]);
+        let a: Vec<u32> = (0..3).map(|i| of(i, 3).streams().max_active_requests.get()).collect();
+        assert_eq!(a, vec![2, 2, 1]);
+        // Never below one per worker; the stored options keep the run's own figures.
+        assert_eq!(of(15, 20).connections().get(), 1);
+        assert_eq!(of(1, 3).to_json()["connections"], 10);
+        // A paced shard shares the rate and keeps its connections.
+        let paced = spec(90.into(), "1/3");
+        assert_eq!(paced.connections().get(), 10);
+        assert_eq!(paced.plan().peak(), Some(30.0));
     }
 }

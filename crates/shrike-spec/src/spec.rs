@@ -212,6 +212,13 @@ pub struct RunSpec {
     pub(crate) telemetry: TelemetrySpec,
 }
 
+/// Shard `s`'s share of `n` per worker: the first `n mod N` shards take one more, and every
+/// shard at least one (a worker cannot send with none).
+fn share(n: NonZeroU32, s: Shard) -> NonZeroU32 {
+    let (n, c) = (n.get(), s.count());
+    NonZeroU32::new(n / c + u32::from(s.index() < n % c)).unwrap_or(NonZeroU32::MIN)
+}
+
 impl RunSpec {
     /// A spec for `url` with every other option at its default.
     pub fn for_url(url: &str) -> Result<RunSpec, SpecError> {
@@ -305,8 +312,17 @@ impl RunSpec {
     pub fn concurrency(&self) -> Concurrency {
         self.concurrency
     }
+    /// Connections per worker. An unpaced shard (`requests_per_second: "max"`: its load is its
+    /// concurrency, not a rate) takes its share, so N shards hold the run's connections.
     pub fn connections(&self) -> NonZeroU32 {
-        self.connections
+        match self.unpaced_shard() {
+            Some(s) => share(self.connections, s),
+            None => self.connections,
+        }
+    }
+    /// A shard of an unpaced run.
+    fn unpaced_shard(&self) -> Option<Shard> {
+        self.shard.filter(|_| matches!(self.rate, RateSpec::Max))
     }
     /// `None`: the run lasts until a predicate or a signal stops it.
     pub fn duration(&self) -> Option<Duration> {
@@ -375,8 +391,14 @@ impl RunSpec {
     pub fn bind_address(&self) -> Option<IpAddr> {
         self.bind_address
     }
+    /// Stream limits; an unpaced shard takes its share of the requests in flight, as of the
+    /// connections.
     pub fn streams(&self) -> StreamLimits {
-        self.streams
+        let mut streams = self.streams;
+        if let Some(s) = self.unpaced_shard() {
+            streams.max_active_requests = share(streams.max_active_requests, s);
+        }
+        streams
     }
     pub fn h1_reuse(&self) -> H1Reuse {
         self.h1_reuse

@@ -8,13 +8,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
 use shrike_plan::capacity::{
-    goals, ClientLoad, Next, Report, Search, SearchConfig, Slo, Status, Trial, Verdict,
+    goals, CapacityOptions, ClientLoad, Dimension, SearchConfig, SearchError, Slo, Status, Trial,
+    TrialRun,
 };
-use shrike_spec::Protocol;
 use shrike_stats::duration::{format_human_ns, parse_duration};
-use shrike_stats::Termination;
 
 use crate::args::usage;
 use crate::interrupts::Interrupts;
@@ -109,13 +107,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     let load = LoadSpec::from_args(&args.load)?;
     let workers = load.spec.concurrency().workers().get();
     let rate = args.search == SearchKind::Rate;
-    // Over HTTP/2 and HTTP/3 the requests in flight, not the connections, are the concurrency:
-    // one connection carries them all unless the user limits its streams.
-    let dimension = match (rate, load.spec.protocol()) {
-        (true, _) => Dimension::Rate,
-        (false, Protocol::Http1) => Dimension::Connections,
-        (false, Protocol::Http2 | Protocol::Http3) => Dimension::ActiveRequests,
-    };
+    let dimension = Dimension::of(rate, load.spec.protocol());
     let start = match args.start {
         Some(s) if s > 0.0 => s,
         Some(_) => return Err(usage("--start must be above 0")),
@@ -125,24 +117,25 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         },
         None => 1.0,
     };
-    let cfg = SearchConfig {
-        start,
-        precision: args.precision,
-        integer: !rate,
-        repeats: args.trial_repeats,
-        trial_duration: args.trial_duration,
-        final_duration: args.final_duration,
-        max_trials: args.max_trials,
+    let options = CapacityOptions {
+        slos: slos.clone(),
+        dimension,
+        config: SearchConfig {
+            start,
+            precision: args.precision,
+            integer: !rate,
+            repeats: args.trial_repeats,
+            trial_duration: args.trial_duration,
+            final_duration: args.final_duration,
+            max_trials: args.max_trials,
+        },
+        cooldown: args.cooldown,
+        open_loop: args.load.open_loop.unwrap_or(true),
     };
-    // --remote: every trial runs on the whole fleet (the level is the fleet's rate).
+    // --remote: every trial runs on the whole fleet, the level is the fleet's (its rate, or
+    // its connections: unpaced shards share them).
     let fleet = match args.load.remote.is_remote() {
         false => None,
-        true if !rate => {
-            return Err(usage(
-                "--remote searches rates only: connections are per generator, so a fleet's \
-                 concurrency would step in multiples of its size; use --search rate",
-            ))
-        }
         true if load.server.is_some() => {
             return Err(usage("--remote needs a target URL the generators can reach"))
         }
@@ -150,28 +143,24 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     };
     let interrupts = Interrupts::install(load.spec.timeout())
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
-    let mut search = Search::new(cfg, goals.len());
-    let mut results: Vec<Value> = Vec::new();
-    while let Next::Trial { level, duration, confirmation } = search.next() {
+    let mut run_trial = |spec: &shrike_spec::RunSpec| -> Result<Option<TrialRun>, String> {
         if interrupts.interrupted() {
-            break;
+            return Ok(None);
         }
-        let spec = load.vary(&trial_patch(&args, level, duration, workers, dimension))?;
         let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
         let result = match &fleet {
             None => {
-                let ready =
-                    shrike_engine::Run::new(&spec).prepare().map_err(|e| load.explain(e))?;
-                interrupts
-                    .execute(ready)
-                    .map_err(|e| anyhow::Error::new(e).context("a trial could not run"))?
+                let ready = shrike_engine::Run::new(spec)
+                    .prepare()
+                    .map_err(|e| format!("{:#}", load.explain(e)))?;
+                interrupts.execute(ready).map_err(|e| e.to_string())?
             }
             Some(fleet) => {
                 let done = interrupts
                     .execute_with(|stop| {
-                        shrike_service::coordinator::coordinate(&spec, fleet, stop, None)
+                        shrike_service::coordinator::coordinate(spec, fleet, stop, None)
                     })
-                    .map_err(|e| anyhow::Error::new(e).context("a trial could not run"))?;
+                    .map_err(|e| e.to_string())?;
                 for g in done.generators.iter().filter(|g| g.failure.is_some()) {
                     warning!(
                         "generator {} ({}): {}",
@@ -188,31 +177,22 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
             .zip(cpu0)
             .map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64())
             .filter(|_| fleet.is_none());
-        let client = ClientLoad { cpu_cores: cpu, workers };
-        let trial = Trial::judge(level, rate, confirmation, &result, client, &goals);
-        log_trial(search.trials().len() + 1, &trial, dimension);
-        if result.termination == Termination::Interrupted {
-            // Cut short: its figures describe part of a trial, so it does not count.
-            break;
-        }
-        results.push(shrike_output::to_json_value(&result));
-        search.record(trial);
-        if !args.cooldown.is_zero() && search.next() != Next::Done {
-            std::thread::sleep(args.cooldown);
-        }
-    }
-    let complete = !interrupts.interrupted();
-    let answers = search.answers();
-    let report = Report {
-        search: if rate { "rate" } else { "concurrency" },
-        unit: dimension.unit(),
-        slos: &slos,
-        goals: &goals,
-        trials: search.trials(),
-        answers: &answers,
-        complete,
+        Ok(Some(TrialRun { result, client: ClientLoad { cpu_cores: cpu, workers } }))
     };
-    let doc = report.json(results);
+    let outcome =
+        shrike_plan::capacity::run_search(&load.spec, &options, &mut run_trial, &mut |n, t| {
+            log_trial(n, t, dimension)
+        })
+        .map_err(|e| match e {
+            SearchError::Spec(e) => load.explain(e),
+            e => anyhow::Error::new(e),
+        })?;
+    let mut outcome = outcome;
+    outcome.complete = outcome.complete && !interrupts.interrupted();
+    let complete = outcome.complete;
+    let report = outcome.report();
+    let answers = &outcome.answers;
+    let doc = outcome.json();
     let json_text = || -> anyhow::Result<String> { Ok(serde_json::to_string_pretty(&doc)? + "\n") };
     let stdout_text = match format {
         shrike_output::OutputFormat::Json => json_text()?,
@@ -232,7 +212,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(130));
     }
     let mut failed = false;
-    for (goal, a) in goals.iter().zip(&answers) {
+    for (goal, a) in goals.iter().zip(answers.iter()) {
         match a.status {
             Status::Found => {}
             Status::GeneratorBound { .. } if a.max.is_some() => {}
@@ -245,64 +225,6 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// The user's load at `level` for `duration`: trials run their full length (no default
-/// failure predicates end them at the first error: errors are what the objectives judge).
-fn trial_patch(
-    args: &CapacityArgs,
-    level: f64,
-    duration: Duration,
-    workers: usize,
-    dimension: Dimension,
-) -> Value {
-    let mut p = json!({
-        "duration": format!("{}s", duration.as_secs_f64()),
-        "no_duration": false,
-        "total_requests": null,
-        "no_default_failure_predicates": true,
-        "stages": null,
-        "ramp_duration": null,
-    });
-    match dimension {
-        Dimension::Rate => {
-            p["requests_per_second"] = json!(level / workers as f64);
-            // Open loop unless the user chose otherwise: a closed loop at a rate above
-            // capacity waits instead of offering the load, which hides the very limit being
-            // searched.
-            p["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
-        }
-        Dimension::Connections => {
-            p["requests_per_second"] = json!("max");
-            p["connections"] = json!(level as u64);
-        }
-        Dimension::ActiveRequests => {
-            p["requests_per_second"] = json!("max");
-            p["max_active_requests"] = json!(level as u64);
-        }
-    }
-    p
-}
-
-/// What a trial's level sets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dimension {
-    /// Requests per second, all workers together.
-    Rate,
-    /// Connections per worker (HTTP/1.1: one request in flight each).
-    Connections,
-    /// Requests in flight per worker (HTTP/2, HTTP/3).
-    ActiveRequests,
-}
-
-impl Dimension {
-    fn unit(self) -> &'static str {
-        match self {
-            Dimension::Rate => "/s",
-            Dimension::Connections => "connections",
-            Dimension::ActiveRequests => "active requests",
-        }
-    }
-}
-
 fn log_trial(n: usize, t: &Trial, dimension: Dimension) {
     let level = match dimension {
         Dimension::Rate => format!("{:.1}/s", t.level),
@@ -312,16 +234,7 @@ fn log_trial(n: usize, t: &Trial, dimension: Dimension) {
         0 => "-".to_string(),
         _ => format_human_ns(t.scheduled.clamped_quantile(0.99) as f64),
     };
-    let verdicts: Vec<&str> = t
-        .verdicts
-        .iter()
-        .map(|v| match v {
-            Verdict::Pass => "pass",
-            Verdict::Fail { narrow: true } => "fail (narrowly)",
-            Verdict::Fail { narrow: false } => "fail",
-            Verdict::Invalid => "invalid",
-        })
-        .collect();
+    let verdicts: Vec<&str> = t.verdicts.iter().map(|v| v.name()).collect();
     let line = format!(
         "trial {n}{}: {level} for {}: achieved {:.1}/s, p99 {}, errors {:.2}%: {}",
         if t.confirmation { " (confirmation)" } else { "" },

@@ -243,6 +243,18 @@ fn over_http2_the_concurrency_searched_is_requests_in_flight() {
     assert!(out.stderr.contains("active requests for"), "{}", out.stderr);
 }
 
+/// Kills the generators when the test ends, however it ends.
+struct Stop(Vec<(std::process::Child, String)>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 #[test]
 fn a_fleet_finds_the_same_boundary_as_one_machine() {
     // Two `shrike service` generators share each trial's rate; the server's delay depends on
@@ -270,10 +282,7 @@ fn a_fleet_finds_the_same_boundary_as_one_machine() {
     let (m, f, slo) = (10.0, 2.0, 50.0);
     let extra = ["--start", "50", "--remote", &fleet, "--remote-start-delay", "300ms"];
     let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &extra);
-    for (mut child, _) in services {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    let _stop = Stop(services);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let v = doc(&out);
     let got = v["max_rps"].as_object().unwrap().values().next().unwrap().as_f64().unwrap();
@@ -290,9 +299,12 @@ fn a_fleet_finds_the_same_boundary_as_one_machine() {
             .collect();
         assert_eq!(names.len(), 3, "{names:?}");
     }
-    // Concurrency searches stay on one machine, saying why.
-    let out =
-        capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--remote", &fleet]);
-    assert_eq!(out.code(), 2);
-    assert!(out.stderr.contains("--remote searches rates only"), "{}", out.stderr);
+    // A concurrency search too: the generators share each trial's connections, so the fleet
+    // holds the level and lands on the same ⌊(S − m)/f⌋.
+    let extra = ["--search", "concurrency", "--remote", &fleet, "--remote-start-delay", "300ms"];
+    let out = capacity(&server, m, f, &["p99<=50ms"], &extra);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let got = doc(&out)["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
+    let want = ((slo - m) / f).floor();
+    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
 }

@@ -4,12 +4,17 @@
 //! - [`slo`]: objectives as users write them, grouped into goals.
 //! - [`trial`]: one trial judged against every goal, with the generator self-check.
 //! - [`search`]: which trial next, and each goal's answer.
+//! - [`driver`]: the loop every caller runs (trials patched into the load, run by the caller).
 
+pub mod driver;
 pub mod report;
 pub mod search;
 pub mod slo;
 pub mod trial;
 
+pub use driver::{
+    search as run_search, CapacityOptions, Dimension, Outcome, SearchError, TrialRun,
+};
 pub use report::Report;
 pub use search::{Answer, Next, Search, SearchConfig, Status};
 pub use slo::{goals, Latency, Metric, Slo, SloError};

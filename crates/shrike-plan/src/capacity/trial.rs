@@ -33,6 +33,18 @@ pub enum Verdict {
     Invalid,
 }
 
+impl Verdict {
+    /// How reports and streams say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail { narrow: true } => "fail (narrowly)",
+            Verdict::Fail { narrow: false } => "fail",
+            Verdict::Invalid => "invalid",
+        }
+    }
+}
+
 /// What the caller measured about the client during the trial.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClientLoad {

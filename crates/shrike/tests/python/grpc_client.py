@@ -131,4 +131,38 @@ for options, says in [({"metrics_listen": "127.0.0.1:0"}, "metrics_listen"),
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (options, e)
         assert says in e.details(), (options, e.details())
 print("refusals: INVALID_ARGUMENT")
+
+# A capacity search run by the service: each trial streams as it is judged, then the report.
+def search(**options):
+    s = struct_pb2.Struct()
+    s.update(options)
+    return s
+
+
+slow = {"request_options": {"request_headers": [{"header": {
+    "key": "x-nighthawk-test-server-config", "value": '{"static_delay": "0.03s"}'}}]}}
+trials, report = [], None
+for event in stub.Capacity(pb.CapacityRequest(
+        spec=spec(uri=target, **slow), run_id="py-cap",
+        search=search(slos=["p99<=10ms"], start=50, trial_duration="300ms",
+                      final_duration="500ms", max_trials=3)), metadata=auth):
+    kind = event.WhichOneof("event")
+    if kind == "trial":
+        trials.append(event.trial)
+    elif kind == "report":
+        report = event.report
+assert report is not None and report.complete and report.failed, report
+doc = json.loads(report.json)
+assert len(doc["capacity"]["trials"]) == len(trials) > 0, (doc["capacity"]["trials"], trials)
+assert all(t.verdicts[0] == "fail" for t in trials), trials
+print(f"capacity: {len(trials)} trials streamed, no rate meets p99<=10ms")
+# A trial beyond the service's --max-rps ends the search, naming the limit.
+try:
+    list(stub.Capacity(pb.CapacityRequest(
+        spec=spec(uri=target), run_id="py-cap2",
+        search=search(slos=["p99<=1s"], start=5000, trial_duration="300ms")), metadata=auth))
+    raise AssertionError("a trial over --max-rps ran")
+except grpc.RpcError as e:
+    assert e.code() == grpc.StatusCode.FAILED_PRECONDITION and "--max-rps" in e.details(), e
+print("capacity: a trial over --max-rps is refused")
 print("all ok")
