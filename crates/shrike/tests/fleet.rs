@@ -486,3 +486,30 @@ fn generators_sharing_a_name_are_told_apart_by_address() {
         assert_eq!(requests(&v, &format!("same@{}", s.addr)), 20);
     }
 }
+
+#[test]
+fn remote_failure_abort_stops_the_others_and_fails_the_run() {
+    let target = Server::start(&[]);
+    let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
+    let child = shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(&fleet), "--remote-failure", "abort"])
+        .args(["--rps", "50", "--duration", "20", "--output-format", "json"])
+        .args(["--remote-start-delay", "500ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    fleet[0].child.kill().unwrap();
+    let t = std::time::Instant::now();
+    let out = wait_limited(child, LIMIT);
+    // Stopped long before its 20 s, exit 1, the survivor's result kept and the dead one named.
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("--remote-failure abort"), "{}", out.stderr);
+    assert!(out.stderr.contains("gen-127.0.0.2"), "{}", out.stderr);
+    let v = json(&out);
+    let survivor = requests(&v, "gen-127.0.0.3");
+    assert!(survivor > 0 && survivor < 500, "{survivor}");
+}
