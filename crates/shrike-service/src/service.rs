@@ -135,6 +135,18 @@ impl Inner {
         })
     }
 
+    /// `spec` prepared (hosts resolved: blocking I/O, so off the runtime) and its targets
+    /// checked against the allowlist.
+    async fn prepare(&self, spec: &RunSpec) -> Result<Ready, Status> {
+        let spec = spec.clone();
+        let ready = tokio::task::spawn_blocking(move || Run::new(&spec).prepare())
+            .await
+            .map_err(|e| Status::internal(format!("preparing the run: {e}")))?
+            .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
+        self.check_targets(&ready)?;
+        Ok(ready)
+    }
+
     /// Every address the prepared run would connect to is inside the allowlist.
     pub(crate) fn check_targets(&self, ready: &Ready) -> Result<(), Status> {
         for t in ready.targets() {
@@ -313,15 +325,7 @@ impl Shrike for ShrikeService {
         let req = request.into_inner();
         let spec = self.inner.spec(req.spec.as_ref(), false)?;
         let permit = self.inner.permit()?;
-        // Preparing resolves hosts (blocking I/O) and reads nothing remote runs may not read.
-        let prepared = {
-            let spec = spec.clone();
-            tokio::task::spawn_blocking(move || Run::new(&spec).prepare())
-                .await
-                .map_err(|e| Status::internal(format!("preparing the run: {e}")))?
-                .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?
-        };
-        self.inner.check_targets(&prepared)?;
+        let prepared = self.inner.prepare(&spec).await?;
         let launch = Launch { run_id: req.run_id, period: req.sample_period, spec, permit };
         self.inner.clone().launch(launch, move |telemetry, stop| {
             prepared.observed(telemetry).execute(stop).map_err(|e| e.to_string())
@@ -391,15 +395,7 @@ impl Shrike for ShrikeService {
             CapacityOptions::from_json(&search, &base).map_err(Status::invalid_argument)?;
         let permit = self.inner.permit()?;
         // The targets are checked before the first trial (and again for each).
-        let ready = {
-            let base = base.clone();
-            tokio::task::spawn_blocking(move || Run::new(&base).prepare())
-                .await
-                .map_err(|e| Status::internal(format!("preparing the search: {e}")))?
-                .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?
-        };
-        self.inner.check_targets(&ready)?;
-        drop(ready);
+        drop(self.inner.prepare(&base).await?);
         let (id, stop) = self.inner.register(&req.run_id)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let started = self.inner.started(&id, &base);
