@@ -90,9 +90,9 @@ pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            transform(&args, &mut out)
-                .and_then(|()| out.flush().map_err(Into::into))
-                .context("cannot write the result to stdout")?;
+            // Bad input is a usage error as it is; only writing gets this context.
+            transform(&args, &mut out)?;
+            out.flush().context("cannot write the result to stdout")?;
         }
         Some(path) => {
             let mut failure = None;
@@ -125,10 +125,11 @@ fn transform(args: &TransformArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         stdin.read_to_string(&mut text).map_err(|e| usage(format!("stdin: cannot read: {e}")))?;
         let (result, doc) = read_result("stdin", &text)?;
         match args.output_format {
-            OutputFormat::Json => shrike_output::json::write_value(&doc, out)?,
-            OutputFormat::Yaml => shrike_output::yaml::write_value(&doc, out)?,
-            f => shrike_output::write(f, &result, out)?,
+            OutputFormat::Json => shrike_output::json::write_value(&doc, out),
+            OutputFormat::Yaml => shrike_output::yaml::write_value(&doc, out),
+            f => shrike_output::write(f, &result, out),
         }
+        .context("cannot write the result")?;
     } else {
         let mut inputs = Vec::new();
         for path in &merge_inputs(&args.merge, args.output.as_deref())? {
@@ -142,7 +143,8 @@ fn transform(args: &TransformArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         for w in &merged.warnings {
             warning!("{w}");
         }
-        shrike_output::write(args.output_format, &merged.result, out)?;
+        shrike_output::write(args.output_format, &merged.result, out)
+            .context("cannot write the result")?;
     }
     Ok(())
 }
