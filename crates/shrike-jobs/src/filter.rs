@@ -206,7 +206,7 @@ mod tests {
             assert_eq!(shards.iter().filter(|s| s.holds(pos)).count(), 1);
         }
         assert!(
-            Shard::parse("0/3").is_err()
+            Shard::parse("3/3").is_err()
                 && Shard::parse("4/3").is_err()
                 && Shard::parse("x").is_err()
         );

@@ -545,6 +545,10 @@ enum Call {
     Replay(proto::ReplayStart, std::path::PathBuf),
 }
 
+/// How often the coordinator pings each generator, and how long an unanswered ping may wait.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Chunks of a jobs file in flight to one generator: the stream's flow control does the rest.
 const JOB_CHUNK: usize = 64 << 10;
 
@@ -686,7 +690,12 @@ async fn connect(
     let scheme = if security.ca.is_some() { "https" } else { "http" };
     let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?
         .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true);
+        .tcp_nodelay(true)
+        // A generator that vanishes without a reset (a node lost, a partition) must not hold
+        // the run forever: HTTP/2 pings find it dead within ~30 s and its stream fails.
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
     if let Some(ca) = &security.ca {
         let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
         if let Some((cert, key)) = &security.identity {

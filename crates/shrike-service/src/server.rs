@@ -112,7 +112,11 @@ pub async fn serve(
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
 
-    let mut builder = tonic::transport::Server::builder();
+    // A coordinator that vanishes without a reset is found dead by HTTP/2 pings, and its
+    // dropped stream stops its run: a lost client never leaves load running.
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)));
     match (&security.tls, &security.client_ca) {
         (Some((cert, key)), ca) => {
             let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
