@@ -15,6 +15,7 @@ use crate::tls::TlsClient;
 /// Resolves `spec` into the engine's configuration.
 pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
     check_start(spec)?;
+    check_unbuilt(spec)?;
     let target_field = match spec.target() {
         TargetSpec::Uri(_) => "uri",
         TargetSpec::Multi { .. } => "multi_target_endpoints",
@@ -57,6 +58,24 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
     })
 }
 
+/// Options the spec reads but this engine cannot run yet: refused, never run without.
+fn check_unbuilt(spec: &RunSpec) -> Result<(), SpecError> {
+    if spec.requests().remote_source.is_some() {
+        return Err(SpecError::must(
+            "request_source",
+            "(a remote gRPC request source) is not supported by this version of Shrike yet; \
+             use request_source_plugin_config or a request file",
+        ));
+    }
+    if spec.trace().is_some() {
+        return Err(SpecError::must(
+            "trace",
+            "(Zipkin tracing) is not supported by this version of Shrike yet",
+        ));
+    }
+    Ok(())
+}
+
 fn check_start(spec: &RunSpec) -> Result<(), SpecError> {
     match spec.start_at() {
         Some(t) => shrike_spec::spec::check_start_at(t, SystemTime::now()),
@@ -73,9 +92,11 @@ fn endpoints(spec: &RunSpec, targets: Vec<Target>) -> Result<Vec<Endpoint>, Spec
     for target in targets {
         let tls = match (target.scheme, &first) {
             (Scheme::Http, _) => None,
-            (Scheme::Https, None) => {
-                Some(TlsClient::build(spec.tls(), &target.host, spec.protocol()).map_err(tls_err)?)
-            }
+            (Scheme::Https, None) => Some(
+                TlsClient::build(spec.tls(), &target.host, spec.protocol())
+                    .map_err(tls_err)?
+                    .with_quic_windows(spec.http3()),
+            ),
             (Scheme::Https, Some(c)) => Some(c.for_host(&target.host).map_err(tls_err)?),
         };
         if first.is_none() {

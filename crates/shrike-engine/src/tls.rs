@@ -25,7 +25,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 use crate::config::Protocol;
-pub use shrike_spec::{TlsOptions, TlsVersion};
+pub use shrike_spec::{Http3Options, TlsOptions, TlsVersion};
 
 /// The rustls version of a pinned [`TlsVersion`].
 fn rustls_version(v: TlsVersion) -> &'static rustls::SupportedProtocolVersion {
@@ -119,12 +119,21 @@ impl TlsClient {
             let q = quinn::crypto::rustls::QuicClientConfig::try_from(config.clone())
                 .map_err(|e| TlsError::Quic(e.to_string()))?;
             let mut client = quinn::ClientConfig::new(Arc::new(q));
-            client.transport_config(Arc::new(quic_transport()));
+            client.transport_config(Arc::new(quic_transport(Http3Options::default())));
             Some(client)
         } else {
             None
         };
         Ok(TlsClient { config, server_name, quic, sni_override: opts.sni.is_some() })
+    }
+
+    /// HTTP/3's QUIC flow-control windows as given (Nighthawk's `http3_protocol_options`);
+    /// unset ones keep the defaults.
+    pub fn with_quic_windows(mut self, h3: Http3Options) -> TlsClient {
+        if let Some(q) = &mut self.quic {
+            q.transport_config(Arc::new(quic_transport(h3)));
+        }
+        self
     }
 
     /// The same configuration (and session cache) for another host, as multi-target runs
@@ -155,7 +164,7 @@ impl TlsClient {
 }
 
 /// QUIC transport settings for HTTP/3 runs.
-fn quic_transport() -> quinn::TransportConfig {
+fn quic_transport(h3: Http3Options) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     // A response slower than the idle timeout (30 s on both sides by default) must not kill
     // its connection: HTTP/2 over TCP has no such limit, and a slow server is what a load test
@@ -163,7 +172,10 @@ fn quic_transport() -> quinn::TransportConfig {
     t.keep_alive_interval(Some(Duration::from_secs(10)));
     // Bodies are consumed as they arrive, so the window only bounds how far a server may send
     // ahead; as in the h2 pool, keep flow control out of the measurement of large responses.
-    t.stream_receive_window(quinn::VarInt::from_u32(16 * 1024 * 1024));
+    t.stream_receive_window(quinn::VarInt::from_u32(h3.stream_window.unwrap_or(16 * 1024 * 1024)));
+    if let Some(w) = h3.connection_window {
+        t.receive_window(quinn::VarInt::from_u32(w));
+    }
     t
 }
 

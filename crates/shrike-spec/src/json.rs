@@ -29,7 +29,26 @@ use crate::url::Url;
 const INFORMATIONAL: &[&str] = &["workers", "request_file_entries", "num_requests"];
 
 /// Nighthawk options accepted for compatibility with no effect on a Shrike run.
-const NIGHTHAWK_NO_OP: &[&str] = &["experimental_h2_use_multiple_connections", "execution_id"];
+const NIGHTHAWK_NO_OP: &[&str] = &["execution_id"];
+
+/// Nighthawk options Shrike refuses, and why: accepting them would run something other than
+/// what was asked for. (`user_defined_plugin_configs` may be an empty list, as Nighthawk's own
+/// JSON output writes it.)
+const NIGHTHAWK_REFUSED: &[(&str, &str)] = &[
+    (
+        "user_defined_plugin_configs",
+        "is not implemented (Nighthawk itself rejects it as unimplemented)",
+    ),
+    ("tunnel_options", "is not supported by Shrike (it has no CONNECT tunnels)"),
+    (
+        "rate_limiter_plugin_config",
+        "is not supported by Shrike (its rate is requests_per_second, a ramp or stages)",
+    ),
+    (
+        "nighthawk_service",
+        "is how a client sends a run (shrike run --nighthawk-service), not an option of the run",
+    ),
+];
 
 impl RunSpec {
     /// Reads a spec from a JSON object of options: a spec file, a stored result's `options`,
@@ -81,7 +100,18 @@ pub fn merge(base: &mut Value, patch: &Value) {
 fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
     let target = read_target(r)?;
     let built_in_server = r.bool("built_in_server")?.unwrap_or(false);
-    let protocol = match r.str("protocol")? {
+    for (key, why) in NIGHTHAWK_REFUSED {
+        let set = match r.take(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(Value::String(s)) => !s.is_empty(),
+            Some(_) => true,
+        };
+        if set {
+            return Err(r.must(key, *why));
+        }
+    }
+    let protocol = match r.choice("protocol")? {
         Some(p) => Protocol::parse(p).ok_or_else(|| {
             r.must("protocol", format!("must be http1, http2 or http3, got {p:?}"))
         })?,
@@ -132,7 +162,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
     if timeout.is_zero() {
         return Err(r.must("timeout", "must be greater than 0"));
     }
-    let idle = match r.str("sequencer_idle_strategy")? {
+    let idle = match r.choice("sequencer_idle_strategy")? {
         None => IdleStrategy::default(),
         Some(s) => IdleStrategy::parse(s).ok_or_else(|| {
             r.must("sequencer_idle_strategy", format!("must be spin, poll or sleep, got {s:?}"))
@@ -169,11 +199,8 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         Some(t) => Some(Shard::parse(t).map_err(|e| SpecError::invalid(r.path("shard"), e))?),
     };
     let bind_address = read_bind_address(r)?;
-    let streams = StreamLimits {
-        max_concurrent_streams: r.nonzero_u32("max_concurrent_streams", 2_147_483_647)?,
-        max_active_requests: r.nonzero_u32("max_active_requests", 100)?,
-    };
-    let h1_reuse = match r.str("experimental_h1_connection_reuse_strategy")? {
+    let (streams, http3) = read_streams(r)?;
+    let h1_reuse = match r.choice("experimental_h1_connection_reuse_strategy")? {
         None => H1Reuse::default(),
         Some(s) => H1Reuse::parse(s).ok_or_else(|| {
             r.must(
@@ -182,13 +209,14 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
             )
         })?,
     };
-    let address_family = match r.str("address_family")? {
+    let address_family = match r.choice("address_family")? {
         None => AddressFamily::default(),
         Some(s) => AddressFamily::parse(s).ok_or_else(|| {
             r.must("address_family", format!("must be auto, v4 or v6, got {s:?}"))
         })?,
     };
     let tls = read_tls(r)?;
+    let trace = read_trace(r)?;
     let requests = read_requests(r)?;
     let no_default_failure_predicates = r.bool("no_default_failure_predicates")?.unwrap_or(false);
     let mut predicates =
@@ -208,16 +236,15 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         }
     }
     let labels = r.strings("labels")?;
-    let output_format = match r.str("output_format")? {
+    let output_format = match r.choice("output_format")? {
         None => OutputFormat::Summary,
         Some(s) => {
             s.parse::<OutputFormat>().map_err(|e| SpecError::invalid(r.path("output_format"), e))?
         }
     };
-    let verbosity = match r.str("verbosity")? {
-        None => Verbosity::default(),
+    let verbosity = match r.choice("verbosity")? {
         // Nighthawk's DEFAULT means its default, info.
-        Some(s) if s.eq_ignore_ascii_case("default") => Verbosity::default(),
+        None => Verbosity::default(),
         Some(s) => Verbosity::parse(s).ok_or_else(|| {
             r.must(
                 "verbosity",
@@ -254,6 +281,8 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         h1_reuse,
         address_family,
         tls,
+        http3,
+        trace,
         requests,
         predicates,
         no_default_failure_predicates,
@@ -411,7 +440,118 @@ fn read_bind_address(r: &mut Reader) -> Result<Option<IpAddr>, SpecError> {
     addr.parse().map(Some).map_err(|_| bad(&format!("{addr:?} is not an IP address")))
 }
 
+/// The stream limits and QUIC windows: Nighthawk's `http3_protocol_options` may set HTTP/3's
+/// stream limit itself (exclusive with `max_concurrent_streams`, as in Nighthawk), and its
+/// deprecated `experimental_h2_use_multiple_connections` means one stream per connection.
+fn read_streams(r: &mut Reader) -> Result<(StreamLimits, Http3Options), SpecError> {
+    let given_streams = r.present("max_concurrent_streams").is_some();
+    let mut streams = StreamLimits {
+        max_concurrent_streams: r.nonzero_u32("max_concurrent_streams", 2_147_483_647)?,
+        max_active_requests: r.nonzero_u32("max_active_requests", 100)?,
+    };
+    let (h3_streams, http3) = match r.take("http3_protocol_options").filter(|v| !v.is_null()) {
+        None => (None, Http3Options::default()),
+        Some(v) => crate::nighthawk::http3_protocol_options(v, &r.path("http3_protocol_options"))?,
+    };
+    if let Some(n) = h3_streams {
+        if given_streams && n != streams.max_concurrent_streams {
+            return Err(r.must(
+                "http3_protocol_options",
+                "cannot set max_concurrent_streams when max_concurrent_streams is given too",
+            ));
+        }
+        streams.max_concurrent_streams = n;
+    }
+    if r.bool("experimental_h2_use_multiple_connections")? == Some(true) {
+        if given_streams && streams.max_concurrent_streams != NonZeroU32::MIN {
+            return Err(r.must(
+                "experimental_h2_use_multiple_connections",
+                "means max_concurrent_streams 1, which contradicts the max_concurrent_streams given",
+            ));
+        }
+        streams.max_concurrent_streams = NonZeroU32::MIN;
+    }
+    Ok((streams, http3))
+}
+
+/// `trace` (Nighthawk's zipkin URI, `""` for none) and Shrike's `trace_sample_rate`.
+fn read_trace(r: &mut Reader) -> Result<Option<TraceSpec>, SpecError> {
+    let rate = match r.present("trace_sample_rate") {
+        None => None,
+        Some(v) => Some(
+            v.as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                .filter(|x| *x > 0.0 && *x <= 1.0)
+                .ok_or_else(|| {
+                    r.must("trace_sample_rate", format!("must be in (0, 1], got {v}"))
+                })?,
+        ),
+    };
+    match r.str("trace")?.map(str::trim).filter(|t| !t.is_empty()) {
+        None if rate.is_some() => Err(r.must("trace_sample_rate", "needs trace (a zipkin:// URI)")),
+        None => Ok(None),
+        Some(t) => crate::nighthawk::trace(t, rate.unwrap_or(1.0), &r.path("trace")).map(Some),
+    }
+}
+
 fn read_tls(r: &mut Reader) -> Result<TlsOptions, SpecError> {
+    let mut opts = read_tls_object(r)?;
+    let socket = r.take("transport_socket").filter(|v| !v.is_null());
+    let context = r.take("tls_context").filter(|v| !v.is_null());
+    let patch = match (socket, context) {
+        (Some(_), Some(_)) => {
+            return Err(r.must("transport_socket", "cannot be used with tls_context"))
+        }
+        (Some(v), None) => crate::nighthawk::transport_socket(v, &r.path("transport_socket"))?,
+        (None, Some(v)) => crate::nighthawk::tls_context(v, &r.path("tls_context"))?,
+        (None, None) => return Ok(opts),
+    };
+    // A setting given both ways is refused rather than one silently winning.
+    let clash = |what: &str| {
+        r.must("transport_socket", format!("sets {what}, which the tls options set too"))
+    };
+    if let Some(v) = patch.sni {
+        if opts.sni.is_some() {
+            return Err(clash("sni"));
+        }
+        opts.sni = Some(v);
+    }
+    if let Some(v) = patch.min_version {
+        if opts.min_version.is_some() {
+            return Err(clash("the minimum TLS version"));
+        }
+        opts.min_version = Some(v);
+    }
+    if let Some(v) = patch.max_version {
+        if opts.max_version.is_some() {
+            return Err(clash("the maximum TLS version"));
+        }
+        opts.max_version = Some(v);
+    }
+    if let Some(v) = patch.cipher_suites {
+        if !opts.cipher_suites.is_empty() {
+            return Err(clash("cipher suites"));
+        }
+        opts.cipher_suites = v;
+    }
+    if let Some(v) = patch.ca_file {
+        if opts.ca_file.is_some() {
+            return Err(clash("a trusted CA"));
+        }
+        opts.ca_file = Some(v);
+    }
+    if let Some(v) = patch.no_session_resumption {
+        opts.no_session_resumption |= v;
+    }
+    if let (Some(lo), Some(hi)) = (opts.min_version, opts.max_version) {
+        if lo > hi {
+            return Err(r.must("transport_socket", "sets a minimum TLS version above the maximum"));
+        }
+    }
+    Ok(opts)
+}
+
+fn read_tls_object(r: &mut Reader) -> Result<TlsOptions, SpecError> {
     let Some(v) = r.take("tls").filter(|v| !v.is_null()) else { return Ok(TlsOptions::default()) };
     let field = r.path("tls");
     let obj = v.as_object().ok_or_else(|| SpecError::must(&field, "must be an object"))?;
@@ -478,6 +618,11 @@ fn read_requests(r: &mut Reader) -> Result<RequestsSpec, SpecError> {
         o.finish()?;
     }
     spec.request_file = r.str("request_file")?.map(PathBuf::from);
+    spec.remote_source = match r.take("request_source") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(v) => Some(crate::nighthawk::request_source(&v, &r.path("request_source"))?),
+    };
     spec.plugin_config = match r.take("request_source_plugin_config") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
@@ -525,7 +670,15 @@ fn read_telemetry(r: &mut Reader) -> Result<TelemetrySpec, SpecError> {
         Some(_) => return Err(r.must("stats_sinks", "must be a list")),
     };
     let flush =
-        r.duration("stats_flush_interval")?.or(r.duration("stats_flush_interval_duration")?);
+        match (r.duration("stats_flush_interval")?, r.duration("stats_flush_interval_duration")?) {
+            (Some(_), Some(_)) => {
+                return Err(r.must(
+                    "stats_flush_interval",
+                    "cannot be used with stats_flush_interval_duration",
+                ))
+            }
+            (a, b) => a.or(b),
+        };
     t.stats_flush_interval = flush.unwrap_or(t.stats_flush_interval);
     if t.stats_flush_interval.is_zero() {
         return Err(r.must("stats_flush_interval", "must be greater than 0"));
@@ -591,6 +744,14 @@ fn write(s: &RunSpec) -> Value {
         "protocol": s.protocol.name(),
         "max_concurrent_streams": s.streams.max_concurrent_streams.get(),
         "max_active_requests": s.streams.max_active_requests.get(),
+        "http3_protocol_options": (s.http3 != Http3Options::default()).then(|| json!({
+            "quic_protocol_options": {
+                "initial_stream_window_size": s.http3.stream_window,
+                "initial_connection_window_size": s.http3.connection_window,
+            }
+        })),
+        "trace": s.trace.as_ref().map(|t| t.uri.as_str()).unwrap_or(""),
+        "trace_sample_rate": s.trace.as_ref().map(|t| t.sample_rate),
         "tls": {
             "ca": s.tls.ca_file.as_ref().map(|p| p.display().to_string()),
             "insecure": s.tls.insecure,
@@ -624,6 +785,7 @@ fn write(s: &RunSpec) -> Value {
         },
         "request_file": r.request_file.as_ref().map(|p| p.display().to_string()),
         "request_source_plugin_config": r.plugin_config,
+        "request_source": r.remote_source.as_ref().map(|a| format!("grpc://{a}")),
         "latency_response_header_name": r.latency_header.as_deref().unwrap_or(""),
         "requests_per_second": rps,
         "ramp_duration": ramp,
@@ -677,6 +839,23 @@ impl<'a> Reader<'a> {
         let (k, v) = self.obj.get_key_value(key)?;
         self.taken.push(k);
         (!v.is_null()).then_some(v)
+    }
+
+    /// An enum option: `"http2"`, or Nighthawk's proto3 JSON wrapper message `{"value":
+    /// "HTTP2"}` (`{}` when the value is the enum's zero, which proto3 JSON leaves out).
+    /// Nighthawk's `DEFAULT` means "not set".
+    fn choice(&mut self, key: &str) -> Result<Option<&'a str>, SpecError> {
+        let s = match self.present(key) {
+            None => return Ok(None),
+            Some(Value::String(s)) => s.as_str(),
+            Some(Value::Object(o)) if o.keys().all(|k| k == "value") => match o.get("value") {
+                None | Some(Value::Null) => return Ok(None),
+                Some(Value::String(s)) => s.as_str(),
+                Some(v) => return Err(self.must(key, format!("value must be a string, got {v}"))),
+            },
+            Some(v) => return Err(self.must(key, format!("must be a string, got {v}"))),
+        };
+        Ok((!s.eq_ignore_ascii_case("default")).then_some(s))
     }
 
     fn str(&mut self, key: &str) -> Result<Option<&'a str>, SpecError> {

@@ -23,6 +23,7 @@
 pub mod error;
 pub mod format;
 pub mod json;
+mod nighthawk;
 pub mod plan;
 pub mod predicate;
 pub mod shard;
@@ -38,7 +39,7 @@ pub use predicate::{Predicate, PredicateError, PredicateKind};
 pub use shard::Shard;
 pub use spec::{RateSpec, RequestsSpec, RunSpec, TargetSpec, TelemetrySpec};
 pub use types::{
-    AddressFamily, Concurrency, H1Reuse, IdleStrategy, Protocol, StreamLimits, TlsOptions,
-    TlsVersion, Verbosity,
+    AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, Protocol, StreamLimits,
+    TlsOptions, TlsVersion, TraceSpec, Verbosity,
 };
 pub use url::{Scheme, Url, UrlError};

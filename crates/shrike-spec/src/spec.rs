@@ -19,8 +19,8 @@ use crate::plan::{Rate, RatePlan, Stage};
 use crate::predicate::Predicate;
 use crate::shard::Shard;
 use crate::types::{
-    AddressFamily, Concurrency, H1Reuse, IdleStrategy, Protocol, StreamLimits, TlsOptions,
-    Verbosity,
+    AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, Protocol, StreamLimits,
+    TlsOptions, TraceSpec, Verbosity,
 };
 use crate::url::{Scheme, Url};
 
@@ -140,6 +140,9 @@ pub struct RequestsSpec {
     pub request_file: Option<PathBuf>,
     /// Nighthawk's request-source plugin config (JSON, relaxed).
     pub plugin_config: Option<String>,
+    /// A remote request source (Nighthawk's `request_source`): `HOST:PORT` of a gRPC
+    /// `NighthawkRequestSourceService`, streamed by every worker.
+    pub remote_source: Option<String>,
     /// Record this response header in `origin_latency_statistic`.
     pub latency_header: Option<String>,
 }
@@ -201,6 +204,8 @@ pub struct RunSpec {
     pub(crate) h1_reuse: H1Reuse,
     pub(crate) address_family: AddressFamily,
     pub(crate) tls: TlsOptions,
+    pub(crate) http3: Http3Options,
+    pub(crate) trace: Option<TraceSpec>,
     pub(crate) requests: RequestsSpec,
     /// The effective predicates: the defaults (unless turned off) with the user's replacing
     /// any default on the same counter.
@@ -267,6 +272,7 @@ impl RunSpec {
         for (set, name) in [
             (r.request_file.is_some(), "request_file"),
             (r.plugin_config.is_some(), "request_source_plugin_config"),
+            (r.remote_source.is_some(), "request_source"),
         ] {
             if set && single_changed {
                 return Err(SpecError::must(
@@ -275,10 +281,19 @@ impl RunSpec {
                 ));
             }
         }
-        if r.request_file.is_some() && r.plugin_config.is_some() {
+        let sources = [
+            ("request_file", r.request_file.is_some()),
+            ("request_source_plugin_config", r.plugin_config.is_some()),
+            ("request_source", r.remote_source.is_some()),
+        ];
+        let mut given = sources.iter().filter(|(_, set)| *set).map(|(n, _)| *n);
+        if let (Some(a), Some(b)) = (given.next(), given.next()) {
+            return Err(SpecError::must(a, format!("cannot be used with {b}")));
+        }
+        if self.http3 != Http3Options::default() && self.protocol != Protocol::Http3 {
             return Err(SpecError::must(
-                "request_file",
-                "cannot be used with request_source_plugin_config",
+                "http3_protocol_options",
+                "needs protocol http3 (QUIC's windows)",
             ));
         }
         if r.body_file.is_some() && (r.body_size != 0 || r.json_body.is_some()) {
@@ -408,6 +423,12 @@ impl RunSpec {
     }
     pub fn tls(&self) -> &TlsOptions {
         &self.tls
+    }
+    pub fn http3(&self) -> Http3Options {
+        self.http3
+    }
+    pub fn trace(&self) -> Option<&TraceSpec> {
+        self.trace.as_ref()
     }
     pub fn requests(&self) -> &RequestsSpec {
         &self.requests

@@ -279,3 +279,26 @@ impl Verbosity {
         }
     }
 }
+
+/// QUIC flow-control windows for HTTP/3 (Nighthawk's `http3_protocol_options`); `None`: the
+/// engine's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Http3Options {
+    /// Bytes a server may send ahead on one stream (`initial_stream_window_size`).
+    pub stream_window: Option<u32>,
+    /// Bytes a server may send ahead on the connection (`initial_connection_window_size`).
+    pub connection_window: Option<u32>,
+}
+
+/// Zipkin tracing (Nighthawk's `--trace`): a span per sampled request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSpec {
+    /// As given: `zipkin://HOST:PORT/api/v2/spans`.
+    pub uri: String,
+    /// `HOST:PORT` of the collector.
+    pub collector: String,
+    /// The collector's span endpoint (`/api/v2/spans`).
+    pub path: String,
+    /// The fraction of requests traced, in (0, 1].
+    pub sample_rate: f64,
+}
