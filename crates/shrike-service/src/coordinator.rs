@@ -673,7 +673,7 @@ fn describe(status: &tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())
 }
 
-fn authorized<T>(message: T, security: &ClientSecurity) -> tonic::Request<T> {
+pub(crate) fn authorized<T>(message: T, security: &ClientSecurity) -> tonic::Request<T> {
     let mut req = tonic::Request::new(message);
     if let Some(token) = &security.token {
         if let Ok(v) = format!("Bearer {token}").parse() {
@@ -687,6 +687,17 @@ async fn connect(
     address: &str,
     security: &ClientSecurity,
 ) -> Result<ShrikeClient<Channel>, Box<dyn std::error::Error + Send + Sync>> {
+    let channel = channel(address, security).await?;
+    Ok(ShrikeClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE))
+}
+
+/// A channel to the service at `address` (`HOST:PORT`), with TLS when `security` has a CA.
+pub(crate) async fn channel(
+    address: &str,
+    security: &ClientSecurity,
+) -> Result<Channel, Box<dyn std::error::Error + Send + Sync>> {
     let scheme = if security.ca.is_some() { "https" } else { "http" };
     let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?
         .connect_timeout(Duration::from_secs(5))
@@ -706,8 +717,5 @@ async fn connect(
         }
         endpoint = endpoint.tls_config(tls)?;
     }
-    let channel = endpoint.connect().await?;
-    Ok(ShrikeClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE))
+    Ok(endpoint.connect().await?)
 }

@@ -7,6 +7,8 @@
 //! - [`policy`]: what a remote client may run: the target allowlist, per-run limits, options
 //!   refused remotely.
 //! - [`convert`]: between wire messages and Shrike's types (exact histograms both ways).
+//! - [`nighthawk`]: Nighthawk's gRPC API (`ExecutionStream`, the request source), served and
+//!   spoken.
 //!
 //! The proto is `proto/shrike/v1/shrike.proto` at the workspace root, compiled at build time.
 
@@ -14,6 +16,7 @@ mod capacity;
 pub mod convert;
 pub mod coordinator;
 pub mod jobs_stream;
+pub mod nighthawk;
 pub mod policy;
 pub mod server;
 pub mod service;

@@ -10,6 +10,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
+use crate::nighthawk::proto::nighthawk::client::nighthawk_service_server::NighthawkServiceServer;
 use crate::proto::shrike_server::ShrikeServer;
 use crate::service::{ServiceConfig, ShrikeService};
 
@@ -100,15 +101,22 @@ pub async fn serve(
     let auth = Auth(security.token.as_ref().map(|t| Arc::from(t.as_bytes())));
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ShrikeServer<ShrikeService>>().await;
+    reporter.set_serving::<NighthawkServiceServer<crate::nighthawk::service::NighthawkApi>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(crate::nighthawk::DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| ServeError::Transport(format!("reflection: {e}")))?;
     let reflection_alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(crate::nighthawk::DESCRIPTOR_SET)
         .build_v1alpha()
         .map_err(|e| ServeError::Transport(format!("reflection: {e}")))?;
     let shrike = ShrikeServer::new(service.clone())
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    // Nighthawk's API over the same runs, slots and rules.
+    let nighthawk = NighthawkServiceServer::new(service.nighthawk())
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
 
@@ -137,7 +145,8 @@ pub async fn serve(
         .add_service(health)
         .add_service(InterceptedService::new(reflection, auth.clone()))
         .add_service(InterceptedService::new(reflection_alpha, auth.clone()))
-        .add_service(InterceptedService::new(shrike, auth))
+        .add_service(InterceptedService::new(shrike, auth.clone()))
+        .add_service(InterceptedService::new(nighthawk, auth))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             shutdown,

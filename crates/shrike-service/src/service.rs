@@ -71,6 +71,11 @@ impl ShrikeService {
         }
     }
 
+    /// Nighthawk's `NighthawkService` over this service's runs, slots and rules.
+    pub fn nighthawk(&self) -> crate::nighthawk::service::NighthawkApi {
+        crate::nighthawk::service::NighthawkApi::new(self.inner.clone())
+    }
+
     /// Stops every run in progress (their streams still end with their results).
     pub fn stop_all(&self) {
         for stop in self.inner.runs().values() {
@@ -103,8 +108,27 @@ impl Inner {
         let options = spec
             .and_then(|s| s.options.as_ref())
             .ok_or_else(|| Status::invalid_argument("spec.options is missing"))?;
-        let options = convert::from_struct(options);
-        let mut spec = RunSpec::from_json(&options)
+        self.options_spec(&convert::from_struct(options), ends_by_itself)
+    }
+
+    /// The spec JSON `options` describe (Nighthawk's API sends them so), with the service's
+    /// defaults, its refusals and its per-run limits applied.
+    pub(crate) fn spec_from_json(
+        &self,
+        options: &serde_json::Value,
+        ends_by_itself: bool,
+    ) -> Result<RunSpec, Status> {
+        let spec = self.options_spec(options, ends_by_itself)?;
+        self.config.limits.check(&spec).map_err(refused)?;
+        Ok(spec)
+    }
+
+    fn options_spec(
+        &self,
+        options: &serde_json::Value,
+        ends_by_itself: bool,
+    ) -> Result<RunSpec, Status> {
+        let mut spec = RunSpec::from_json(options)
             .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         if let (Some(ip), None) = (self.config.bind_address, spec.bind_address()) {
             spec = spec
@@ -126,7 +150,7 @@ impl Inner {
     }
 
     /// One of the `--max-concurrent-runs` slots, or RESOURCE_EXHAUSTED.
-    fn permit(&self) -> Result<OwnedSemaphorePermit, Status> {
+    pub(crate) fn permit(&self) -> Result<OwnedSemaphorePermit, Status> {
         self.slots.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "busy: this service already runs {} run(s) at once (--max-concurrent-runs)",
@@ -137,7 +161,7 @@ impl Inner {
 
     /// `spec` prepared (hosts resolved: blocking I/O, so off the runtime) and its targets
     /// checked against the allowlist.
-    async fn prepare(&self, spec: &RunSpec) -> Result<Ready, Status> {
+    pub(crate) async fn prepare(&self, spec: &RunSpec) -> Result<Ready, Status> {
         let spec = spec.clone();
         let ready = tokio::task::spawn_blocking(move || Run::new(&spec).prepare())
             .await
@@ -209,7 +233,7 @@ impl Inner {
     }
 
     /// The run's id (asked for, or made) registered with its stop handle, for Cancel.
-    fn register(&self, asked: &str) -> Result<(String, StopHandle), Status> {
+    pub(crate) fn register(&self, asked: &str) -> Result<(String, StopHandle), Status> {
         let id = self.run_id(asked);
         let stop = StopHandle::new();
         let mut runs = self.runs();

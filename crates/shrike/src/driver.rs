@@ -93,6 +93,30 @@ impl Driver {
         Ok(done)
     }
 
+    /// Sends the run to a service speaking Nighthawk's API (`--nighthawk-service`), with
+    /// Ctrl-C cancelling it there. Refusals (options, authentication, allowlist, limits) are
+    /// usage errors.
+    pub fn nighthawk(
+        &mut self,
+        spec: &RunSpec,
+        address: &str,
+        security: &shrike_service::coordinator::ClientSecurity,
+    ) -> anyhow::Result<shrike_service::nighthawk::client::Answered> {
+        use shrike_service::nighthawk::client::{execute, NighthawkError};
+        let answered = self.interrupts.execute_with(|stop| execute(spec, address, security, stop));
+        self.session.stop();
+        answered.map_err(|e| {
+            let usage =
+                matches!(e, NighthawkError::Unsupported(_) | NighthawkError::Refused { .. });
+            let e = anyhow::Error::new(e);
+            if usage {
+                e.context(crate::UsageError(format!("{address} did not run it")))
+            } else {
+                e.context(format!("the {} on {address} failed", self.what))
+            }
+        })
+    }
+
     /// Runs `ready` with the observers attached and signals watched.
     pub fn execute(&mut self, load: &LoadSpec, ready: Ready) -> anyhow::Result<RunResult> {
         let ready = match self.session.telemetry.take() {

@@ -13,6 +13,7 @@ mod interrupts;
 mod jobs;
 mod load;
 mod log;
+mod nighthawk_args;
 mod remote;
 mod replay;
 mod report;
@@ -81,7 +82,9 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 fn main() -> ExitCode {
-    let args_os: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Nighthawk's (tclap's) `--ignore_rest` is the `--` that ends the flags.
+    let args_os: Vec<std::ffi::OsString> =
+        std::env::args_os().map(|a| if a == "--ignore_rest" { "--".into() } else { a }).collect();
     let args: Vec<String> = args_os.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let cli = match Cli::try_parse_from(&args_os) {
         Ok(cli) => cli,

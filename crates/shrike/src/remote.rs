@@ -81,6 +81,25 @@ impl RemoteArgs {
     }
 
     /// The fleet the flags describe (dns: entries resolved, waiting for --remote-expect).
+    /// How to reach the services: token, TLS and client certificate (also for
+    /// `--nighthawk-service`).
+    pub fn security(&self) -> anyhow::Result<ClientSecurity> {
+        let token =
+            token("remote-", self.remote_token_file.as_deref(), self.remote_token_env.as_deref())?;
+        let identity = match (
+            flag_file("remote-cert", self.remote_cert.as_deref())?,
+            flag_file("remote-key", self.remote_key.as_deref())?,
+        ) {
+            (Some(c), Some(k)) => Some((c, k)),
+            _ => None,
+        };
+        let ca = flag_file("remote-ca", self.remote_ca.as_deref())?;
+        if identity.is_some() && ca.is_none() {
+            return Err(usage("--remote-cert needs --remote-ca (client certificates go over TLS)"));
+        }
+        Ok(ClientSecurity { token, ca, identity, server_name: self.remote_server_name.clone() })
+    }
+
     pub fn fleet(&self) -> anyhow::Result<Fleet> {
         let wait = flag_duration("remote-wait", &self.remote_wait)?;
         let deadline = std::time::Instant::now() + wait;
@@ -113,27 +132,10 @@ impl RemoteArgs {
                 )))
             }
         };
-        let token =
-            token("remote-", self.remote_token_file.as_deref(), self.remote_token_env.as_deref())?;
-        let identity = match (
-            flag_file("remote-cert", self.remote_cert.as_deref())?,
-            flag_file("remote-key", self.remote_key.as_deref())?,
-        ) {
-            (Some(c), Some(k)) => Some((c, k)),
-            _ => None,
-        };
-        let ca = flag_file("remote-ca", self.remote_ca.as_deref())?;
-        if identity.is_some() && ca.is_none() {
-            return Err(usage("--remote-cert needs --remote-ca (client certificates go over TLS)"));
-        }
+        let security = self.security()?;
         Ok(Fleet {
             generators,
-            security: ClientSecurity {
-                token,
-                ca,
-                identity,
-                server_name: self.remote_server_name.clone(),
-            },
+            security,
             on_failure,
             start_delay: flag_duration("remote-start-delay", &self.remote_start_delay)?,
         })

@@ -179,6 +179,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub remote: crate::remote::RemoteArgs,
+
+    #[command(flatten)]
+    pub nighthawk: crate::nighthawk_args::NighthawkArgs,
 }
 
 fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
@@ -273,6 +276,7 @@ impl RunArgs {
         p.list("labels", &self.labels);
         self.shaping.patch(&mut p)?;
         self.telemetry.patch(&mut p);
+        self.nighthawk.patch(&mut p)?;
         Ok(p)
     }
 }
@@ -316,6 +320,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.h2 {
         warning!("--h2 is deprecated; use --protocol http2");
     }
+    if args.nighthawk.experimental_h2_use_multiple_connections == Some(true) {
+        warning!(
+            "--experimental-h2-use-multiple-connections is deprecated (as in Nighthawk); it \
+             means --max-concurrent-streams 1, which says so directly"
+        );
+    }
     let format = spec.output_format();
     let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
     if args.remote.is_remote() {
@@ -335,6 +345,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let done = driver.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
         let code = finish(&done.result, format, file.as_ref(), tolerate)?;
         return Ok(if done.aborted { ExitCode::from(1) } else { code });
+    }
+    if let Some(address) = args.nighthawk.service()? {
+        if args.remote.is_remote() {
+            return Err(usage("--nighthawk-service cannot be used with --remote"));
+        }
+        if load.server.is_some() {
+            return Err(usage(
+                "--nighthawk-service needs a target URL the service can reach (the built-in \
+                 server runs here)",
+            ));
+        }
+        let security = args.remote.security()?;
+        let mut driver = Driver::start(spec, "run")?;
+        info!("sending the run to the Nighthawk service at {address}");
+        let answered = driver.nighthawk(spec, &address, &security)?;
+        if let Some(e) = &answered.error {
+            warning!("the service reports: {e}");
+        }
+        let code = finish(&answered.result, format, file.as_ref(), tolerate)?;
+        // A failed run whose result reads as completed (Nighthawk's Output does not say how a
+        // run ended) still fails here.
+        return Ok(if answered.error.is_some() { ExitCode::from(1) } else { code });
     }
     let mut driver = Driver::start(spec, "run")?;
     let ready = shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;

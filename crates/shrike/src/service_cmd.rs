@@ -1,6 +1,9 @@
-//! `shrike service`: the gRPC execution service (`shrike.v1`) until SIGINT or SIGTERM.
+//! `shrike service`: the gRPC execution service until SIGINT or SIGTERM: Shrike's own API
+//! (`shrike.v1`) and Nighthawk's (`nighthawk.client.NighthawkService`), with Nighthawk's
+//! service flags (`--service`, `--listen`, `--listener-address-file`).
 //!
-//! The bound address is the first line on stdout, as with `shrike serve`. A service that
+//! The bound address is the first line on stdout, as with `shrike serve`, and is written to
+//! `--listener-address-file` when given. A service that
 //! listens beyond loopback must authenticate its clients (a bearer token or mTLS), and every
 //! service needs a target allowlist: a load generator must never become an open relay.
 
@@ -17,8 +20,23 @@ use shrike_service::service::ServiceConfig;
 use crate::args::{flag_duration, flag_file, token, usage};
 use crate::serve::{bind, Signals};
 
+/// Which service to run (Nighthawk's `--service`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Which {
+    /// Runs tests: shrike.v1 and nighthawk.client.NighthawkService.
+    #[default]
+    TrafficGeneratorService,
+}
+
 #[derive(Args, Debug)]
 pub struct ServiceArgs {
+    /// Which service to run (Nighthawk's flag).
+    #[arg(long, value_enum, default_value_t = Which::TrafficGeneratorService)]
+    pub service: Which,
+    /// Write the bound ADDRESS:PORT to this file once listening (Nighthawk's flag), for
+    /// scripts that start the service on port 0.
+    #[arg(long, value_name = "FILE")]
+    pub listener_address_file: Option<std::path::PathBuf>,
     /// Address to listen on; port 0 picks a free port (printed as stdout's first line).
     /// Beyond loopback, --token-file, --token-env or --client-ca is required.
     #[arg(long, default_value = "127.0.0.1:8443", value_name = "ADDR:PORT")]
@@ -97,6 +115,11 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let signals = Signals::install()?;
+        if let Some(path) = &args.listener_address_file {
+            crate::atomic::write(path, |out| write!(out, "{addr}")).with_context(|| {
+                format!("cannot write --listener-address-file {}", path.display())
+            })?;
+        }
         {
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{addr}")

@@ -47,9 +47,11 @@ pub struct TelemetryArgs {
     #[arg(long = "stats-sinks", value_name = "SINK")]
     pub stats_sinks: Vec<String>,
     /// Time between flushes to the statsd sinks (seconds, or with a unit) [default: 5].
-    /// Nighthawk's --stats-flush-interval-duration is the same flag.
-    #[arg(long, value_name = "DURATION", alias = "stats-flush-interval-duration")]
+    #[arg(long, value_name = "DURATION", conflicts_with = "stats_flush_interval_duration")]
     pub stats_flush_interval: Option<String>,
+    /// Nighthawk's spelling of the flush interval as a duration ('1s', '1.000000001s').
+    #[arg(long, value_name = "DURATION")]
+    pub stats_flush_interval_duration: Option<String>,
 }
 
 impl TelemetryArgs {
@@ -63,6 +65,7 @@ impl TelemetryArgs {
         p.list("statsd", &self.statsd);
         p.list("stats_sinks", &self.stats_sinks);
         p.opt("stats_flush_interval", &self.stats_flush_interval);
+        p.opt("stats_flush_interval_duration", &self.stats_flush_interval_duration);
     }
 }
 

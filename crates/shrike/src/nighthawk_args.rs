@@ -1,0 +1,91 @@
+//! The Nighthawk client flags that take Envoy configuration or name a service: TLS as an
+//! Envoy transport socket, HTTP/3 protocol options, tracing, a remote request source, and
+//! `--nighthawk-service`. Each becomes the run option of the same name, so the spec (one
+//! reader for flags, spec files and the gRPC API) holds every rule.
+
+use clap::Args;
+
+use crate::args::usage;
+use crate::load::Patch;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct NighthawkArgs {
+    /// TLS as Envoy's transport socket (JSON or Nighthawk's compact form):
+    /// {name:"envoy.transport_sockets.tls",typed_config:{"@type":"type.googleapis.com/
+    /// envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",sni:"…",
+    /// common_tls_context:{tls_params:{cipher_suites:["ECDHE-RSA-AES128-GCM-SHA256"]}}}}.
+    /// SNI, TLS versions, cipher suites, a trusted CA file and max_session_keys map onto
+    /// Shrike's TLS; any other field is refused by name.
+    #[arg(long, value_name = "JSON", conflicts_with = "tls_context")]
+    pub transport_socket: Option<String>,
+    /// Deprecated (as in Nighthawk): an UpstreamTlsContext by itself; use --transport-socket.
+    #[arg(long, value_name = "JSON")]
+    pub tls_context: Option<String>,
+    /// HTTP/3 protocol options (Envoy's Http3ProtocolOptions, JSON):
+    /// {quic_protocol_options:{max_concurrent_streams:N,initial_stream_window_size:BYTES,
+    /// initial_connection_window_size:BYTES}}. Only with --protocol http3.
+    #[arg(long, value_name = "JSON", conflicts_with = "max_concurrent_streams")]
+    pub http3_protocol_options: Option<String>,
+    /// Deprecated in Nighthawk: one stream per HTTP/2 connection (--max-concurrent-streams 1).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub experimental_h2_use_multiple_connections: Option<bool>,
+    /// Send a Zipkin v2 span per traced request to this collector, and B3 headers with the
+    /// request: zipkin://HOST:PORT/api/v2/spans.
+    #[arg(long, value_name = "URI")]
+    pub trace: Option<String>,
+    /// The fraction of requests traced, in (0, 1] [default: 1].
+    #[arg(long, value_name = "FRACTION", requires = "trace")]
+    pub trace_sample_rate: Option<f64>,
+    /// Stream the requests from a Nighthawk request-source service (each worker its own
+    /// stream): grpc://HOST:PORT.
+    #[arg(long, value_name = "URI")]
+    pub request_source: Option<String>,
+    /// Not implemented, as in Nighthawk (which rejects it too): accepted only to say so.
+    #[arg(long, value_name = "JSON")]
+    pub user_defined_plugin_config: Vec<String>,
+    /// Send the run to a service speaking Nighthawk's gRPC API (shrike service, or
+    /// nighthawk_service) and write its result here: grpc://HOST:PORT.
+    #[arg(long, value_name = "URI")]
+    pub nighthawk_service: Option<String>,
+}
+
+impl NighthawkArgs {
+    pub fn patch(&self, p: &mut Patch) -> anyhow::Result<()> {
+        if !self.user_defined_plugin_config.is_empty() {
+            return Err(usage(
+                "--user-defined-plugin-config is not implemented (Nighthawk rejects it as \
+                 unimplemented too); results carry no user-defined outputs",
+            ));
+        }
+        p.opt("transport_socket", &self.transport_socket);
+        p.opt("tls_context", &self.tls_context);
+        p.opt("http3_protocol_options", &self.http3_protocol_options);
+        p.opt(
+            "experimental_h2_use_multiple_connections",
+            &self.experimental_h2_use_multiple_connections,
+        );
+        p.opt("trace", &self.trace);
+        p.opt("trace_sample_rate", &self.trace_sample_rate);
+        if let Some(s) = &self.request_source {
+            p.set("request_source", s.as_str());
+            p.clear("request_file");
+            p.clear("request_source_plugin_config");
+        }
+        Ok(())
+    }
+
+    /// The service `--nighthawk-service` names, as `HOST:PORT`.
+    pub fn service(&self) -> anyhow::Result<Option<String>> {
+        let Some(uri) = &self.nighthawk_service else { return Ok(None) };
+        let authority = uri
+            .strip_prefix("grpc://")
+            .map(|r| r.trim_end_matches('/'))
+            .filter(|a| {
+                a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+            })
+            .ok_or_else(|| {
+                usage(format!("--nighthawk-service: expected grpc://HOST:PORT, got {uri:?}"))
+            })?;
+        Ok(Some(authority.to_string()))
+    }
+}
