@@ -9,6 +9,7 @@ mod atomic;
 mod capacity;
 mod driver;
 mod embedded;
+mod envoy_config;
 mod interrupts;
 mod jobs;
 mod load;

@@ -32,9 +32,17 @@ use crate::UsageError;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port. The bound address is printed as the
-    /// first line of stdout.
-    #[arg(long, default_value = "127.0.0.1:10000", value_name = "ADDR:PORT")]
-    pub listen: String,
+    /// first line of stdout [default: 127.0.0.1:10000, or --config-path's listener].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// A Nighthawk test-server configuration (Envoy bootstrap YAML or JSON): its first
+    /// listener's address, and the test-server, dynamic-delay and time-tracking filters'
+    /// options as server-wide defaults. Everything else in it is listed as ignored on stderr.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub config_path: Option<PathBuf>,
+    /// Write the bound ADDRESS:PORT to this file once listening (for scripts using port 0).
+    #[arg(long, value_name = "FILE")]
+    pub listener_address_file: Option<PathBuf>,
     /// Worker threads, or 'auto' for one per usable CPU.
     #[arg(long, default_value = "auto", value_name = "N|auto")]
     pub concurrency: String,
@@ -113,7 +121,27 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
              (QUIC has no plaintext form)",
         ));
     }
-    let config = build_config(&args, tls.as_ref().map(|t| t.config.clone()))?;
+    let envoy = match &args.config_path {
+        Some(path) => {
+            let c = crate::envoy_config::read(path)?;
+            if !c.ignored.is_empty() {
+                eprintln!(
+                    "[shrike] --config-path {}: ignored (no meaning for Shrike's server): {}",
+                    path.display(),
+                    c.ignored.join(", ")
+                );
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    let listen = match (&args.listen, envoy.as_ref().and_then(|c| c.listen.clone())) {
+        (Some(l), _) => l.clone(),
+        (None, Some(l)) => l,
+        (None, None) => "127.0.0.1:10000".to_string(),
+    };
+    let defaults = envoy.map(|c| serde_json::Value::Object(c.defaults).to_string());
+    let config = build_config(&args, defaults, tls.as_ref().map(|t| t.config.clone()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.get())
         .thread_name("shrike-serve")
@@ -122,7 +150,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the server runtime")?;
-    runtime.block_on(serve(&args.listen, args.http3, workers, config, tls))
+    let at = Listen { addr: &listen, file: args.listener_address_file.as_deref() };
+    runtime.block_on(serve(at, args.http3, workers, config, tls))
 }
 
 /// The TLS side of the configuration, and where a generated certificate was written.
@@ -215,16 +244,26 @@ fn write_file(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// Where to listen, and where to tell scripts the bound address.
+struct Listen<'a> {
+    addr: &'a str,
+    file: Option<&'a Path>,
+}
+
 async fn serve(
-    listen: &str,
+    listen: Listen<'_>,
     http3: bool,
     workers: NonZeroUsize,
     config: ServerConfig,
     tls: Option<TlsSetup>,
 ) -> anyhow::Result<ExitCode> {
-    let listener = bind(listen).await?;
+    let listener = bind(listen.addr).await?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
     let udp = if http3 { Some(bind_udp(addr)?) } else { None };
+    if let Some(path) = listen.file {
+        crate::atomic::write(path, |out| write!(out, "{addr}"))
+            .with_context(|| format!("cannot write --listener-address-file {}", path.display()))?;
+    }
     // Installed before the address is announced, so a script that signals as soon as it has
     // read the address still gets a graceful shutdown.
     let signals = Signals::install()?;
@@ -334,7 +373,13 @@ fn summary(totals: &ServerTotals, tls: bool, http3: bool) -> String {
     line
 }
 
-fn build_config(args: &ServeArgs, tls: Option<TlsConfig>) -> anyhow::Result<ServerConfig> {
+/// The server's configuration from the flags; `defaults` (a test-server configuration's
+/// filters, as header JSON) stands in for `--config`.
+fn build_config(
+    args: &ServeArgs,
+    defaults: Option<String>,
+    tls: Option<TlsConfig>,
+) -> anyhow::Result<ServerConfig> {
     let mut builder = ServerConfig::builder()
         .response_body_size(args.response_body_size)
         .echo_request_headers(args.echo_request_headers)
@@ -355,6 +400,9 @@ fn build_config(args: &ServeArgs, tls: Option<TlsConfig>) -> anyhow::Result<Serv
                 .map_err(|e| usage(format!("--config: cannot read {path}: {e}")))?,
             None => config.clone(),
         };
+        builder = builder.defaults_json(json);
+    }
+    if let Some(json) = defaults {
         builder = builder.defaults_json(json);
     }
     if let Some(path) = &args.stats_path {
@@ -462,8 +510,8 @@ mod tests {
     #[test]
     fn defaults() {
         let a = args(&[]);
-        assert_eq!(a.listen, "127.0.0.1:10000");
-        let c = build_config(&a, None).unwrap();
+        assert_eq!(a.listen, None);
+        let c = build_config(&a, None, None).unwrap();
         assert_eq!(c.response_body_size(), 10);
         assert_eq!(c.max_body_size(), 4 << 20);
         assert!(parse_concurrency(&a.concurrency).is_ok());
@@ -477,11 +525,12 @@ mod tests {
             "--config",
             r#"{"response_body_size": 7, "response_status": 503, "static_delay": "0.000250s"}"#,
         ]);
-        let c = build_config(&a, None).unwrap();
+        let c = build_config(&a, None, None).unwrap();
         assert_eq!(c.response_body_size(), 7);
         assert_eq!(c.response_status(), 503);
         assert_eq!(c.static_delay(), std::time::Duration::from_micros(250));
-        let err = build_config(&args(&["--config", r#"{"reset": {"probability": 2}}"#]), None);
+        let err =
+            build_config(&args(&["--config", r#"{"reset": {"probability": 2}}"#]), None, None);
         let err = format!("{:#}", err.unwrap_err());
         assert!(err.contains("reset.probability"), "{err}");
     }
@@ -496,7 +545,7 @@ mod tests {
             "--response-header",
             "x-a:2",
         ]);
-        let c = build_config(&a, None).unwrap();
+        let c = build_config(&a, None, None).unwrap();
         let headers: Vec<_> = c.response_headers().collect();
         assert_eq!(headers, [("server", "test"), ("x-a", "1"), ("x-a", "2")]);
     }
@@ -517,7 +566,7 @@ mod tests {
             &["--config", "@/nonexistent/shrike.json"],
             &["--stats-path", "stats"],
         ] {
-            let err = build_config(&args(argv), None).unwrap_err();
+            let err = build_config(&args(argv), None, None).unwrap_err();
             assert!(err.downcast_ref::<UsageError>().is_some(), "{argv:?}: {err:#}");
         }
         for bad in ["0", "-1", "many"] {
@@ -535,10 +584,10 @@ mod tests {
     fn plaintext_by_default() {
         let a = args(&[]);
         assert!(tls_setup(&a).unwrap().is_none());
-        let c = build_config(&a, None).unwrap();
+        let c = build_config(&a, None, None).unwrap();
         assert!(c.tls().is_none());
         assert_eq!(c.max_concurrent_streams(), DEFAULT_MAX_CONCURRENT_STREAMS);
-        let c = build_config(&args(&["--max-concurrent-streams", "128"]), None).unwrap();
+        let c = build_config(&args(&["--max-concurrent-streams", "128"]), None, None).unwrap();
         assert_eq!(c.max_concurrent_streams().get(), 128);
     }
 
@@ -561,7 +610,7 @@ mod tests {
         let a = args(&["--tls-cert", &cert, "--tls-key", &key]);
         let reloaded = tls_setup(&a).unwrap().unwrap();
         assert!(reloaded.generated.is_none());
-        assert!(build_config(&a, Some(reloaded.config)).unwrap().tls().is_some());
+        assert!(build_config(&a, None, Some(reloaded.config)).unwrap().tls().is_some());
         let _ = std::fs::remove_dir_all(&dir);
 
         // Without --tls-cert-out, a fresh directory of its own, removed with the setup.
