@@ -271,6 +271,8 @@ pub(crate) struct EngineConfig {
     /// This process's share of a run split over several ([`shrike_spec::Shard`]).
     pub shard: Option<shrike_spec::Shard>,
     pub predicates: Vec<Predicate>,
+    /// Zipkin tracing of sampled requests.
+    pub trace: Option<crate::trace::TraceConfig>,
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub mod target;
 pub mod telemetry;
 
 pub mod tls;
+pub mod trace;
 pub(crate) mod transport;
 pub mod worker;
 

@@ -55,6 +55,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         shard: spec.shard(),
         bind_address: spec.bind_address(),
         predicates: spec.predicates().to_vec(),
+        trace: trace(spec)?,
     })
 }
 
@@ -67,13 +68,27 @@ fn check_unbuilt(spec: &RunSpec) -> Result<(), SpecError> {
              use request_source_plugin_config or a request file",
         ));
     }
-    if spec.trace().is_some() {
-        return Err(SpecError::must(
-            "trace",
-            "(Zipkin tracing) is not supported by this version of Shrike yet",
-        ));
-    }
     Ok(())
+}
+
+/// Where spans go; the collector must resolve now, not fail every batch later.
+fn trace(spec: &RunSpec) -> Result<Option<crate::trace::TraceConfig>, SpecError> {
+    let Some(t) = spec.trace() else { return Ok(None) };
+    use std::net::ToSocketAddrs as _;
+    let resolves = t.collector.to_socket_addrs().map(|mut a| a.next().is_some());
+    match resolves {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(SpecError::must("trace", format!("{}: resolves to no address", t.uri)))
+        }
+        Err(e) => return Err(SpecError::invalid("trace", format!("{}: {e}", t.uri))),
+    }
+    Ok(Some(crate::trace::TraceConfig {
+        uri: t.uri.clone(),
+        collector: t.collector.clone(),
+        path: t.path.clone(),
+        sample_rate: t.sample_rate,
+    }))
 }
 
 fn check_start(spec: &RunSpec) -> Result<(), SpecError> {

@@ -135,11 +135,20 @@ pub(crate) fn execute(
         }
     };
     let replay = Arc::new(replay);
+    let tracer = match &cfg.trace {
+        None => None,
+        Some(t) => {
+            let names = span_names(&cfg);
+            Some(crate::trace::Collector::start(t, names).map_err(EngineError::Spawn)?)
+        }
+    };
     let mut handles = Vec::with_capacity(n);
     for (index, w_plan) in plans.into_iter().enumerate() {
         let (w_cfg, w_stop, w_gate, w_requests, w_replay) =
             (cfg.clone(), stop.clone(), gate.clone(), requests.clone(), replay.clone());
         let w_link = links.next().flatten();
+        let w_tracing =
+            tracer.as_ref().and_then(|t| t.tracing(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1)));
         let h = std::thread::Builder::new()
             .name(format!("shrike-worker-{index}"))
             .spawn(move || -> Result<WorkerOutput, EngineError> {
@@ -175,7 +184,7 @@ pub(crate) fn execute(
                         w_plan,
                         w_stop,
                         move || w_gate.wait(),
-                        w_link,
+                        crate::worker::Watch { telemetry: w_link, tracing: w_tracing },
                     ),
                 );
                 Ok(out)
@@ -219,11 +228,27 @@ pub(crate) fn execute(
         errors.insert(e.to_string(), 1);
     }
     drop(links);
+    // Every worker's channel is gone: the collector posts what is left, then reports.
+    if let Some(t) = tracer {
+        for (k, v) in t.finish() {
+            *errors.entry(k).or_default() += v;
+        }
+    }
     // Every link is dropped with its worker, so the collector ends; a crashed collector
     // (an observer panicked) costs the series, not the result.
     let intervals = collector.and_then(|c| c.join().ok()).unwrap_or_default();
     let termination = stop.reason().unwrap_or(Termination::Completed);
     Ok(RunOutput { workers, termination, errors, intervals })
+}
+
+/// Each request-source entry's method and path, as its spans name it.
+fn span_names(cfg: &EngineConfig) -> Vec<(String, String)> {
+    let default_path = cfg.endpoints.first().map_or("/", |e| e.target.path.as_str());
+    cfg.requests
+        .entries()
+        .iter()
+        .map(|e| (e.method().to_string(), e.path().unwrap_or(default_path).to_string()))
+        .collect()
 }
 
 /// One endpoint's requests (one per request-source entry), encoded for the run's protocol;

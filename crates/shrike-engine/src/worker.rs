@@ -45,6 +45,14 @@ pub struct WorkerOutput {
     pub errors: BTreeMap<String, u64>,
 }
 
+/// What watches a worker's requests without changing them.
+pub(crate) struct Watch {
+    /// Live telemetry: the worker's link to the collector thread.
+    pub telemetry: Option<crate::telemetry::Link>,
+    /// Zipkin tracing: its sampler and channel to the span collector.
+    pub tracing: Option<crate::trace::Tracing>,
+}
+
 /// Runs one worker to completion on the current (single-threaded) runtime, inside a LocalSet.
 pub(crate) async fn run_worker(
     index: usize,
@@ -53,8 +61,9 @@ pub(crate) async fn run_worker(
     plan: Plan,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
-    telemetry: Option<crate::telemetry::Link>,
+    watch: Watch,
 ) -> WorkerOutput {
+    let Watch { telemetry, tracing } = watch;
     let connect = ConnectOptions {
         timeout: cfg.timeout,
         bind_address: cfg.bind_address,
@@ -64,6 +73,7 @@ pub(crate) async fn run_worker(
     let payloads: Rc<Payloads> = Rc::default();
     let mut cx = PoolCx::new(stop, connect, cfg.timeout, renderer, &cfg.predicates);
     cx.payloads = payloads.clone();
+    cx.tracing = tracing;
     let pools = Rc::new(Pools::new(cx, cfg.clone(), requests));
     match plan {
         Plan::Rate => {
@@ -219,7 +229,14 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
 /// Nighthawk documents); its latency samples are discarded.
 async fn warmup(pools: &Rc<Pools>, request: u32) {
     let now = Instant::now();
-    let ticket = Ticket { scheduled: now, released: now, retried: false, request, session: None };
+    let ticket = Ticket {
+        scheduled: now,
+        released: now,
+        retried: false,
+        request,
+        session: None,
+        trace: None,
+    };
     if pool::try_dispatch(pools, ticket).is_err() {
         return;
     }
@@ -250,12 +267,14 @@ async fn dispatch(
         cx.state.borrow_mut().counters.inc(Counter::JobsStarted);
     }
     let released = Instant::now();
+    let trace = cx.tracing.as_ref().and_then(crate::trace::Tracing::sample);
     let ticket = |at: Instant| Ticket {
         scheduled: scheduled.unwrap_or(at),
         released: at,
         retried: false,
         request: due.request,
         session: due.session,
+        trace,
     };
     if pool::try_dispatch(pools, ticket(released)).is_ok() {
         return true;

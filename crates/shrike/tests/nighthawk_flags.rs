@@ -118,7 +118,7 @@ fn every_nighthawk_client_flag_is_accepted_or_refused_with_a_reason() {
         ("--termination-predicate", runs(plain_with(&["--termination-predicate", "benchmark.http_2xx:10"]))),
         (
             "--trace",
-            (plain_with(&["--trace", "zipkin://127.0.0.1:9411/api/v2/spans"]), Expect::Refused("trace")),
+            runs(plain_with(&["--trace", "zipkin://127.0.0.1:9411/api/v2/spans"])),
         ),
         ("--sequencer-idle-strategy", runs(plain_with(&["--sequencer-idle-strategy", "sleep"]))),
         ("--max-concurrent-streams", runs(plain_with(&["--max-concurrent-streams", "1", "-p", "http2"]))),

@@ -89,6 +89,8 @@ pub(crate) struct PoolCx {
     pub renderer: Renderer,
     /// Fed sessions' payloads (replay), keyed by their tickets' request numbers.
     pub payloads: Rc<Payloads>,
+    /// Zipkin tracing: the worker's sampler and its channel to the span collector.
+    pub tracing: Option<crate::trace::Tracing>,
     predicates: Box<[Predicate]>,
 }
 
@@ -114,6 +116,7 @@ impl PoolCx {
             request_timeout,
             renderer,
             payloads: Rc::default(),
+            tracing: None,
             predicates: predicates.into(),
         }
     }

@@ -270,10 +270,33 @@ pub(crate) fn capacity_freed(pools: &Rc<Pools>) {
     }
 }
 
+/// Hands a traced request's span to the collector.
+#[inline]
+fn trace_span(
+    cx: &PoolCx,
+    ticket: &Ticket,
+    sent: Option<Instant>,
+    status: Option<u16>,
+    error: Option<&'static str>,
+) {
+    if let (Some(ids), Some(t)) = (ticket.trace, &cx.tracing) {
+        t.finish(crate::trace::SpanRecord {
+            ids,
+            request: ticket.request,
+            scheduled: ticket.scheduled,
+            sent,
+            done: Instant::now(),
+            status,
+            error,
+        });
+    }
+}
+
 /// Records one answered request, identically for every protocol.
 #[inline]
 pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
     let cx = &pools.cx;
+    trace_span(cx, &x.ticket, Some(x.sent), x.status, None);
     let mut st = cx.state.borrow_mut();
     crate::telemetry::record_response(&mut st, x);
     st.counters.inc(Counter::RqTotal);
@@ -336,6 +359,7 @@ pub(crate) fn record_failure(
     msg: impl FnOnce() -> String,
 ) {
     let cx = &pools.cx;
+    trace_span(cx, ticket, sent, None, Some("no response (reset, closed or a protocol error)"));
     let mut st = cx.state.borrow_mut();
     record_departure(&mut st.stats, ticket, sent);
     crate::telemetry::record_failure(&mut st);
@@ -363,6 +387,7 @@ fn record_departure(s: &mut Stats, ticket: &Ticket, sent: Option<Instant>) {
 /// reset (h2/h3) or its connection closed (HTTP/1.1, whose framing is lost mid-response).
 pub(crate) fn record_timeout(pools: &Pools, ticket: &Ticket, sent: Option<Instant>) {
     let cx = &pools.cx;
+    trace_span(cx, ticket, sent, None, Some("timeout"));
     let mut st = cx.state.borrow_mut();
     record_departure(&mut st.stats, ticket, sent);
     st.counters.inc(Counter::RqTotal);

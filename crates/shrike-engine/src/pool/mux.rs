@@ -367,7 +367,14 @@ async fn stream_task<M: Mux>(
     };
     let result = match request {
         // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-        Ok(request) => {
+        Ok(mut request) => {
+            if let Some(ids) = ticket.trace {
+                for (k, v) in ids.headers() {
+                    if let Ok(v) = http::HeaderValue::from_str(&v) {
+                        request.0.headers_mut().insert(k, v);
+                    }
+                }
+            }
             let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
             tokio::time::timeout(pools.cfg.timeout, exchange).await
         }

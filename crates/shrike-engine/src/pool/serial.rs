@@ -227,7 +227,7 @@ async fn serve<P: Protocol>(
             record_connection_failure(pools);
             return;
         };
-        let mut io = Io::default();
+        let mut io = Io { trace: ticket.trace, ..Io::default() };
         let exchange = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io);
         let result = tokio::time::timeout(cx.request_timeout, exchange).await;
         let done = Instant::now();

@@ -35,6 +35,22 @@ impl Http1 {
     }
 }
 
+/// `request` with `headers` added at the end of its (first) head. Only sampled requests pay
+/// for the copy.
+fn with_headers(request: &[u8], headers: &[(&str, String)]) -> Vec<u8> {
+    let end = request.windows(4).position(|w| w == b"\r\n\r\n").map_or(request.len(), |i| i + 2);
+    let mut out = Vec::with_capacity(request.len() + 96);
+    out.extend_from_slice(&request[..end]);
+    for (k, v) in headers {
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(&request[end..]);
+    out
+}
+
 /// An open HTTP/1.1 connection and its reusable buffers.
 #[derive(Debug)]
 pub(crate) struct Conn {
@@ -80,6 +96,15 @@ impl Protocol for Http1 {
                     t.render(out, body, &mut cx.renderer.render_cx());
                     (out, entry.head, &[])
                 }
+            }
+        };
+        // A traced request gets its B3 headers before the blank line ending its head.
+        let traced;
+        let bytes = match io.trace {
+            None => bytes,
+            Some(ids) => {
+                traced = with_headers(bytes, &ids.headers());
+                &traced[..]
             }
         };
         io.sent = Some(Instant::now());

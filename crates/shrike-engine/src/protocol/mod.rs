@@ -65,6 +65,8 @@ pub(crate) struct Io {
     pub sent: Option<Instant>,
     pub tx: u64,
     pub rx: u64,
+    /// A traced request: the protocol adds its B3 headers (HTTP/1.1; others have none).
+    pub trace: Option<crate::trace::TraceIds>,
 }
 
 /// A complete answer.

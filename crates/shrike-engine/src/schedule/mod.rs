@@ -92,4 +92,6 @@ pub(crate) struct Ticket {
     /// Which request-source entry it sends.
     pub request: u32,
     pub session: Option<SessionRef>,
+    /// Set when the request is traced: it carries B3 headers and becomes a Zipkin span.
+    pub trace: Option<crate::trace::TraceIds>,
 }

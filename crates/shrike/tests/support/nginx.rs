@@ -126,17 +126,29 @@ impl Nginx {
     /// `extra` goes into the server block (e.g. `keepalive_requests 10;`, which for HTTP/2
     /// makes nginx send GOAWAY after 10 streams).
     pub fn start_with(listen: Listen, extra: &str) -> Nginx {
-        Nginx::launch(listen, extra, false)
+        Nginx::launch_with_log(listen, extra, None)
     }
 
     /// Like [`Nginx::start`], with an access log of `$msec $remote_addr $request_length
     /// $connection $connection_requests $http_host $request` per request, read back by
     /// [`Nginx::access_log`].
     pub fn start_logged(listen: Listen) -> Nginx {
-        Nginx::launch(listen, "", true)
+        Nginx::launch_with_log(listen, "", Some("timing"))
     }
 
-    fn launch(listen: Listen, extra: &str, logged: bool) -> Nginx {
+    /// Like [`Nginx::start`], with an access log of each request's B3 trace headers:
+    /// `$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request` ("-" when absent),
+    /// read back by [`Nginx::raw_access_log`].
+    pub fn start_b3_logged(listen: Listen) -> Nginx {
+        Nginx::launch_with_log(listen, "", Some("b3"))
+    }
+
+    /// The access log's lines as written.
+    pub fn raw_access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("logs/access.log")).unwrap_or_default()
+    }
+
+    fn launch_with_log(listen: Listen, extra: &str, log_format: Option<&str>) -> Nginx {
         // nginx needs a port in its config; take a free one from the kernel.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -159,10 +171,13 @@ impl Nginx {
                 (if listen == Listen::TlsH2 { " ssl http2" } else { " ssl" }, tls)
             }
         };
-        let log = if logged { format!("{d}/logs/access.log timing") } else { "off".into() };
+        let log = match log_format {
+            Some(f) => format!("{d}/logs/access.log {f}"),
+            None => "off".into(),
+        };
         let echo = echo_module_directive();
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $http_host $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
