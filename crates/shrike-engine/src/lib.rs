@@ -48,6 +48,7 @@ pub(crate) mod transport;
 pub mod worker;
 
 pub use config::{Body, ConfigError, Endpoint, RequestSpec};
+pub use requests::remote::{RemoteItem, RemoteRequest, RemoteStream};
 pub use requests::RequestSource;
 pub use run::{run, Ready, Run, RunError};
 pub use runner::EngineError;

@@ -61,11 +61,10 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
 
 /// Options the spec reads but this engine cannot run yet: refused, never run without.
 fn check_unbuilt(spec: &RunSpec) -> Result<(), SpecError> {
-    if spec.requests().remote_source.is_some() {
+    if spec.requests().remote_source.is_some() && spec.urls().len() > 1 {
         return Err(SpecError::must(
             "request_source",
-            "(a remote gRPC request source) is not supported by this version of Shrike yet; \
-             use request_source_plugin_config or a request file",
+            "needs a single target (uri): the source's requests all go to it",
         ));
     }
     Ok(())

@@ -78,10 +78,30 @@ impl Run {
         self
     }
 
+    /// Streams the requests from a request source (the spec's `request_source`): one stream
+    /// per worker, each request merged over the spec's own. The caller connects to the
+    /// source; the spec's rate plan paces the requests, and a worker whose stream ends stops.
+    pub fn request_streams(mut self, streams: Vec<crate::requests::remote::RemoteStream>) -> Run {
+        self.sessions = Some(Sessions::Streamed(streams));
+        self
+    }
+
     /// Resolves hosts, builds TLS, loads request files and encodes every request, without
     /// sending anything: what is wrong is reported as the spec field it comes from.
     pub fn prepare(self) -> Result<Ready, SpecError> {
         let cfg = crate::prepare::prepare(&self.spec)?;
+        let streamed = matches!(self.sessions, Some(Sessions::Streamed(_)));
+        if self.spec.requests().remote_source.is_some() != streamed {
+            return Err(SpecError::must(
+                "request_source",
+                if streamed {
+                    "is missing: request streams were given for a run without one"
+                } else {
+                    "needs its streams: this command does not connect to request sources \
+                     (shrike run and the services do)"
+                },
+            ));
+        }
         // What only encoding finds (e.g. a host header that is no valid HTTP/2 :authority) is
         // a problem of the requests the spec describes.
         let requests =

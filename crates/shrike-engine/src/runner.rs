@@ -61,6 +61,8 @@ pub(crate) enum Sessions {
     Planned(Vec<SessionPlan>),
     /// Fed while the run goes on, each request with its own payload in this protocol.
     Fed(Feed, ReplayProtocol),
+    /// The rate plan over requests a source streams to each worker.
+    Streamed(Vec<crate::requests::remote::RemoteStream>),
 }
 
 /// All workers pass this together, so every pacer counts from the same instant (interleaving
@@ -124,6 +126,20 @@ pub(crate) fn execute(
                 shares[k % n].push(s);
             }
             shares.into_iter().map(Plan::Sessions).collect()
+        }
+        Some(Sessions::Streamed(streams)) => {
+            if streams.len() != n {
+                return Err(EngineError::FeedWorkers { feed: streams.len(), workers: n });
+            }
+            let base = cfg.requests.entries().first().cloned().ok_or(EngineError::NoEndpoint)?;
+            let target =
+                Arc::new(cfg.endpoints.first().ok_or(EngineError::NoEndpoint)?.target.clone());
+            // Streamed requests bring their own bytes, as replayed ones do.
+            replay = Some(ReplayProtocol::Http1);
+            streams
+                .into_iter()
+                .map(|stream| Plan::Remote { stream, base: base.clone(), target: target.clone() })
+                .collect()
         }
         Some(Sessions::Fed(feed, protocol)) => {
             if feed.receivers.len() != n {

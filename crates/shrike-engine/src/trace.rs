@@ -225,8 +225,7 @@ fn epoch_us(t: Instant, (i0, s0): (Instant, SystemTime)) -> u64 {
 }
 
 fn span_json(r: &SpanRecord, names: &[(String, String)], anchor: (Instant, SystemTime)) -> Value {
-    let (method, path) =
-        names.get(r.request as usize).cloned().unwrap_or_else(|| ("GET".into(), "/".into()));
+    let named = names.get(r.request as usize);
     let start = r.sent.unwrap_or(r.scheduled);
     let mut annotations =
         vec![json!({"timestamp": epoch_us(r.scheduled, anchor), "value": "scheduled"})];
@@ -234,8 +233,10 @@ fn span_json(r: &SpanRecord, names: &[(String, String)], anchor: (Instant, Syste
         annotations.push(json!({"timestamp": epoch_us(sent, anchor), "value": "sent"}));
     }
     let mut tags = serde_json::Map::new();
-    tags.insert("http.method".into(), json!(method));
-    tags.insert("http.path".into(), json!(path));
+    if let Some((method, path)) = named {
+        tags.insert("http.method".into(), json!(method));
+        tags.insert("http.path".into(), json!(path));
+    }
     if let Some(s) = r.status {
         tags.insert("http.status_code".into(), json!(s.to_string()));
         if s >= 500 {
@@ -248,7 +249,7 @@ fn span_json(r: &SpanRecord, names: &[(String, String)], anchor: (Instant, Syste
     json!({
         "traceId": r.ids.trace_hex(),
         "id": r.ids.span_hex(),
-        "name": format!("{method} {path}"),
+        "name": named.map_or_else(|| "request".to_string(), |(m, p)| format!("{m} {p}")),
         "kind": "CLIENT",
         "timestamp": epoch_us(start, anchor),
         // Zipkin reads a zero duration as "unknown".

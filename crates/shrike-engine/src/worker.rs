@@ -20,6 +20,7 @@ use crate::pool::{self, PoolRequests, Pools};
 use crate::replay::{Admission, FedSession, Payloads};
 use crate::requests::{Renderer, RequestCursor};
 use crate::schedule::rate::RateSchedule;
+use crate::schedule::remote::RemoteSchedule;
 use crate::schedule::sessions::{SessionPlan, SessionSchedule};
 use crate::schedule::{Due, Peek, Schedule, Ticket};
 use crate::stop::StopHandle;
@@ -36,6 +37,13 @@ pub(crate) enum Plan {
     Sessions(Vec<SessionPlan>),
     /// Sessions fed while the run goes on (replay).
     Fed(tokio::sync::mpsc::Receiver<FedSession>, Arc<Admission>),
+    /// The rate plan over requests streamed from a request source, each merged over `base`
+    /// (the run's request) for `target`.
+    Remote {
+        stream: crate::requests::remote::RemoteStream,
+        base: crate::config::RequestSpec,
+        target: Arc<crate::target::Target>,
+    },
 }
 
 /// What a worker returns: its result plus the errors it saw.
@@ -73,22 +81,29 @@ pub(crate) async fn run_worker(
     let payloads: Rc<Payloads> = Rc::default();
     let mut cx = PoolCx::new(stop, connect, cfg.timeout, renderer, &cfg.predicates);
     cx.payloads = payloads.clone();
+    cx.payload_requests = matches!(plan, Plan::Remote { .. });
     cx.tracing = tracing;
     let pools = Rc::new(Pools::new(cx, cfg.clone(), requests));
+    let pacer = || {
+        // Workers interleave: worker i is offset by i/N of a period, so N workers at R rps
+        // look like one even stream at N×R rather than N simultaneous clumps. A shard's
+        // workers take their places among every shard's workers, so the fleet does too.
+        let (slot, slots) = match cfg.shard {
+            Some(s) => s.global_worker(index, cfg.workers.get()),
+            None => (index, cfg.workers.get()),
+        };
+        let phase = slot as f64 / slots as f64;
+        Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed(index))
+    };
+    let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
     match plan {
         Plan::Rate => {
-            // Workers interleave: worker i is offset by i/N of a period, so N workers at R rps
-            // look like one even stream at N×R rather than N simultaneous clumps. A shard's
-            // workers take their places among every shard's workers, so the fleet does too.
-            let (slot, slots) = match cfg.shard {
-                Some(s) => s.global_worker(index, cfg.workers.get()),
-                None => (index, cfg.workers.get()),
-            };
-            let phase = slot as f64 / slots as f64;
-            let pacer = Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed(index));
-            let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
             let cursor = RequestCursor::new(index, &cfg.requests, share);
-            let schedule = RateSchedule::new(pacer, cursor);
+            let schedule = RateSchedule::new(pacer(), cursor);
+            drive(index, pools, schedule, start_gate, telemetry).await
+        }
+        Plan::Remote { stream, base, target } => {
+            let schedule = RemoteSchedule::new(pacer(), stream, payloads, base, target, share);
             drive(index, pools, schedule, start_gate, telemetry).await
         }
         Plan::Sessions(plans) => {
@@ -119,7 +134,8 @@ async fn drive<S: Schedule>(
     }
 
     pools.start().await;
-    if pools.cfg.warmup {
+    // A streamed request is one of the run's: it is never spent on a warm-up.
+    if pools.cfg.warmup && !pools.cx.payload_requests {
         warmup(&pools, schedule.warmup_request()).await;
     }
 
@@ -130,6 +146,14 @@ async fn drive<S: Schedule>(
         crate::telemetry::attach(&pools, link, start);
     }
     pace(&pools, &mut schedule, start).await;
+    // A request source that failed fails the run (as Nighthawk's default predicates do):
+    // the load it was to send was not sent.
+    if let Some(why) = schedule.failure() {
+        pools.cx.state.borrow_mut().note_error(|| why);
+        pools.cx.stop.request(shrike_stats::Termination::FailurePredicate(
+            "request_source (the source failed)".into(),
+        ));
+    }
     // Nothing is released at or after the deadline: a sending window that ran past it only by
     // the timer's lateness in noticing would understate the achieved rate.
     let deadline = pools.cfg.duration.map(|d| start + d);

@@ -89,6 +89,57 @@ impl tonic::service::Interceptor for Auth {
     }
 }
 
+/// The transport: HTTP/2 keepalive, and TLS (with client certificates) when configured.
+fn builder(security: &Security) -> Result<tonic::transport::Server, ServeError> {
+    // A coordinator that vanishes without a reset is found dead by HTTP/2 pings, and its
+    // dropped stream stops its run: a lost client never leaves load running.
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)));
+    match (&security.tls, &security.client_ca) {
+        (Some((cert, key)), ca) => {
+            let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+            if let Some(ca) = ca {
+                tls = tls.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder.tls_config(tls).map_err(|e| ServeError::Tls(e.to_string()))?;
+        }
+        (None, Some(_)) => return Err(ServeError::ClientCaWithoutTls),
+        (None, None) => {}
+    }
+    Ok(builder)
+}
+
+/// Serves Nighthawk's request source (`--service dummy-request-source`) until `shutdown`
+/// resolves, with health, reflection and the same authentication as the execution service.
+pub async fn serve_request_source(
+    listener: TcpListener,
+    source: crate::nighthawk::request_source::Source,
+    security: Security,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    use crate::nighthawk::proto::nighthawk::request_source::nighthawk_request_source_service_server::NighthawkRequestSourceServiceServer;
+    use crate::nighthawk::request_source::RequestSourceApi;
+    let auth = Auth(security.token.as_ref().map(|t| Arc::from(t.as_bytes())));
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<NighthawkRequestSourceServiceServer<RequestSourceApi>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::nighthawk::DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Transport(format!("reflection: {e}")))?;
+    let api = NighthawkRequestSourceServiceServer::new(RequestSourceApi::new(source));
+    builder(&security)?
+        .add_service(health)
+        .add_service(InterceptedService::new(reflection, auth.clone()))
+        .add_service(InterceptedService::new(api, auth))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await
+        .map_err(|e| ServeError::Transport(format!("{e:#}")))
+}
+
 /// Serves until `shutdown` resolves; then stops the runs in progress (their streams end with
 /// what they measured) and drains.
 pub async fn serve(
@@ -120,22 +171,7 @@ pub async fn serve(
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
 
-    // A coordinator that vanishes without a reset is found dead by HTTP/2 pings, and its
-    // dropped stream stops its run: a lost client never leaves load running.
-    let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
-        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)));
-    match (&security.tls, &security.client_ca) {
-        (Some((cert, key)), ca) => {
-            let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
-            if let Some(ca) = ca {
-                tls = tls.client_ca_root(Certificate::from_pem(ca));
-            }
-            builder = builder.tls_config(tls).map_err(|e| ServeError::Tls(e.to_string()))?;
-        }
-        (None, Some(_)) => return Err(ServeError::ClientCaWithoutTls),
-        (None, None) => {}
-    }
+    let mut builder = builder(&security)?;
     let stopping = service.clone();
     let shutdown = async move {
         shutdown.await;

@@ -162,8 +162,28 @@ impl Inner {
     /// `spec` prepared (hosts resolved: blocking I/O, so off the runtime) and its targets
     /// checked against the allowlist.
     pub(crate) async fn prepare(&self, spec: &RunSpec) -> Result<Ready, Status> {
-        let spec = spec.clone();
-        let ready = tokio::task::spawn_blocking(move || Run::new(&spec).prepare())
+        let mut run = Run::new(spec);
+        if let Some(source) = &spec.requests().remote_source {
+            // The service connects to the request source: it is a host it reaches, so the
+            // allowlist covers it as it covers targets.
+            let addrs = tokio::net::lookup_host(source.as_str())
+                .await
+                .map_err(|e| Status::invalid_argument(format!("request_source {source}: {e}")))?;
+            for a in addrs {
+                if !self.config.allow.allows(a) {
+                    return Err(Status::permission_denied(format!(
+                        "request_source {source} resolves to {}, outside this service's \
+                         allowlist (--allow-target {})",
+                        a.ip(),
+                        self.config.allow.describe()
+                    )));
+                }
+            }
+            let streams = crate::nighthawk::request_source::streams(spec, &Default::default())
+                .map_err(Status::internal)?;
+            run = run.request_streams(streams);
+        }
+        let ready = tokio::task::spawn_blocking(move || run.prepare())
             .await
             .map_err(|e| Status::internal(format!("preparing the run: {e}")))?
             .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;

@@ -369,7 +369,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(if answered.error.is_some() { ExitCode::from(1) } else { code });
     }
     let mut driver = Driver::start(spec, "run")?;
-    let ready = shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
+    let mut run = shrike_engine::Run::new(spec);
+    if spec.requests().remote_source.is_some() {
+        let streams =
+            shrike_service::nighthawk::request_source::streams(spec, &args.remote.security()?)
+                .map_err(anyhow::Error::msg)?;
+        run = run.request_streams(streams);
+    }
+    let ready = run.prepare().map_err(|e| load.explain(e))?;
     announce(spec);
     let result = driver.execute(&load, ready)?;
     let code = finish(&result, format, file.as_ref(), tolerate);

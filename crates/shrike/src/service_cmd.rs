@@ -13,8 +13,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use shrike_service::nighthawk::request_source::{specifier, Source};
 use shrike_service::policy::{Allowlist, Limits};
-use shrike_service::server::{serve, Security};
+use shrike_service::server::{serve, serve_request_source, Security};
 use shrike_service::service::ServiceConfig;
 
 use crate::args::{flag_duration, flag_file, token, usage};
@@ -26,6 +27,10 @@ pub enum Which {
     /// Runs tests: shrike.v1 and nighthawk.client.NighthawkService.
     #[default]
     TrafficGeneratorService,
+    /// Serves requests to load generators' workers
+    /// (nighthawk.request_source.NighthawkRequestSourceService): --request-file's requests
+    /// in order, or Nighthawk's dummy requests without one.
+    DummyRequestSource,
 }
 
 #[derive(Args, Debug)]
@@ -37,6 +42,14 @@ pub struct ServiceArgs {
     /// scripts that start the service on port 0.
     #[arg(long, value_name = "FILE")]
     pub listener_address_file: Option<std::path::PathBuf>,
+    /// dummy-request-source: serve this request file's requests (JSON Lines, JSON or YAML, as
+    /// shrike run --request-file reads), each once across all streams, in order.
+    #[arg(long, value_name = "FILE")]
+    pub request_file: Option<std::path::PathBuf>,
+    /// dummy-request-source: start the request file over when it is spent, instead of ending
+    /// the streams.
+    #[arg(long, requires = "request_file")]
+    pub repeat: bool,
     /// Address to listen on; port 0 picks a free port (printed as stdout's first line).
     /// Beyond loopback, --token-file, --token-env or --client-ca is required.
     #[arg(long, default_value = "127.0.0.1:8443", value_name = "ADDR:PORT")]
@@ -85,7 +98,16 @@ pub struct ServiceArgs {
 }
 
 pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
-    let (config, security) = configure(&args)?;
+    let source = match args.service {
+        Which::TrafficGeneratorService => {
+            if args.request_file.is_some() {
+                return Err(usage("--request-file is for --service dummy-request-source"));
+            }
+            None
+        }
+        Which::DummyRequestSource => Some(request_source(&args)?),
+    };
+    let (config, security) = configure(&args, source.is_none())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("shrike-service")
@@ -140,8 +162,14 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
         );
         let (shutdown, force_rx) =
             signals.two_phase("stopping runs and draining", "exiting at once");
+        let served = async move {
+            match source {
+                None => serve(listener, config, security, shutdown).await,
+                Some(s) => serve_request_source(listener, s, security, shutdown).await,
+            }
+        };
         tokio::select! {
-            served = serve(listener, config, security, shutdown) => {
+            served = served => {
                 served.context("the service failed")?;
                 Ok(ExitCode::SUCCESS)
             }
@@ -150,13 +178,33 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Everything the flags say, checked before anything listens.
-fn configure(args: &ServiceArgs) -> anyhow::Result<(ServiceConfig, Security)> {
+/// The requests `--service dummy-request-source` serves.
+fn request_source(args: &ServiceArgs) -> anyhow::Result<Source> {
+    let Some(path) = &args.request_file else { return Ok(Source::Dummy) };
+    let entries = shrike_engine::requests::file::load(path, &[], &[])
+        .map_err(|e| usage(format!("--request-file: {e}")))?;
+    if entries.is_empty() {
+        return Err(usage(format!("--request-file {}: no requests", path.display())));
+    }
+    if entries.iter().any(|e| !matches!(e.body(), shrike_engine::Body::Size(_))) {
+        eprintln!(
+            "[shrike] --request-file {}: bodies travel as their length only (Nighthawk's \
+             RequestSpecifier has no body); workers send that many 'a's",
+            path.display()
+        );
+    }
+    let requests = entries.iter().map(specifier).collect();
+    Ok(Source::List { requests, repeat: args.repeat })
+}
+
+/// Everything the flags say, checked before anything listens. A request source runs no
+/// load, so it needs no target allowlist.
+fn configure(args: &ServiceArgs, runs_load: bool) -> anyhow::Result<(ServiceConfig, Security)> {
     let mut allow = Allowlist::default();
     for a in &args.allow_target {
         allow.add(a).map_err(|e| usage(format!("--allow-target {e}")))?;
     }
-    if allow.is_empty() {
+    if allow.is_empty() && runs_load {
         return Err(usage(
             "name the targets runs may load with --allow-target (e.g. --allow-target \
              127.0.0.0/8): a service with no allowlist would load anything",

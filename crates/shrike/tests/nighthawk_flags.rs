@@ -90,7 +90,8 @@ fn every_nighthawk_client_flag_is_accepted_or_refused_with_a_reason() {
         ("--request-source-plugin-config", runs(plain_with(&["--request-source-plugin-config", &inline]))),
         (
             "--request-source",
-            (plain_with(&["--request-source", "grpc://127.0.0.1:1"]), Expect::Refused("request-source")),
+            // Nothing serves there: accepted, and the run fails saying why.
+            (plain_with(&["--request-source", "grpc://127.0.0.1:1"]), Expect::Exits(1, "request source grpc://127.0.0.1:1")),
         ),
         ("--label", runs(plain_with(&["--label", "a", "--label", "b"]))),
         (

@@ -89,6 +89,9 @@ pub(crate) struct PoolCx {
     pub renderer: Renderer,
     /// Fed sessions' payloads (replay), keyed by their tickets' request numbers.
     pub payloads: Rc<Payloads>,
+    /// Every ticket's request number is a key into `payloads` (requests streamed from a
+    /// source), not a request-source entry.
+    pub payload_requests: bool,
     /// Zipkin tracing: the worker's sampler and its channel to the span collector.
     pub tracing: Option<crate::trace::Tracing>,
     predicates: Box<[Predicate]>,
@@ -116,6 +119,7 @@ impl PoolCx {
             request_timeout,
             renderer,
             payloads: Rc::default(),
+            payload_requests: false,
             tracing: None,
             predicates: predicates.into(),
         }
@@ -155,6 +159,9 @@ impl PoolCx {
     /// A request left the pools (answered, failed or abandoned): its session may go on.
     #[inline]
     pub fn request_finished(&self, ticket: &Ticket) {
+        if ticket.session.is_none() && self.payload_requests {
+            self.payloads.remove(ticket.request);
+        }
         if let Some(s) = ticket.session {
             if s.fed {
                 self.payloads.remove(ticket.request);

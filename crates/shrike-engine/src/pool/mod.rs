@@ -282,7 +282,8 @@ fn trace_span(
     if let (Some(ids), Some(t)) = (ticket.trace, &cx.tracing) {
         t.finish(crate::trace::SpanRecord {
             ids,
-            request: ticket.request,
+            // A streamed request's number keys its payload, not an entry with a name.
+            request: if cx.payload_requests { u32::MAX } else { ticket.request },
             scheduled: ticket.scheduled,
             sent,
             done: Instant::now(),

@@ -26,6 +26,7 @@
 pub mod file;
 pub mod h2;
 pub mod nighthawk;
+pub mod remote;
 pub mod template;
 
 use std::cell::Cell;

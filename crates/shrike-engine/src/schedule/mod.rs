@@ -14,6 +14,7 @@
 //! shows in `scheduled_to_response` and `sequencer.send_lateness`.
 
 pub mod rate;
+pub mod remote;
 pub mod sessions;
 
 use std::time::{Duration, Instant};
@@ -68,6 +69,10 @@ pub trait Schedule {
     fn finished(&mut self, session: u32) -> bool;
     /// The entry a warm-up request would use, without spending anything.
     fn warmup_request(&self) -> u32;
+    /// Why the schedule ended early, if something outside the run failed (a request source).
+    fn failure(&mut self) -> Option<String> {
+        None
+    }
     /// Whether requests can finish a session (so the worker loop must listen for that while
     /// it waits); false spares the rate schedule's releases a waiter registration each.
     const HAS_SESSIONS: bool;

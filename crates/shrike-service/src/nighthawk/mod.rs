@@ -13,10 +13,12 @@
 //! - [`options`]: `CommandLineOptions` to and from Shrike's run spec.
 //! - [`output`]: Shrike's result to and from Nighthawk's `Output`.
 //! - [`service`]: the `ExecutionStream` service; [`client`]: a run sent to such a service.
+//! - [`request_source`]: the request-source service and the streams a run's workers read.
 
 pub mod client;
 pub mod options;
 pub mod output;
+pub mod request_source;
 pub mod service;
 pub mod wire;
 

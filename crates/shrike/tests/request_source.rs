@@ -1,0 +1,171 @@
+//! `--request-source grpc://…` against `shrike service --service dummy-request-source`: each
+//! worker streams its requests from the source, nginx sees exactly the requests served, each
+//! once, in order on each worker's connection, and the run ends when the source is spent.
+//! The same through a service (`--nighthawk-service`), which connects to the source itself.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+#[path = "support/nginx.rs"]
+mod nginx;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+use common::*;
+use nginx::{Listen, Nginx};
+
+/// `shrike service` on 127.0.0.1:0 with `args`, killed on drop.
+struct Service {
+    child: Child,
+    addr: String,
+}
+
+impl Service {
+    fn start(args: &[&str]) -> Service {
+        let mut child = shrike()
+            .args(["service", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut addr = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut addr).unwrap();
+        Service { child, addr: addr.trim().to_string() }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const N: usize = 60;
+
+fn source() -> Service {
+    let dir = scratch("request-source");
+    let file = dir.join("requests.jsonl");
+    let lines: Vec<String> = (0..N)
+        .map(|i| {
+            format!(r#"{{"method": "GET", "path": "/file?r={i}", "headers": {{"x-i": "{i}"}}}}"#)
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    Service::start(&["--service", "dummy-request-source", "--request-file", file.to_str().unwrap()])
+}
+
+/// Every served request reached nginx once, and each connection (one per worker) saw its
+/// requests in the order the source served them.
+fn check_log(target: &Nginx) {
+    let log = target.access_log();
+    assert_eq!(log.len(), N, "{log:?}");
+    let mut by_connection: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for e in &log {
+        let i: usize = e
+            .request
+            .split("?r=")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected request {:?}", e.request));
+        by_connection.entry(e.connection).or_default().push(i);
+    }
+    let mut all: Vec<usize> = by_connection.values().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..N).collect::<Vec<_>>(), "each request exactly once");
+    // One connection per worker; a worker that asked late may have found the list spent.
+    assert!((1..=2).contains(&by_connection.len()), "{by_connection:?}");
+    for (c, seq) in &by_connection {
+        assert!(seq.windows(2).all(|w| w[0] < w[1]), "connection {c} out of order: {seq:?}");
+    }
+}
+
+#[test]
+fn workers_send_exactly_the_requests_the_source_serves() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let source = source();
+    let url = target.url("http", "127.0.0.1", "/");
+    let uri = format!("grpc://{}", source.addr);
+    // 2 workers at 100/s each for up to 10 s: the source's 60 requests end the run first.
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--request-source",
+        &uri,
+        "--concurrency",
+        "2",
+        "--connections",
+        "1",
+        "--rps",
+        "100",
+        "--duration",
+        "10",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), N as u64);
+    assert_eq!(v["options"]["request_source"], uri.as_str());
+    let took = secs(&global(&v)["execution_duration"]);
+    assert!(took < 5.0, "the run ends when the source is spent, took {took}s");
+    check_log(&target);
+}
+
+#[test]
+fn a_service_streams_from_the_source_itself() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let source = source();
+    let generator = Service::start(&["--allow-target", "127.0.0.0/8"]);
+    let url = target.url("http", "127.0.0.1", "/");
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--request-source",
+        &format!("grpc://{}", source.addr),
+        "--nighthawk-service",
+        &format!("grpc://{}", generator.addr),
+        "--concurrency",
+        "2",
+        "--connections",
+        "1",
+        "--rps",
+        "100",
+        "--duration",
+        "10",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), N as u64);
+    check_log(&target);
+}
+
+#[test]
+fn nighthawks_dummy_source_is_endless_and_an_unreachable_one_fails_the_run() {
+    let target = Server::start(&[]);
+    let dummy = Service::start(&["--service", "dummy-request-source"]);
+    let v = run_json_ok(&[
+        "run",
+        &target.url("/"),
+        "--request-source",
+        &format!("grpc://{}", dummy.addr),
+        "-n",
+        "25",
+        "--rps",
+        "200",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 25);
+    // Nothing listens there: the workers' streams fail, the run says why and sent nothing.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = run(
+        &[
+            "run",
+            &target.url("/"),
+            "--request-source",
+            &format!("grpc://127.0.0.1:{port}"),
+            "--duration",
+            "2",
+        ],
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("request source grpc://127.0.0.1"), "{}", out.stderr);
+}
