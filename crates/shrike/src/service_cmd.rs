@@ -46,9 +46,13 @@ pub struct ServiceArgs {
     /// shrike run --request-file reads), each once across all streams, in order.
     #[arg(long, value_name = "FILE")]
     pub request_file: Option<std::path::PathBuf>,
-    /// dummy-request-source: start the request file over when it is spent, instead of ending
-    /// the streams.
-    #[arg(long, requires = "request_file")]
+    /// dummy-request-source: serve a jobs file's HTTP requests (shrike jobs import's format)
+    /// in the order they were sent, each once across all streams.
+    #[arg(long, value_name = "FILE", conflicts_with = "request_file")]
+    pub jobs: Option<std::path::PathBuf>,
+    /// dummy-request-source: start the list over when it is spent, instead of ending the
+    /// streams.
+    #[arg(long)]
     pub repeat: bool,
     /// Address to listen on; port 0 picks a free port (printed as stdout's first line).
     /// Beyond loopback, --token-file, --token-env or --client-ca is required.
@@ -100,8 +104,10 @@ pub struct ServiceArgs {
 pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
     let source = match args.service {
         Which::TrafficGeneratorService => {
-            if args.request_file.is_some() {
-                return Err(usage("--request-file is for --service dummy-request-source"));
+            if args.request_file.is_some() || args.jobs.is_some() || args.repeat {
+                return Err(usage(
+                    "--request-file, --jobs and --repeat are for --service dummy-request-source",
+                ));
             }
             None
         }
@@ -180,6 +186,20 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
 
 /// The requests `--service dummy-request-source` serves.
 fn request_source(args: &ServiceArgs) -> anyhow::Result<Source> {
+    if let Some(path) = &args.jobs {
+        let name = path.display().to_string();
+        let jobs =
+            shrike_jobs::JobReader::open(path).map_err(|e| usage(format!("--jobs {name}: {e}")))?;
+        let requests = shrike_service::nighthawk::request_source::from_jobs(jobs)
+            .map_err(|e| usage(format!("--jobs {name}: {e}")))?;
+        if requests.is_empty() {
+            return Err(usage(format!("--jobs {name}: no requests")));
+        }
+        return Ok(Source::List { requests, repeat: args.repeat });
+    }
+    if args.repeat && args.request_file.is_none() {
+        return Err(usage("--repeat needs --request-file or --jobs (the dummy source is endless)"));
+    }
     let Some(path) = &args.request_file else { return Ok(Source::Dummy) };
     let entries = shrike_engine::requests::file::load(path, &[], &[])
         .map_err(|e| usage(format!("--request-file: {e}")))?;

@@ -126,3 +126,72 @@ fn the_listener_address_file_names_the_bound_port() {
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(written.trim(), service.addr);
 }
+
+/// The counters of a 1 s run at 200/s against a server that holds each response 50 ms (about
+/// 10 requests in flight), with `extra` flags.
+fn connections_for(url: &str, extra: &[&str], counter_name: &str) -> u64 {
+    let mut args = vec![
+        "run",
+        url,
+        "--rps",
+        "200",
+        "--duration",
+        "1",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"static_delay": "50ms"}"#,
+    ];
+    args.extend(extra);
+    counter(global(&run_json_ok(&args)), counter_name)
+}
+
+/// Nighthawk's deprecated flag means one stream per HTTP/2 connection: the requests in flight
+/// need as many connections. Without it, one connection carries them all.
+#[test]
+fn h2_use_multiple_connections_opens_a_connection_per_stream() {
+    let target = Server::start(&[]);
+    let url = target.url("/");
+    let h2 = ["-p", "http2"];
+    assert_eq!(connections_for(&url, &h2, "upstream_cx_http2_total"), 1);
+    let many = ["-p", "http2", "--experimental-h2-use-multiple-connections"];
+    assert!(connections_for(&url, &many, "upstream_cx_http2_total") >= 5);
+}
+
+/// `--http3-protocol-options`' max_concurrent_streams limits streams per QUIC connection.
+#[test]
+fn http3_protocol_options_limit_streams_per_connection() {
+    let server = TlsServer::start(&["--tls", "--http3"]);
+    let url = server.url();
+    let h3 = ["-p", "http3", "--tls-ca", &server.ca];
+    assert_eq!(connections_for(&url, &h3, "upstream_cx_http3_total"), 1);
+    let opts =
+        "{quic_protocol_options:{max_concurrent_streams:1,initial_stream_window_size:65536}}";
+    let limited = ["-p", "http3", "--tls-ca", &server.ca, "--http3-protocol-options", opts];
+    assert!(connections_for(&url, &limited, "upstream_cx_http3_total") >= 5);
+}
+
+#[test]
+fn the_nighthawk_api_needs_the_services_token() {
+    let target = Server::start(&[]);
+    let mut child = shrike()
+        .args(["service", "--listen", "127.0.0.1:0", "--allow-target", "127.0.0.0/8"])
+        .args(["--token-env", "SHRIKE_NH_TOKEN"])
+        .env("SHRIKE_NH_TOKEN", "nh-secret")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut addr = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut addr).unwrap();
+    let service = Service { child, addr: addr.trim().to_string() };
+    let url = target.url("/");
+    let base = ["run", &url, "--duration", "1", "--nighthawk-service"];
+    let out = run(&[&base[..], &[&service.uri()]].concat(), Duration::from_secs(30));
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("Unauthenticated"), "{}", out.stderr);
+    let token = scratch("nh-token").join("token");
+    std::fs::write(&token, "nh-secret\n").unwrap();
+    let token = token.to_str().unwrap();
+    let v = run_json_ok(&[&base[..], &[&service.uri(), "--remote-token-file", token]].concat());
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 5);
+}

@@ -169,3 +169,53 @@ fn nighthawks_dummy_source_is_endless_and_an_unreachable_one_fails_the_run() {
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("request source grpc://127.0.0.1"), "{}", out.stderr);
 }
+
+/// A jobs file's HTTP requests, served in the order they were sent (job start + offset),
+/// whatever the order of the jobs in the file.
+#[test]
+fn a_jobs_file_is_served_in_send_order() {
+    let dir = scratch("request-source-jobs");
+    let jobs = dir.join("traffic.jobs");
+    std::fs::write(
+        &jobs,
+        concat!(
+            "{\"shrike_jobs\": 1}\n",
+            "{\"job\": 1, \"start\": 0.0, \"requests\": [{\"at\": 0, \"text\": \"GET /file?r=0 HTTP/1.1\\r\\nHost: shop.example\\r\\n\\r\\n\"}, ",
+            "{\"at\": 0.3, \"method\": \"POST\", \"path\": \"/upload?r=3\", \"body\": \"hello\"}]}\n",
+            "{\"job\": 2, \"start\": 0.1, \"requests\": [{\"at\": 0, \"method\": \"GET\", \"path\": \"/file?r=1\"}, ",
+            "{\"at\": 0.1, \"method\": \"GET\", \"path\": \"/file?r=2\"}]}\n",
+        ),
+    )
+    .unwrap();
+    let source =
+        Service::start(&["--service", "dummy-request-source", "--jobs", jobs.to_str().unwrap()]);
+    let target = Nginx::start_logged(Listen::Http1);
+    let url = target.url("http", "127.0.0.1", "/");
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--request-source",
+        &format!("grpc://{}", source.addr),
+        "--rps",
+        "50",
+        "--duration",
+        "10",
+        "--connections",
+        "1",
+    ]);
+    assert_eq!(counter(global(&v), "upstream_rq_total"), 4);
+    let log = target.access_log();
+    let requests: Vec<&str> = log.iter().map(|e| e.request.as_str()).collect();
+    assert_eq!(
+        requests,
+        [
+            "GET /file?r=0 HTTP/1.1",
+            "GET /file?r=1 HTTP/1.1",
+            "GET /file?r=2 HTTP/1.1",
+            "POST /upload?r=3 HTTP/1.1"
+        ]
+    );
+    // The captured host travels as the authority; the body as its length.
+    assert_eq!(log[0].host, "shop.example");
+    assert!(log[3].request_length > log[2].request_length);
+}

@@ -97,6 +97,63 @@ pub fn specifier(r: &shrike_engine::RequestSpec) -> RequestSpecifier {
     }
 }
 
+/// A jobs file's HTTP requests (`shrike jobs import`'s format), in the order they were sent:
+/// each captured request's method, path, `host` (the authority) and headers, and its body's
+/// length. Jobs that are not HTTP are an error naming the first.
+pub fn from_jobs(jobs: shrike_jobs::JobReader) -> Result<Vec<RequestSpecifier>, String> {
+    let mut timed = Vec::new();
+    for job in jobs {
+        let job = job.map_err(|e| e.to_string())?;
+        if job.protocol != shrike_jobs::JobProtocol::Http {
+            return Err(format!(
+                "job {} is {}: a request source serves HTTP requests",
+                job.id,
+                job.protocol.name()
+            ));
+        }
+        for (i, r) in job.requests.iter().enumerate() {
+            let s = parse_http(r.body.data())
+                .map_err(|why| format!("job {} request {i}: {why}", job.id))?;
+            timed.push((job.start + r.at, timed.len(), s));
+        }
+    }
+    // Send order; the index keeps equal times in file order.
+    timed.sort_by_key(|(at, i, _)| (*at, *i));
+    Ok(timed.into_iter().map(|(_, _, s)| s).collect())
+}
+
+/// A captured HTTP/1.1 request's head as a specifier (the first request, if pipelined).
+fn parse_http(data: &[u8]) -> Result<RequestSpecifier, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let head = match req.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("an incomplete HTTP request head".into()),
+        Err(e) => return Err(format!("not an HTTP request ({e})")),
+    };
+    let mut s = RequestSpecifier {
+        method: req.method.map(String::from),
+        path: req.path.map(String::from),
+        ..RequestSpecifier::default()
+    };
+    let mut kept = Vec::new();
+    let mut length = None;
+    for h in req.headers.iter() {
+        let value = String::from_utf8_lossy(h.value).into_owned();
+        match h.name.to_ascii_lowercase().as_str() {
+            "host" => s.authority = Some(value),
+            "content-length" => length = value.trim().parse::<u32>().ok(),
+            // Chunked bodies travel as their length; the encoding is the client's own.
+            "transfer-encoding" => {}
+            name => kept.push(header(name, &value)),
+        }
+    }
+    let body = data.len().saturating_sub(head);
+    s.content_length = length.or_else(|| u32::try_from(body).ok()).filter(|n| *n > 0);
+    s.oneof_headers = Some(OneofHeaders::V3Headers(HeaderMap { headers: kept }));
+    Ok(s)
+}
+
 type ResponseStream =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<RequestStreamResponse, Status>> + Send>>;
 
