@@ -6,49 +6,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
 
-/// `shrike service` on 127.0.0.1:0 (loopback: no token needed), killed on drop.
-struct Service {
-    child: Child,
-    addr: String,
-}
-
-impl Service {
-    fn start(extra: &[&str]) -> Service {
-        let mut child = shrike()
-            .args(["service", "--listen", "127.0.0.1:0", "--allow-target", "127.0.0.0/8"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut addr = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut addr).unwrap();
-        Service { child, addr: addr.trim().to_string() }
-    }
-
-    fn uri(&self) -> String {
-        format!("grpc://{}", self.addr)
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A service allowed to load loopback.
+fn service(extra: &[&str]) -> Service {
+    Service::start(&[&["--allow-target", "127.0.0.0/8"], extra].concat())
 }
 
 #[test]
 fn a_python_client_runs_a_test_through_execution_stream() {
     let target = Server::start(&[]);
-    let service = Service::start(&[]);
+    let service = service(&[]);
     let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/nighthawk");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/nighthawk_client.py");
     let client = Command::new("python3")
@@ -73,7 +44,7 @@ fn a_python_client_runs_a_test_through_execution_stream() {
 #[test]
 fn a_run_through_the_service_counts_as_a_local_one() {
     let target = Server::start(&[]);
-    let service = Service::start(&[]);
+    let service = service(&[]);
     let url = target.url("/");
     let args = ["run", &url, "--rps", "200", "--duration", "2", "--connections", "4"];
     let local = run_json_ok(&args);
@@ -93,7 +64,7 @@ fn a_run_through_the_service_counts_as_a_local_one() {
 #[test]
 fn refusals_name_the_option() {
     let target = Server::start(&[]);
-    let service = Service::start(&["--max-rps", "500"]);
+    let service = service(&["--max-rps", "500"]);
     let url = target.url("/");
     // An option Nighthawk's API has no field for: refused before anything is sent.
     let out = run(
@@ -122,7 +93,7 @@ fn refusals_name_the_option() {
 fn the_listener_address_file_names_the_bound_port() {
     let dir = scratch("listener-address");
     let file = dir.join("addr");
-    let service = Service::start(&["--listener-address-file", file.to_str().unwrap()]);
+    let service = service(&["--listener-address-file", file.to_str().unwrap()]);
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(written.trim(), service.addr);
 }
@@ -172,18 +143,12 @@ fn http3_protocol_options_limit_streams_per_connection() {
 #[test]
 fn the_nighthawk_api_needs_the_services_token() {
     let target = Server::start(&[]);
-    let mut child = shrike()
-        .args(["service", "--listen", "127.0.0.1:0", "--allow-target", "127.0.0.0/8"])
-        .args(["--token-env", "SHRIKE_NH_TOKEN"])
-        .env("SHRIKE_NH_TOKEN", "nh-secret")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut addr = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut addr).unwrap();
-    let service = Service { child, addr: addr.trim().to_string() };
+    let service = Service::start_with(
+        shrike()
+            .args(["service", "--listen", "127.0.0.1:0", "--allow-target", "127.0.0.0/8"])
+            .args(["--token-env", "SHRIKE_NH_TOKEN"])
+            .env("SHRIKE_NH_TOKEN", "nh-secret"),
+    );
     let url = target.url("/");
     let base = ["run", &url, "--duration", "1", "--nighthawk-service"];
     let out = run(&[&base[..], &[&service.uri()]].concat(), Duration::from_secs(30));

@@ -272,6 +272,8 @@ impl Env {
             ("https://service.internal.example", format!("https://localhost:{}", self.tls_port)),
             ("--metrics-listen 127.0.0.1:9464", "--metrics-listen 127.0.0.1:0".into()),
             ("--statsd 127.0.0.1:8125", format!("--statsd {}", self.statsd_addr())),
+            // Spans go to the plain test server, which answers a POST as a collector would.
+            ("zipkin://127.0.0.1:9411", format!("zipkin://{}", self.plain)),
             // Replay's targets and the captured server's port: the plain server's.
             ("--target 127.0.0.1:8080", format!("--target {}", self.plain)),
             ("--port 8080", format!("--port {}", self.ports()[0])),

@@ -9,40 +9,9 @@ mod common;
 mod nginx;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 
 use common::*;
 use nginx::{Listen, Nginx};
-
-/// `shrike service` on 127.0.0.1:0 with `args`, killed on drop.
-struct Service {
-    child: Child,
-    addr: String,
-}
-
-impl Service {
-    fn start(args: &[&str]) -> Service {
-        let mut child = shrike()
-            .args(["service", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut addr = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut addr).unwrap();
-        Service { child, addr: addr.trim().to_string() }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 const N: usize = 60;
 

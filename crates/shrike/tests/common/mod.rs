@@ -217,3 +217,43 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("mkdir");
     dir
 }
+
+/// `shrike service --listen 127.0.0.1:0 <args>` (loopback: no token needed); the bound
+/// address is its first stdout line. Killed on drop.
+pub struct Service {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Service {
+    pub fn start(args: &[&str]) -> Service {
+        Service::start_with(shrike().args(["service", "--listen", "127.0.0.1:0"]).args(args))
+    }
+
+    /// A service from a prepared `shrike service` command (extra environment, say).
+    pub fn start_with(cmd: &mut Command) -> Service {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike service");
+        let mut addr = String::new();
+        BufReader::new(child.stdout.take().expect("stdout piped"))
+            .read_line(&mut addr)
+            .expect("the service printed its address");
+        Service { child, addr: addr.trim().to_string() }
+    }
+
+    /// The address as Nighthawk's flags take it.
+    pub fn uri(&self) -> String {
+        format!("grpc://{}", self.addr)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
