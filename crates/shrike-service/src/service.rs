@@ -163,22 +163,13 @@ impl Inner {
     /// checked against the allowlist.
     pub(crate) async fn prepare(&self, spec: &RunSpec) -> Result<Ready, Status> {
         let mut run = Run::new(spec);
+        // A trace collector and a request source are hosts the service reaches too: the
+        // allowlist covers them as it covers targets.
+        if let Some(t) = spec.trace() {
+            self.check_host("trace", &t.collector).await?;
+        }
         if let Some(source) = &spec.requests().remote_source {
-            // The service connects to the request source: it is a host it reaches, so the
-            // allowlist covers it as it covers targets.
-            let addrs = tokio::net::lookup_host(source.as_str())
-                .await
-                .map_err(|e| Status::invalid_argument(format!("request_source {source}: {e}")))?;
-            for a in addrs {
-                if !self.config.allow.allows(a) {
-                    return Err(Status::permission_denied(format!(
-                        "request_source {source} resolves to {}, outside this service's \
-                         allowlist (--allow-target {})",
-                        a.ip(),
-                        self.config.allow.describe()
-                    )));
-                }
-            }
+            self.check_host("request_source", source).await?;
             let streams = crate::nighthawk::request_source::streams(spec, &Default::default())
                 .map_err(Status::internal)?;
             run = run.request_streams(streams);
@@ -189,6 +180,25 @@ impl Inner {
             .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         self.check_targets(&ready)?;
         Ok(ready)
+    }
+
+    /// Every address `host` (`HOST:PORT`, the option `what`) resolves to is inside the
+    /// allowlist.
+    async fn check_host(&self, what: &str, host: &str) -> Result<(), Status> {
+        let addrs = tokio::net::lookup_host(host)
+            .await
+            .map_err(|e| Status::invalid_argument(format!("{what} {host}: {e}")))?;
+        for a in addrs {
+            if !self.config.allow.allows(a) {
+                return Err(Status::permission_denied(format!(
+                    "{what} {host} resolves to {}, outside this service's allowlist \
+                     (--allow-target {})",
+                    a.ip(),
+                    self.config.allow.describe()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Every address the prepared run would connect to is inside the allowlist.

@@ -87,6 +87,14 @@ fn refusals_name_the_option() {
     );
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("allowlist"), "{}", out.stderr);
+    // A trace collector is a host the service would reach: the allowlist covers it too.
+    let zipkin = "zipkin://192.0.2.1:9411/api/v2/spans";
+    let out = run(
+        &["run", &url, "--duration", "1", "--trace", zipkin, "--nighthawk-service", &service.uri()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("trace 192.0.2.1:9411"), "{}", out.stderr);
 }
 
 #[test]
