@@ -58,6 +58,19 @@ pub enum Peek {
     End,
 }
 
+impl Peek {
+    /// What the pacer's next release means for the worker loop.
+    pub(crate) fn of(release: crate::pacer::Release) -> Peek {
+        use crate::pacer::Release;
+        match release {
+            Release::At(d) => Peek::At(d),
+            Release::Now => Peek::Now,
+            // The plan ended at rate 0: nothing more, but the run lasts its duration.
+            Release::Never => Peek::Wait,
+        }
+    }
+}
+
 /// What is due next for one worker. Single-threaded: each worker owns its schedule.
 pub trait Schedule {
     /// When the next request is due, without taking it.

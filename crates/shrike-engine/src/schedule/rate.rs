@@ -25,13 +25,7 @@ impl Schedule for RateSchedule {
         if self.cursor.spent() {
             return Peek::End;
         }
-        let release = *self.next.get_or_insert_with(|| self.pacer.next_release());
-        match release {
-            Release::At(d) => Peek::At(d),
-            Release::Now => Peek::Now,
-            // The plan ended at rate 0: nothing more, but the run lasts its duration.
-            Release::Never => Peek::Wait,
-        }
+        Peek::of(*self.next.get_or_insert_with(|| self.pacer.next_release()))
     }
 
     fn take(&mut self) -> Option<Due> {

@@ -81,12 +81,7 @@ impl Schedule for RemoteSchedule {
         if self.ready.is_none() {
             return if self.ended { Peek::End } else { Peek::Wait };
         }
-        let release = *self.next.get_or_insert_with(|| self.pacer.next_release());
-        match release {
-            Release::At(d) => Peek::At(d),
-            Release::Now => Peek::Now,
-            Release::Never => Peek::Wait,
-        }
+        Peek::of(*self.next.get_or_insert_with(|| self.pacer.next_release()))
     }
 
     fn take(&mut self) -> Option<Due> {
