@@ -47,6 +47,15 @@ pub use config::{
     DEFAULT_TLS_HANDSHAKE_TIMEOUT,
 };
 pub use headers::ResponseHeader;
+
+/// Entry points for the fuzz targets in `fuzz/` (not an API: hidden, and free to change).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// An HTTP/1.1 request as the server reads it: head, framing, chunked body.
+    pub fn request(data: &[u8]) {
+        crate::h1::fuzz_request(data);
+    }
+}
 pub use server::{run, run_with_udp};
 pub use state::ServerTotals;
 pub use tls::{SelfSignedCert, TlsConfig, TlsError};

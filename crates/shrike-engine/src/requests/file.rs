@@ -52,10 +52,23 @@ pub fn load(
     let text = std::fs::read_to_string(path)
         .map_err(|e| FileError(format!("cannot read request file {name}: {e}")))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    let raw = match ext.as_str() {
-        "jsonl" | "ndjson" => json_lines(&name, &text)?,
-        "json" => json(&name, &text)?,
-        "yaml" | "yml" => yaml(&name, &text)?,
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse(&name, &ext, &text, &base, endpoints, headers)
+}
+
+/// A request list's text in the format `ext` names; body files are relative to `base`.
+pub fn parse(
+    name: &str,
+    ext: &str,
+    text: &str,
+    base: &Path,
+    endpoints: &[Target],
+    headers: &[(String, String)],
+) -> Result<Vec<RequestSpec>, FileError> {
+    let raw = match ext {
+        "jsonl" | "ndjson" => json_lines(name, text)?,
+        "json" => json(name, text)?,
+        "yaml" | "yml" => yaml(name, text)?,
         _ => {
             return Err(FileError(format!(
                 "request file {name}: unknown format; name it .jsonl, .json, .yaml or .yml"
@@ -65,11 +78,10 @@ pub fn load(
     if raw.is_empty() {
         return Err(FileError(format!("request file {name} has no entries")));
     }
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     raw.into_iter()
         .map(|(at, e)| {
             let origin = format!("{name}:{at}");
-            e.into_spec(&base, endpoints, headers)
+            e.into_spec(base, endpoints, headers)
                 .map(|s| s.with_origin(origin.clone()))
                 .map_err(|msg| FileError(format!("{origin}: {msg}")))
         })
