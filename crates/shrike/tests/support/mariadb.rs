@@ -35,7 +35,12 @@ impl MariaDb {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let data = dir.join("data");
+        // Each server's own temporary directory: two bootstraps at once in the shared /tmp
+        // collide on their temporary tables' names ("Could not remove temporary table").
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         let out = Command::new(INSTALL_DB)
+            .env("TMPDIR", &tmp)
             .args(["--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db"])
             .arg(format!("--datadir={}", data.display()))
             .arg("--user=root")
@@ -49,6 +54,7 @@ impl MariaDb {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(MARIADBD)
             .arg("--no-defaults")
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--datadir={}", data.display()))
             .arg(format!("--port={port}"))
             .arg("--bind-address=127.0.0.1")
