@@ -119,6 +119,18 @@ impl Trial {
         };
         trial.invalid = trial.self_check(result, client, rate_search);
         trial.verdicts = goals.iter().map(|goal| trial.verdict(goal)).collect();
+        if trial.invalid.is_none()
+            && !trial.verdicts.is_empty()
+            && trial.verdicts.iter().all(|v| *v == Verdict::Invalid)
+        {
+            // Only overflow makes a verdict invalid without a self-check reason: say so, so no
+            // invalid trial goes unexplained.
+            trial.invalid = Some(format!(
+                "the client had too few connections for the rate: {:.1}% of requests were due \
+                 with every connection busy while the server answered within the bounds",
+                100.0 * trial.overflow_share
+            ));
+        }
         trial
     }
 

@@ -130,3 +130,18 @@ fn narrow_failures_are_repeated_and_decided_by_majority() {
     // One pass, one narrow fail: a tie is a fail; the search bisects below it.
     assert!(matches!(s.next(), Next::Trial { level, .. } if level == 15.0), "{:?}", s.next());
 }
+
+#[test]
+fn overflow_with_a_fast_server_is_invalid_and_says_why() {
+    let goals = vec![vec![Slo::parse("p99<=10ms").unwrap()]];
+    let client = ClientLoad { cpu_cores: None, workers: 1 };
+    // Every send was on time, but 10% of the rate found every connection busy while the
+    // server answered in 1 ms: the connections were the limit, not the server.
+    let mut workers = result(1000.0, 1e6, 0).workers;
+    workers[0].counters.add(Counter::PoolOverflow, 100);
+    let r = RunResult::new(serde_json::json!({}), workers, Termination::Completed);
+    let t = Trial::judge(1000.0, true, false, &r, client, &goals);
+    assert_eq!(t.verdicts, [Verdict::Invalid]);
+    let why = t.invalid.expect("an invalid trial says why");
+    assert!(why.contains("too few connections") && why.contains("9.1%"), "{why}");
+}
