@@ -7,6 +7,7 @@ use shrike_stats::duration::DurationError;
 
 use crate::behaviour::{self, Behaviour, Body, Delay};
 use crate::headers::{HeaderList, ResponseHeader};
+use crate::limits::Limits;
 use crate::tls::TlsConfig;
 
 /// Nighthawk's test server answers with 10 bytes when nothing else is asked for.
@@ -66,6 +67,8 @@ pub enum ConfigError {
     ZeroMaxConnections,
     #[error("max_concurrent_streams must be at least 1")]
     ZeroMaxConcurrentStreams,
+    #[error("{field}: {why}")]
+    InvalidLimit { field: &'static str, why: String },
 }
 
 pub(crate) fn validate_status(status: u64) -> Result<u16, ConfigError> {
@@ -100,6 +103,7 @@ pub struct ServerConfig {
     drain_timeout: Duration,
     tls: Option<TlsConfig>,
     tls_handshake_timeout: Duration,
+    limits: Limits,
 }
 
 impl ServerConfig {
@@ -193,6 +197,32 @@ impl ServerConfig {
         self.tls_handshake_timeout
     }
 
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Time allowed for a complete request head (see `ServerConfigBuilder::request_header_timeout`).
+    pub fn request_header_timeout(&self) -> Duration {
+        self.limits.header_timeout
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        self.limits.idle_timeout
+    }
+
+    pub fn max_request_headers(&self) -> usize {
+        self.limits.max_headers
+    }
+
+    pub fn max_request_header_bytes(&self) -> usize {
+        self.limits.max_header_bytes
+    }
+
+    /// Requests served on one connection before it is closed; `None` means no cap.
+    pub fn max_requests_per_connection(&self) -> Option<std::num::NonZeroU64> {
+        self.limits.max_requests
+    }
+
     pub(crate) fn header_list(&self) -> &HeaderList<'static> {
         &self.headers
     }
@@ -226,6 +256,7 @@ impl Default for ServerConfig {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             tls: None,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            limits: Limits::default(),
         }
     }
 }
@@ -251,6 +282,30 @@ pub struct ServerConfigBuilder {
     drain_timeout: Duration,
     tls: Option<TlsConfig>,
     tls_handshake_timeout: Duration,
+    limits: RawLimits,
+}
+
+/// The builder's unchecked limits; `Limits::try_new` checks them in `build`.
+#[derive(Debug, Clone)]
+struct RawLimits {
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    max_headers: usize,
+    max_header_bytes: usize,
+    max_requests: Option<u64>,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        let d = Limits::default();
+        Self {
+            header_timeout: d.header_timeout,
+            idle_timeout: d.idle_timeout,
+            max_headers: d.max_headers,
+            max_header_bytes: d.max_header_bytes,
+            max_requests: None,
+        }
+    }
 }
 
 impl Default for ServerConfigBuilder {
@@ -269,6 +324,7 @@ impl Default for ServerConfigBuilder {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             tls: None,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            limits: RawLimits::default(),
         }
     }
 }
@@ -360,7 +416,52 @@ impl ServerConfigBuilder {
         self
     }
 
+    /// Time a client has to send a complete request head: from accept (after the TLS
+    /// handshake) for a connection's first request, from the first byte of each later one.
+    /// Past it HTTP/1.1 answers 408 (if part of a head arrived) and closes; HTTP/2 sends GOAWAY
+    /// and closes if no request arrived yet. Must be more than zero.
+    pub fn request_header_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.header_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may wait between requests (HTTP/2: with no stream open) before
+    /// the server closes it; HTTP/3 uses it as QUIC's idle timeout. Must be more than zero.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// Most header fields in one request (1..=1024); more get 431.
+    pub fn max_request_headers(mut self, count: usize) -> Self {
+        self.limits.max_headers = count;
+        self
+    }
+
+    /// Largest request head in bytes (1 KiB..=1 MiB): HTTP/1.1's request line and header
+    /// lines, HTTP/2's and HTTP/3's header list size (each field plus 32 bytes). Larger get 431.
+    pub fn max_request_header_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_header_bytes = bytes;
+        self
+    }
+
+    /// Closes each connection after this many requests, as nginx's `keepalive_requests`:
+    /// HTTP/1.1's Nth response says `connection: close`, HTTP/2 and HTTP/3 send GOAWAY after
+    /// the Nth request. At least 1; unset means no cap.
+    pub fn max_requests_per_connection(mut self, requests: Option<u64>) -> Self {
+        self.limits.max_requests = requests;
+        self
+    }
+
     pub fn build(self) -> Result<ServerConfig, ConfigError> {
+        let raw = &self.limits;
+        let limits = Limits::try_new(
+            raw.header_timeout,
+            raw.idle_timeout,
+            raw.max_headers,
+            raw.max_header_bytes,
+            raw.max_requests,
+        )?;
         let response_body_size = validate_body_size(self.response_body_size, self.max_body_size)?;
         let response_status = validate_status(self.response_status)?;
         let max_connections =
@@ -393,6 +494,7 @@ impl ServerConfigBuilder {
             drain_timeout: self.drain_timeout,
             tls: self.tls,
             tls_handshake_timeout: self.tls_handshake_timeout,
+            limits,
         };
         match &self.defaults_json {
             None => Ok(config),

@@ -15,10 +15,12 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::rewind::Rewind;
 use crate::server::Shared;
 use crate::state::Totals;
+use crate::stats::LimitKind;
 use crate::{h1, http2, tls};
 
 /// Ends a connection abruptly: the next close sends a TCP RST instead of a FIN (SO_LINGER 0),
@@ -45,17 +47,21 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
     // Responses are batched per read (HTTP/1.1) or per flush (HTTP/2); Nagle would only hold
     // back the last segment of a response until the peer acknowledges the previous one.
     let _ = stream.set_nodelay(true);
+    // The first request head is due this long after accept; the TLS handshake has its own
+    // timeout, so over TLS the clock starts once it is done.
+    let header_timeout = shared.config.limits().header_timeout;
     match &shared.tls {
-        None => detect(stream, shared, shutdown).await,
+        None => detect(stream, shared, shutdown, Instant::now() + header_timeout).await,
         Some(acceptor) => {
             let Some(stream) = handshake(acceptor, stream, &shared, shutdown.clone()).await else {
                 return;
             };
+            let deadline = Instant::now() + header_timeout;
             if stream.get_ref().1.alpn_protocol() == Some(tls::ALPN_H2) {
                 Totals::count(&shared.state.totals().http2);
-                http2::serve(stream, shared, shutdown).await;
+                http2::serve(stream, shared, shutdown, deadline).await;
             } else {
-                detect(stream, shared, shutdown).await;
+                detect(stream, shared, shutdown, deadline).await;
             }
         }
     }
@@ -91,8 +97,14 @@ async fn handshake(
 }
 
 /// Reads until the first bytes tell HTTP/2's preface from an HTTP/1.1 request, then serves.
-async fn detect<S>(mut stream: S, shared: Arc<Shared>, mut shutdown: watch::Receiver<()>)
-where
+/// `deadline` is when the first request head is due; a peer silent (or dribbling a preface)
+/// until then is closed as a header timeout.
+async fn detect<S>(
+    mut stream: S,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<()>,
+    deadline: Instant,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + Abort + 'static,
 {
     let mut buf = Vec::with_capacity(h1::READ_BUF);
@@ -102,6 +114,11 @@ where
             read = stream.read_buf(&mut buf) => read,
             // An idle connection closes at once on shutdown, as HTTP/1.1 keep-alive ones do.
             _ = shutdown.changed() => return,
+            // Nothing that could be answered has arrived, so no 408: just close.
+            () = tokio::time::sleep_until(deadline) => {
+                shared.state.stats().limit(LimitKind::HeaderTimeout);
+                return;
+            }
         };
         match read {
             Ok(0) | Err(_) => return,
@@ -113,10 +130,10 @@ where
     };
     if http2 {
         Totals::count(&shared.state.totals().http2);
-        http2::serve(Rewind::new(buf, stream), shared, shutdown).await;
+        http2::serve(Rewind::new(buf, stream), shared, shutdown, deadline).await;
     } else {
         Totals::count(&shared.state.totals().http1);
-        h1::serve(stream, buf, shared, shutdown).await;
+        h1::serve(stream, buf, deadline, shared, shutdown).await;
     }
 }
 

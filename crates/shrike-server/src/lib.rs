@@ -33,6 +33,7 @@ mod h1;
 mod headers;
 mod http2;
 mod http3;
+mod limits;
 mod rewind;
 mod server;
 mod state;
@@ -47,6 +48,11 @@ pub use config::{
     DEFAULT_TLS_HANDSHAKE_TIMEOUT,
 };
 pub use headers::ResponseHeader;
+pub use limits::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_REQUEST_HEADERS, DEFAULT_MAX_REQUEST_HEADER_BYTES,
+    DEFAULT_REQUEST_HEADER_TIMEOUT, MAX_REQUEST_HEADERS_LIMIT, MAX_REQUEST_HEADER_BYTES_LIMIT,
+    MIN_REQUEST_HEADER_BYTES,
+};
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API: hidden, and free to change).
 #[doc(hidden)]

@@ -12,6 +12,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::state::{ServerState, ServerTotals};
+use crate::stats::LimitKind;
 use crate::{conn, h1, http2, http3, ServerConfig};
 
 /// Everything a connection needs, shared by all of them.
@@ -37,6 +38,11 @@ pub(crate) struct Shared {
 /// `run` returns when all have finished, or after the configured drain timeout, when the
 /// stragglers are aborted.
 ///
+/// Past the connection cap a new TCP connection is accepted and reset at once (RST), counted as
+/// `connections_refused` in the statistics, as Envoy's overflow does: the client learns at once
+/// instead of hanging in the listen backlog, and the connections already served keep their
+/// share of the server.
+///
 /// Accept errors (a peer resetting before it was accepted, running out of file descriptors)
 /// are retried with a back-off rather than ending the server: a load test should see a slow
 /// server, not a vanished one.
@@ -55,8 +61,7 @@ pub async fn run(
 /// number; every TCP response then advertises it with `alt-svc: h3=":PORT"` (unless the
 /// configuration sets its own `alt-svc`). Both protocols share the server-wide request state
 /// (linear delay, previous-request delta) and the totals; the connection cap applies to TCP
-/// and QUIC connections separately (the TCP loop holds a permit while it waits to accept, so
-/// one shared count would starve QUIC at small caps). On
+/// and QUIC connections separately, so a flood over one cannot shut out the other. On
 /// shutdown each QUIC connection sends GOAWAY, finishes the requests it has accepted and
 /// closes, within the same drain timeout as TCP.
 pub async fn run_with_udp(
@@ -107,9 +112,13 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, mut shutdown: wat
             _ = shutdown.changed() => break,
             // Reaping finished tasks here keeps the set from growing with every connection.
             Some(_) = connections.join_next() => {}
-            accepted = accept(&listener, &limit) => match accepted {
-                Ok((stream, permit)) => {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
                     backoff = Duration::ZERO;
+                    let Ok(permit) = limit.clone().try_acquire_owned() else {
+                        refuse(stream, &shared);
+                        continue;
+                    };
                     let task = conn::serve(stream, shared.clone(), shutdown.clone());
                     connections.spawn(async move {
                         task.await;
@@ -136,19 +145,14 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, mut shutdown: wat
     }
 }
 
-async fn accept(
-    listener: &TcpListener,
-    limit: &Arc<Semaphore>,
-) -> io::Result<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
-    // Waiting for a permit before accepting leaves excess connections in the kernel backlog
-    // instead of accepting sockets the server cannot serve.
-    let permit = limit
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| io::Error::other("connection semaphore closed"))?;
-    let (stream, _) = listener.accept().await?;
-    Ok((stream, permit))
+/// Turns away a connection over the cap. Accepting and resetting it, rather than leaving it
+/// in the listen backlog, frees its file descriptor at once and tells the client plainly
+/// (ECONNRESET) instead of letting it wait for a slot that may never come; a reset rather than
+/// a FIN so it cannot be mistaken for a keep-alive close before a response.
+fn refuse(stream: tokio::net::TcpStream, shared: &Shared) {
+    let _ = stream.set_zero_linger();
+    drop(stream);
+    shared.state.stats().limit(LimitKind::ConnectionRefused);
 }
 
 /// Errors that concern only the connection being accepted, not the listener.

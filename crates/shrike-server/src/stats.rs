@@ -24,6 +24,33 @@ pub(crate) enum FaultKind {
 const FAULT_NAMES: [&str; 5] =
     ["reset_stream", "reset_connection", "close_after_bytes", "stall", "status"];
 
+/// What a connection-limit counter counts: a client cut off or refused by a limit (see the
+/// `limits` module). Rare events, so they share the request counters' shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LimitKind {
+    /// A request head not complete within the header timeout.
+    HeaderTimeout = 0,
+    /// A connection closed after the idle timeout.
+    IdleTimeout,
+    /// 431 for more header fields than allowed.
+    TooManyHeaders,
+    /// 431 for a head larger than allowed.
+    HeadersTooLarge,
+    /// A connection closed (or sent GOAWAY) after its request cap.
+    MaxRequestsReached,
+    /// A TCP connection reset at accept because the connection cap was full.
+    ConnectionRefused,
+}
+
+const LIMIT_NAMES: [&str; 6] = [
+    "header_timeouts",
+    "idle_timeouts",
+    "too_many_headers",
+    "headers_too_large",
+    "max_requests_reached",
+    "connections_refused",
+];
+
 impl From<ResetScope> for FaultKind {
     fn from(scope: ResetScope) -> Self {
         match scope {
@@ -42,6 +69,7 @@ struct Shard {
     request_body_bytes: AtomicU64,
     response_body_bytes: AtomicU64,
     faults: [AtomicU64; 5],
+    limits: [AtomicU64; 6],
 }
 
 #[derive(Debug)]
@@ -93,6 +121,10 @@ impl Stats {
         add(&self.shard().faults[kind as usize], 1);
     }
 
+    pub(crate) fn limit(&self, kind: LimitKind) {
+        add(&self.shard().limits[kind as usize], 1);
+    }
+
     /// The endpoint's JSON document. `active` is the server's in-flight request count.
     pub(crate) fn to_json(&self, active: usize) -> String {
         let sum = |f: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
@@ -109,6 +141,11 @@ impl Stats {
             .enumerate()
             .map(|(i, n)| ((*n).to_string(), sum(&|s| &s.faults[i]).into()))
             .collect();
+        let limits: serde_json::Map<String, serde_json::Value> = LIMIT_NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((*n).to_string(), sum(&|s| &s.limits[i]).into()))
+            .collect();
         let doc = serde_json::json!({
             "requests": sum(&|s| &s.requests),
             "responses": responses,
@@ -116,6 +153,7 @@ impl Stats {
             "request_body_bytes": sum(&|s| &s.request_body_bytes),
             "response_body_bytes": sum(&|s| &s.response_body_bytes),
             "faults": faults,
+            "limits": limits,
             "uptime_seconds": self.started.elapsed().as_secs_f64(),
         });
         doc.to_string()
@@ -155,5 +193,10 @@ mod tests {
         assert_eq!(v["faults"]["status"], 4);
         assert_eq!(v["faults"]["reset_stream"], 0);
         assert_eq!(v["active_requests"], 3);
+        assert_eq!(v["limits"]["connections_refused"], 0);
+        stats.limit(LimitKind::IdleTimeout);
+        let v: serde_json::Value = serde_json::from_str(&stats.to_json(0)).unwrap();
+        assert_eq!(v["limits"]["idle_timeouts"], 1);
+        assert_eq!(v["limits"].as_object().unwrap().len(), LIMIT_NAMES.len());
     }
 }

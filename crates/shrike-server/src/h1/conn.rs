@@ -15,14 +15,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::chunked::{ChunkedDecoder, ChunkedError};
-use super::request::{self, BodyFraming, Reject, MAX_HEAD, MAX_HEADERS};
+use super::request::{self, BodyFraming, Reject};
 use super::response::{self, ConnectionHeader, Exchange, CONTINUE};
 use crate::behaviour::{self, Pacing, Plan, CONFIG_HEADER, FILLER};
 use crate::conn::Abort;
 use crate::http2::response::Payload;
+use crate::limits::MAX_REQUEST_HEADERS_LIMIT;
 use crate::server::Shared;
+use crate::stats::LimitKind;
 
-/// Initial read buffer; most request heads fit, larger ones grow it up to [`MAX_HEAD`].
+/// Initial read buffer; most request heads fit, larger ones grow it up to the configured cap.
 pub(crate) const READ_BUF: usize = 8 * 1024;
 /// Below this much spare room a read would return too little to be worth a syscall.
 const MIN_READ: usize = 1024;
@@ -35,9 +37,11 @@ const LINGER_BYTES: usize = 256 * 1024;
 
 /// Serves HTTP/1.1 on `stream` (plain TCP or TLS). `rbuf` holds the bytes already read while
 /// the protocol was being detected; they are parsed first, so detection costs no extra read.
+/// The first request head must be complete by `head_deadline`.
 pub(crate) async fn serve<S>(
     stream: S,
     rbuf: Vec<u8>,
+    head_deadline: Instant,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<()>,
 ) where
@@ -52,6 +56,8 @@ pub(crate) async fn serve<S>(
         wbuf: Vec::new(),
         held: 0,
         timer: None,
+        head_deadline: Some(head_deadline),
+        served: 0,
     };
     // An error here means the peer went away mid-exchange: there is nobody left to answer.
     let _ = conn.run().await;
@@ -70,6 +76,11 @@ struct Connection<'s, S> {
     held: usize,
     /// Created on the first delay: one timerfd per connection that ever waits, none otherwise.
     timer: Option<PreciseTimer>,
+    /// When the request head being read must be complete; `None` while the connection is idle
+    /// between requests (the idle timeout applies then).
+    head_deadline: Option<Instant>,
+    /// Requests answered (or being answered) on this connection, for the request cap.
+    served: u64,
 }
 
 /// What the buffered bytes amount to. Returned by value and consumed at once, never stored:
@@ -108,6 +119,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
                 Step::Request(pending) => {
                     self.start += pending.head_len;
                     self.held = pending.held;
+                    self.served += 1;
+                    self.head_deadline = None;
                     if !self.complete(pending).await? {
                         return Ok(());
                     }
@@ -130,21 +143,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
         if buf.is_empty() {
             return Step::Incomplete;
         }
-        let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
+        let limits = self.shared.config.limits();
+        let (max_head, max_headers) = (limits.max_header_bytes, limits.max_headers);
+        // Uninitialised slots cost nothing to set up, so the array is sized for the largest
+        // cap and sliced to the configured one (httparse fails with TooManyHeaders past it).
+        let mut headers =
+            [MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_REQUEST_HEADERS_LIMIT];
         let mut req = httparse::Request::new(&mut []);
-        match req.parse_with_uninit_headers(buf, &mut headers) {
-            Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => {
-                Step::Reject(Reject::HeadTooLarge)
+        match req.parse_with_uninit_headers(buf, &mut headers[..max_headers]) {
+            Ok(httparse::Status::Complete(len)) if len > max_head => {
+                Step::Reject(Reject::HeadTooLarge(max_head))
             }
             Ok(httparse::Status::Complete(len)) => {
                 let closing = self.shutdown.has_changed().is_err();
-                prepare(&req, len, buf.len() - len, self.shared, &mut self.wbuf, closing)
+                let last = limits.is_last(self.served + 1);
+                let at = Exit { closing, last };
+                prepare(&req, len, buf.len() - len, self.shared, &mut self.wbuf, at)
             }
-            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-                Step::Reject(Reject::HeadTooLarge)
+            Ok(httparse::Status::Partial) if buf.len() > max_head => {
+                Step::Reject(Reject::HeadTooLarge(max_head))
             }
             Ok(httparse::Status::Partial) => Step::Incomplete,
-            Err(httparse::Error::TooManyHeaders) => Step::Reject(Reject::TooManyHeaders),
+            Err(httparse::Error::TooManyHeaders) => {
+                Step::Reject(Reject::TooManyHeaders(max_headers))
+            }
             Err(_) => Step::Reject(Reject::BadRequest("malformed request head")),
         }
     }
@@ -314,6 +336,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
 
     /// Answers a refused request and closes.
     async fn reject(&mut self, reject: Reject) -> io::Result<()> {
+        let stats = self.shared.state.stats();
+        match reject {
+            Reject::HeadTooLarge(_) => stats.limit(LimitKind::HeadersTooLarge),
+            Reject::TooManyHeaders(_) => stats.limit(LimitKind::TooManyHeaders),
+            Reject::BadRequest(_) | Reject::BodyTooLarge(_) => {}
+        }
         let message = reject.message(self.shared.config.max_body_size());
         response::encode_text(
             &mut self.wbuf,
@@ -326,15 +354,53 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
         self.linger().await
     }
 
-    /// Waits for the next request. Returns false on end of stream or, since no request is in
-    /// flight, on shutdown.
+    /// Waits for (more of) the next request. Returns false on end of stream, on a timeout or,
+    /// since no request is in flight, on shutdown.
+    ///
+    /// Between requests the idle timeout runs; from the first byte of a request (or from the
+    /// end of the previous one when pipelined bytes are already here) the header timeout.
     async fn read_idle(&mut self) -> io::Result<bool> {
+        let limits = self.shared.config.limits();
+        let idle = self.head_deadline.is_none() && self.start == self.rbuf.len();
+        let deadline = if idle {
+            Instant::now() + limits.idle_timeout
+        } else {
+            *self.head_deadline.get_or_insert_with(|| Instant::now() + limits.header_timeout)
+        };
         self.make_room();
-        tokio::select! {
+        let read = tokio::select! {
             biased;
-            read = self.stream.read_buf(&mut self.rbuf) => Ok(read? > 0),
-            _ = self.shutdown.changed() => Ok(false),
+            read = self.stream.read_buf(&mut self.rbuf) => read?,
+            _ = self.shutdown.changed() => return Ok(false),
+            () = tokio::time::sleep_until(deadline) => {
+                self.timed_out(idle).await?;
+                return Ok(false);
+            }
+        };
+        if idle && read > 0 {
+            self.head_deadline = Some(Instant::now() + limits.header_timeout);
         }
+        Ok(read > 0)
+    }
+
+    /// Ends a connection whose peer ran out of time: silently when it was idle (there is no
+    /// request to answer), with 408 when part of a request head had arrived.
+    async fn timed_out(&mut self, idle: bool) -> io::Result<()> {
+        let stats = self.shared.state.stats();
+        if idle {
+            stats.limit(LimitKind::IdleTimeout);
+            return self.stream.shutdown().await;
+        }
+        stats.limit(LimitKind::HeaderTimeout);
+        if self.start == self.rbuf.len() {
+            // Only a connection's first request gets here without a byte of it: nothing was
+            // asked, so nothing is answered.
+            return self.stream.shutdown().await;
+        }
+        let message = "request timeout: the request head was not complete in time";
+        response::encode_text(&mut self.wbuf, 408, message, false, ConnectionHeader::Close);
+        self.flush().await?;
+        self.linger().await
     }
 
     /// Reads more of a request body; the peer closing mid-body is an error.
@@ -406,6 +472,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
     }
 }
 
+/// Why the connection may end after the request being prepared.
+#[derive(Debug, Clone, Copy)]
+struct Exit {
+    /// The server is shutting down.
+    closing: bool,
+    /// The request is the connection's last under the request cap.
+    last: bool,
+}
+
 /// Interprets a complete head and appends its response to `wbuf`.
 fn prepare(
     req: &httparse::Request<'_, '_>,
@@ -413,7 +488,7 @@ fn prepare(
     buffered_body: usize,
     shared: &Shared,
     wbuf: &mut Vec<u8>,
-    closing: bool,
+    exit: Exit,
 ) -> Step {
     let framing = match request::framing(req) {
         Ok(f) => f,
@@ -425,7 +500,11 @@ fn prepare(
             return Step::Reject(Reject::BodyTooLarge(Some(n)));
         }
     }
-    let close = !framing.keep_alive || closing;
+    let close = !framing.keep_alive || exit.closing || exit.last;
+    if exit.last && framing.keep_alive && !exit.closing {
+        // Only when the cap is what closes the connection.
+        shared.state.stats().limit(LimitKind::MaxRequestsReached);
+    }
     let connection = match (close, framing.http10) {
         (true, _) => ConnectionHeader::Close,
         (false, true) => ConnectionHeader::KeepAlive,

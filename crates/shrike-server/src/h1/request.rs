@@ -2,9 +2,10 @@
 
 use crate::behaviour::{self, CONFIG_HEADER};
 
-/// Largest request head (request line plus headers) the server buffers.
-pub(crate) const MAX_HEAD: usize = 64 * 1024;
-pub(crate) const MAX_HEADERS: usize = 100;
+/// The default caps on a request head, for the fuzz entry point; connections use the
+/// configured ones.
+pub(crate) const MAX_HEAD: usize = crate::limits::DEFAULT_MAX_REQUEST_HEADER_BYTES;
+pub(crate) const MAX_HEADERS: usize = crate::limits::DEFAULT_MAX_REQUEST_HEADERS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyFraming {
@@ -29,8 +30,10 @@ pub(crate) struct Framing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reject {
     BadRequest(&'static str),
-    HeadTooLarge,
-    TooManyHeaders,
+    /// Past the configured head size, carried for the message.
+    HeadTooLarge(usize),
+    /// Past the configured header count.
+    TooManyHeaders(usize),
     /// The declared length, when known up front.
     BodyTooLarge(Option<u64>),
 }
@@ -39,7 +42,7 @@ impl Reject {
     pub(crate) fn status(self) -> u16 {
         match self {
             Reject::BadRequest(_) => 400,
-            Reject::HeadTooLarge | Reject::TooManyHeaders => 431,
+            Reject::HeadTooLarge(_) | Reject::TooManyHeaders(_) => 431,
             Reject::BodyTooLarge(_) => 413,
         }
     }
@@ -47,13 +50,11 @@ impl Reject {
     pub(crate) fn message(self, max_body: u64) -> String {
         match self {
             Reject::BadRequest(why) => format!("bad request: {why}"),
-            Reject::HeadTooLarge => {
-                format!(
-                    "request header fields too large: the request head exceeds {MAX_HEAD} bytes"
-                )
+            Reject::HeadTooLarge(max) => {
+                format!("request header fields too large: the request head exceeds {max} bytes")
             }
-            Reject::TooManyHeaders => {
-                format!("request header fields too large: more than {MAX_HEADERS} header fields")
+            Reject::TooManyHeaders(max) => {
+                format!("request header fields too large: more than {max} header fields")
             }
             Reject::BodyTooLarge(declared) => behaviour::body_too_large(declared, max_body),
         }

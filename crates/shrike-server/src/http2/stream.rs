@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 
 use super::response::{self, Payload, Reply};
 use crate::behaviour::{self, Pacing, ResetScope, Step};
+use crate::limits;
 use crate::server::Shared;
 use crate::timer::LazySleeper;
 
@@ -50,6 +51,14 @@ pub(crate) fn accept(
     let (parts, body) = request.into_parts();
     let max_body = shared.config.max_body_size();
     let head_only = parts.method == Method::HEAD;
+    if let Some((kind, why)) = limits::header_refusal(shared.config.limits(), &parts) {
+        // Only the stream is refused: HTTP/2 framing keeps the connection's other streams and
+        // later requests intact, unlike HTTP/1.1's.
+        shared.state.stats().limit(kind);
+        send_inline(respond, response::text(431, &why, head_only), tasks);
+        tasks.spawn(linger(body));
+        return;
+    }
     let declared = response::declared_length(&parts);
     if let Some(len) = declared.filter(|&len| len > max_body) {
         // Refused before reading a byte, as HTTP/1.1 does. Dropping the body after the linger

@@ -7,6 +7,12 @@
 //! serve, finishes the requests already accepted, then closes with H3_NO_ERROR. The endpoint
 //! stops accepting connections at once. The drain timeout bounds all of it; stragglers are
 //! aborted and the endpoint closed.
+//!
+//! Limits: the idle timeout is QUIC's own (RFC 9000 §10.1), so any packet, a client's PING
+//! included, keeps a connection alive and an expired one closes without a CONNECTION_CLOSE;
+//! there is no header timeout (the QUIC handshake timeout bounds a silent client, and h3 reads
+//! a request head as one frame). After the request cap's Nth request the connection sends
+//! GOAWAY as on shutdown.
 
 mod stream;
 
@@ -23,10 +29,9 @@ use tokio::task::JoinSet;
 
 use crate::server::Shared;
 use crate::state::Totals;
+use crate::stats::LimitKind;
 use crate::ServerConfig;
 
-/// Same limit on a request head as the other front ends.
-const MAX_FIELD_SECTION: u64 = 64 * 1024;
 /// Per-stream receive window: a request body of a few MiB streams without waiting a round trip
 /// per window, as HTTP/2's does.
 const STREAM_WINDOW: u32 = 1 << 20;
@@ -112,7 +117,10 @@ impl Endpoint {
 
 fn transport(config: &ServerConfig) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
+    // Past QUIC's range (2^62 ms) no timeout would ever fire anyway.
+    let idle = quinn::IdleTimeout::try_from(config.limits().idle_timeout).ok();
     transport
+        .max_idle_timeout(idle)
         .max_concurrent_bidi_streams(VarInt::from_u32(config.max_concurrent_streams().get()))
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONNECTION_WINDOW));
@@ -146,7 +154,8 @@ async fn connection(
     Totals::count(&totals.tls_handshakes);
     Totals::count(&totals.http3);
     let mut builder = h3::server::builder();
-    builder.max_field_section_size(MAX_FIELD_SECTION);
+    // As for HTTP/2: h3's limit bounds memory, the configured cap is checked per request.
+    builder.max_field_section_size(u64::from(shared.config.limits().library_header_list_size()));
     let conn = tokio::select! {
         biased;
         _ = shutdown.changed() => return,
@@ -158,6 +167,8 @@ async fn connection(
     let mut requests = JoinSet::new();
     let mut draining = false;
     let sleeper = crate::timer::LazySleeper::default();
+    let limits = *shared.config.limits();
+    let mut accepted: u64 = 0;
     loop {
         tokio::select! {
             biased;
@@ -178,6 +189,15 @@ async fn connection(
                 Ok(Some(resolver)) => {
                     let task = stream::serve(resolver, shared.clone(), quic.clone(), sleeper.clone());
                     requests.spawn(task);
+                    accepted += 1;
+                    if limits.is_last(accepted) && !draining {
+                        shared.state.stats().limit(LimitKind::MaxRequestsReached);
+                        draining = true;
+                        // As on shutdown: later streams are rejected with H3_REQUEST_REJECTED.
+                        if conn.shutdown(1).await.is_err() {
+                            break;
+                        }
+                    }
                 }
                 // The peer closed the connection (or went away), or h3 saw both sides' GOAWAY
                 // and every request finished.
@@ -192,6 +212,9 @@ async fn connection(
     // last response, and neither h3 nor quinn says when that has arrived. A client that saw
     // GOAWAY may close first (and a connection that failed is closed already); otherwise three
     // times the time an acknowledgement can take covers it, with room for a lost packet.
+    if matches!(quic.close_reason(), Some(quinn::ConnectionError::TimedOut)) {
+        shared.state.stats().limit(LimitKind::IdleTimeout);
+    }
     let grace = (quic.rtt() + MAX_ACK_DELAY) * 3;
     let _ = tokio::time::timeout(grace, quic.closed()).await;
     // Dropping `conn` closes the QUIC connection with H3_NO_ERROR; the endpoint sends it.

@@ -15,6 +15,7 @@ use http::Method;
 
 use crate::behaviour::{self, Pacing, ResetScope, Step, FILLER};
 use crate::http2::response::{self, Reply};
+use crate::limits;
 use crate::server::Shared;
 use crate::timer::LazySleeper;
 
@@ -41,6 +42,13 @@ pub(super) async fn serve(
     let (parts, ()) = request.into_parts();
     let head_only = parts.method == Method::HEAD;
     let max_body = shared.config.max_body_size();
+    if let Some((kind, why)) = limits::header_refusal(shared.config.limits(), &parts) {
+        shared.state.stats().limit(kind);
+        if send(&mut stream, response::text(431, &why, head_only)).await.is_ok() {
+            linger(&mut stream).await;
+        }
+        return;
+    }
     if let Some(len) = response::declared_length(&parts).filter(|&len| len > max_body) {
         // Refused before reading a byte, as the other front ends do.
         let reply = response::text(413, &behaviour::body_too_large(Some(len), max_body), head_only);
