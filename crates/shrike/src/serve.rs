@@ -19,13 +19,16 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use shrike_server::{
-    SelfSignedCert, ServerConfig, ServerTotals, TlsConfig, DEFAULT_MAX_BODY_SIZE,
+    ConfigError, SelfSignedCert, ServerConfig, ServerTotals, TlsConfig, DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_RESPONSE_BODY_SIZE,
 };
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::args::{flag_duration, parse_concurrency, usage};
+pub use limits::LimitArgs;
+
+mod limits;
 #[cfg(test)]
 use crate::UsageError;
 
@@ -66,10 +69,14 @@ pub struct ServeArgs {
     /// request may ask for.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_SIZE, value_name = "BYTES")]
     pub max_body_size: u64,
-    /// Most connections served at once; further ones wait in the listen backlog. With --http3,
-    /// QUIC connections have a cap of the same size (further ones are refused).
+    /// Most TCP connections served at once. Further ones are accepted and reset at once (the
+    /// client sees ECONNRESET), counted as limits.connections_refused in --stats-path; the
+    /// connections being served are unaffected. With --http3, QUIC connections have a cap of the
+    /// same size, counted apart (further ones are refused in the handshake).
     #[arg(long, default_value_t = shrike_server::DEFAULT_MAX_CONNECTIONS.get(), value_name = "N")]
     pub max_connections: usize,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Most HTTP/2 streams one connection may have open at once.
     #[arg(long, default_value_t = DEFAULT_MAX_CONCURRENT_STREAMS.get(), value_name = "N")]
     pub max_concurrent_streams: u32,
@@ -388,6 +395,7 @@ fn build_config(
         .max_connections(args.max_connections)
         .max_concurrent_streams(args.max_concurrent_streams)
         .drain_timeout(flag_duration("drain-timeout", &args.drain_timeout)?);
+    builder = args.limits.apply(builder)?;
     if let Some(tls) = tls {
         builder = builder.tls(tls);
     }
@@ -425,7 +433,10 @@ fn build_config(
             builder.response_header(name, value)
         };
     }
-    builder.build().map_err(|e| usage(format!("invalid server configuration: {e}")))
+    builder.build().map_err(|e| match e {
+        ConfigError::InvalidLimit { .. } => limits::explain(&e),
+        e => usage(format!("invalid server configuration: {e}")),
+    })
 }
 
 /// SIGINT and SIGTERM as one stream.
@@ -515,6 +526,11 @@ mod tests {
         assert_eq!(c.response_body_size(), 10);
         assert_eq!(c.max_body_size(), 4 << 20);
         assert!(parse_concurrency(&a.concurrency).is_ok());
+        assert_eq!(c.request_header_timeout(), shrike_server::DEFAULT_REQUEST_HEADER_TIMEOUT);
+        assert_eq!(c.idle_timeout(), shrike_server::DEFAULT_IDLE_TIMEOUT);
+        assert_eq!(c.max_request_headers(), 100);
+        assert_eq!(c.max_request_header_bytes(), 64 * 1024);
+        assert_eq!(c.max_requests_per_connection(), None);
     }
 
     #[test]
@@ -565,6 +581,14 @@ mod tests {
             &["--config", "{\"nope\": 1}"],
             &["--config", "@/nonexistent/shrike.json"],
             &["--stats-path", "stats"],
+            &["--request-header-timeout", "0s"],
+            &["--request-header-timeout", "soon"],
+            &["--idle-timeout", "0"],
+            &["--max-request-headers", "0"],
+            &["--max-request-headers", "5000"],
+            &["--max-request-header-bytes", "10"],
+            &["--max-request-header-bytes", "99999999"],
+            &["--max-requests-per-connection", "0"],
         ] {
             let err = build_config(&args(argv), None, None).unwrap_err();
             assert!(err.downcast_ref::<UsageError>().is_some(), "{argv:?}: {err:#}");
