@@ -89,7 +89,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "JSON|@FILE")]
     pub config: Option<String>,
     /// Serve JSON statistics (requests, responses by class, active requests, bytes, injected
-    /// faults, uptime) at this path, e.g. /.shrike/stats. Off by default.
+    /// faults, connection limits hit, uptime) at this path, e.g. /.shrike/stats. Off by default.
     #[arg(long, value_name = "PATH")]
     pub stats_path: Option<String>,
     /// Also serve HTTP/3 over QUIC on the same port number (UDP). Needs TLS (--tls or
