@@ -99,7 +99,9 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
             last_err = format!("connect to {addr}: the bind address is of the other IP family");
             continue;
         }
-        let stream = match tokio::time::timeout(cfg.timeout, open(*addr, cfg.bind_address)).await {
+        let attempt = tokio::time::timeout(cfg.timeout, open(*addr, cfg.bind_address));
+        let Some(attempt) = unless_stopped(cx, attempt).await else { return None };
+        let stream = match attempt {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 last_err = format!("connect to {addr}: {e}");
@@ -127,6 +129,21 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
     }
     st.note_error(|| last_err);
     None
+}
+
+/// `attempt`'s outcome, or `None` once the run is stopped (a signal or a predicate): no request
+/// has gone out on a connection still being set up, so finishing the stop never waits out a
+/// stalled connect or handshake. Giving up is no failure of the peer's, and is not counted as
+/// one.
+pub(crate) async fn unless_stopped<F: std::future::Future>(
+    cx: &PoolCx,
+    attempt: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        _ = cx.stop.stopped() => None,
+        out = attempt => Some(out),
+    }
 }
 
 /// A TCP connection to `addr`, from `bind` (kernel-chosen port) when the run has a source
@@ -191,7 +208,11 @@ async fn tls_handshake(
         st.note_error(|| msg);
         None
     };
-    let stream = match tokio::time::timeout(cfg.timeout, handshake).await {
+    let Some(handshake) = unless_stopped(cx, tokio::time::timeout(cfg.timeout, handshake)).await
+    else {
+        return None;
+    };
+    let stream = match handshake {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             // OpenSSL-based servers refuse an ALPN list they share nothing with by alert

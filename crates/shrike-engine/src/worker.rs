@@ -135,9 +135,11 @@ async fn drive<S: Schedule>(
 
     pools.start().await;
     // A streamed request is one of the run's: it is never spent on a warm-up.
-    if pools.cfg.warmup && !pools.cx.payload_requests {
-        warmup(&pools, schedule.warmup_request()).await;
-    }
+    // A stop during the warm-up abandons it: its request is no part of the measurement, so
+    // neither waiting for it nor counting it as a failure would be right.
+    let abandoned = pools.cfg.warmup
+        && !pools.cx.payload_requests
+        && !warmup(&pools, schedule.warmup_request()).await;
 
     let start = start_gate();
     // With --start-at the start lies ahead; the wall clock must name it, not this moment.
@@ -158,7 +160,15 @@ async fn drive<S: Schedule>(
     // the timer's lateness in noticing would understate the achieved rate.
     let deadline = pools.cfg.duration.map(|d| start + d);
     let sending_end = deadline.map_or(Instant::now(), |d| Instant::now().min(d));
-    drain(&pools).await;
+    if abandoned {
+        let mut st = pools.cx.state.borrow_mut();
+        // Left as it is: the request may still finish (and decrement it) before the runtime
+        // goes, after the result has been taken.
+        let n = st.outstanding as u64;
+        st.counters.add(Counter::RqCancelled, n);
+    } else {
+        drain(&pools).await;
+    }
     let end = Instant::now();
 
     let out = {
@@ -250,8 +260,9 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
 
 /// Nighthawk's `--simple-warmup`: one request per worker before the clock starts, so the first
 /// measured request does not pay for connection setup and cold caches. Its counters stay (as
-/// Nighthawk documents); its latency samples are discarded.
-async fn warmup(pools: &Rc<Pools>, request: u32) {
+/// Nighthawk documents); its latency samples are discarded. False when a stop came first and
+/// the warm-up request was left in flight.
+async fn warmup(pools: &Rc<Pools>, request: u32) -> bool {
     let now = Instant::now();
     let ticket = Ticket {
         scheduled: now,
@@ -262,7 +273,7 @@ async fn warmup(pools: &Rc<Pools>, request: u32) {
         trace: None,
     };
     if pool::try_dispatch(pools, ticket).is_err() {
-        return;
+        return true;
     }
     let cx = &pools.cx;
     let wait = async {
@@ -270,10 +281,18 @@ async fn warmup(pools: &Rc<Pools>, request: u32) {
             cx.drained.notified().await;
         }
     };
-    if tokio::time::timeout(pools.cfg.timeout, wait).await.is_err() {
-        cx.state.borrow_mut().note_error(|| "the warm-up request timed out".into());
-    }
+    let finished = tokio::select! {
+        biased;
+        _ = cx.stop.stopped() => false,
+        waited = tokio::time::timeout(pools.cfg.timeout, wait) => {
+            if waited.is_err() {
+                cx.state.borrow_mut().note_error(|| "the warm-up request timed out".into());
+            }
+            true
+        }
+    };
     cx.state.borrow_mut().stats = Stats::new();
+    finished
 }
 
 /// Hands one request to the pools; in closed loop, waits for capacity and records the wait.

@@ -150,8 +150,8 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
         let result = match &fleet {
             None => {
-                let ready = shrike_engine::Run::new(spec)
-                    .prepare()
+                let ready = interrupts
+                    .preparing(|| shrike_engine::Run::new(spec).prepare())
                     .map_err(|e| format!("{:#}", load.explain(e)))?;
                 interrupts.execute(ready).map_err(|e| e.to_string())?
             }

@@ -3,6 +3,10 @@
 //! in-flight requests (up to `--timeout`) so its result is still written, and tells the command
 //! to run no more; a second one exits at once, without a result.
 //!
+//! While a run is prepared (hosts resolved, files read: see [`Interrupts::preparing`]) nothing
+//! has been measured yet, and a resolver that never answers would hold the process for its
+//! whole timeout: a signal then exits at once.
+//!
 //! A command with a gentler first stop (replay: start no new job, let the running ones end)
 //! sets it with [`Interrupts::soften`]; then the second signal stops the run as the first
 //! would have, and only the third exits at once.
@@ -24,6 +28,10 @@ struct State {
     grace: Duration,
     /// The gentler first stop, and what the message says it does.
     soft: Option<(Box<dyn Fn() + Send>, String)>,
+    /// A run is being prepared: a signal has nothing to keep, and need not wait.
+    preparing: bool,
+    /// Trials started so far (a command's first has nothing before it to keep).
+    trials: u32,
 }
 
 /// Watches for SIGINT and SIGTERM from creation until the process ends.
@@ -61,6 +69,16 @@ impl Interrupts {
         lock(&self.state).soft = Some((Box::new(stop), what.to_string()));
     }
 
+    /// Runs `prepare` (resolving hosts, reading request files) with a signal exiting at once
+    /// when no trial ran before it: there is nothing measured to write, and name resolution
+    /// cannot be cut short otherwise.
+    pub fn preparing<T>(&self, prepare: impl FnOnce() -> T) -> T {
+        lock(&self.state).preparing = true;
+        let out = prepare();
+        lock(&self.state).preparing = false;
+        out
+    }
+
     /// Whether a signal has asked the command to stop.
     pub fn interrupted(&self) -> bool {
         lock(&self.state).signals > 0
@@ -82,6 +100,7 @@ impl Interrupts {
                 stop.request(Termination::Interrupted);
             }
             st.current = Some(stop.clone());
+            st.trials += 1;
         }
         let out = run(&stop);
         lock(&self.state).current = None;
@@ -120,6 +139,15 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
             }
             let mut st = lock(&state);
             st.signals += 1;
+            if st.preparing && st.trials == 0 {
+                log::line(
+                    Tag::Warning,
+                    "interrupted before the load started (while resolving hosts and reading \
+                     files): nothing was measured, exiting",
+                );
+                crate::server_cmd::stop_all_started();
+                std::process::exit(130);
+            }
             if st.signals == 1 {
                 if let Some((stop, what)) = &st.soft {
                     stop();

@@ -118,7 +118,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     if args.remote.is_remote() {
         return replay_remote(&args, &load, options, &mut driver, file.as_ref());
     }
-    let prepared = shrike_replay::prepare(spec, &options, reader).map_err(|e| load.explain(e))?;
+    let prepared = driver
+        .interrupts
+        .preparing(|| shrike_replay::prepare(spec, &options, reader))
+        .map_err(|e| load.explain(e))?;
     let admission = prepared.admission.clone();
     driver
         .interrupts

@@ -376,7 +376,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .map_err(anyhow::Error::msg)?;
         run = run.request_streams(streams);
     }
-    let ready = run.prepare().map_err(|e| load.explain(e))?;
+    let ready = driver.interrupts.preparing(|| run.prepare()).map_err(|e| load.explain(e))?;
     announce(spec);
     let result = driver.execute(&load, ready)?;
     let code = finish(&result, format, file.as_ref(), tolerate);

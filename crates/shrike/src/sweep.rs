@@ -230,8 +230,9 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
                     patch["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
                 }
                 let spec = load.vary(&patch)?;
-                let ready =
-                    shrike_engine::Run::new(&spec).prepare().map_err(|e| load.explain(e))?;
+                let ready = interrupts
+                    .preparing(|| shrike_engine::Run::new(&spec).prepare())
+                    .map_err(|e| load.explain(e))?;
                 let (cpu0, t0) = (crate::capacity::process_cpu_seconds(), Instant::now());
                 let sampler = Sampler::start(pid, args.collect_stats_interval);
                 let result = interrupts

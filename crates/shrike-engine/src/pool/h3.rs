@@ -197,7 +197,11 @@ async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(Driver, SendRequest)
                 continue;
             }
         };
-        let connection = match tokio::time::timeout(timeout, connecting).await {
+        let connecting = tokio::time::timeout(timeout, connecting);
+        let Some(connecting) = crate::transport::unless_stopped(&pools.cx, connecting).await else {
+            return None;
+        };
+        let connection = match connecting {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 let e = e.to_string();

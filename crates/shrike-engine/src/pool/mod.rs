@@ -399,10 +399,15 @@ pub(crate) fn record_timeout(pools: &Pools, ticket: &Ticket, sent: Option<Instan
     cx.check_predicates(&mut st.counters);
 }
 
-/// Records a request that never left because no connection could be opened.
+/// Records a request that never left because no connection could be opened, or, once the
+/// run is stopped (which abandons connection attempts), one cancelled before it was sent.
 pub(crate) fn record_connection_failure(pools: &Pools) {
     let cx = &pools.cx;
     let mut st = cx.state.borrow_mut();
+    if cx.stop.is_stopped() {
+        st.counters.inc(Counter::RqCancelled);
+        return;
+    }
     st.counters.inc(Counter::PoolConnectionFailure);
     let st = &mut *st;
     cx.check_predicates(&mut st.counters);
