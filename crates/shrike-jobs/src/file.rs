@@ -474,14 +474,20 @@ fn mysql_value(v: &Value) -> Option<MysqlValue> {
     })
 }
 
-/// Writes jobs as they come; `.zst` paths are zstd-compressed.
+/// Writes jobs as they come; `.zst` paths are zstd-compressed. A file is written under a
+/// temporary name in its directory and takes its own name only in [`JobWriter::finish`], so
+/// no reader (or a later replay) ever sees half a jobs file, a failed import leaves what was
+/// there before, and filtering a file onto itself does not truncate its input.
 pub struct JobWriter {
     path: PathBuf,
     out: Sink,
+    /// The temporary file (`None` for standard output, or once renamed).
+    temp: Option<PathBuf>,
 }
 
 enum Sink {
-    Plain(BufWriter<Box<dyn Write + Send>>),
+    Stdout(BufWriter<std::io::Stdout>),
+    File(BufWriter<File>),
     Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
 }
 
@@ -500,15 +506,25 @@ impl JobWriter {
         info: Map<String, Value>,
     ) -> Result<JobWriter, JobsError> {
         let io = |source| JobsError::Io { path: path.display().to_string(), source };
-        let out = if path == Path::new("-") {
-            Sink::Plain(BufWriter::new(Box::new(std::io::stdout())))
-        } else if path.extension().is_some_and(|e| e == "zst") {
-            let file = BufWriter::new(File::create(path).map_err(io)?);
-            Sink::Zstd(zstd::stream::write::Encoder::new(file, 3).map_err(io)?)
+        let (out, temp) = if path == Path::new("-") {
+            (Sink::Stdout(BufWriter::new(std::io::stdout())), None)
         } else {
-            Sink::Plain(BufWriter::new(Box::new(File::create(path).map_err(io)?)))
+            let temp = temp_path(path);
+            let file = BufWriter::new(File::create(&temp).map_err(io)?);
+            let out = if path.extension().is_some_and(|e| e == "zst") {
+                match zstd::stream::write::Encoder::new(file, 3) {
+                    Ok(z) => Sink::Zstd(z),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&temp);
+                        return Err(io(e));
+                    }
+                }
+            } else {
+                Sink::File(file)
+            };
+            (out, Some(temp))
         };
-        let mut w = JobWriter { path: path.to_path_buf(), out };
+        let mut w = JobWriter { path: path.to_path_buf(), out, temp };
         let mut header = Map::new();
         header.insert("shrike_jobs".into(), json!(VERSION));
         header.insert("protocol".into(), json!(protocol.name()));
@@ -520,7 +536,8 @@ impl JobWriter {
     fn line(&mut self, v: &Value) -> Result<(), JobsError> {
         let io = |source| JobsError::Io { path: self.path.display().to_string(), source };
         let w: &mut dyn Write = match &mut self.out {
-            Sink::Plain(w) => w,
+            Sink::Stdout(w) => w,
+            Sink::File(w) => w,
             Sink::Zstd(w) => w,
         };
         serde_json::to_writer(&mut *w, v).map_err(|e| io(e.into()))?;
@@ -531,14 +548,44 @@ impl JobWriter {
         self.line(&job_json(job))
     }
 
-    /// Flushes (and ends the compressed stream): a file is complete only after this.
-    pub fn finish(self) -> Result<(), JobsError> {
-        let io = |source| JobsError::Io { path: self.path.display().to_string(), source };
-        match self.out {
-            Sink::Plain(mut w) => w.flush().map_err(io),
-            Sink::Zstd(w) => w.finish().map_err(io)?.flush().map_err(io),
+    /// Flushes (and ends the compressed stream), makes the file durable and gives it its name:
+    /// a file is complete only after this.
+    pub fn finish(mut self) -> Result<(), JobsError> {
+        let path = self.path.display().to_string();
+        let io = |source| JobsError::Io { path: path.clone(), source };
+        let stdout = Sink::Stdout(BufWriter::new(std::io::stdout()));
+        let file = match std::mem::replace(&mut self.out, stdout) {
+            Sink::Stdout(mut w) => return w.flush().map_err(io),
+            Sink::File(w) => w.into_inner().map_err(|e| io(e.into_error()))?,
+            Sink::Zstd(w) => {
+                w.finish().map_err(&io)?.into_inner().map_err(|e| io(e.into_error()))?
+            }
+        };
+        file.sync_all().map_err(&io)?;
+        if let Some(temp) = self.temp.take() {
+            if let Err(e) = std::fs::rename(&temp, &self.path) {
+                let _ = std::fs::remove_file(&temp);
+                return Err(io(e));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for JobWriter {
+    /// Unfinished (an error, an interrupted import): the temporary file goes, and the target
+    /// stays as it was.
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp.take() {
+            let _ = std::fs::remove_file(temp);
         }
     }
+}
+
+/// A hidden name beside `path`, in the same directory so the rename is atomic.
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
 /// Seconds, rounded to the microsecond the format keeps.
