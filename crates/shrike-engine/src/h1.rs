@@ -76,12 +76,25 @@ pub enum Malformed {
     ContentLength,
     #[error("conflicting content-length headers")]
     ConflictingLength,
-    #[error("response head or chunk line larger than {MAX_HEAD} bytes")]
-    TooLarge,
+    /// A head past the buffer: it cannot be parsed without growing memory for the server.
+    #[error("response head larger than {MAX_HEAD} bytes")]
+    HeadTooLarge,
+    #[error("more than {MAX_HEADERS} header fields in a response head")]
+    TooManyHeaders,
+    #[error("chunk-size or trailer line larger than {MAX_HEAD} bytes")]
+    LineTooLarge,
     #[error("missing CRLF after chunk data")]
     ChunkCrlf,
     #[error("bad chunk size")]
     ChunkSize,
+}
+
+impl Malformed {
+    /// The head broke the client's size limits (counted as `upstream_cx_header_overflow`),
+    /// rather than being malformed.
+    pub fn is_header_overflow(self) -> bool {
+        matches!(self, Malformed::HeadTooLarge | Malformed::TooManyHeaders)
+    }
 }
 
 /// Whether `bytes` start like a TLS record: content type handshake (22) or alert (21), then
@@ -154,7 +167,7 @@ impl ResponseReader {
                         break h;
                     }
                 }
-                self.fill(io, rx_bytes, received).await?;
+                self.fill(io, rx_bytes, received, Malformed::HeadTooLarge).await?;
                 received = true;
             };
             self.start += head_len;
@@ -182,6 +195,9 @@ impl ResponseReader {
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(_) if looks_like_tls(&self.buf[self.start..self.end]) => {
                 return Err(ReadError::Protocol(Malformed::Tls))
+            }
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(ReadError::Protocol(Malformed::TooManyHeaders))
             }
             Err(e) => return Err(ReadError::Protocol(Malformed::Head(e))),
         };
@@ -237,19 +253,21 @@ impl ResponseReader {
         Ok(Some((status, n, framing, close, origin)))
     }
 
-    /// Reads more bytes after `end`, compacting or failing if the buffer is full.
+    /// Reads more bytes after `end`, compacting, or failing with `full` if the buffer is full
+    /// of one unfinished item (a head or a line): the buffer never grows.
     async fn fill<R: AsyncRead + Unpin>(
         &mut self,
         io: &mut R,
         rx_bytes: &mut u64,
         received: bool,
+        full: Malformed,
     ) -> Result<(), ReadError> {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
         } else if self.end == self.buf.len() {
             if self.start == 0 {
-                return Err(ReadError::Protocol(Malformed::TooLarge));
+                return Err(ReadError::Protocol(full));
             }
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -278,7 +296,8 @@ impl ResponseReader {
             if remaining == 0 {
                 return Ok(n);
             }
-            self.fill(io, rx_bytes, true).await?;
+            // Everything buffered was consumed, so the buffer cannot be full.
+            self.fill(io, rx_bytes, true, Malformed::LineTooLarge).await?;
         }
     }
 
@@ -291,7 +310,8 @@ impl ResponseReader {
         loop {
             total += (self.end - self.start) as u64;
             self.start = self.end;
-            match self.fill(io, rx_bytes, true).await {
+            // Bodies are discarded as they arrive: the buffer is empty before every read.
+            match self.fill(io, rx_bytes, true, Malformed::LineTooLarge).await {
                 Ok(()) => {}
                 Err(ReadError::Closed { .. }) => return Ok(total),
                 Err(e) => return Err(e),
@@ -342,7 +362,7 @@ impl ResponseReader {
                 }
                 return Ok((a, b));
             }
-            self.fill(io, rx_bytes, true).await?;
+            self.fill(io, rx_bytes, true, Malformed::LineTooLarge).await?;
         }
     }
 }
@@ -489,13 +509,27 @@ mod tests {
         // Truncated body: closed mid-response.
         let got = read_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", false, 5).await;
         assert!(matches!(got.last(), Some(Err(e)) if e.contains("mid-response")), "{got:?}");
-        // Oversized head.
-        let mut big = b"HTTP/1.1 200 OK\r\n".to_vec();
-        while big.len() < MAX_HEAD + 100 {
-            big.extend_from_slice(b"x-pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        // Oversized heads, by size and by field count, are told apart from malformed ones.
+        let mut big = b"HTTP/1.1 200 OK\r\nx-big: ".to_vec();
+        big.resize(MAX_HEAD + 100, b'a');
+        big.extend_from_slice(b"\r\n\r\n");
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while many.len() < MAX_HEAD + 100 {
+            many.extend_from_slice(b"x-pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
         }
-        let got = read_all(&big, false, 4096).await;
-        assert!(matches!(got.last(), Some(Err(_))), "{got:?}");
+        for (input, kind) in [(big, Malformed::HeadTooLarge), (many, Malformed::TooManyHeaders)] {
+            let got = read_all(&input, false, 4096).await;
+            assert!(kind.is_header_overflow());
+            let want = ReadError::Protocol(kind).to_string();
+            assert_eq!(got.last(), Some(&Err(want)), "{got:?}");
+        }
+        assert!(!Malformed::ContentLength.is_header_overflow());
+        // A chunk-size line that never ends fails once it fills the buffer.
+        let mut line = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+        line.resize(line.len() + MAX_HEAD + 100, b'0');
+        let got = read_all(&line, false, 4096).await;
+        let want = ReadError::Protocol(Malformed::LineTooLarge).to_string();
+        assert_eq!(got.last(), Some(&Err(want)), "{got:?}");
     }
 
     #[test]

@@ -55,7 +55,14 @@ counters! {
     CxConnectTimeout => "upstream_cx_connect_timeout";
     CxDestroyLocal => "upstream_cx_destroy_local";
     CxDestroyRemote => "upstream_cx_destroy_remote";
+    // Of those, the connections that took a request in flight with them (Envoy's names): the
+    // server closed or reset mid-response; we closed on a timeout or a broken answer.
+    CxDestroyLocalWithActiveRq => "upstream_cx_destroy_local_with_active_rq";
+    CxDestroyRemoteWithActiveRq => "upstream_cx_destroy_remote_with_active_rq";
     CxProtocolError => "upstream_cx_protocol_error";
+    // Of those, response heads past the client's limits (too large, too many fields): closed
+    // rather than buffered. Envoy's codecs call it `header_overflow`.
+    CxHeaderOverflow => "upstream_cx_header_overflow";
     // Closed on the server's notice: HTTP/1.1 `connection: close` or HTTP/2 GOAWAY (Envoy's
     // name and meaning).
     CxCloseNotify => "upstream_cx_close_notify";

@@ -237,6 +237,7 @@ async fn serve<P: Protocol>(
         let Ok(result) = result else {
             // Mid-exchange, the connection's framing is lost: close it.
             st.counters.inc(Counter::CxDestroyLocal);
+            st.counters.inc(Counter::CxDestroyLocalWithActiveRq);
             drop(st);
             *conn = None;
             record_timeout(pools, &ticket, io.sent);
@@ -248,10 +249,11 @@ async fn serve<P: Protocol>(
                 let limit_hit = limit
                     && pool.max_requests_per_connection.is_some_and(|m| open.served >= m.get());
                 match answer.then {
+                    // We close it: the server's framing can no longer be trusted.
                     After::Desync => {
                         st.counters.inc(Counter::CxProtocolError);
                         st.note_error(|| "server sent bytes beyond the response".into());
-                        st.counters.inc(Counter::CxDestroyRemote);
+                        st.counters.inc(Counter::CxDestroyLocal);
                         *conn = None;
                     }
                     // The server announced the close (`connection: close`), as Envoy counts
@@ -302,10 +304,25 @@ async fn serve<P: Protocol>(
                 retried = true;
             }
             Err(f) => {
-                st.counters.inc(Counter::CxDestroyRemote);
+                // A broken answer is ours to close; a connection lost mid-exchange was the
+                // server's doing. Envoy's `_with_active_rq` names say a request went with it.
+                let protocol_error = match f.class {
+                    FailureClass::Protocol | FailureClass::HeaderOverflow => {
+                        st.counters.inc(Counter::CxDestroyLocal);
+                        st.counters.inc(Counter::CxDestroyLocalWithActiveRq);
+                        true
+                    }
+                    FailureClass::Unanswered | FailureClass::Broken => {
+                        st.counters.inc(Counter::CxDestroyRemote);
+                        st.counters.inc(Counter::CxDestroyRemoteWithActiveRq);
+                        false
+                    }
+                };
+                if f.class == FailureClass::HeaderOverflow {
+                    st.counters.inc(Counter::CxHeaderOverflow);
+                }
                 drop(st);
                 *conn = None;
-                let protocol_error = f.class == FailureClass::Protocol;
                 record_failure(pools, &ticket, io.sent, protocol_error, || f.error.to_string());
                 return;
             }

@@ -122,6 +122,7 @@ impl Protocol for Http1 {
         let classify = |error: ReadError| {
             let class = match &error {
                 ReadError::Closed { received: false } => FailureClass::Unanswered,
+                ReadError::Protocol(m) if m.is_header_overflow() => FailureClass::HeaderOverflow,
                 ReadError::Protocol(_) => FailureClass::Protocol,
                 _ => FailureClass::Broken,
             };

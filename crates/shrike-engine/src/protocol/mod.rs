@@ -123,6 +123,9 @@ pub(crate) enum FailureClass {
     Unanswered,
     /// The answer broke the protocol.
     Protocol,
+    /// The answer's head broke the client's size limits (a protocol error of its own kind:
+    /// `upstream_cx_header_overflow`), so reading it would grow memory without bound.
+    HeaderOverflow,
     /// The connection failed mid-exchange (closed, reset, I/O error).
     Broken,
 }
