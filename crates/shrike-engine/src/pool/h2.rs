@@ -33,6 +33,12 @@ const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
 /// recommends servers allow at least 100 (hyper's default too).
 const PRE_SETTINGS_STREAMS: usize = 100;
 
+/// The largest response head (HPACK-sized, RFC 7541 §4.1) a stream accepts, announced as
+/// SETTINGS_MAX_HEADER_LIST_SIZE. `h2` buffers a head until it is whole, so this bounds what a
+/// server can make each connection hold (`h2`'s default is 16 MiB); 64 KiB is about Envoy's
+/// default (60 KiB), and twice what the HTTP/1.1 reader takes.
+const MAX_HEADER_LIST: u32 = 64 * 1024;
+
 /// HPACK's per-entry overhead (RFC 7541 §4.1), used to size response headers.
 const HPACK_ENTRY_OVERHEAD: u64 = 32;
 
@@ -114,6 +120,7 @@ async fn handshake(pools: &Pools, conn: &H2Conn, io_bytes: Rc<IoBytes>) -> Optio
         .initial_connection_window_size(CONNECTION_WINDOW)
         .enable_push(false)
         .initial_max_send_streams(PRE_SETTINGS_STREAMS)
+        .max_header_list_size(MAX_HEADER_LIST)
         .handshake::<_, Bytes>(io)
         .await;
     match res {
@@ -137,6 +144,20 @@ async fn connection_ended(
     result: Result<(), h2::Error>,
 ) {
     let url = || pools.cfg.endpoints[conn.pool].target.url();
+    // Read before anything awaits: the streams the driver just failed have not run yet, so
+    // they are still counted active.
+    let active = conn.active.get() > 0;
+    let destroyed = |local: bool| {
+        let mut st = pools.cx.state.borrow_mut();
+        let (c, with_rq) = match local {
+            true => (Counter::CxDestroyLocal, Counter::CxDestroyLocalWithActiveRq),
+            false => (Counter::CxDestroyRemote, Counter::CxDestroyRemoteWithActiveRq),
+        };
+        st.counters.inc(c);
+        if active {
+            st.counters.inc(with_rq);
+        }
+    };
     match (state, result) {
         // We still held the sender, so the server ended the connection. A graceful GOAWAY
         // (NO_ERROR) ends the driver with Ok just like our own close; the sender tells them
@@ -145,14 +166,14 @@ async fn connection_ended(
             if let Err(e) = sender.ready().await {
                 if e.is_go_away() && e.is_remote() {
                     note_goaway(pools, conn);
-                } else {
-                    pools.cx.state.borrow_mut().counters.inc(Counter::CxDestroyRemote);
                 }
+                destroyed(false);
             }
         }
         (_, Ok(())) => {}
         (_, Err(e)) if e.is_go_away() && e.is_remote() => {
             note_goaway(pools, conn);
+            destroyed(false);
             // A GOAWAY carrying an error code is the server declaring a connection error.
             if let Some(reason) = e.reason().filter(|r| *r != Reason::NO_ERROR) {
                 let mut st = pools.cx.state.borrow_mut();
@@ -163,10 +184,11 @@ async fn connection_ended(
             }
         }
         (_, Err(e)) => {
+            // An I/O error is the server's close or reset; anything else is our codec
+            // refusing the server's frames (it sends GOAWAY and closes).
+            destroyed(!e.is_io());
             let mut st = pools.cx.state.borrow_mut();
-            if e.is_io() {
-                st.counters.inc(Counter::CxDestroyRemote);
-            } else {
+            if !e.is_io() {
                 st.counters.inc(Counter::CxProtocolError);
             }
             st.note_error(|| format!("HTTP/2 connection to {}: {e}", url()));
@@ -201,9 +223,11 @@ impl StreamError {
             // REFUSED_STREAM, or cut off by GOAWAY before any response.
             refused: goaway || err.reason() == Some(Reason::REFUSED_STREAM),
             // Only errors our codec found in the server's frames count as connection protocol
-            // errors here: a reset is stream-level, a GOAWAY with an error code is counted
-            // once by the connection task, and I/O errors are neither.
-            protocol_error: !err.is_io() && !err.is_reset() && !goaway,
+            // errors here: a reset is stream-level, a GOAWAY (the server's with an error code,
+            // or ours when our codec refused the server's frames) is counted once by the
+            // connection task rather than once per stream it took down, and I/O errors are
+            // neither.
+            protocol_error: !err.is_io() && !err.is_reset() && !err.is_go_away(),
             message: describe(err),
         }
     }
