@@ -100,7 +100,7 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
             continue;
         }
         let attempt = tokio::time::timeout(cfg.timeout, open(*addr, cfg.bind_address));
-        let Some(attempt) = unless_stopped(cx, attempt).await else { return None };
+        let attempt = unless_stopped(cx, attempt).await?;
         let stream = match attempt {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
@@ -208,10 +208,7 @@ async fn tls_handshake(
         st.note_error(|| msg);
         None
     };
-    let Some(handshake) = unless_stopped(cx, tokio::time::timeout(cfg.timeout, handshake)).await
-    else {
-        return None;
-    };
+    let handshake = unless_stopped(cx, tokio::time::timeout(cfg.timeout, handshake)).await?;
     let stream = match handshake {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {

@@ -198,9 +198,7 @@ async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(Driver, SendRequest)
             }
         };
         let connecting = tokio::time::timeout(timeout, connecting);
-        let Some(connecting) = crate::transport::unless_stopped(&pools.cx, connecting).await else {
-            return None;
-        };
+        let connecting = crate::transport::unless_stopped(&pools.cx, connecting).await?;
         let connection = match connecting {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
