@@ -116,12 +116,17 @@ impl Protocol for Http1 {
             stream.flush().await
         };
         if let Err(e) = written.await {
-            return Err(Failure { class: FailureClass::Broken, error: e.into() });
+            let class = if reset(&e) { FailureClass::Unanswered } else { FailureClass::Broken };
+            return Err(Failure { class, error: e.into() });
         }
         io.tx = bytes.len() as u64;
-        let classify = |error: ReadError| {
+        let classify = |error: ReadError, rx: u64| {
             let class = match &error {
                 ReadError::Closed { received: false } => FailureClass::Unanswered,
+                // The keep-alive race's other face: a server that closes an idle connection
+                // with unread bytes (or SO_LINGER 0) resets it instead of sending a FIN. Before
+                // any byte of the answer, the request was no more processed than on a close.
+                ReadError::Io(e) if rx == 0 && reset(e) => FailureClass::Unanswered,
                 ReadError::Protocol(m) if m.is_header_overflow() => FailureClass::HeaderOverflow,
                 ReadError::Protocol(_) => FailureClass::Protocol,
                 _ => FailureClass::Broken,
@@ -135,8 +140,8 @@ impl Protocol for Http1 {
                 let mut close = info.close;
                 for &h in more_heads {
                     let next = reader.read_response(stream, h, &mut io.rx).await;
-                    let next =
-                        next.map_err(|e| Failure { class: FailureClass::Broken, ..classify(e) })?;
+                    let next = next
+                        .map_err(|e| Failure { class: FailureClass::Broken, ..classify(e, 1) })?;
                     close = next.close;
                     more.push(MoreAnswer {
                         status: next.status,
@@ -163,7 +168,13 @@ impl Protocol for Http1 {
                     more,
                 })
             }
-            Err(error) => Err(classify(error)),
+            Err(error) => Err(classify(error, io.rx)),
         }
     }
+}
+
+/// The peer reset the connection (or had, and this write or read is the first to hear it).
+fn reset(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e.kind(), ConnectionReset | BrokenPipe | ConnectionAborted)
 }
