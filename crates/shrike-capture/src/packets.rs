@@ -11,7 +11,9 @@ use pcap_parser::pcapng::Block;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 /// The read buffer: large enough for any packet tcpdump writes (its snap length is 256 KiB).
-const BUFFER: usize = 4 << 20;
+pub(crate) const BUFFER: usize = 4 << 20;
+/// The smallest read buffer: the reader refills in steps of at least this.
+pub(crate) const MIN_BUFFER: usize = 64 << 10;
 
 /// One captured packet: when it was seen, its link type, and its bytes as captured.
 #[derive(Debug)]
@@ -41,6 +43,8 @@ pub enum Damage {
     /// A record longer than the read buffer.
     TooLarge {
         at: u64,
+        /// The read buffer's size, which the record did not fit.
+        limit: usize,
     },
     Io(String),
 }
@@ -51,7 +55,9 @@ impl std::fmt::Display for Damage {
             Damage::NotACapture => write!(f, "not a pcap or pcapng capture"),
             Damage::Truncated { at } => write!(f, "the file ends inside a record at byte {at}"),
             Damage::Corrupt { at, why } => write!(f, "a corrupt record at byte {at}: {why}"),
-            Damage::TooLarge { at } => write!(f, "a record at byte {at} is over {BUFFER} bytes"),
+            Damage::TooLarge { at, limit } => {
+                write!(f, "a record at byte {at} is over {limit} bytes")
+            }
             Damage::Io(e) => write!(f, "read error: {e}"),
         }
     }
@@ -67,8 +73,17 @@ struct Interface {
 
 /// Reads every packet of `input`, calling `each` for each; returns what stopped it early, if
 /// anything did.
-pub fn read(input: impl Read + Send, mut each: impl FnMut(Packet<'_>)) -> Option<Damage> {
-    let mut reader = match pcap_parser::create_reader(BUFFER, input) {
+pub fn read(input: impl Read + Send, each: impl FnMut(Packet<'_>)) -> Option<Damage> {
+    read_buffered(input, BUFFER, each)
+}
+
+/// [`read`] through a buffer of `buffer` bytes: a record larger than it is [`Damage::TooLarge`].
+pub(crate) fn read_buffered(
+    input: impl Read + Send,
+    buffer: usize,
+    mut each: impl FnMut(Packet<'_>),
+) -> Option<Damage> {
+    let mut reader = match pcap_parser::create_reader(buffer, input) {
         Ok(r) => r,
         Err(PcapError::HeaderNotRecognized | PcapError::Eof) => return Some(Damage::NotACapture),
         Err(e) => return Some(Damage::Io(format!("{e:?}"))),
@@ -146,7 +161,7 @@ pub fn read(input: impl Read + Send, mut each: impl FnMut(Packet<'_>)) -> Option
                 }
             }
             Err(PcapError::UnexpectedEof) => return Some(Damage::Truncated { at }),
-            Err(PcapError::BufferTooSmall) => return Some(Damage::TooLarge { at }),
+            Err(PcapError::BufferTooSmall) => return Some(Damage::TooLarge { at, limit: buffer }),
             Err(PcapError::ReadError) => {
                 return Some(Damage::Io("the file could not be read".into()))
             }

@@ -66,6 +66,9 @@ impl Url {
         let (host, port) = if let Some(r) = authority.strip_prefix('[') {
             let end = r.find(']').ok_or_else(|| bad("unterminated IPv6 address"))?;
             let host = &r[..end];
+            if host.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(bad("the address in brackets is no IPv6 address"));
+            }
             let after = &r[end + 1..];
             let port = match after.strip_prefix(':') {
                 Some(p) => Some(p),
@@ -74,10 +77,19 @@ impl Url {
             };
             (host, port)
         } else {
-            match authority.rsplit_once(':') {
+            let (host, port) = match authority.rsplit_once(':') {
                 Some((h, p)) => (h, Some(p)),
                 None => (authority, None),
+            };
+            // Written back, a host with a colon would be bracketed as IPv6: it must not
+            // read as a host name here (found by fuzzing the spec round trip).
+            if host.contains([':', '[', ']']) {
+                return Err(bad(
+                    "the host contains ':' or a bracket (an IPv6 address goes in brackets: \
+                     http://[::1]:8080/)",
+                ));
             }
+            (host, port)
         };
         if host.is_empty() {
             return Err(bad("the host is missing"));
@@ -116,9 +128,45 @@ impl std::fmt::Display for Url {
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
-    if s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix) {
-        Some(&s[prefix.len()..])
+    // Compared as bytes: slicing the str at the prefix's length would panic inside a
+    // multi-byte character ("https:µ…", found by fuzzing). An ASCII prefix that matches ends
+    // on a character boundary, so the rest is valid UTF-8.
+    let head = s.as_bytes().get(..prefix.len())?;
+    if head.eq_ignore_ascii_case(prefix.as_bytes()) {
+        s.get(prefix.len()..)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Found by `fuzz/run` (spec_text): a multi-byte character where the scheme's prefix
+    /// ends used to panic on slicing.
+    #[test]
+    fn a_multibyte_character_at_the_scheme_is_an_error_not_a_panic() {
+        for url in ["https:µsj//127.0.0.1:1", "httpµ://x/", "µ", "h", ""] {
+            assert!(Url::parse(url).is_err(), "{url}");
+        }
+        assert_eq!(Url::parse("HTTPS://example.com/x").unwrap().port, 443);
+    }
+
+    /// Found by `fuzz/run` (spec_text): a host with a colon and a bracket parsed, and its
+    /// written form (bracketed as IPv6) did not read back.
+    #[test]
+    fn hosts_with_colons_or_brackets_are_ipv6_in_brackets_or_errors() {
+        let bad = "https://1:7.0extensions.transport]sockets.tls.2541.0.1:9411";
+        assert!(Url::parse(bad).unwrap_err().to_string().contains("IPv6 address goes in brackets"));
+        assert!(Url::parse("http://::1:8080/").is_err());
+        assert!(Url::parse("http://[not-v6]:80/").is_err());
+        let u = Url::parse("http://[::1]:8080/x").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.to_string().as_str()),
+            ("::1", 8080, "http://[::1]:8080/x")
+        );
+        assert_eq!(Url::parse(&u.to_string()).unwrap(), u);
     }
 }
