@@ -47,21 +47,27 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, shutdown: watc
     // Responses are batched per read (HTTP/1.1) or per flush (HTTP/2); Nagle would only hold
     // back the last segment of a response until the peer acknowledges the previous one.
     let _ = stream.set_nodelay(true);
-    // The first request head is due this long after accept; the TLS handshake has its own
-    // timeout, so over TLS the clock starts once it is done.
-    let header_timeout = shared.config.limits().header_timeout;
+    // A connection that has sent nothing is idle, not slow: load generators open connections
+    // ahead of their first request (prefetching, a scheduled start). The TLS handshake has its
+    // own timeout, so over TLS the clock starts once it is done.
+    let (idle_timeout, header_timeout) = {
+        let limits = shared.config.limits();
+        (limits.idle_timeout, limits.header_timeout)
+    };
     match &shared.tls {
-        None => detect(stream, shared, shutdown, Instant::now() + header_timeout).await,
+        None => detect(stream, shared, shutdown, Instant::now() + idle_timeout).await,
         Some(acceptor) => {
             let Some(stream) = handshake(acceptor, stream, &shared, shutdown.clone()).await else {
                 return;
             };
-            let deadline = Instant::now() + header_timeout;
             if stream.get_ref().1.alpn_protocol() == Some(tls::ALPN_H2) {
+                // HTTP/2 clients send their preface and first request with the handshake's
+                // last flight: the first request is due a header timeout from here.
                 Totals::count(&shared.state.totals().http2);
+                let deadline = Instant::now() + header_timeout;
                 http2::serve(stream, shared, shutdown, deadline).await;
             } else {
-                detect(stream, shared, shutdown, deadline).await;
+                detect(stream, shared, shutdown, Instant::now() + idle_timeout).await;
             }
         }
     }
@@ -97,18 +103,21 @@ async fn handshake(
 }
 
 /// Reads until the first bytes tell HTTP/2's preface from an HTTP/1.1 request, then serves.
-/// `deadline` is when the first request head is due; a peer silent (or dribbling a preface)
-/// until then is closed as a header timeout.
+/// A peer silent until `idle_by` is closed as idle; from its first byte, the first request
+/// head (or HTTP/2 request) is due within the header timeout, and a peer dribbling a preface
+/// past it is closed as a header timeout.
 async fn detect<S>(
     mut stream: S,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<()>,
-    deadline: Instant,
+    idle_by: Instant,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + Abort + 'static,
 {
     let mut buf = Vec::with_capacity(h1::READ_BUF);
+    let mut head_by = None;
     let http2 = loop {
+        let deadline = head_by.unwrap_or(idle_by);
         let read = tokio::select! {
             biased;
             read = stream.read_buf(&mut buf) => read,
@@ -116,7 +125,11 @@ async fn detect<S>(
             _ = shutdown.changed() => return,
             // Nothing that could be answered has arrived, so no 408: just close.
             () = tokio::time::sleep_until(deadline) => {
-                shared.state.stats().limit(LimitKind::HeaderTimeout);
+                let kind = match head_by {
+                    None => LimitKind::IdleTimeout,
+                    Some(_) => LimitKind::HeaderTimeout,
+                };
+                shared.state.stats().limit(kind);
                 return;
             }
         };
@@ -124,10 +137,12 @@ async fn detect<S>(
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+        head_by.get_or_insert_with(|| Instant::now() + shared.config.limits().header_timeout);
         if let Some(http2) = is_preface(&buf) {
             break http2;
         }
     };
+    let deadline = head_by.unwrap_or(idle_by);
     if http2 {
         Totals::count(&shared.state.totals().http2);
         http2::serve(Rewind::new(buf, stream), shared, shutdown, deadline).await;

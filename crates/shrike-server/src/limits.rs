@@ -17,8 +17,9 @@ use std::time::Duration;
 use crate::config::ConfigError;
 use crate::stats::LimitKind;
 
-/// Time allowed for a complete request head: from accept (after the TLS handshake) for the
-/// first request, from its first byte for later ones. nginx's `client_header_timeout` is 60 s;
+/// Time allowed for a complete request head, from its first byte (a new connection that has
+/// sent nothing is idle; HTTP/2 over TLS: from the handshake). nginx's `client_header_timeout`
+/// is 60 s;
 /// a test server has no slow clients to wait for, so a shorter default frees stuck slots sooner.
 pub const DEFAULT_REQUEST_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection may sit between requests (nginx's `keepalive_timeout` is 75 s).

@@ -11,13 +11,13 @@ use crate::args::{flag_duration, usage};
 /// Per-connection limits against abusive or forgetful clients.
 #[derive(Args, Debug)]
 pub struct LimitArgs {
-    /// Time a client has to send a complete request head: from accept (after the TLS
-    /// handshake) for a connection's first request, from the first byte of each later one.
-    /// Past it HTTP/1.1 answers 408 (if part of a head arrived) and closes, HTTP/2 sends GOAWAY
-    /// (before its first request). Counted as limits.header_timeouts.
+    /// Time a client has to send a complete request head, from its first byte (a new
+    /// connection that sends nothing is idle: --idle-timeout). Past it HTTP/1.1 answers 408 and
+    /// closes, HTTP/2 sends GOAWAY (before its first request). Counted as
+    /// limits.header_timeouts.
     #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub request_header_timeout: String,
-    /// How long a keep-alive connection may wait for its next request (HTTP/2: with no stream
+    /// How long a connection may wait for its first or next request (HTTP/2: with no stream
     /// open) before it is closed (HTTP/2: GOAWAY); HTTP/3 uses it as QUIC's idle timeout.
     /// Counted as limits.idle_timeouts.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
