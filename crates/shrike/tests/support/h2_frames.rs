@@ -7,15 +7,11 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-pub const DATA: u8 = 0x0;
-pub const HEADERS: u8 = 0x1;
-pub const RST_STREAM: u8 = 0x3;
-pub const SETTINGS: u8 = 0x4;
-pub const PING: u8 = 0x6;
-pub const GOAWAY: u8 = 0x7;
-const END_STREAM: u8 = 0x1;
-const ACK: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
+#[path = "h2_wire.rs"]
+mod h2_wire;
+use h2_wire::{frame, ACK, END_HEADERS, END_STREAM};
+pub use h2_wire::{DATA, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS};
+
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 #[derive(Debug, Clone)]
@@ -51,14 +47,6 @@ impl Frame {
 
 pub struct H2Client {
     stream: TcpStream,
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
-    let mut out = vec![len[1], len[2], len[3], kind, flags];
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
 }
 
 /// `GET /` with :authority t, in HPACK from the static table only (no dynamic state).

@@ -32,17 +32,12 @@ pub enum H2 {
     EndlessContinuation,
 }
 
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-const CONTINUATION: u8 = 0x9;
-
-const END_STREAM: u8 = 0x1;
-const ACK: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
+#[path = "../h2_wire.rs"]
+mod h2_wire;
+use h2_wire::{
+    frame, ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, RST_STREAM,
+    SETTINGS,
+};
 
 const INTERNAL_ERROR: u32 = 0x2;
 const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
@@ -50,15 +45,6 @@ const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 
 /// HPACK for `:status: 200`: indexed field, static-table entry 8.
 const STATUS_200: &[u8] = &[0x88];
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).expect("frame payload fits 24 bits");
-    let mut f = len.to_be_bytes()[1..].to_vec();
-    f.extend_from_slice(&[kind, flags]);
-    f.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
 
 fn settings(entries: &[(u16, u32)]) -> Vec<u8> {
     let payload: Vec<u8> = entries
