@@ -63,10 +63,17 @@ impl JobsError {
     }
 }
 
+/// The longest line (one job) a jobs file may have, written or read. Without it a line with
+/// no end, or a small zstd frame that inflates to one, would grow the reader's buffer without
+/// limit; 256 MiB is far past any captured session a replay could hold in memory anyway.
+pub const MAX_LINE: usize = 256 << 20;
+
 /// Reads jobs one line at a time: a file of any size needs the memory of one job.
 pub struct JobReader {
     name: String,
-    lines: std::io::Lines<Box<dyn BufRead + Send>>,
+    reader: Box<dyn BufRead + Send>,
+    /// The line being read, kept between lines so blank ones cost no allocation.
+    buf: String,
     line: u64,
     /// The header's defaults and information (empty without a header).
     header: Map<String, Value>,
@@ -114,7 +121,8 @@ impl JobReader {
     pub fn new(name: String, reader: Box<dyn BufRead + Send>) -> Result<JobReader, JobsError> {
         let mut r = JobReader {
             name,
-            lines: reader.lines(),
+            reader,
+            buf: String::new(),
             line: 0,
             header: Map::new(),
             default_protocol: JobProtocol::Http,
@@ -164,13 +172,27 @@ impl JobReader {
 
     /// The next non-blank line as JSON, with its number.
     fn next_value(&mut self) -> Result<Option<(u64, Value)>, JobsError> {
-        for line in self.lines.by_ref() {
+        loop {
+            self.buf.clear();
+            let n = (&mut self.reader)
+                .take(MAX_LINE as u64 + 1)
+                .read_line(&mut self.buf)
+                .map_err(|source| JobsError::Io { path: self.name.clone(), source })?;
+            if n == 0 {
+                return Ok(None);
+            }
             self.line += 1;
-            let line = line.map_err(|source| JobsError::Io { path: self.name.clone(), source })?;
-            if line.trim().is_empty() {
+            if n > MAX_LINE && !self.buf.ends_with('\n') {
+                return Err(self.err(
+                    self.line,
+                    "(line)",
+                    format!("longer than {} MiB, the most a jobs line may be", MAX_LINE >> 20),
+                ));
+            }
+            if self.buf.trim().is_empty() {
                 continue;
             }
-            let v: Value = serde_json::from_str(&line).map_err(|e| JobsError::Line {
+            let v: Value = serde_json::from_str(&self.buf).map_err(|e| JobsError::Line {
                 path: self.name.clone(),
                 line: self.line,
                 field: "(line)".into(),
@@ -178,7 +200,6 @@ impl JobReader {
             })?;
             return Ok(Some((self.line, v)));
         }
-        Ok(None)
     }
 
     fn job(&mut self, n: u64, v: Value) -> Result<Job, JobsError> {
@@ -483,6 +504,9 @@ pub struct JobWriter {
     out: Sink,
     /// The temporary file (`None` for standard output, or once renamed).
     temp: Option<PathBuf>,
+    /// The line being written, serialized whole first so one over `MAX_LINE` is never written.
+    scratch: Vec<u8>,
+    lines: u64,
 }
 
 enum Sink {
@@ -524,7 +548,8 @@ impl JobWriter {
             };
             (out, Some(temp))
         };
-        let mut w = JobWriter { path: path.to_path_buf(), out, temp };
+        let mut w =
+            JobWriter { path: path.to_path_buf(), out, temp, scratch: Vec::new(), lines: 0 };
         let mut header = Map::new();
         header.insert("shrike_jobs".into(), json!(VERSION));
         header.insert("protocol".into(), json!(protocol.name()));
@@ -534,14 +559,35 @@ impl JobWriter {
     }
 
     fn line(&mut self, v: &Value) -> Result<(), JobsError> {
-        let io = |source| JobsError::Io { path: self.path.display().to_string(), source };
+        let path = self.path.display().to_string();
+        self.lines += 1;
+        self.scratch.clear();
+        serde_json::to_writer(&mut self.scratch, v)
+            .map_err(|e| JobsError::Io { path: path.clone(), source: e.into() })?;
+        if self.scratch.len() > MAX_LINE {
+            let size = self.scratch.len() >> 20;
+            self.scratch = Vec::new();
+            return Err(JobsError::Line {
+                path,
+                line: self.lines,
+                field: "(line)".into(),
+                message: format!(
+                    "this job is {size} MiB as a line, more than the {} MiB a jobs line may be",
+                    MAX_LINE >> 20
+                ),
+            });
+        }
+        self.scratch.push(b'\n');
         let w: &mut dyn Write = match &mut self.out {
             Sink::Stdout(w) => w,
             Sink::File(w) => w,
             Sink::Zstd(w) => w,
         };
-        serde_json::to_writer(&mut *w, v).map_err(|e| io(e.into()))?;
-        w.write_all(b"\n").map_err(io)
+        w.write_all(&self.scratch).map_err(|source| JobsError::Io { path, source })?;
+        if self.scratch.capacity() > 1 << 20 {
+            self.scratch = Vec::new(); // one huge job does not keep its buffer for the rest
+        }
+        Ok(())
     }
 
     pub fn write(&mut self, job: &Job) -> Result<(), JobsError> {

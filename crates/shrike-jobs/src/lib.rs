@@ -10,7 +10,7 @@ pub mod har;
 pub mod model;
 pub mod stats;
 
-pub use file::{JobReader, JobWriter, JobsError};
+pub use file::{JobReader, JobWriter, JobsError, MAX_LINE};
 pub use model::{Body, Connection, Job, JobProtocol, MysqlCommand, MysqlValue, Request};
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-use std::io::Cursor;
+use std::io::{Cursor, Read as _, Write as _};
 use std::time::Duration;
 
 use super::*;
@@ -210,4 +210,53 @@ fn a_chrome_har_becomes_jobs_by_connection() {
     let e = crate::har::read_har(r#"{"log": {"entries": [{"request": {}}]}}"#).unwrap_err();
     assert_eq!(e.to_string(), "log.entries[0].startedDateTime: missing");
     assert!(crate::har::read_har("{}").unwrap_err().to_string().starts_with("log: missing"));
+}
+
+/// A small zstd frame that inflates to one line longer than `MAX_LINE` (and then a job): the
+/// reader stops at the limit with an error naming the line, instead of growing its buffer to
+/// whatever the frame inflates to.
+#[test]
+fn a_line_past_the_limit_is_refused_not_buffered() {
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    enc.write_all(b"{\"shrike_jobs\": 1}\n").unwrap();
+    std::io::copy(&mut std::io::repeat(b'\n').take(100_000), &mut enc).unwrap();
+    std::io::copy(&mut std::io::repeat(b' ').take(MAX_LINE as u64 + 10), &mut enc).unwrap();
+    enc.write_all(b"\n{\"job\": 1, \"start\": 0, \"requests\": []}\n").unwrap();
+    let bomb = enc.finish().unwrap();
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let mut r = JobReader::from_reader("bomb.jobs".into(), Box::new(Cursor::new(bomb))).unwrap();
+    let e = r.next().unwrap().unwrap_err();
+    assert_eq!(e.line(), Some(100_002), "{e}");
+    assert!(e.to_string().contains("longer than 256 MiB"), "{e}");
+
+    // A line of exactly the limit (and its newline) is still read.
+    let mut exact = vec![b' '; MAX_LINE - 2];
+    exact.extend_from_slice(b"{}\n");
+    let mut r = JobReader::from_reader("exact.jobs".into(), Box::new(Cursor::new(exact))).unwrap();
+    let e = r.next().unwrap().unwrap_err();
+    // Read and parsed: `{}` is JSON, and only then found to lack its id.
+    assert_eq!(e.line(), Some(1), "{e}");
+    assert!(e.to_string().contains("job: missing"), "{e}");
+}
+
+/// The writer refuses a job whose line the reader would refuse, naming it, and the file keeps
+/// the jobs before it.
+#[test]
+fn the_writer_refuses_a_line_the_reader_would() {
+    let dir = std::env::temp_dir().join(format!("shrike-jobs-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.jobs");
+    let mut w = JobWriter::create(&path, JobProtocol::Tcp, serde_json::Map::new()).unwrap();
+    let small = sample_jobs().remove(0);
+    w.write(&small).unwrap();
+    let mut huge = small.clone();
+    huge.requests[0].body =
+        Body::Raw { data: vec![0xff; MAX_LINE * 3 / 4 + 1], response_bytes: None };
+    let e = w.write(&huge).unwrap_err();
+    assert_eq!(e.line(), Some(3), "{e}");
+    assert!(e.to_string().contains("more than the 256 MiB"), "{e}");
+    w.finish().unwrap();
+    let back: Vec<Job> = JobReader::open(&path).unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(back, vec![small]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
