@@ -23,6 +23,7 @@ pub mod h2;
 pub(crate) mod h3;
 pub(crate) mod mux;
 pub(crate) mod serial;
+pub(crate) mod timer;
 
 use std::cell::Cell;
 use std::rc::Rc;

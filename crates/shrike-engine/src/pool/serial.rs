@@ -18,6 +18,7 @@ use std::time::Instant;
 use shrike_stats::Counter;
 use tokio::sync::Notify;
 
+use super::timer::RequestTimer;
 use super::{record_answer_error, record_connection_failure, record_failure};
 use super::{record_response, record_timeout};
 use super::{Exchange, Pools};
@@ -164,6 +165,7 @@ async fn connection_task<P: Protocol>(
     mut conn: Option<Open<P::Conn>>,
     owner: Owner,
 ) {
+    let mut timer = RequestTimer::new();
     loop {
         let mut ticket = loop {
             if let Some(t) = slot.ticket.take() {
@@ -175,7 +177,8 @@ async fn connection_task<P: Protocol>(
             slot.notify.notified().await;
         };
         loop {
-            serve(&pools, &pool, &mut conn, ticket, matches!(owner, Owner::Shared(_))).await;
+            let shared = matches!(owner, Owner::Shared(_));
+            serve(&pools, &pool, &mut conn, ticket, shared, &mut timer).await;
             pools.cx.request_finished(&ticket);
             let id = match owner {
                 Owner::Session(s) => {
@@ -215,6 +218,7 @@ async fn serve<P: Protocol>(
     conn: &mut Option<Open<P::Conn>>,
     ticket: Ticket,
     limit: bool,
+    timer: &mut RequestTimer,
 ) {
     let cx = &pools.cx;
     let mut retried = false;
@@ -229,7 +233,7 @@ async fn serve<P: Protocol>(
         };
         let mut io = Io { trace: ticket.trace, ..Io::default() };
         let exchange = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io);
-        let result = tokio::time::timeout(cx.request_timeout, exchange).await;
+        let result = timer.bound(cx.request_timeout, exchange).await;
         let done = Instant::now();
         let mut st = cx.state.borrow_mut();
         st.counters.add(Counter::CxRxBytesTotal, io.rx);
