@@ -86,21 +86,13 @@ impl PreciseTimer {
                 tokio::time::sleep_until(deadline.into()).await;
                 return;
             };
-            let mut buf = [0u8; 8];
-            // WouldBlock (readiness left over from an abandoned arm) clears the readiness; the
-            // loop then re-arms and waits again.
-            match guard.try_io(|inner| {
-                rustix::io::read(inner.get_ref(), &mut buf).map_err(std::io::Error::from)
-            }) {
-                // The expiry is consumed: clear readiness now, or the next sleep would see it,
-                // pay a read that fails with EAGAIN, and re-arm the timer a second time.
-                Ok(Ok(_)) => guard.clear_ready(),
-                Ok(Err(_)) => {
-                    tokio::time::sleep_until(deadline.into()).await;
-                    return;
-                }
-                Err(_would_block) => {}
-            }
+            // The expiry is not read: the next `timerfd_settime` resets the expiry count, and
+            // the clock, not the fd, says whether the deadline has come (so a stale readiness
+            // from an abandoned arm can never release early). Epoll reports the timerfd
+            // edge-triggered, so clearing tokio's readiness waits for the next expiry. That
+            // saves a `read` per release: at 1k rps, 3 of 7 system calls per request were the
+            // timer's.
+            guard.clear_ready();
         }
     }
 }
@@ -135,5 +127,42 @@ mod tests {
         let deadline = Instant::now() + Duration::from_millis(5);
         t.sleep_until(deadline).await;
         assert!(Instant::now() >= deadline);
+    }
+
+    /// What the unread expiries rest on: re-arming a timerfd whose expiry was never read
+    /// resets its count, so the fd is not readable again until the new arm fires.
+    #[test]
+    fn rearming_resets_an_unread_expiry() {
+        let fd = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK).unwrap();
+        let arm = |ns: i64| {
+            let it_value = Timespec { tv_sec: 0, tv_nsec: ns as _ };
+            let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+            let spec = Itimerspec { it_interval: zero, it_value };
+            timerfd_settime(&fd, TimerfdTimerFlags::empty(), &spec).unwrap();
+        };
+        let mut buf = [0u8; 8];
+        arm(10_000);
+        std::thread::sleep(Duration::from_millis(2));
+        arm(50_000_000);
+        let read = rustix::io::read(&fd, &mut buf);
+        assert_eq!(read, Err(rustix::io::Errno::AGAIN), "the old expiry survived the re-arm");
+        // And timers still tick: a short arm is readable once it has fired.
+        arm(10_000);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(rustix::io::read(&fd, &mut buf), Ok(8));
+    }
+
+    /// Many short sleeps in a row, each from an unread expiry: none returns early and none
+    /// hangs (the test's own timeout would say so).
+    #[tokio::test]
+    async fn back_to_back_sleeps_neither_early_nor_stuck() {
+        let t = PreciseTimer::new();
+        let began = Instant::now();
+        for i in 1..=200u64 {
+            let deadline = began + Duration::from_micros(100 * i);
+            t.sleep_until(deadline).await;
+            assert!(Instant::now() >= deadline, "sleep {i} returned early");
+        }
+        assert!(began.elapsed() < Duration::from_secs(5), "{:?}", began.elapsed());
     }
 }
