@@ -225,7 +225,9 @@ async fn serve<P: Protocol>(
     loop {
         let reused = conn.is_some();
         if conn.is_none() {
-            *conn = pool.connect(pools).await;
+            // Boxed: connecting (TCP, TLS) is a ~3 KB future, and inline it would make every
+            // connection task that large for its whole life, idle or not.
+            *conn = Box::pin(pool.connect(pools)).await;
         }
         let Some(open) = conn.as_mut() else {
             record_connection_failure(pools);
