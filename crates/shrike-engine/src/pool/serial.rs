@@ -234,8 +234,14 @@ async fn serve<P: Protocol>(
             return;
         };
         let mut io = Io { trace: ticket.trace, ..Io::default() };
-        let exchange = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io);
-        let result = timer.bound(cx.request_timeout, exchange).await;
+        timer.arm(cx.request_timeout);
+        let result = tokio::select! {
+            biased;
+            answer = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io) => {
+                Ok(answer)
+            }
+            _ = timer.expired() => Err(()),
+        };
         let done = Instant::now();
         let mut st = cx.state.borrow_mut();
         st.counters.add(Counter::CxRxBytesTotal, io.rx);
