@@ -280,3 +280,65 @@ fn http3_needs_https() {
     assert!(out.stderr.contains("http3") && out.stderr.contains("https://"), "{}", out.stderr);
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
 }
+
+/// The server's caps hold over HTTP/3 as over h1 and h2: too many header fields or too many
+/// header bytes get 431 on the stream (and the connection goes on), and the request cap sends
+/// GOAWAY after the Nth request, so a client sees connections retired by the server. Each is
+/// counted in the stats endpoint's `limits`.
+#[test]
+fn http3_server_caps_answer_431_and_retire_connections() {
+    let server = h3_server(&[
+        "--stats-path",
+        "/.shrike/stats",
+        "--max-request-headers",
+        "10",
+        "--max-request-header-bytes",
+        "2048",
+        "--max-requests-per-connection",
+        "5",
+    ]);
+    let url = server.url();
+    let h3_run = |extra: &[&str]| {
+        let mut args =
+            vec!["run", &url, "--protocol", "http3", "--tls-ca", &server.ca, "--rps", "40"];
+        args.extend_from_slice(&["--duration", "1", "--connections", "1"]);
+        args.extend_from_slice(extra);
+        args.push("--no-default-failure-predicates");
+        run_json_ok(&args)
+    };
+    let fields: Vec<String> = (0..12).map(|i| format!("x-{i}: 1")).collect();
+    let mut many = Vec::new();
+    for f in &fields {
+        many.extend(["--request-header", f.as_str()]);
+    }
+    let v = h3_run(&many);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_4xx"), 40);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 0);
+
+    let big = format!("x-big: {}", "a".repeat(3000));
+    let v = h3_run(&["--request-header", &big]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_4xx"), 40);
+
+    // Under the caps: every request answered, on connections the server retires every five
+    // requests (a 431 counts as a request too, so the runs above were retired as well).
+    let v = h3_run(&["--request-header", "x-fine: 1"]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 40);
+    let opened = counter(g, "upstream_cx_http3_total");
+    assert!(opened >= 8, "40 requests, at most 5 per connection, on {opened} connections");
+    assert!(counter(g, "upstream_cx_close_notify") >= 7, "{v}");
+
+    let stats = std::process::Command::new("curl")
+        .args(["-s", "--cacert", &server.ca, &format!("{url}.shrike/stats")])
+        .output()
+        .expect("curl");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats JSON");
+    let limits = &stats["limits"];
+    assert_eq!(limits["too_many_headers"], 40, "{stats}");
+    assert_eq!(limits["headers_too_large"], 40, "{stats}");
+    // 120 requests accepted, five per connection: 24 retirements, less any connection a run
+    // ended on before its fifth.
+    assert!(limits["max_requests_reached"].as_u64() >= Some(20), "{stats}");
+}
