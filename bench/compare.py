@@ -37,6 +37,22 @@ def scratch(name):
     return tempfile.mkdtemp(prefix=f"shrike-bench-{name}-")
 
 
+def heading():
+    """A results section's first line: the date and the machine."""
+    cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                      if l.startswith("model name")), "unknown CPU")
+    return (f"## {datetime.date.today().isoformat()} — {os.cpu_count()} vCPU {cpu_model}, "
+            f"Linux {platform.release()}")
+
+
+def record(name, text, enabled=True):
+    """Prints a results section and appends it to bench/results/NAME."""
+    print(text)
+    if enabled:
+        with open(os.path.join(ROOT, "bench", "results", name), "a") as f:
+            f.write(text + "\n")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -54,7 +70,7 @@ def wait_port(port, timeout=10):
     sys.exit(f"server on port {port} did not come up")
 
 
-def write_nginx_conf(tmp, port, name):
+def write_nginx_conf(tmp, port, name, connections=4096):
     """A 1-worker nginx serving BODY bytes at /NAME from TMP; returns the config's path."""
     html = os.path.join(tmp, "html")
     os.makedirs(html, exist_ok=True)
@@ -65,7 +81,8 @@ def write_nginx_conf(tmp, port, name):
     with open(conf, "w") as f:
         f.write(f"""daemon off; master_process off; worker_processes 1;
 pid {tmp}/nginx.pid; error_log {tmp}/logs/error.log;
-events {{ worker_connections 4096; }}
+worker_rlimit_nofile {connections + 100};
+events {{ worker_connections {connections}; }}
 http {{ access_log off; keepalive_requests 10000000;
   client_body_temp_path {tmp}/t; proxy_temp_path {tmp}/t; fastcgi_temp_path {tmp}/t;
   uwsgi_temp_path {tmp}/t; scgi_temp_path {tmp}/t;
@@ -74,9 +91,9 @@ http {{ access_log off; keepalive_requests 10000000;
     return conf
 
 
-def start_nginx(tmp):
+def start_nginx(tmp, connections=4096):
     port = free_port()
-    conf = write_nginx_conf(tmp, port, "file")
+    conf = write_nginx_conf(tmp, port, "file", connections)
     p = subprocess.Popen(["taskset", "-c", SERVER_CPU, "nginx", "-p", tmp, "-c", conf],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)

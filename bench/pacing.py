@@ -1,82 +1,151 @@
 #!/usr/bin/env python3
-"""Release-timing precision per idle strategy: sequencer.send_lateness, achieved rate, CPU.
+"""Paced (open-loop, fixed-rate) runs: Shrike with each idle strategy beside fortio, oha and
+vegeta, each asked for the same rate over 20 keep-alive connections.
 
-Runs `shrike run` against `shrike serve` (client on CPU 0, server on CPU 1) at 1k and 10k rps
-with --sequencer-idle-strategy spin, poll and sleep, and prints send-lateness p50/p99, the
-achieved rate against the target, scheduled-to-response p99 and client CPU per request.
+For every client: requests answered, client CPU (user+sys, getrusage of the client alone) per
+request, and for Shrike its `sequencer.send_lateness` p50/p99 (how late each request left
+against its schedule; the peers do not report theirs) and scheduled-to-response p99. The client
+runs on CPU 0 and the server (nginx with one worker, or `shrike serve`) on CPU 1. Peers that are
+not Debian packages are installed on first use (bench/peers.py).
 
-    cargo build --release && python3 bench/pacing.py [--duration 5] [--strategies spin,poll]
+    cargo build --release && python3 bench/pacing.py [--duration 5] [--rates 1000,5000,20000]
+        [--strategies spin,poll,sleep] [--peers fortio,oha,vegeta] [--server nginx|shrike]
+        [--before BINARY]
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHRIKE = os.path.join(ROOT, "target", "release", "shrike")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import CLIENT_CPU, SHRIKE, SERVER_CPU, heading, record, scratch  # noqa: E402
+from compare import start_nginx  # noqa: E402
+from peers import peer  # noqa: E402
+
+CONNECTIONS = 20
 
 
 def pct(stat, q):
     return next(float(p["duration"].rstrip("s")) for p in stat["percentiles"] if p["percentile"] >= q)
 
 
+def timed(cmd, **kw):
+    """Runs cmd on the client CPU; returns (completed process, client CPU seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(["taskset", "-c", CLIENT_CPU] + cmd, capture_output=True, **kw)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    if out.returncode != 0:
+        err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode(errors="replace")
+        print(f"warning: {cmd[0]} exited {out.returncode}: {err.strip()[:300]}", file=sys.stderr)
+    return out, cpu
+
+
+def shrike(binary, strategy):
+    def run(url, rate, d):
+        out, cpu = timed([binary, "run", url, "--rps", str(rate), "--connections",
+                          str(CONNECTIONS), "--duration", str(d), "--concurrency", "1",
+                          "--sequencer-idle-strategy", strategy, "--output-format", "json",
+                          "-v", "error"], text=True)
+        g = next(r for r in json.loads(out.stdout)["results"] if r["name"] == "global")
+        stats = {s["id"]: s for s in g["statistics"]}
+        n = sum(int(c["value"]) for c in g["counters"] if c["name"].startswith("benchmark.http_"))
+        late = stats["sequencer.send_lateness"]
+        sched = stats["benchmark_http_client.scheduled_to_response"]
+        return n, cpu, (pct(late, 0.5) * 1e6, pct(late, 0.99) * 1e6, pct(sched, 0.99) * 1e6)
+    return run
+
+
+def fortio(path):
+    def run(url, rate, d):
+        with tempfile.NamedTemporaryFile(suffix=".json") as j:
+            _, cpu = timed([path, "load", "-qps", str(rate), "-c", str(CONNECTIONS), "-t",
+                            f"{d}s", "-uniform", "-json", j.name, "-quiet", url], text=True)
+            with open(j.name) as f:
+                v = json.load(f)
+        n = sum(int(c) for code, c in v["RetCodes"].items() if code == "200")
+        return n, cpu, None
+    return run
+
+
+def oha(path):
+    def run(url, rate, d):
+        out, cpu = timed([path, "-q", str(rate), "-c", str(CONNECTIONS), "-z", f"{d}s",
+                          "--no-tui", "--output-format", "json", url], text=True)
+        v = json.loads(out.stdout)
+        return int(v["statusCodeDistribution"].get("200", 0)), cpu, None
+    return run
+
+
+def vegeta(path):
+    def run(url, rate, d):
+        with tempfile.NamedTemporaryFile(suffix=".bin") as res:
+            out, cpu = timed([path, "attack", "-rate", f"{rate}/s", "-duration", f"{d}s",
+                              "-connections", str(CONNECTIONS), "-output", res.name],
+                             input=f"GET {url}\n".encode())
+            # The report is read afterwards, outside the measured client.
+            rep = subprocess.run([path, "report", "-type", "json", res.name],
+                                 capture_output=True, text=True, check=True)
+        v = json.loads(rep.stdout)
+        return int(v["status_codes"].get("200", 0)), cpu, None
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
-    ap.add_argument("--rates", default="1000,10000")
+    ap.add_argument("--rates", default="1000,5000,20000")
     ap.add_argument("--strategies", default="spin,poll,sleep")
+    ap.add_argument("--peers", default="fortio,oha,vegeta")
+    ap.add_argument("--server", choices=["nginx", "shrike"], default="nginx")
+    ap.add_argument("--before", metavar="BINARY", help="also run this Shrike build (poll)")
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
-    if not os.path.exists(SHRIKE):
-        sys.exit("build first: cargo build --release")
-    server = subprocess.Popen(["taskset", "-c", "1", SHRIKE, "serve", "--listen", "127.0.0.1:0",
-                               "--concurrency", "1"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-    url = f"http://{server.stdout.readline().strip()}/"
+    tmp = scratch("pacing")
+    if a.server == "nginx":
+        server, url = start_nginx(tmp)
+    else:
+        server = subprocess.Popen(["taskset", "-c", SERVER_CPU, SHRIKE, "serve", "--listen",
+                                   "127.0.0.1:0", "--concurrency", "1"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        url = f"http://{server.stdout.readline().strip()}/"
+    clients = [(f"shrike {s}", shrike(SHRIKE, s)) for s in a.strategies.split(",") if s]
+    if a.before:
+        clients.append(("shrike before (poll)", shrike(a.before, "poll")))
+    makers = {"fortio": fortio, "oha": oha, "vegeta": vegeta}
+    for name in filter(None, a.peers.split(",")):
+        path = peer(name)
+        if path:
+            clients.append((name, makers[name](path)))
     rows = []
     try:
-        for strategy in a.strategies.split(","):
-            for rate in a.rates.split(","):
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                out = subprocess.run(["taskset", "-c", "0", SHRIKE, "run", url, "--rps", rate,
-                                      "--connections", "20", "--duration", str(a.duration),
-                                      "--sequencer-idle-strategy", strategy,
-                                      "--output-format", "json", "-v", "error"],
-                                     capture_output=True, text=True, check=True).stdout
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-                g = next(r for r in json.loads(out)["results"] if r["name"] == "global")
-                stats = {s["id"]: s for s in g["statistics"]}
-                n = int(next(c["value"] for c in g["counters"] if c["name"] == "upstream_rq_total"))
-                late = stats["sequencer.send_lateness"]
-                sched = stats["benchmark_http_client.scheduled_to_response"]
-                # The plan for the run: rate × duration releases; a pacer that cannot keep up
-                # (or releases late past the deadline) falls short of it.
-                planned = float(rate) * a.duration
-                rows.append((strategy, rate, n, (n / planned - 1) * 100, pct(late, 0.5) * 1e6,
-                             pct(late, 0.99) * 1e6, pct(sched, 0.99) * 1e6, cpu / n * 1e6))
+        for rate in [int(r) for r in a.rates.split(",")]:
+            for name, run in clients:
+                n, cpu, late = run(url, rate, a.duration)
+                rows.append((rate, name, n, n / (rate * a.duration) * 100,
+                             cpu / max(n, 1) * 1e6, late))
+                print(rows[-1], file=sys.stderr)
     finally:
         server.terminate()
         server.wait()
-    lines = ["| idle strategy | target rps | requests | vs planned | lateness p50 µs | "
-             "lateness p99 µs | scheduled→response p99 µs | client CPU µs/req |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:+.2f}% | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.1f} "
-              f"| {r[7]:.2f} |" for r in rows]
-    cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                      if l.startswith("model name")), "unknown CPU")
-    text = (f"## {datetime.date.today().isoformat()} — {os.cpu_count()} vCPU {cpu_model}, "
-            f"Linux {platform.release()}\n\n{a.duration}s per rate and strategy, 20 connections, "
-            f"client on CPU 0 against `shrike serve` on CPU 1.\n\n"
+        shutil.rmtree(tmp, ignore_errors=True)
+    lines = ["| target rps | client | requests | of planned | client CPU µs/req | vs fortio | "
+             "lateness p50 µs | lateness p99 µs | scheduled→response p99 µs |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ref = next((x[4] for x in rows if x[0] == r[0] and x[1] == "fortio"), None)
+        ratio = f"{r[4] / ref:.2f}×" if ref else "—"
+        late = " | ".join(f"{x:.1f}" for x in r[5]) if r[5] else "— | — | —"
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f}% | {r[4]:.2f} | {ratio} | {late} |")
+    server_name = "nginx (1 worker)" if a.server == "nginx" else "`shrike serve`"
+    text = (f"{heading()}\n\n{a.duration}s per rate and client, {CONNECTIONS} connections, "
+            f"client on CPU {CLIENT_CPU} against {server_name} on CPU {SERVER_CPU}.\n\n"
             + "\n".join(lines) + "\n")
-    print(text)
-    if not a.no_record:
-        with open(os.path.join(ROOT, "bench", "results", "pacing.md"), "a") as f:
-            f.write(text + "\n")
+    record("pacing.md", text, not a.no_record)
 
 
 if __name__ == "__main__":
