@@ -108,15 +108,24 @@ def start_shrike_server():
     return p, f"http://{addr}/"
 
 
-def timed(cmd):
-    """Runs cmd pinned to the client CPU; returns (stdout, cpu seconds of the client)."""
+def timed_run(cmd, **kw):
+    """Runs cmd pinned to the client CPU (extra subprocess.run arguments in kw, text by
+    default); returns (the completed process, cpu seconds of the client)."""
+    kw.setdefault("text", True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(["taskset", "-c", CLIENT_CPU] + cmd, capture_output=True, text=True)
+    out = subprocess.run(["taskset", "-c", CLIENT_CPU] + cmd, capture_output=True, **kw)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if out.returncode != 0:
-        print(f"warning: {' '.join(cmd)} exited {out.returncode}: {out.stderr.strip()[:300]}",
+        err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode(errors="replace")
+        print(f"warning: {' '.join(cmd)} exited {out.returncode}: {err.strip()[:300]}",
               file=sys.stderr)
+    return out, cpu
+
+
+def timed(cmd):
+    """Runs cmd pinned to the client CPU; returns (stdout, cpu seconds of the client)."""
+    out, cpu = timed_run(cmd)
     return out.stdout, cpu
 
 

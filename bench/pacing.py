@@ -15,7 +15,6 @@ not Debian packages are installed on first use (bench/peers.py).
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import CLIENT_CPU, SHRIKE, SERVER_CPU, heading, record, scratch  # noqa: E402
-from compare import start_nginx  # noqa: E402
+from compare import start_nginx, timed_run  # noqa: E402
 from peers import peer  # noqa: E402
 
 CONNECTIONS = 20
@@ -33,21 +32,9 @@ def pct(stat, q):
     return next(float(p["duration"].rstrip("s")) for p in stat["percentiles"] if p["percentile"] >= q)
 
 
-def timed(cmd, **kw):
-    """Runs cmd on the client CPU; returns (completed process, client CPU seconds)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(["taskset", "-c", CLIENT_CPU] + cmd, capture_output=True, **kw)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    if out.returncode != 0:
-        err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode(errors="replace")
-        print(f"warning: {cmd[0]} exited {out.returncode}: {err.strip()[:300]}", file=sys.stderr)
-    return out, cpu
-
-
 def shrike(binary, strategy):
     def run(url, rate, d):
-        out, cpu = timed([binary, "run", url, "--rps", str(rate), "--connections",
+        out, cpu = timed_run([binary, "run", url, "--rps", str(rate), "--connections",
                           str(CONNECTIONS), "--duration", str(d), "--concurrency", "1",
                           "--sequencer-idle-strategy", strategy, "--output-format", "json",
                           "-v", "error"], text=True)
@@ -63,7 +50,7 @@ def shrike(binary, strategy):
 def fortio(path):
     def run(url, rate, d):
         with tempfile.NamedTemporaryFile(suffix=".json") as j:
-            _, cpu = timed([path, "load", "-qps", str(rate), "-c", str(CONNECTIONS), "-t",
+            _, cpu = timed_run([path, "load", "-qps", str(rate), "-c", str(CONNECTIONS), "-t",
                             f"{d}s", "-uniform", "-json", j.name, "-quiet", url], text=True)
             with open(j.name) as f:
                 v = json.load(f)
@@ -74,7 +61,7 @@ def fortio(path):
 
 def oha(path):
     def run(url, rate, d):
-        out, cpu = timed([path, "-q", str(rate), "-c", str(CONNECTIONS), "-z", f"{d}s",
+        out, cpu = timed_run([path, "-q", str(rate), "-c", str(CONNECTIONS), "-z", f"{d}s",
                           "--no-tui", "--output-format", "json", url], text=True)
         v = json.loads(out.stdout)
         return int(v["statusCodeDistribution"].get("200", 0)), cpu, None
@@ -84,9 +71,9 @@ def oha(path):
 def vegeta(path):
     def run(url, rate, d):
         with tempfile.NamedTemporaryFile(suffix=".bin") as res:
-            out, cpu = timed([path, "attack", "-rate", f"{rate}/s", "-duration", f"{d}s",
+            out, cpu = timed_run([path, "attack", "-rate", f"{rate}/s", "-duration", f"{d}s",
                               "-connections", str(CONNECTIONS), "-output", res.name],
-                             input=f"GET {url}\n".encode())
+                             input=f"GET {url}\n", text=True)
             # The report is read afterwards, outside the measured client.
             rep = subprocess.run([path, "report", "-type", "json", res.name],
                                  capture_output=True, text=True, check=True)

@@ -22,8 +22,9 @@ use crate::target::Target;
 /// buffer cost a page each: 7.6 KB per connection against wrk's 4.9.
 const FIRST_BUF: usize = 1024;
 /// It doubles up to this size when a read fills it or a head does not fit: large bodies are
-/// then skipped 32 KiB per read, as before the buffer started small. With 9,000 connections
-/// the fixed 32 KiB buffers cost ~4 KB of resident memory each (calloc touches what it zeroes).
+/// then skipped 32 KiB per read, as before the buffer started small. A fixed 32 KiB buffer
+/// per connection cost 15 KB resident per idle connection and 38 KB per busy one (9,000
+/// connections, bench/conn_memory.py).
 const READ_BUF: usize = 32 * 1024;
 /// A response head larger than this is a protocol error (it would not fit the buffer).
 const MAX_HEAD: usize = READ_BUF;
@@ -570,9 +571,9 @@ mod tests {
         }
     }
 
-    /// The buffer starts at a page, not at its full size, and grows where a response needs
-    /// it: a head past the first page still parses, and a large body is skipped in full-size
-    /// reads once the first reads fill the room.
+    /// The buffer starts small, not at its full size, and grows where a response needs it: a
+    /// head past the first buffer still parses, and a large body is skipped in full-size reads
+    /// once the first reads fill the room.
     #[tokio::test]
     async fn the_buffer_starts_small_and_grows_to_need() {
         let mut r = ResponseReader::new();

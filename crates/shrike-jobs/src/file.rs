@@ -559,16 +559,16 @@ impl JobWriter {
     }
 
     fn line(&mut self, v: &Value) -> Result<(), JobsError> {
-        let path = self.path.display().to_string();
+        // The path is formatted only for an error: this runs once per job written.
+        let io = |path: &Path, source| JobsError::Io { path: path.display().to_string(), source };
         self.lines += 1;
         self.scratch.clear();
-        serde_json::to_writer(&mut self.scratch, v)
-            .map_err(|e| JobsError::Io { path: path.clone(), source: e.into() })?;
+        serde_json::to_writer(&mut self.scratch, v).map_err(|e| io(&self.path, e.into()))?;
         if self.scratch.len() > MAX_LINE {
             let size = self.scratch.len() >> 20;
             self.scratch = Vec::new();
             return Err(JobsError::Line {
-                path,
+                path: self.path.display().to_string(),
                 line: self.lines,
                 field: "(line)".into(),
                 message: format!(
@@ -583,7 +583,7 @@ impl JobWriter {
             Sink::File(w) => w,
             Sink::Zstd(w) => w,
         };
-        w.write_all(&self.scratch).map_err(|source| JobsError::Io { path, source })?;
+        w.write_all(&self.scratch).map_err(|e| io(&self.path, e))?;
         if self.scratch.capacity() > 1 << 20 {
             self.scratch = Vec::new(); // one huge job does not keep its buffer for the rest
         }
