@@ -31,8 +31,8 @@ pub struct ShapingArgs {
     #[arg(long, value_name = "LIST", conflicts_with_all = ["rps", "duration", "no_duration"])]
     pub stages: Option<String>,
     /// How a worker waits for its next release: spin (busy-wait: tightest timing, burns a core
-    /// per worker), poll (timerfd in epoll: tens of µs, no idle CPU; the default) or sleep
-    /// (tokio's 1 ms timer: fewest wake-ups, coarse).
+    /// per worker), poll (timerfd in epoll armed early, then a short spin: ~10 µs late, no idle
+    /// CPU; the default) or sleep (tokio's 1 ms timer: fewest wake-ups, coarse).
     #[arg(long, value_name = "spin|poll|sleep")]
     pub sequencer_idle_strategy: Option<String>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
