@@ -34,6 +34,7 @@ pub mod url;
 pub use error::SpecError;
 pub use format::{OutputFormat, UnknownFormat};
 pub use json::{is_token_byte, parse_header};
+pub use nighthawk::{grpc_authority, openssl_name, TLS13_SUITES};
 pub use plan::{Rate, RatePlan, Stage, StagesError};
 pub use predicate::{Predicate, PredicateError, PredicateKind};
 pub use shard::Shard;

@@ -258,7 +258,7 @@ fn tls_version(v: Option<&Value>, field: &str) -> Result<Option<TlsVersion>, Spe
 }
 
 /// TLS 1.3's suites, which Envoy's `cipher_suites` does not govern.
-const TLS13_SUITES: &[&str] =
+pub const TLS13_SUITES: &[&str] =
     &["TLS13_AES_256_GCM_SHA384", "TLS13_AES_128_GCM_SHA256", "TLS13_CHACHA20_POLY1305_SHA256"];
 
 /// OpenSSL/BoringSSL cipher names (Envoy's) for the TLS 1.2 suites rustls has.
@@ -302,6 +302,12 @@ fn cipher_list(s: &str, field: &str, names: &mut Vec<String>) -> Result<(), Spec
         }
     }
     Ok(())
+}
+
+/// Envoy's (OpenSSL's) name for a TLS 1.2 suite by its rustls name: the way back to Envoy's
+/// `cipher_suites`.
+pub fn openssl_name(rustls: &str) -> Option<&'static str> {
+    OPENSSL_NAMES.iter().find(|(_, r)| *r == rustls).map(|(o, _)| *o)
 }
 
 fn rustls_name(s: &str) -> Option<&'static str> {
@@ -377,19 +383,30 @@ pub(crate) fn request_source(v: &Value, field: &str) -> Result<String, SpecError
         }
         _ => return Err(SpecError::must(field, "must be a grpc:// URI")),
     };
-    let authority =
-        uri.strip_prefix("grpc://").map(|r| r.trim_end_matches('/')).ok_or_else(|| {
-            SpecError::must(field, format!("must be a grpc://HOST:PORT URI, got {uri:?}"))
-        })?;
-    host_port(authority, field, &uri)?;
-    Ok(authority.to_string())
+    if !uri.starts_with("grpc://") {
+        let why = format!("must be a grpc://HOST:PORT URI, got {uri:?}");
+        return Err(SpecError::must(field, why));
+    }
+    grpc_authority(&uri)
+        .map(str::to_string)
+        .ok_or_else(|| SpecError::must(field, format!("needs HOST:PORT, got {uri:?}")))
+}
+
+/// The `HOST:PORT` of a `grpc://HOST:PORT[/]` URI (Nighthawk's request-source and service
+/// addresses), if it is one.
+pub fn grpc_authority(uri: &str) -> Option<&str> {
+    let authority = uri.strip_prefix("grpc://")?.trim_end_matches('/');
+    is_host_port(authority).then_some(authority)
+}
+
+fn is_host_port(authority: &str) -> bool {
+    authority
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p != 0))
 }
 
 fn host_port(authority: &str, field: &str, uri: &str) -> Result<(), SpecError> {
-    let ok = authority
-        .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p != 0));
-    if ok {
+    if is_host_port(authority) {
         Ok(())
     } else {
         Err(SpecError::must(field, format!("needs HOST:PORT, got {uri:?}")))

@@ -77,15 +77,9 @@ impl NighthawkArgs {
     /// The service `--nighthawk-service` names, as `HOST:PORT`.
     pub fn service(&self) -> anyhow::Result<Option<String>> {
         let Some(uri) = &self.nighthawk_service else { return Ok(None) };
-        let authority = uri
-            .strip_prefix("grpc://")
-            .map(|r| r.trim_end_matches('/'))
-            .filter(|a| {
-                a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
-            })
-            .ok_or_else(|| {
-                usage(format!("--nighthawk-service: expected grpc://HOST:PORT, got {uri:?}"))
-            })?;
+        let authority = shrike_spec::grpc_authority(uri).ok_or_else(|| {
+            usage(format!("--nighthawk-service: expected grpc://HOST:PORT, got {uri:?}"))
+        })?;
         Ok(Some(authority.to_string()))
     }
 }

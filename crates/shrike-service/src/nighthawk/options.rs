@@ -231,20 +231,17 @@ fn tls_context(spec: &RunSpec) -> Result<Option<Value>, String> {
     if let Some(v) = t.max_version {
         params.insert("tls_maximum_protocol_version".into(), json!(version(v)));
     }
-    let tls12: Vec<String> = t
+    let tls12: Vec<&str> = t
         .cipher_suites
         .iter()
         .filter(|s| !s.starts_with("TLS13_"))
-        .map(|s| openssl_name(s).ok_or_else(|| format!("tls.cipher_suites ({s})")))
+        .map(|s| shrike_spec::openssl_name(s).ok_or_else(|| format!("tls.cipher_suites ({s})")))
         .collect::<Result<_, _>>()?;
     if !tls12.is_empty() {
         // Envoy's list governs TLS 1.2 only; TLS 1.3's suites stay on whatever it says.
-        let tls13 = [
-            "TLS13_AES_256_GCM_SHA384",
-            "TLS13_AES_128_GCM_SHA256",
-            "TLS13_CHACHA20_POLY1305_SHA256",
-        ];
-        if !tls13.iter().all(|s| t.cipher_suites.iter().any(|c| c == s)) {
+        let tls13 = shrike_spec::TLS13_SUITES;
+        let all_tls13 = tls13.iter().all(|s| t.cipher_suites.iter().any(|c| c == s));
+        if !all_tls13 {
             return Err("tls.cipher_suites (a list that leaves out TLS 1.3 suites)".into());
         }
         params.insert("cipher_suites".into(), json!([tls12.join(":")]));
@@ -273,19 +270,6 @@ fn tls_context(spec: &RunSpec) -> Result<Option<Value>, String> {
         ctx.insert("max_session_keys".into(), json!(0));
     }
     Ok((ctx.len() > 1).then_some(Value::Object(ctx)))
-}
-
-/// The OpenSSL name Envoy uses for a rustls TLS 1.2 suite.
-fn openssl_name(rustls: &str) -> Option<String> {
-    let rest = rustls.strip_prefix("TLS_ECDHE_")?;
-    let (kx, cipher) = rest.split_once("_WITH_")?;
-    let cipher = match cipher {
-        "AES_128_GCM_SHA256" => "AES128-GCM-SHA256",
-        "AES_256_GCM_SHA384" => "AES256-GCM-SHA384",
-        "CHACHA20_POLY1305_SHA256" => "CHACHA20-POLY1305",
-        _ => return None,
-    };
-    Some(format!("ECDHE-{kx}-{cipher}"))
 }
 
 #[cfg(test)]
