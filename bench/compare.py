@@ -25,7 +25,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHRIKE = os.path.join(ROOT, "target", "release", "shrike")
+# SHRIKE_BIN picks another build (bench/pgo.sh's, an older commit's) for every run.
+SHRIKE = os.environ.get("SHRIKE_BIN") or os.path.join(ROOT, "target", "release", "shrike")
 BODY = 100  # bytes per response body, for both servers
 CLIENT_CPU, SERVER_CPU = "0", "1"
 

@@ -18,34 +18,16 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHRIKE = os.path.join(ROOT, "target", "release", "shrike")
-BODY = 100
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import BODY, ROOT, SHRIKE, free_port, timed, wait_port  # noqa: E402
+
 CONNS, STREAMS = 10, 10
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"nothing listening on {port}")
 
 
 def start_nginx(tmp, tls):
@@ -86,16 +68,6 @@ def start_shrike(tmp, tls):
     port = p.stdout.readline().strip().rsplit(":", 1)[1]
     scheme = "https" if tls else "http"
     return p, f"{scheme}://localhost:{port}/"
-
-
-def timed(cmd):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(["taskset", "-c", "0"] + cmd, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        print(f"warning: {cmd[0]} exited {out.returncode}: {out.stderr.strip()[:300]}",
-              file=sys.stderr)
-    return out.stdout, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def shrike_numbers(out):
