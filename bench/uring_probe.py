@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Would an io_uring backend make the HTTP/1.1 client cheaper than wrk? `uring-probe`
+(bench/uring-probe: the smallest keep-alive loop over io_uring, not a client) beside wrk and
+`shrike run --rps max`, each with 64 connections against nginx (1 worker), client on CPU 0 and
+server on CPU 1, two rounds. The probe runs three ways: one completion per wait, and batches of
+up to 32 and 64 completions whose wait is bounded by 50 and 100 µs (what batching could add to
+a measured latency).
+
+    cargo build --release && python3 bench/uring_probe.py [--duration 5] [--no-record]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import ROOT, SHRIKE, heading, record, scratch, start_nginx, timed_run  # noqa: E402
+
+CONNECTIONS = 64
+PROBE_DIR = os.path.join(ROOT, "bench", "uring-probe")
+PROBE = os.path.join(ROOT, "target", "uring-probe", "release", "uring-probe")
+
+
+def build_probe():
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target", "uring-probe"))
+    subprocess.run(["cargo", "build", "--release", "-q"], cwd=PROBE_DIR, env=env, check=True)
+
+
+def wrk(url, d):
+    out, cpu = timed_run(["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{d}s", url])
+    return int(re.search(r"(\d+) requests in", out.stdout).group(1)), cpu
+
+
+def shrike(url, d):
+    out, cpu = timed_run([SHRIKE, "run", url, "--rps", "max", "--connections", str(CONNECTIONS),
+                          "--duration", str(d), "-v", "error", "--output-format", "json"])
+    g = next(r for r in json.loads(out.stdout)["results"] if r["name"] == "global")
+    return sum(int(c["value"]) for c in g["counters"] if c["name"].startswith("benchmark.http_")), cpu
+
+
+def probe(batch, timeout_us):
+    def run(url, d):
+        hostport = url.split("//")[1].split("/")[0]
+        out, cpu = timed_run([PROBE, hostport, "/file", str(CONNECTIONS), str(d), str(batch),
+                              str(timeout_us)])
+        m = re.search(r"responses (\d+) .* odd (\d+)", out.stdout)
+        if not m or m.group(2) != "0":
+            sys.exit(f"uring-probe failed: {out.stdout} {out.stderr}")
+        return int(m.group(1)), cpu
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--no-record", action="store_true")
+    a = ap.parse_args()
+    build_probe()
+    clients = [("wrk", wrk), ("shrike --rps max (epoll)", shrike),
+               ("uring-probe, 1 completion per wait", probe(1, 0)),
+               ("uring-probe, up to 32 per wait, ≤ 50 µs", probe(32, 50)),
+               ("uring-probe, up to 64 per wait, ≤ 100 µs", probe(64, 100))]
+    tmp = scratch("uring-probe")
+    server, url = start_nginx(tmp)
+    rows = []
+    try:
+        for _ in range(2):
+            for name, run in clients:
+                n, cpu = run(url, a.duration)
+                rows.append((name, n, n / a.duration, cpu / max(n, 1) * 1e6))
+                print(f"{name:42} {rows[-1][2]:9.0f} req/s {rows[-1][3]:6.2f} µs/req",
+                      file=sys.stderr, flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    lines = ["| client | requests | req/s | client CPU µs/req | vs wrk (same round) |",
+             "|---|---:|---:|---:|---:|"]
+    per_round = len(clients)
+    for i, r in enumerate(rows):
+        ref = rows[i - i % per_round][3]
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.0f} | {r[3]:.2f} | {r[3] / ref:.2f}× |")
+    text = (f"{heading()}\n\n{CONNECTIONS} keep-alive connections, {a.duration}s per run, two "
+            f"rounds, against nginx (1 worker) on CPU 1, client on CPU 0.\n\n"
+            + "\n".join(lines) + "\n")
+    record("uring-probe.md", text, not a.no_record)
+
+
+if __name__ == "__main__":
+    main()
