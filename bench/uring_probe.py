@@ -6,6 +6,11 @@ server on CPU 1, two rounds. The probe runs three ways: one completion per wait,
 up to 32 and 64 completions whose wait is bounded by 50 and 100 µs (what batching could add to
 a measured latency).
 
+Then paced: the probe releasing on an even schedule at 1k, 5k and 20k rps over 20
+connections, its wait for completions carrying the time to the next release as its timeout
+(the release timer and the I/O wait in one system call), beside `shrike run` with the default
+`poll` strategy and fortio (bench/peers.py), two rounds.
+
     cargo build --release && python3 bench/uring_probe.py [--duration 5] [--no-record]
 """
 import argparse
@@ -18,6 +23,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import ROOT, SHRIKE, heading, record, scratch, start_nginx, timed_run  # noqa: E402
+from pacing import fortio as fortio_client, shrike as shrike_client  # noqa: E402
+from peers import peer  # noqa: E402
 
 CONNECTIONS = 64
 PROBE_DIR = os.path.join(ROOT, "bench", "uring-probe")
@@ -46,11 +53,43 @@ def probe(batch, timeout_us):
         hostport = url.split("//")[1].split("/")[0]
         out, cpu = timed_run([PROBE, hostport, "/file", str(CONNECTIONS), str(d), str(batch),
                               str(timeout_us)])
-        m = re.search(r"responses (\d+) .* odd (\d+)", out.stdout)
+        m = re.search(r"responses (\d+) odd (\d+)", out.stdout)
         if not m or m.group(2) != "0":
             sys.exit(f"uring-probe failed: {out.stdout} {out.stderr}")
         return int(m.group(1)), cpu
     return run
+
+
+def probe_paced(url, rate, d):
+    hostport = url.split("//")[1].split("/")[0]
+    out, cpu = timed_run([PROBE, hostport, "/file", "20", str(d), "1", "0", str(rate)])
+    m = re.search(r"responses (\d+) odd (\d+) .*late_p50_us ([\d.]+) late_p99_us ([\d.]+)",
+                  out.stdout)
+    if not m or m.group(2) != "0":
+        sys.exit(f"uring-probe failed: {out.stdout} {out.stderr}")
+    return int(m.group(1)), cpu, (float(m.group(3)), float(m.group(4)))
+
+
+def paced_table(url, d):
+    clients = [("shrike poll (epoll + timerfd)", shrike_client(SHRIKE, "poll")),
+               ("uring-probe (one io_uring_enter with a timeout)", probe_paced)]
+    path = peer("fortio")
+    if path:
+        clients.append(("fortio", fortio_client(path)))
+    rows = []
+    for _ in range(2):
+        for rate in (1000, 5000, 20000):
+            for name, run in clients:
+                n, cpu, late = run(url, rate, d)
+                rows.append((rate, name, n, cpu / max(n, 1) * 1e6, late))
+                print(f"{rate:6} {name:48} {rows[-1][3]:7.2f} µs/req {late}", file=sys.stderr,
+                      flush=True)
+    lines = ["| rps | client | requests | client CPU µs/req | lateness p50 / p99 µs |",
+             "|---:|---|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: r[0]):
+        late = f"{r[4][0]:.1f} / {r[4][1]:.1f}" if r[4] else "—"
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.2f} | {late} |")
+    return "\n".join(lines)
 
 
 def main():
@@ -73,6 +112,7 @@ def main():
                 rows.append((name, n, n / a.duration, cpu / max(n, 1) * 1e6))
                 print(f"{name:42} {rows[-1][2]:9.0f} req/s {rows[-1][3]:6.2f} µs/req",
                       file=sys.stderr, flush=True)
+        paced = paced_table(url, a.duration)
     finally:
         server.terminate()
         server.wait()
@@ -85,7 +125,8 @@ def main():
         lines.append(f"| {r[0]} | {r[1]} | {r[2]:.0f} | {r[3]:.2f} | {r[3] / ref:.2f}× |")
     text = (f"{heading()}\n\n{CONNECTIONS} keep-alive connections, {a.duration}s per run, two "
             f"rounds, against nginx (1 worker) on CPU 1, client on CPU 0.\n\n"
-            + "\n".join(lines) + "\n")
+            + "\n".join(lines) + "\n\nPaced, 20 connections, the same nginx:\n\n"
+            + paced + "\n")
     record("uring-probe.md", text, not a.no_record)
 
 
