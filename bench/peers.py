@@ -12,10 +12,14 @@ import sys
 
 TOOLS = os.environ.get("SHRIKE_BENCH_TOOLS", os.path.expanduser("~/.cache/shrike-bench"))
 BIN = os.path.join(TOOLS, "bin")
+INFERNO = ["cargo", "install", "inferno", "--locked", "--version", "0.12.3", "--root", TOOLS]
 PINNED = {
     "fortio": ["go", "install", "fortio.org/fortio@v1.66.0"],
     "vegeta": ["go", "install", "github.com/tsenart/vegeta/v12@v12.13.0"],
     "oha": ["cargo", "install", "oha", "--locked", "--version", "1.16.0", "--root", TOOLS],
+    # Not a peer: the flame-graph tools bench/flame.py draws with (one crate, two binaries).
+    "inferno-collapse-perf": INFERNO,
+    "inferno-flamegraph": INFERNO,
 }
 
 
