@@ -14,7 +14,6 @@ connections, its wait for completions carrying the time to the next release as i
     cargo build --release && python3 bench/uring_probe.py [--duration 5] [--no-record]
 """
 import argparse
-import json
 import os
 import re
 import shutil
@@ -22,7 +21,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import ROOT, SHRIKE, heading, record, scratch, start_nginx, timed_run  # noqa: E402
+from compare import ROOT, SHRIKE, heading, record, run_shrike, run_wrk, scratch  # noqa: E402
+from compare import start_nginx, timed_run  # noqa: E402
 from pacing import fortio as fortio_client, shrike as shrike_client  # noqa: E402
 from peers import peer  # noqa: E402
 
@@ -36,43 +36,27 @@ def build_probe():
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=PROBE_DIR, env=env, check=True)
 
 
-def wrk(url, d):
-    out, cpu = timed_run(["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{d}s", url])
-    return int(re.search(r"(\d+) requests in", out.stdout).group(1)), cpu
-
-
-def shrike(url, d):
-    out, cpu = timed_run([SHRIKE, "run", url, "--rps", "max", "--connections", str(CONNECTIONS),
-                          "--duration", str(d), "-v", "error", "--output-format", "json"])
-    g = next(r for r in json.loads(out.stdout)["results"] if r["name"] == "global")
-    return sum(int(c["value"]) for c in g["counters"] if c["name"].startswith("benchmark.http_")), cpu
-
-
-def probe(batch, timeout_us):
-    def run(url, d):
-        hostport = url.split("//")[1].split("/")[0]
-        out, cpu = timed_run([PROBE, hostport, "/file", str(CONNECTIONS), str(d), str(batch),
-                              str(timeout_us)])
-        m = re.search(r"responses (\d+) odd (\d+)", out.stdout)
-        if not m or m.group(2) != "0":
-            sys.exit(f"uring-probe failed: {out.stdout} {out.stderr}")
-        return int(m.group(1)), cpu
-    return run
-
-
-def probe_paced(url, rate, d):
+def probe_run(url, d, connections, batch=1, timeout_us=0, rate=0):
+    """One probe run: (responses, client CPU seconds, lateness p50/p99 µs when paced)."""
     hostport = url.split("//")[1].split("/")[0]
-    out, cpu = timed_run([PROBE, hostport, "/file", "20", str(d), "1", "0", str(rate)])
-    m = re.search(r"responses (\d+) odd (\d+) .*late_p50_us ([\d.]+) late_p99_us ([\d.]+)",
-                  out.stdout)
+    out, cpu = timed_run([PROBE, hostport, "/file", str(connections), str(d), str(batch),
+                          str(timeout_us), str(rate)])
+    m = re.search(r"responses (\d+) odd (\d+)", out.stdout)
     if not m or m.group(2) != "0":
         sys.exit(f"uring-probe failed: {out.stdout} {out.stderr}")
-    return int(m.group(1)), cpu, (float(m.group(3)), float(m.group(4)))
+    late = re.search(r"late_p50_us ([\d.]+) late_p99_us ([\d.]+)", out.stdout)
+    return int(m.group(1)), cpu, late and (float(late.group(1)), float(late.group(2)))
+
+
+def probe_closed(batch, timeout_us):
+    """The probe in closed loop as the first table runs it: (url, seconds) -> (n, cpu)."""
+    return lambda url, d: probe_run(url, d, CONNECTIONS, batch, timeout_us)[:2]
 
 
 def paced_table(url, d):
     clients = [("shrike poll (epoll + timerfd)", shrike_client(SHRIKE, "poll")),
-               ("uring-probe (one io_uring_enter with a timeout)", probe_paced)]
+               ("uring-probe (one io_uring_enter with a timeout)",
+                lambda url, rate, d: probe_run(url, d, 20, rate=rate))]
     path = peer("fortio")
     if path:
         clients.append(("fortio", fortio_client(path)))
@@ -98,10 +82,12 @@ def main():
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
     build_probe()
-    clients = [("wrk", wrk), ("shrike --rps max (epoll)", shrike),
-               ("uring-probe, 1 completion per wait", probe(1, 0)),
-               ("uring-probe, up to 32 per wait, ≤ 50 µs", probe(32, 50)),
-               ("uring-probe, up to 64 per wait, ≤ 100 µs", probe(64, 100))]
+    clients = [("wrk", lambda url, d: run_wrk(url, CONNECTIONS, d)[::2]),
+               ("shrike --rps max (epoll)",
+                lambda url, d: run_shrike(url, CONNECTIONS, d, rps="max")[::2]),
+               ("uring-probe, 1 completion per wait", probe_closed(1, 0)),
+               ("uring-probe, up to 32 per wait, ≤ 50 µs", probe_closed(32, 50)),
+               ("uring-probe, up to 64 per wait, ≤ 100 µs", probe_closed(64, 100))]
     tmp = scratch("uring-probe")
     server, url = start_nginx(tmp)
     rows = []

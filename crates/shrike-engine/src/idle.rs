@@ -71,8 +71,7 @@ impl Hybrid {
     async fn until(&self, deadline: Instant, stopping: &Cell<bool>) {
         let ahead = Duration::from_nanos(self.ahead_ns.get() as u64);
         let arm = deadline.checked_sub(ahead).unwrap_or(deadline);
-        let now = Instant::now();
-        if arm > now {
+        if arm > Instant::now() {
             self.timer.sleep_until(arm).await;
             self.learn(Instant::now().saturating_duration_since(arm));
         }
