@@ -1,0 +1,541 @@
+//! The ring and the slots that own what the kernel is working on. The one module with
+//! `unsafe`: a submitted receive or send points the kernel at a buffer, which must stay
+//! allocated and unmoved until its completion arrives. Each buffer lives in its stream's slot
+//! here, is never resized while an operation on it is in flight, and a slot whose stream was
+//! dropped stays allocated (its operations cancelled) until the last completion comes back;
+//! what is still in flight when the driver ends is leaked rather than freed.
+#![allow(unsafe_code)]
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, IoSlice};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::task::{Context, Poll, Waker};
+
+use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::{opcode, squeue, IoUring};
+use tokio::io::unix::AsyncFd;
+use tokio::io::ReadBuf;
+
+/// Submission queue entries: a turn rarely queues more than two per connection; a fuller
+/// queue is submitted early, never dropped.
+const ENTRIES: u32 = 1024;
+/// Completions can outnumber one queue's worth of submissions (they arrive across turns);
+/// the kernel keeps any overflow (IORING_FEAT_NODROP) but that path is slow.
+const CQ_ENTRIES: u32 = 4 * ENTRIES;
+
+/// What a completion's `user_data` names, in its low bits; the slot index is above them.
+const RECV: u64 = 1;
+const SEND: u64 = 2;
+const CANCEL: u64 = 3;
+const KIND_BITS: u32 = 2;
+/// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): the enter also runs deferred completion work.
+const ENTER_GETEVENTS: u32 = 1;
+
+/// A receive buffer is sized to what the reader asks for, within these bounds: a small
+/// response fits the first, and an idle connection has none (memory per connection matters
+/// at 100k connections). Large bodies are read 32 KiB at a time, as on epoll.
+const MIN_RECV: usize = 1024;
+const MAX_RECV: usize = 32 * 1024;
+/// Bytes a stream may queue behind the send in flight before its writes wait.
+const MAX_QUEUED: usize = 256 * 1024;
+
+/// One thread's io_uring and the streams on it. Not `Send`: a ring set up with
+/// `SINGLE_ISSUER` belongs to the thread that created it.
+pub struct Driver {
+    inner: RefCell<Inner>,
+    /// Entries pushed since the last submit.
+    queued: Cell<bool>,
+    /// Rung by the kernel when completions are waiting; tokio's epoll watches it.
+    eventfd: AsyncFd<OwnedFd>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    ring: IoUring,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Operations submitted or queued whose completion has not arrived.
+    in_flight: usize,
+    /// Wakers to call once the borrow is released; kept for its capacity.
+    wake: Vec<Waker>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Owns the socket; `None` for a free slot. Closed only when no operation is in flight:
+    /// the kernel holds its own reference meanwhile, so closing earlier would not close it.
+    sock: Option<TcpStream>,
+    /// The stream was dropped; the slot is freed with its last completion.
+    closing: bool,
+    recv: Recv,
+    send: Send,
+}
+
+#[derive(Default)]
+struct Recv {
+    buf: Vec<u8>,
+    /// Received and not yet read: `buf[start..end]`.
+    start: usize,
+    end: usize,
+    in_flight: bool,
+    /// The last receive filled the buffer: more is likely waiting (a large body).
+    filled: bool,
+    eof: bool,
+    err: Option<io::Error>,
+    waker: Option<Waker>,
+}
+
+#[derive(Default)]
+struct Send {
+    /// The bytes of the send in flight, `buf[off..]` still to go.
+    buf: Vec<u8>,
+    off: usize,
+    in_flight: bool,
+    /// Written while a send was in flight; goes next.
+    queue: Vec<u8>,
+    /// Shut the write side once the sends are done.
+    shut: bool,
+    err: Option<io::Error>,
+    waker: Option<Waker>,
+}
+
+/// The ring with the flags the driver wants, or plainer ones on an older kernel:
+/// `DEFER_TASKRUN` runs completion work only inside our own enter (no interrupting the
+/// thread mid-turn), which needs `SINGLE_ISSUER` (6.1+).
+fn build_ring() -> io::Result<IoUring> {
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(CQ_ENTRIES)
+        .build(ENTRIES)
+        .or_else(|_| IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES))
+}
+
+impl Driver {
+    /// Probes the kernel without touching a runtime.
+    pub(crate) fn probe() -> io::Result<()> {
+        build_ring().map(drop)
+    }
+
+    /// Must be called inside the tokio runtime that will drive it.
+    pub(crate) fn new() -> io::Result<Driver> {
+        let ring = build_ring()?;
+        let flags = rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
+        let efd = rustix::event::eventfd(0, flags)?;
+        ring.submitter().register_eventfd(efd.as_raw_fd())?;
+        // `AsyncFd::new` is deprecated for borrowed fds a caller could close while registered;
+        // this AsyncFd owns its OwnedFd for its whole life.
+        #[allow(deprecated)]
+        let eventfd = AsyncFd::new(efd)?;
+        let inner =
+            Inner { ring, slots: Vec::new(), free: Vec::new(), in_flight: 0, wake: Vec::new() };
+        Ok(Driver { inner: RefCell::new(inner), queued: Cell::new(false), eventfd })
+    }
+
+    pub(crate) fn eventfd(&self) -> &AsyncFd<OwnedFd> {
+        &self.eventfd
+    }
+
+    pub(crate) fn has_queued(&self) -> bool {
+        self.queued.get()
+    }
+
+    /// Takes over a connected socket; the returned slot names it from now on. The socket is
+    /// made blocking: the ring tries each operation without blocking first and waits for
+    /// readiness itself, and a blocking socket never hands back EAGAIN to retry.
+    pub(crate) fn open(&self, sock: TcpStream) -> io::Result<u32> {
+        sock.set_nonblocking(false)?;
+        let mut inner = self.inner.borrow_mut();
+        let id = match inner.free.pop() {
+            Some(id) => id,
+            None => {
+                let id = u32::try_from(inner.slots.len())
+                    .map_err(|_| io::Error::other("too many io_uring streams"))?;
+                inner.slots.push(Slot::default());
+                id
+            }
+        };
+        inner.slots[id as usize].sock = Some(sock);
+        Ok(id)
+    }
+
+    /// The stream was dropped: cancel what is in flight, and free the slot (closing the
+    /// socket) now or with the last completion.
+    pub(crate) fn close(&self, id: u32) {
+        let mut inner = self.inner.borrow_mut();
+        let slot = &mut inner.slots[id as usize];
+        slot.closing = true;
+        if !(slot.recv.in_flight || slot.send.in_flight) {
+            inner.release(id);
+            return;
+        }
+        let Some(fd) = slot.sock.as_ref().map(|s| Fd(s.as_raw_fd())) else {
+            return;
+        };
+        let entry =
+            opcode::AsyncCancel2::new(CancelBuilder::fd(fd).all()).build().user_data(CANCEL);
+        // SAFETY: a cancellation points at no memory of ours.
+        unsafe { inner.push(&entry) };
+        self.queued.set(true);
+    }
+
+    pub(crate) fn poll_read(
+        &self,
+        id: u32,
+        cx: &mut Context<'_>,
+        dst: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if dst.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let eager = {
+            let mut inner = self.inner.borrow_mut();
+            let inner = &mut *inner;
+            let r = &mut inner.slots[id as usize].recv;
+            if let Some(p) = r.take_into(dst) {
+                return Poll::Ready(p);
+            }
+            let eager = if !r.in_flight {
+                let want = dst.remaining().clamp(MIN_RECV, MAX_RECV);
+                if r.buf.len() < want {
+                    r.buf.resize(want, 0);
+                }
+                let eager = r.filled;
+                r.filled = false;
+                inner.push_recv(id);
+                self.queued.set(true);
+                eager
+            } else {
+                false
+            };
+            let r = &mut inner.slots[id as usize].recv;
+            if !r.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                r.waker = Some(cx.waker().clone());
+            }
+            eager
+        };
+        if eager {
+            // The last receive filled its buffer, so more is probably there: submit now, as a
+            // read() would, instead of a loop turn per 32 KiB of a large body.
+            self.turn();
+            let mut inner = self.inner.borrow_mut();
+            let r = &mut inner.slots[id as usize].recv;
+            if let Some(p) = r.take_into(dst) {
+                r.waker = None;
+                return Poll::Ready(p);
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Accepts the bytes (copies them) and queues their send; an error of an earlier send is
+    /// returned here, as a socket would return it on the next write.
+    pub(crate) fn poll_write(
+        &self,
+        id: u32,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let s = &mut inner.slots[id as usize].send;
+        if let Some(e) = s.err.take() {
+            return Poll::Ready(Err(e));
+        }
+        if !s.in_flight {
+            s.buf.clear();
+            s.off = 0;
+            let n = copy_slices(&mut s.buf, bufs, usize::MAX);
+            if n == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            inner.push_send(id);
+            self.queued.set(true);
+            return Poll::Ready(Ok(n));
+        }
+        if s.queue.len() < MAX_QUEUED {
+            let room = MAX_QUEUED - s.queue.len();
+            return Poll::Ready(Ok(copy_slices(&mut s.queue, bufs, room)));
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Bytes accepted are the ring's to send, in order; only an earlier failure is news.
+    pub(crate) fn poll_flush(&self, id: u32) -> Poll<io::Result<()>> {
+        let mut inner = self.inner.borrow_mut();
+        match inner.slots[id as usize].send.err.take() {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Shuts the write side once every accepted byte is sent: at once when none is in flight,
+    /// else with the last send's completion. Like a write, it returns without waiting (a
+    /// caller that shuts down and then reports must not be held up by the ring's turn).
+    pub(crate) fn poll_shutdown(&self, id: u32) -> Poll<io::Result<()>> {
+        let mut inner = self.inner.borrow_mut();
+        let slot = &mut inner.slots[id as usize];
+        if let Some(e) = slot.send.err.take() {
+            return Poll::Ready(Err(e));
+        }
+        if slot.send.in_flight {
+            slot.send.shut = true;
+            return Poll::Ready(Ok(()));
+        }
+        Poll::Ready(shut_write(slot.sock.as_ref()))
+    }
+
+    pub(crate) fn with_socket<T>(&self, id: u32, f: impl FnOnce(&TcpStream) -> T) -> Option<T> {
+        self.inner.borrow().slots[id as usize].sock.as_ref().map(f)
+    }
+
+    /// One turn: submit what is queued, run the completion work the kernel deferred to us,
+    /// and hand out every completion (waking the tasks they concern).
+    pub(crate) fn turn(&self) {
+        let mut wake = {
+            let mut inner = self.inner.borrow_mut();
+            self.queued.set(false);
+            inner.enter(0);
+            inner.reap();
+            std::mem::take(&mut inner.wake)
+        };
+        for w in wake.drain(..) {
+            w.wake();
+        }
+        let mut inner = self.inner.borrow_mut();
+        if inner.wake.capacity() < wake.capacity() {
+            inner.wake = wake;
+        }
+    }
+
+    /// Cancels everything in flight and waits for the completions, a second at most, so no
+    /// buffer is freed while the kernel could still write into it; whatever has not come back
+    /// by then is leaked.
+    pub(crate) fn shutdown(&self) {
+        let mut inner = self.inner.borrow_mut();
+        if inner.in_flight == 0 {
+            return;
+        }
+        let entry = opcode::AsyncCancel2::new(CancelBuilder::any()).build().user_data(CANCEL);
+        // SAFETY: a cancellation points at no memory of ours.
+        unsafe { inner.push(&entry) };
+        let ts = Timespec::new().nsec(50_000_000);
+        for _ in 0..20 {
+            if inner.in_flight == 0 {
+                break;
+            }
+            let args = SubmitArgs::new().timespec(&ts);
+            let _ = inner.ring.submitter().submit_with_args(1, &args);
+            inner.reap();
+        }
+        inner.wake.clear();
+        for slot in &mut inner.slots {
+            if slot.recv.in_flight {
+                std::mem::forget(std::mem::take(&mut slot.recv.buf));
+            }
+            if slot.send.in_flight {
+                std::mem::forget(std::mem::take(&mut slot.send.buf));
+            }
+        }
+    }
+}
+
+impl Recv {
+    /// What a read returns without waiting: buffered bytes, a stored error, or end of stream.
+    fn take_into(&mut self, dst: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
+        if self.start < self.end {
+            let n = dst.remaining().min(self.end - self.start);
+            dst.put_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+            return Some(Ok(()));
+        }
+        if let Some(e) = self.err.take() {
+            return Some(Err(e));
+        }
+        self.eof.then_some(Ok(()))
+    }
+}
+
+/// Shuts the write side of `sock`. A peer that already reset the connection left no write side
+/// to shut: that is not an error (tokio's `TcpStream` treats it alike).
+fn shut_write(sock: Option<&TcpStream>) -> io::Result<()> {
+    match sock.map(|s| s.shutdown(Shutdown::Write)) {
+        Some(Err(e)) if e.kind() != io::ErrorKind::NotConnected => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Appends up to `limit` bytes of `bufs` to `out`; returns how many.
+fn copy_slices(out: &mut Vec<u8>, bufs: &[IoSlice<'_>], limit: usize) -> usize {
+    let mut n = 0;
+    for b in bufs {
+        let take = b.len().min(limit - n);
+        out.extend_from_slice(&b[..take]);
+        n += take;
+        if n == limit {
+            break;
+        }
+    }
+    n
+}
+
+fn user_data(id: u32, kind: u64) -> u64 {
+    (u64::from(id) << KIND_BITS) | kind
+}
+
+/// A result to try again rather than report.
+fn retry(res: i32) -> bool {
+    res == -libc::EAGAIN || res == -libc::EINTR
+}
+
+impl Inner {
+    /// # Safety
+    /// Whatever memory `entry` points at must stay valid until its completion is reaped.
+    unsafe fn push(&mut self, entry: &squeue::Entry) {
+        loop {
+            // SAFETY: the caller's promise, passed on.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return;
+            }
+            // The queue is full: submit what it holds to make room.
+            self.enter(0);
+        }
+    }
+
+    fn push_recv(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        let Some(sock) = &slot.sock else { return };
+        let r = &mut slot.recv;
+        r.start = 0;
+        r.end = 0;
+        let len = u32::try_from(r.buf.len()).unwrap_or(u32::MAX);
+        let entry = opcode::Recv::new(Fd(sock.as_raw_fd()), r.buf.as_mut_ptr(), len)
+            .build()
+            .user_data(user_data(id, RECV));
+        r.in_flight = true;
+        self.in_flight += 1;
+        // SAFETY: `buf` belongs to the slot, which is neither freed nor resized while
+        // `in_flight` is set (only the completion clears it; see the module docs).
+        unsafe { self.push(&entry) };
+    }
+
+    fn push_send(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        let Some(sock) = &slot.sock else { return };
+        let s = &mut slot.send;
+        let rest = &s.buf[s.off..];
+        let len = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+        // MSG_NOSIGNAL: a peer that closed is an EPIPE result, never a SIGPIPE.
+        let entry = opcode::Send::new(Fd(sock.as_raw_fd()), rest.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data(id, SEND));
+        s.in_flight = true;
+        self.in_flight += 1;
+        // SAFETY: as for receives: `buf` is untouched while `in_flight` is set (writes go to
+        // `queue` meanwhile).
+        unsafe { self.push(&entry) };
+    }
+
+    /// Submits and runs deferred completion work, waiting for nothing (`min_complete` 0
+    /// unless told). Failures (EINTR, EBUSY while the kernel flushes an overflow) are
+    /// transient: the next turn tries again.
+    fn enter(&mut self, min_complete: u32) {
+        let to_submit = self.ring.submission().len() as u32;
+        // SAFETY: no argument pointer is passed; the entries were pushed under `push`'s rules.
+        let _ = unsafe {
+            self.ring.submitter().enter::<()>(to_submit, min_complete, ENTER_GETEVENTS, None)
+        };
+    }
+
+    fn reap(&mut self) {
+        let Inner { ring, slots, in_flight, wake, free } = self;
+        // Operations to submit again (a partial send, an interrupted receive): pushed once
+        // the completion queue is released.
+        let mut again: Vec<(u32, u64)> = Vec::new();
+        for cqe in ring.completion() {
+            let kind = cqe.user_data() & ((1 << KIND_BITS) - 1);
+            if kind == CANCEL {
+                continue;
+            }
+            let id = (cqe.user_data() >> KIND_BITS) as u32;
+            let Some(slot) = slots.get_mut(id as usize) else { continue };
+            let res = cqe.result();
+            *in_flight -= 1;
+            if kind == RECV {
+                let r = &mut slot.recv;
+                r.in_flight = false;
+                if slot.closing {
+                } else if retry(res) {
+                    again.push((id, RECV));
+                } else if res < 0 {
+                    r.err = Some(io::Error::from_raw_os_error(-res));
+                } else {
+                    r.end = res as usize;
+                    r.eof = res == 0;
+                    r.filled = r.end == r.buf.len();
+                }
+                if let Some(w) = r.waker.take() {
+                    wake.push(w);
+                }
+            } else {
+                let s = &mut slot.send;
+                s.in_flight = false;
+                if slot.closing {
+                } else if retry(res) {
+                    again.push((id, SEND));
+                } else if res <= 0 {
+                    s.err = Some(match res {
+                        0 => io::Error::from(io::ErrorKind::WriteZero),
+                        _ => io::Error::from_raw_os_error(-res),
+                    });
+                    s.queue.clear();
+                } else {
+                    s.off += res as usize;
+                    if s.off >= s.buf.len() && !s.queue.is_empty() {
+                        std::mem::swap(&mut s.buf, &mut s.queue);
+                        s.queue.clear();
+                        s.off = 0;
+                    }
+                    if s.off < s.buf.len() {
+                        again.push((id, SEND));
+                    } else if s.shut {
+                        // Nobody waits on it (see `poll_shutdown`); a failure shows in reads.
+                        let _ = shut_write(slot.sock.as_ref());
+                    }
+                }
+                if let Some(w) = s.waker.take() {
+                    wake.push(w);
+                }
+            }
+            if slot.closing && !slot.recv.in_flight && !slot.send.in_flight {
+                release_slot(slot);
+                free.push(id);
+            }
+        }
+        for (id, kind) in again {
+            if kind == RECV {
+                self.push_recv(id);
+            } else {
+                self.push_send(id);
+            }
+        }
+    }
+
+    fn release(&mut self, id: u32) {
+        release_slot(&mut self.slots[id as usize]);
+        self.free.push(id);
+    }
+}
+
+/// Closes the socket and gives back the buffers' memory (an idle slot holds none).
+fn release_slot(slot: &mut Slot) {
+    *slot = Slot::default();
+}

@@ -1,0 +1,82 @@
+//! A connected TCP stream on the thread's [`Driver`], as tokio's `AsyncRead` + `AsyncWrite`,
+//! so codecs and TLS run over it unchanged.
+
+use std::io::{self, IoSlice};
+use std::net::{SocketAddr, TcpStream};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::Driver;
+
+/// Writes are accepted into the stream's own buffer and sent at the end of the loop turn
+/// (see the crate docs); a send's failure is returned by the next write, flush or shutdown.
+/// Dropping the stream cancels what is in flight and closes the socket once the kernel has
+/// let go of it.
+#[derive(Debug)]
+pub struct UringStream {
+    driver: Rc<Driver>,
+    id: u32,
+}
+
+impl UringStream {
+    /// Moves a connected socket onto `driver` (this thread's, from [`crate::install`]).
+    pub fn new(driver: Rc<Driver>, sock: TcpStream) -> io::Result<UringStream> {
+        let id = driver.open(sock)?;
+        Ok(UringStream { driver, id })
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.driver
+            .with_socket(self.id, TcpStream::peer_addr)
+            .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
+    }
+}
+
+impl Drop for UringStream {
+    fn drop(&mut self) {
+        self.driver.close(self.id);
+    }
+}
+
+impl AsyncRead for UringStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.driver.poll_read(self.id, cx, buf)
+    }
+}
+
+impl AsyncWrite for UringStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.driver.poll_write(self.id, cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.driver.poll_write(self.id, cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.driver.poll_flush(self.id)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.driver.poll_shutdown(self.id)
+    }
+}
