@@ -144,10 +144,10 @@ def run_ab(url, c, d):
     return n, rps, cpu
 
 
-def run_shrike(url, c, d, rps="1000000", binary=SHRIKE):
+def run_shrike(url, c, d, rps="1000000", binary=SHRIKE, extra=()):
     out, cpu = timed([binary, "run", url, "--rps", rps, "--connections", str(c),
                       "--duration", str(d), "--concurrency", "1", "--output-format", "json",
-                      "-v", "error"])
+                      "-v", "error", *extra])
     v = json.loads(out)
     g = next(r for r in v["results"] if r["name"] == "global")
     n = sum(int(x["value"]) for x in g["counters"] if x["name"].startswith("benchmark.http_"))
@@ -177,8 +177,12 @@ def main():
             server, url = starter()
             try:
                 time.sleep(0.5)
+                uring = ["--io-backend", "io_uring"]
                 clients = [("wrk", run_wrk), ("ab -k", run_ab), ("shrike", run_shrike),
-                           ("shrike max", lambda u, c, d: run_shrike(u, c, d, rps="max"))]
+                           ("shrike max", lambda u, c, d: run_shrike(u, c, d, rps="max")),
+                           ("shrike io_uring", lambda u, c, d: run_shrike(u, c, d, extra=uring)),
+                           ("shrike max io_uring",
+                            lambda u, c, d: run_shrike(u, c, d, rps="max", extra=uring))]
                 if a.before:
                     # Interleaved with the current binary, so drift hits both alike.
                     clients += [("shrike before", lambda u, c, d: run_shrike(u, c, d, binary=a.before)),
@@ -187,7 +191,7 @@ def main():
                 for name, fn in clients:
                     n, rps, cpu = fn(url, a.connections, a.duration)
                     rows.append((target, name, n, rps, cpu, cpu / max(n, 1) * 1e6))
-                    print(f"{target:13} {name:7} {n:9d} req {rps:10.0f} rps  "
+                    print(f"{target:13} {name:19} {n:9d} req {rps:10.0f} rps  "
                           f"client cpu {cpu:6.2f}s  {rows[-1][5]:6.2f} us/req", flush=True)
             finally:
                 server.terminate()
@@ -212,7 +216,8 @@ def main():
               f"Linux {platform.release()}\n\nClosed loop, {a.connections} connections, "
               f"{a.duration}s per run, {BODY}-byte bodies; client pinned to CPU {CLIENT_CPU}, "
               f"server to CPU {SERVER_CPU}. shrike: `--rps 1000000 --concurrency 1` "
-              f"(saturating closed loop); shrike max: `--rps max` (unpaced closed loop).\n")
+              f"(saturating closed loop); shrike max: `--rps max` (unpaced closed loop); "
+              f"io_uring: `--io-backend io_uring`.\n")
     table = header + "\n" + "\n".join(lines) + "\n"
     print("\n" + table)
     if not a.no_record:

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use shrike_spec::{is_token_byte, Predicate, RatePlan};
-pub use shrike_spec::{H1Reuse, IdleStrategy, Protocol, StreamLimits};
+pub use shrike_spec::{H1Reuse, IdleStrategy, IoBackend, Protocol, StreamLimits};
 
 use crate::requests::template::{Template, TemplateError};
 use crate::requests::RequestSource;
@@ -237,6 +237,7 @@ pub(crate) struct EngineConfig {
     /// Per-worker request rate over time: constant, ramped, staged, or unpaced.
     pub plan: RatePlan,
     pub idle: IdleStrategy,
+    pub io_backend: IoBackend,
     /// Release requests in groups of this size (1 = no bursts).
     pub burst: NonZeroU32,
     /// Uniform release jitter added to each scheduled time.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use shrike_spec::{RunSpec, Scheme, SpecError, TargetSpec};
+use shrike_spec::{IoBackend, RunSpec, Scheme, SpecError, TargetSpec};
 
 use crate::config::{Body, Endpoint, EngineConfig, RequestSpec};
 use crate::requests::{file, nighthawk, RequestSource};
@@ -36,6 +36,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         workers: spec.concurrency().workers(),
         plan: spec.plan(),
         idle: spec.idle(),
+        io_backend: io_backend(spec)?,
         burst: spec.burst(),
         jitter: spec.jitter(),
         connections: spec.connections(),
@@ -169,4 +170,20 @@ fn single_request(spec: &RunSpec) -> Result<RequestSpec, SpecError> {
             .map_err(|e| SpecError::invalid("request_options.json_body", e));
     }
     Ok(req)
+}
+
+/// The spec's I/O backend, once the kernel has shown it grants it: a refusal (an old kernel,
+/// `kernel.io_uring_disabled`, a container's seccomp filter) is one clear error before any
+/// load, not a run that quietly measures something else.
+fn io_backend(spec: &RunSpec) -> Result<IoBackend, SpecError> {
+    let backend = spec.io_backend();
+    if backend == IoBackend::IoUring {
+        shrike_uring::available().map_err(|e| {
+            SpecError::invalid(
+                "io_backend",
+                format!("this kernel refuses io_uring ({e}); use --io-backend epoll"),
+            )
+        })?;
+    }
+    Ok(backend)
 }

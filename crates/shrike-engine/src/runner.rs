@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use shrike_stats::{Interval, Termination, WorkerResult};
 
-use crate::config::{EngineConfig, IdleStrategy, Protocol};
+use crate::config::{EngineConfig, IdleStrategy, IoBackend, Protocol};
 use crate::h1;
 use crate::pool::h2::RequestTemplate;
 use crate::pool::PoolRequests;
@@ -38,6 +38,8 @@ pub enum EngineError {
     Spawn(std::io::Error),
     #[error("cannot start worker runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot set up the worker's io_uring: {0} (use --io-backend epoll)")]
+    IoUring(std::io::Error),
     #[error("worker {0} crashed; its results are lost")]
     WorkerPanicked(usize),
     #[error("the engine thread crashed; the run's results are lost")]
@@ -171,10 +173,15 @@ pub(crate) fn execute(
                 if w_cfg.idle != IdleStrategy::Sleep {
                     shrike_timer::tighten_timer_slack();
                 }
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(EngineError::Runtime);
+                let uring = w_cfg.io_backend == IoBackend::IoUring;
+                let mut rt = tokio::runtime::Builder::new_current_thread();
+                rt.enable_all();
+                if uring {
+                    // Before each park the ring submits the turn's sends and receives and
+                    // collects completions, in one system call (see shrike-uring).
+                    rt.on_thread_park(shrike_uring::park);
+                }
+                let rt = rt.build().map_err(EngineError::Runtime);
                 let rt = match rt {
                     Ok(rt) => rt,
                     Err(e) => {
@@ -185,6 +192,16 @@ pub(crate) fn execute(
                     }
                 };
                 let local = tokio::task::LocalSet::new();
+                if uring {
+                    match local.block_on(&rt, async { shrike_uring::install() }) {
+                        Ok(driver) => drop(local.spawn_local(shrike_uring::reap(driver))),
+                        Err(e) => {
+                            w_stop.request(Termination::Interrupted);
+                            w_gate.wait();
+                            return Err(EngineError::IoUring(e));
+                        }
+                    }
+                }
                 // Worker-local copies: the hot path reads them without touching shared memory.
                 let requests: Vec<PoolRequests> = match &*w_replay {
                     // Replayed requests bring their own bytes; one pool per endpoint still.
@@ -203,6 +220,10 @@ pub(crate) fn execute(
                         crate::worker::Watch { telemetry: w_link, tracing: w_tracing },
                     ),
                 );
+                // Connections close with the tasks that hold them; then whatever the ring
+                // still has in flight is cancelled before its buffers go.
+                drop(local);
+                shrike_uring::uninstall();
                 Ok(out)
             })
             .map_err(EngineError::Spawn);

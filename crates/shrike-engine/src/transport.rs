@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use rustls::{AlertDescription, HandshakeKind};
 use shrike_stats::Counter;
+use shrike_uring::UringStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -23,65 +24,82 @@ use crate::tls::TlsClient;
 /// path stays statically dispatched.
 #[derive(Debug)]
 pub(crate) enum Transport {
+    Plain(Socket),
+    Tls(Box<TlsStream<Socket>>),
+}
+
+/// A TCP connection on the run's I/O backend: tokio's epoll, or the worker's io_uring.
+#[derive(Debug)]
+pub(crate) enum Socket {
     Tcp(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Uring(UringStream),
 }
 
-impl AsyncRead for Transport {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+/// `AsyncRead` and `AsyncWrite` for an enum of streams, by delegating to the variant.
+macro_rules! delegate_io {
+    ($ty:ident { $($variant:ident),+ }) => {
+        impl AsyncRead for $ty {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => Pin::new(s).poll_read(cx, buf),)+
+                }
+            }
         }
-    }
+
+        impl AsyncWrite for $ty {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => Pin::new(s).poll_write(cx, buf),)+
+                }
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => Pin::new(s).poll_write_vectored(cx, bufs),)+
+                }
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                match self {
+                    $($ty::$variant(s) => s.is_write_vectored(),)+
+                }
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => Pin::new(s).poll_flush(cx),)+
+                }
+            }
+
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => Pin::new(s).poll_shutdown(cx),)+
+                }
+            }
+        }
+    };
 }
 
-impl AsyncWrite for Transport {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
+delegate_io!(Transport { Plain, Tls });
+delegate_io!(Socket { Tcp, Uring });
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Transport::Tcp(s) => s.is_write_vectored(),
-            Transport::Tls(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
+/// `stream` on the worker's io_uring when it has one (`--io-backend io_uring`), else as is.
+fn on_backend(stream: TcpStream) -> io::Result<Socket> {
+    match shrike_uring::current() {
+        None => Ok(Socket::Tcp(stream)),
+        Some(driver) => Ok(Socket::Uring(UringStream::new(driver, stream.into_std()?)?)),
     }
 }
 
@@ -117,8 +135,15 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
         // Requests are written whole; Nagle would only delay them.
         let _ = stream.set_nodelay(true);
         cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+        let stream = match on_backend(stream) {
+            Ok(s) => s,
+            Err(e) => {
+                last_err = format!("connect to {addr}: moving the socket to io_uring: {e}");
+                continue;
+            }
+        };
         let Some(tls) = &endpoint.tls else {
-            return Some(Transport::Tcp(stream));
+            return Some(Transport::Plain(stream));
         };
         return tls_handshake(cx, tls, addr, stream).await;
     }
@@ -193,7 +218,7 @@ async fn tls_handshake(
     cx: &PoolCx,
     tls: &TlsClient,
     addr: &SocketAddr,
-    stream: TcpStream,
+    stream: Socket,
 ) -> Option<Transport> {
     let cfg = &cx.connect;
     let connector = tokio_rustls::TlsConnector::from(tls.config.clone());

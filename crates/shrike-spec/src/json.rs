@@ -24,6 +24,10 @@ use crate::spec::*;
 use crate::types::*;
 use crate::url::Url;
 
+/// Sets the I/O backend of runs that do not choose one, so a whole test suite (or a fleet)
+/// can run on io_uring without touching each command.
+pub const IO_BACKEND_ENV: &str = "SHRIKE_IO_BACKEND";
+
 /// Options Shrike writes that are derived from others (for readers of a result); accepted and
 /// ignored on input.
 const INFORMATIONAL: &[&str] = &["workers", "request_file_entries", "num_requests"];
@@ -168,6 +172,19 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
             r.must("sequencer_idle_strategy", format!("must be spin, poll or sleep, got {s:?}"))
         })?,
     };
+    let io_backend = match r.choice("io_backend")? {
+        Some(s) => IoBackend::parse(s)
+            .ok_or_else(|| r.must("io_backend", format!("must be epoll or io_uring, got {s:?}")))?,
+        None => match std::env::var(IO_BACKEND_ENV) {
+            Err(_) => IoBackend::default(),
+            Ok(s) => IoBackend::parse(&s).ok_or_else(|| {
+                r.must(
+                    "io_backend",
+                    format!("{IO_BACKEND_ENV} must be epoll or io_uring, got {s:?}"),
+                )
+            })?,
+        },
+    };
     let burst_size = r.u64("burst_size")?.unwrap_or(0);
     let burst_size = u32::try_from(burst_size)
         .map_err(|_| r.must("burst_size", "must be at most 4294967295"))?;
@@ -266,6 +283,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         timeout,
         rate,
         idle,
+        io_backend,
         burst_size,
         jitter,
         max_pending_requests,
@@ -791,6 +809,7 @@ fn write(s: &RunSpec) -> Value {
         "ramp_duration": ramp,
         "stages": stages,
         "sequencer_idle_strategy": s.idle.name(),
+        "io_backend": s.io_backend.name(),
         "simple_warmup": s.simple_warmup,
         "start_at": s.start_at.map(format_rfc3339),
         "shard": s.shard.map(|x| x.to_string()),

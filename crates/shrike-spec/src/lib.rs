@@ -40,7 +40,7 @@ pub use predicate::{Predicate, PredicateError, PredicateKind};
 pub use shard::Shard;
 pub use spec::{RateSpec, RequestsSpec, RunSpec, TargetSpec, TelemetrySpec};
 pub use types::{
-    AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, Protocol, StreamLimits,
-    TlsOptions, TlsVersion, TraceSpec, Verbosity,
+    AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, IoBackend, Protocol,
+    StreamLimits, TlsOptions, TlsVersion, TraceSpec, Verbosity,
 };
 pub use url::{Scheme, Url, UrlError};

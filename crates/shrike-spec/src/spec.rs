@@ -19,8 +19,8 @@ use crate::plan::{Rate, RatePlan, Stage};
 use crate::predicate::Predicate;
 use crate::shard::Shard;
 use crate::types::{
-    AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, Protocol, StreamLimits,
-    TlsOptions, TraceSpec, Verbosity,
+    AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, IoBackend, Protocol,
+    StreamLimits, TlsOptions, TraceSpec, Verbosity,
 };
 use crate::url::{Scheme, Url};
 
@@ -186,6 +186,7 @@ pub struct RunSpec {
     pub(crate) timeout: Duration,
     pub(crate) rate: RateSpec,
     pub(crate) idle: IdleStrategy,
+    pub(crate) io_backend: IoBackend,
     pub(crate) burst_size: u32,
     pub(crate) jitter: Duration,
     pub(crate) max_pending_requests: u32,
@@ -359,6 +360,9 @@ impl RunSpec {
     }
     pub fn idle(&self) -> IdleStrategy {
         self.idle
+    }
+    pub fn io_backend(&self) -> IoBackend {
+        self.io_backend
     }
     /// Requests released together (1: no bursts).
     pub fn burst(&self) -> NonZeroU32 {

@@ -113,6 +113,34 @@ impl IdleStrategy {
     }
 }
 
+/// How a worker's TCP connections (HTTP/1.1, HTTP/2, raw TCP; plain or TLS) do their I/O.
+/// QUIC and MySQL keep their libraries' own sockets either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoBackend {
+    /// Readiness through tokio's epoll, a system call per read and per write.
+    #[default]
+    Epoll,
+    /// One io_uring per worker: each loop turn's sends and receives, for every connection,
+    /// go to the kernel in one system call (Linux 5.19+; 6.1+ for the cheaper task-run mode).
+    IoUring,
+}
+
+impl IoBackend {
+    pub fn parse(s: &str) -> Option<IoBackend> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "epoll" => Some(IoBackend::Epoll),
+            "io_uring" | "iouring" | "uring" => Some(IoBackend::IoUring),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            IoBackend::Epoll => "epoll",
+            IoBackend::IoUring => "io_uring",
+        }
+    }
+}
+
 /// Which resolved addresses a run may connect to (Nighthawk's `--address-family`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AddressFamily {

@@ -35,6 +35,12 @@ pub struct ShapingArgs {
     /// CPU; the default) or sleep (tokio's 1 ms timer: fewest wake-ups, coarse).
     #[arg(long, value_name = "spin|poll|sleep")]
     pub sequencer_idle_strategy: Option<String>,
+    /// How connections do their I/O: epoll (a system call per read and write; the default)
+    /// or io_uring (each loop turn's sends and receives, across connections, in one system
+    /// call; Linux 5.19+). Applies to HTTP/1.1, HTTP/2 and raw TCP, plain or TLS. The JSON
+    /// result's environment names the backend used; SHRIKE_IO_BACKEND sets the default.
+    #[arg(long, value_name = "epoll|io_uring")]
+    pub io_backend: Option<String>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
     /// Nighthawk; not in latency statistics).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -79,6 +85,7 @@ impl ShapingArgs {
             }
         }
         p.opt("sequencer_idle_strategy", &self.sequencer_idle_strategy);
+        p.opt("io_backend", &self.io_backend);
         p.opt("simple_warmup", &self.simple_warmup);
         if let Some(s) = &self.start_at {
             let t = parse_start_at(s)?;

@@ -8,7 +8,8 @@
 //!   "timestamp": "2026-11-21T05:27:52.123456789Z",
 //!   "shrike": {"schema_version": 1, "tool_version": "0.1.0",
 //!              "termination": {"kind": "completed", "detail": "", "description": "completed"},
-//!              "environment": {"os": "linux", "arch": "x86_64", "available_parallelism": 2}}
+//!              "environment": {"os": "linux", "arch": "x86_64", "available_parallelism": 2,
+//!                              "io_backend": "epoll"}}
 //! }
 //! ```
 //!

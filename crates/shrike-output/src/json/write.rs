@@ -154,6 +154,9 @@ struct EnvironmentDoc {
     os: &'static str,
     arch: &'static str,
     available_parallelism: Option<usize>,
+    /// How the client's TCP connections did their I/O (`epoll` or `io_uring`): the same load
+    /// costs the client different CPU on each, so results say which they came from.
+    io_backend: String,
 }
 
 /// Writes `result` as pretty-printed JSON (2-space indent) with a trailing newline.
@@ -195,6 +198,7 @@ fn document(result: &RunResult) -> OutputDoc<'_> {
                 os: std::env::consts::OS,
                 arch: std::env::consts::ARCH,
                 available_parallelism: std::thread::available_parallelism().ok().map(|n| n.get()),
+                io_backend: result.options["io_backend"].as_str().unwrap_or("epoll").to_string(),
             },
             intervals: result.intervals.iter().map(interval_doc).collect(),
             errors: error_docs(&result.errors),
