@@ -84,8 +84,11 @@ def main():
                           "--prefetch-connections", "--duration", d, "--concurrency", "1",
                           "--timeout", "30", "-v", "error", "--output-format", "json"] + extra
     lru = ["--experimental-h1-connection-reuse-strategy", "lru"]
+    uring = ["--io-backend", "io_uring"]
     clients = [("shrike, every connection used", shrike(SHRIKE, 3000, lru)),
-               ("shrike, prefetched, mostly idle", shrike(SHRIKE, 20, []))]
+               ("shrike, prefetched, mostly idle", shrike(SHRIKE, 20, [])),
+               ("shrike io_uring, every connection used", shrike(SHRIKE, 3000, lru + uring)),
+               ("shrike io_uring, prefetched, mostly idle", shrike(SHRIKE, 20, uring))]
     if a.before:
         clients += [("shrike before, every connection used", shrike(a.before, 3000, lru)),
                     ("shrike before, prefetched, mostly idle", shrike(a.before, 20, []))]
@@ -100,7 +103,9 @@ def main():
         for name, cmd in clients:
             # Shrike's baseline is one connection at 20 rps whatever the case: the same process
             # with nothing to hold.
-            base = shrike(cmd(1)[0], 20, []) if name.startswith("shrike") else cmd
+            # (on the same I/O backend).
+            backend = uring if "io_uring" in name else []
+            base = shrike(cmd(1)[0], 20, backend) if name.startswith("shrike") else cmd
             one, _ = peak(base(1))
             rss, socks = peak(cmd(a.connections))
             per = (rss - one) * 1024 / max(socks, 1)

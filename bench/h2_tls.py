@@ -84,11 +84,11 @@ def h2load(url, d):
     return n, rps, cpu
 
 
-def shrike_h2(url, d, binary=SHRIKE):
+def shrike_h2(url, d, binary=SHRIKE, backend="epoll"):
     out, cpu = timed([binary, "run", url, "--protocol", "http2", "--rps", "1000000",
                       "--connections", str(CONNS), "--max-concurrent-streams", str(STREAMS),
                       "--max-active-requests", str(CONNS * STREAMS), "--duration", str(d),
-                      "--output-format", "json", "-v", "error"])
+                      "--io-backend", backend, "--output-format", "json", "-v", "error"])
     n, rps, _ = shrike_numbers(out)
     return n, rps, cpu
 
@@ -138,14 +138,16 @@ def main():
             try:
                 time.sleep(0.3)
                 runs = [("h2load", lambda: h2load(url, a.duration)),
-                        ("shrike", lambda: shrike_h2(url, a.duration))]
+                        ("shrike", lambda: shrike_h2(url, a.duration)),
+                        ("shrike io_uring",
+                         lambda: shrike_h2(url, a.duration, backend="io_uring"))]
                 if a.before:
                     before = ("shrike before", lambda: shrike_h2(url, a.duration, a.before))
                     runs += [before, runs[1], before]
                 for name, fn in runs:
                     n, rps, cpu = fn()
                     h2rows.append((target, name, n, rps, cpu / max(n, 1) * 1e6))
-                    print(f"h2c  {target:13} {name:7} {rps:9.0f} req/s {h2rows[-1][4]:6.2f} us/req",
+                    print(f"h2c  {target:13} {name:15} {rps:9.0f} req/s {h2rows[-1][4]:6.2f} us/req",
                           flush=True)
             finally:
                 server.terminate()

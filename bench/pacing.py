@@ -16,7 +16,7 @@ runs on CPU 0 and the server (nginx with one worker, or `shrike serve`) on CPU 1
 not Debian packages are installed on first use (bench/peers.py).
 
     cargo build --release && python3 bench/pacing.py [--duration 5] [--rates 1000,5000,20000]
-        [--strategies spin,poll,sleep] [--peers fortio,oha,vegeta] [--server nginx|shrike]
+        [--strategies spin,poll,sleep,poll+io_uring] [--peers fortio,oha,vegeta] [--server nginx|shrike]
         [--before BINARY] [--wire 2]
 """
 import argparse
@@ -83,11 +83,14 @@ def pct(stat, q):
 
 
 def shrike(binary, strategy):
+    """A Shrike client; `strategy` is an idle strategy, optionally with `+io_uring` for the
+    io_uring backend (poll+io_uring)."""
+    idle, _, backend = strategy.partition("+")
     def run(url, rate, d):
         out, cpu = timed_run([binary, "run", url, "--rps", str(rate), "--connections",
                           str(CONNECTIONS), "--duration", str(d), "--concurrency", "1",
-                          "--sequencer-idle-strategy", strategy, "--output-format", "json",
-                          "-v", "error"], text=True)
+                          "--sequencer-idle-strategy", idle, "--io-backend", backend or "epoll",
+                          "--output-format", "json", "-v", "error"], text=True)
         g = next(r for r in json.loads(out.stdout)["results"] if r["name"] == "global")
         stats = {s["id"]: s for s in g["statistics"]}
         n = sum(int(c["value"]) for c in g["counters"] if c["name"].startswith("benchmark.http_"))
@@ -136,7 +139,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--rates", default="1000,5000,20000")
-    ap.add_argument("--strategies", default="spin,poll,sleep")
+    ap.add_argument("--strategies", default="spin,poll,sleep,poll+io_uring")
     ap.add_argument("--peers", default="fortio,oha,vegeta")
     ap.add_argument("--server", choices=["nginx", "shrike"], default="nginx")
     ap.add_argument("--before", metavar="BINARY", help="also run this Shrike build (poll)")

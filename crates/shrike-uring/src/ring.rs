@@ -31,6 +31,8 @@ const CANCEL: u64 = 3;
 const KIND_BITS: u32 = 2;
 /// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): the enter also runs deferred completion work.
 const ENTER_GETEVENTS: u32 = 1;
+/// `IORING_RECVSEND_POLL_FIRST` (linux/io_uring.h, 5.19+), in a receive's `ioprio`.
+const RECVSEND_POLL_FIRST: u16 = 1;
 
 /// A receive buffer is sized to what the reader asks for, within these bounds: a small
 /// response fits the first, and an idle connection has none (memory per connection matters
@@ -208,7 +210,7 @@ impl Driver {
                 }
                 let eager = r.filled;
                 r.filled = false;
-                inner.push_recv(id);
+                inner.push_recv(id, !eager);
                 self.queued.set(true);
                 eager
             } else {
@@ -409,7 +411,10 @@ impl Inner {
         }
     }
 
-    fn push_recv(&mut self, id: u32) {
+    /// `poll_first`: skip the attempt at submission and wait for data straight away. A
+    /// receive queued right after its request was sent almost never finds its response there
+    /// yet, and the failed attempt (socket lock, empty queue) was pure cost.
+    fn push_recv(&mut self, id: u32, poll_first: bool) {
         let slot = &mut self.slots[id as usize];
         let Some(sock) = &slot.sock else { return };
         let r = &mut slot.recv;
@@ -417,6 +422,7 @@ impl Inner {
         r.end = 0;
         let len = u32::try_from(r.buf.len()).unwrap_or(u32::MAX);
         let entry = opcode::Recv::new(Fd(sock.as_raw_fd()), r.buf.as_mut_ptr(), len)
+            .ioprio(if poll_first { RECVSEND_POLL_FIRST } else { 0 })
             .build()
             .user_data(user_data(id, RECV));
         r.in_flight = true;
@@ -522,7 +528,7 @@ impl Inner {
         }
         for (id, kind) in again {
             if kind == RECV {
-                self.push_recv(id);
+                self.push_recv(id, true);
             } else {
                 self.push_send(id);
             }

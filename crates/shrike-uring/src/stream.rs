@@ -35,6 +35,18 @@ impl UringStream {
     }
 }
 
+impl UringStream {
+    /// A write, within tokio's cooperative budget (see `poll_read`).
+    fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let out = self.driver.poll_write(self.id, cx, bufs);
+        if out.is_ready() {
+            coop.made_progress();
+        }
+        out
+    }
+}
+
 impl Drop for UringStream {
     fn drop(&mut self) {
         self.driver.close(self.id);
@@ -47,7 +59,15 @@ impl AsyncRead for UringStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.driver.poll_read(self.id, cx, buf)
+        // Tokio's cooperative budget, as its own sockets spend it: a peer that never stops
+        // sending would otherwise keep this task ready forever, and starve the timers (the
+        // request timeout, the run's end) of the thread.
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let out = self.driver.poll_read(self.id, cx, buf);
+        if out.is_ready() {
+            coop.made_progress();
+        }
+        out
     }
 }
 
@@ -57,7 +77,7 @@ impl AsyncWrite for UringStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.driver.poll_write(self.id, cx, &[IoSlice::new(buf)])
+        self.write(cx, &[IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -65,7 +85,7 @@ impl AsyncWrite for UringStream {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.driver.poll_write(self.id, cx, bufs)
+        self.write(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

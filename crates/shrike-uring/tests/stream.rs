@@ -1,6 +1,6 @@
 //! The stream against real sockets on loopback: bytes in order both ways (small and large),
-//! end of stream, a peer's reset, and that dropping a stream with a receive in flight really
-//! closes its connection.
+//! end of stream, a peer's reset, that dropping a stream with a receive in flight really
+//! closes its connection, and that reads spend tokio's cooperative budget.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{Read, Write};
@@ -8,7 +8,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use shrike_uring::UringStream;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// Runs `f` on a current-thread runtime driven the way Shrike's workers drive it.
 fn on_ring<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
@@ -125,4 +125,44 @@ fn dropping_a_stream_mid_receive_closes_its_connection() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     });
     assert_eq!(server.join().unwrap(), 0);
+}
+
+#[test]
+fn reads_spend_tokios_cooperative_budget() {
+    // A peer that sends faster than we read keeps every read ready at once; without the
+    // budget the reading task never yields and the thread's timers (request timeouts, the
+    // run's end) starve. Tokio's own sockets yield after 128 ready operations.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = std::thread::spawn({
+        let listener = listener.try_clone().unwrap();
+        move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(&vec![b'x'; 64 * 1024]).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    on_ring(|| async move {
+        let mut s = connect(&listener);
+        let mut one = [0; 1];
+        s.read_exact(&mut one).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Consecutive reads that return at once, 16 bytes each, from a fresh budget.
+        let ready = std::future::poll_fn(|cx| {
+            let mut n = 0u32;
+            loop {
+                let mut buf = [0; 16];
+                let mut rb = tokio::io::ReadBuf::new(&mut buf);
+                match std::pin::Pin::new(&mut s).poll_read(cx, &mut rb) {
+                    std::task::Poll::Ready(r) => {
+                        r.unwrap();
+                        n += 1;
+                    }
+                    std::task::Poll::Pending => return std::task::Poll::Ready(n),
+                }
+            }
+        })
+        .await;
+        assert!((1..=128).contains(&ready), "{ready} reads in one go");
+    });
+    server.join().unwrap();
 }
