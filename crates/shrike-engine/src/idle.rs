@@ -38,9 +38,6 @@ impl Idle {
 /// driver between yields, so a spinning pacer still reads (and timestamps) responses promptly.
 async fn spin_until(deadline: Instant, stopping: &Cell<bool>) {
     while Instant::now() < deadline && !stopping.get() {
-        // A yielding runtime never parks, so the park hook that submits the io_uring backend's
-        // queued sends does not run: submit them here.
-        shrike_uring::flush();
         tokio::task::yield_now().await;
     }
 }

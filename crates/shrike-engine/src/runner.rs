@@ -173,15 +173,10 @@ pub(crate) fn execute(
                 if w_cfg.idle != IdleStrategy::Sleep {
                     shrike_timer::tighten_timer_slack();
                 }
-                let uring = w_cfg.io_backend == IoBackend::IoUring;
-                let mut rt = tokio::runtime::Builder::new_current_thread();
-                rt.enable_all();
-                if uring {
-                    // Before each park the ring submits the turn's sends and receives and
-                    // collects completions, in one system call (see shrike-uring).
-                    rt.on_thread_park(shrike_uring::park);
-                }
-                let rt = rt.build().map_err(EngineError::Runtime);
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(EngineError::Runtime);
                 let rt = match rt {
                     Ok(rt) => rt,
                     Err(e) => {
@@ -192,9 +187,11 @@ pub(crate) fn execute(
                     }
                 };
                 let local = tokio::task::LocalSet::new();
-                if uring {
+                if w_cfg.io_backend == IoBackend::IoUring {
+                    // The ring's task submits each loop turn's sends and receives, and
+                    // collects completions, in one system call (see shrike-uring).
                     match local.block_on(&rt, async { shrike_uring::install() }) {
-                        Ok(driver) => drop(local.spawn_local(shrike_uring::reap(driver))),
+                        Ok(driver) => drop(local.spawn_local(shrike_uring::drive(driver))),
                         Err(e) => {
                             w_stop.request(Termination::Interrupted);
                             w_gate.wait();

@@ -48,6 +48,8 @@ pub struct Driver {
     inner: RefCell<Inner>,
     /// Entries pushed since the last submit.
     queued: Cell<bool>,
+    /// The driver task ([`crate::drive`]), woken when the first entry of a turn is queued.
+    task: RefCell<Option<Waker>>,
     /// Rung by the kernel when completions are waiting; tokio's epoll watches it.
     eventfd: AsyncFd<OwnedFd>,
 }
@@ -137,7 +139,12 @@ impl Driver {
         let eventfd = AsyncFd::new(efd)?;
         let inner =
             Inner { ring, slots: Vec::new(), free: Vec::new(), in_flight: 0, wake: Vec::new() };
-        Ok(Driver { inner: RefCell::new(inner), queued: Cell::new(false), eventfd })
+        Ok(Driver {
+            inner: RefCell::new(inner),
+            queued: Cell::new(false),
+            task: RefCell::new(None),
+            eventfd,
+        })
     }
 
     pub(crate) fn eventfd(&self) -> &AsyncFd<OwnedFd> {
@@ -146,6 +153,24 @@ impl Driver {
 
     pub(crate) fn has_queued(&self) -> bool {
         self.queued.get()
+    }
+
+    /// An entry was pushed: the first of a turn schedules the driver task, which runs after
+    /// the tasks already ready (so their entries join the same submission) and submits.
+    fn note_queued(&self) {
+        if !self.queued.replace(true) {
+            if let Some(w) = self.task.borrow().as_ref() {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// Registers the driver task's waker.
+    pub(crate) fn set_task(&self, waker: &Waker) {
+        let mut task = self.task.borrow_mut();
+        if !task.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *task = Some(waker.clone());
+        }
     }
 
     /// Takes over a connected socket; the returned slot names it from now on. The socket is
@@ -184,7 +209,7 @@ impl Driver {
             opcode::AsyncCancel2::new(CancelBuilder::fd(fd).all()).build().user_data(CANCEL);
         // SAFETY: a cancellation points at no memory of ours.
         unsafe { inner.push(&entry) };
-        self.queued.set(true);
+        self.note_queued();
     }
 
     pub(crate) fn poll_read(
@@ -211,7 +236,7 @@ impl Driver {
                 let eager = r.filled;
                 r.filled = false;
                 inner.push_recv(id, !eager);
-                self.queued.set(true);
+                self.note_queued();
                 eager
             } else {
                 false
@@ -258,7 +283,7 @@ impl Driver {
                 return Poll::Ready(Ok(0));
             }
             inner.push_send(id);
-            self.queued.set(true);
+            self.note_queued();
             return Poll::Ready(Ok(n));
         }
         if s.queue.len() < MAX_QUEUED {
@@ -308,6 +333,10 @@ impl Driver {
             inner.reap();
             std::mem::take(&mut inner.wake)
         };
+        // Entries pushed again by the reaping (a partial send, an interrupted receive).
+        if !self.inner.borrow_mut().ring.submission().is_empty() {
+            self.note_queued();
+        }
         for w in wake.drain(..) {
             w.wake();
         }

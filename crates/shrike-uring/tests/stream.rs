@@ -12,15 +12,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// Runs `f` on a current-thread runtime driven the way Shrike's workers drive it.
 fn on_ring<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .on_thread_park(shrike_uring::park)
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
         let driver = shrike_uring::install().unwrap();
-        tokio::task::spawn_local(shrike_uring::reap(driver));
+        tokio::task::spawn_local(shrike_uring::drive(driver));
         tokio::time::timeout(Duration::from_secs(20), f()).await.unwrap();
     });
     drop(local);
@@ -163,6 +159,40 @@ fn reads_spend_tokios_cooperative_budget() {
         })
         .await;
         assert!((1..=128).contains(&ready), "{ready} reads in one go");
+    });
+    server.join().unwrap();
+}
+
+#[test]
+fn sends_go_out_while_other_tasks_keep_the_thread_busy() {
+    // A spinning pacer (or any task that yields rather than waits) keeps the runtime from
+    // ever parking; a send must not wait for that to end.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = std::thread::spawn({
+        let listener = listener.try_clone().unwrap();
+        move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0; 4];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        }
+    });
+    on_ring(|| async move {
+        let mut s = connect(&listener);
+        let spin = Duration::from_millis(500);
+        let spinner = tokio::task::spawn_local(async move {
+            let start = std::time::Instant::now();
+            while start.elapsed() < spin {
+                tokio::task::yield_now().await;
+            }
+        });
+        let start = std::time::Instant::now();
+        s.write_all(b"ping").await.unwrap();
+        let mut back = [0; 4];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"ping");
+        assert!(start.elapsed() < spin / 2, "answered after {:?}", start.elapsed());
+        spinner.await.unwrap();
     });
     server.join().unwrap();
 }
