@@ -36,15 +36,21 @@ impl UringStream {
 }
 
 impl UringStream {
-    /// A write, within tokio's cooperative budget (see `poll_read`).
     fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
-        let out = self.driver.poll_write(self.id, cx, bufs);
-        if out.is_ready() {
-            coop.made_progress();
-        }
-        out
+        budgeted(cx, |cx| self.driver.poll_write(self.id, cx, bufs))
     }
+}
+
+/// Runs `op` within tokio's cooperative budget, as tokio's own sockets do: a peer that never
+/// stops sending would otherwise keep a reading task ready forever, and starve the thread's
+/// timers (the request timeout, the run's end).
+fn budgeted<T>(cx: &mut Context<'_>, op: impl FnOnce(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+    let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+    let out = op(cx);
+    if out.is_ready() {
+        coop.made_progress();
+    }
+    out
 }
 
 impl Drop for UringStream {
@@ -59,15 +65,7 @@ impl AsyncRead for UringStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        // Tokio's cooperative budget, as its own sockets spend it: a peer that never stops
-        // sending would otherwise keep this task ready forever, and starve the timers (the
-        // request timeout, the run's end) of the thread.
-        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
-        let out = self.driver.poll_read(self.id, cx, buf);
-        if out.is_ready() {
-            coop.made_progress();
-        }
-        out
+        budgeted(cx, |cx| self.driver.poll_read(self.id, cx, buf))
     }
 }
 

@@ -23,6 +23,15 @@ fn on_ring<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
     shrike_uring::uninstall();
 }
 
+/// A loopback listener, and a thread playing the peer on it.
+fn peer<T: Send + 'static>(
+    f: impl FnOnce(TcpListener) -> T + Send + 'static,
+) -> (TcpListener, std::thread::JoinHandle<T>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let theirs = listener.try_clone().unwrap();
+    (listener, std::thread::spawn(move || f(theirs)))
+}
+
 fn connect(listener: &TcpListener) -> UringStream {
     let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     UringStream::new(shrike_uring::current().unwrap(), sock).unwrap()
@@ -30,19 +39,15 @@ fn connect(listener: &TcpListener) -> UringStream {
 
 #[test]
 fn echoes_small_and_large_writes_in_order() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = std::thread::spawn({
-        let listener = listener.try_clone().unwrap();
-        move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut buf = vec![0; 65536];
-            loop {
-                let n = s.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                s.write_all(&buf[..n]).unwrap();
+    let (listener, server) = peer(|listener| {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = vec![0; 65536];
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
             }
+            s.write_all(&buf[..n]).unwrap();
         }
     });
     on_ring(|| async move {
@@ -73,17 +78,13 @@ fn echoes_small_and_large_writes_in_order() {
 
 #[test]
 fn a_peer_reset_is_an_error_and_a_close_is_end_of_stream() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = std::thread::spawn({
-        let listener = listener.try_clone().unwrap();
-        move || {
-            let (s, _) = listener.accept().unwrap();
-            drop(s);
-            let (s, _) = listener.accept().unwrap();
-            // Unread bytes at close make it a reset.
-            std::thread::sleep(Duration::from_millis(100));
-            drop(s);
-        }
+    let (listener, server) = peer(|listener| {
+        let (s, _) = listener.accept().unwrap();
+        drop(s);
+        let (s, _) = listener.accept().unwrap();
+        // Unread bytes at close make it a reset.
+        std::thread::sleep(Duration::from_millis(100));
+        drop(s);
     });
     on_ring(|| async move {
         let mut s = connect(&listener);
@@ -100,16 +101,12 @@ fn a_peer_reset_is_an_error_and_a_close_is_end_of_stream() {
 
 #[test]
 fn dropping_a_stream_mid_receive_closes_its_connection() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = std::thread::spawn({
-        let listener = listener.try_clone().unwrap();
-        move || {
-            let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut buf = [0; 8];
-            // The client's drop must reach us as end of stream, well before the timeout.
-            s.read(&mut buf).unwrap()
-        }
+    let (listener, server) = peer(|listener| {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0; 8];
+        // The client's drop must reach us as end of stream, well before the timeout.
+        s.read(&mut buf).unwrap()
     });
     on_ring(|| async move {
         let mut s = connect(&listener);
@@ -128,14 +125,10 @@ fn reads_spend_tokios_cooperative_budget() {
     // A peer that sends faster than we read keeps every read ready at once; without the
     // budget the reading task never yields and the thread's timers (request timeouts, the
     // run's end) starve. Tokio's own sockets yield after 128 ready operations.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = std::thread::spawn({
-        let listener = listener.try_clone().unwrap();
-        move || {
-            let (mut s, _) = listener.accept().unwrap();
-            s.write_all(&vec![b'x'; 64 * 1024]).unwrap();
-            std::thread::sleep(Duration::from_millis(300));
-        }
+    let (listener, server) = peer(|listener| {
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(&vec![b'x'; 64 * 1024]).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
     });
     on_ring(|| async move {
         let mut s = connect(&listener);
@@ -167,15 +160,11 @@ fn reads_spend_tokios_cooperative_budget() {
 fn sends_go_out_while_other_tasks_keep_the_thread_busy() {
     // A spinning pacer (or any task that yields rather than waits) keeps the runtime from
     // ever parking; a send must not wait for that to end.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = std::thread::spawn({
-        let listener = listener.try_clone().unwrap();
-        move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut buf = [0; 4];
-            s.read_exact(&mut buf).unwrap();
-            s.write_all(&buf).unwrap();
-        }
+    let (listener, server) = peer(|listener| {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0; 4];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(&buf).unwrap();
     });
     on_ring(|| async move {
         let mut s = connect(&listener);
