@@ -11,6 +11,7 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use tokio::task::Unconstrained;
 use tokio::time::{Instant, Sleep};
 
 pub(crate) struct RequestTimer {
@@ -37,8 +38,13 @@ impl RequestTimer {
     /// exchange, building the exchange inside the `select!`: passed to a helper instead, the
     /// exchange future would be held twice (the argument and the select's copy), and every
     /// connection task would carry both for its whole life.
-    pub fn expired(&mut self) -> Pin<&mut Sleep> {
-        self.sleep.as_mut()
+    ///
+    /// Polled outside tokio's cooperative budget, as `tokio::time::timeout` polls its own
+    /// delay: an exchange reading a flood spends the whole budget on every poll, and a budgeted
+    /// timer polled after it would never see its deadline (a CI run's endless-trailers server
+    /// kept two requests past a 0.5 s timeout for the whole run).
+    pub fn expired(&mut self) -> Unconstrained<Pin<&mut Sleep>> {
+        tokio::task::unconstrained(self.sleep.as_mut())
     }
 }
 
@@ -57,6 +63,20 @@ mod tests {
             out = f => Some(out),
             _ = t.expired() => None,
         }
+    }
+
+    #[tokio::test]
+    async fn fires_beside_an_exchange_that_spends_the_whole_budget() {
+        let mut t = RequestTimer::new();
+        let flood = async {
+            loop {
+                tokio::task::consume_budget().await;
+            }
+        };
+        let limit = Duration::from_millis(50);
+        let guard = Duration::from_secs(5);
+        let out = tokio::time::timeout(guard, bound(&mut t, limit, flood)).await;
+        assert_eq!(out, Ok(None), "the bound never fired");
     }
 
     #[tokio::test(start_paused = true)]
