@@ -319,17 +319,13 @@ impl Driver {
         Poll::Ready(shut_write(slot.sock.as_ref()))
     }
 
-    pub(crate) fn with_socket<T>(&self, id: u32, f: impl FnOnce(&TcpStream) -> T) -> Option<T> {
-        self.inner.borrow().slots[id as usize].sock.as_ref().map(f)
-    }
-
     /// One turn: submit what is queued, run the completion work the kernel deferred to us,
     /// and hand out every completion (waking the tasks they concern).
     pub(crate) fn turn(&self) {
         let mut wake = {
             let mut inner = self.inner.borrow_mut();
             self.queued.set(false);
-            inner.enter(0);
+            inner.enter();
             inner.reap();
             std::mem::take(&mut inner.wake)
         };
@@ -436,7 +432,7 @@ impl Inner {
                 return;
             }
             // The queue is full: submit what it holds to make room.
-            self.enter(0);
+            self.enter();
         }
     }
 
@@ -479,15 +475,12 @@ impl Inner {
         unsafe { self.push(&entry) };
     }
 
-    /// Submits and runs deferred completion work, waiting for nothing (`min_complete` 0
-    /// unless told). Failures (EINTR, EBUSY while the kernel flushes an overflow) are
+    /// Submits and runs deferred completion work, waiting for nothing. Failures (EINTR, EBUSY while the kernel flushes an overflow) are
     /// transient: the next turn tries again.
-    fn enter(&mut self, min_complete: u32) {
+    fn enter(&mut self) {
         let to_submit = self.ring.submission().len() as u32;
         // SAFETY: no argument pointer is passed; the entries were pushed under `push`'s rules.
-        let _ = unsafe {
-            self.ring.submitter().enter::<()>(to_submit, min_complete, ENTER_GETEVENTS, None)
-        };
+        let _ = unsafe { self.ring.submitter().enter::<()>(to_submit, 0, ENTER_GETEVENTS, None) };
     }
 
     fn reap(&mut self) {
@@ -551,7 +544,8 @@ impl Inner {
                 }
             }
             if slot.closing && !slot.recv.in_flight && !slot.send.in_flight {
-                release_slot(slot);
+                // Closes the socket and gives back the buffers' memory.
+                *slot = Slot::default();
                 free.push(id);
             }
         }
@@ -564,13 +558,9 @@ impl Inner {
         }
     }
 
+    /// Closes the slot's socket and gives back its buffers' memory (an idle slot holds none).
     fn release(&mut self, id: u32) {
-        release_slot(&mut self.slots[id as usize]);
+        self.slots[id as usize] = Slot::default();
         self.free.push(id);
     }
-}
-
-/// Closes the socket and gives back the buffers' memory (an idle slot holds none).
-fn release_slot(slot: &mut Slot) {
-    *slot = Slot::default();
 }

@@ -2,7 +2,7 @@
 //! so codecs and TLS run over it unchanged.
 
 use std::io::{self, IoSlice};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -28,14 +28,6 @@ impl UringStream {
         Ok(UringStream { driver, id })
     }
 
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.driver
-            .with_socket(self.id, TcpStream::peer_addr)
-            .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
-    }
-}
-
-impl UringStream {
     fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
         budgeted(cx, |cx| self.driver.poll_write(self.id, cx, bufs))
     }
