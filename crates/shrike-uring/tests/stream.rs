@@ -185,3 +185,111 @@ fn sends_go_out_while_other_tasks_keep_the_thread_busy() {
     });
     server.join().unwrap();
 }
+
+/// Byte `k` of what peer connection `i` sends: the first names the connection, so a reader
+/// can check the rest even though it does not know which accept it was.
+fn patterned(i: usize, k: usize) -> u8 {
+    if k == 0 {
+        i as u8
+    } else {
+        ((k * 31 + i) % 251) as u8
+    }
+}
+
+fn check_patterned(first: u8, rest: &[u8], len: usize) {
+    let i = usize::from(first);
+    assert_eq!(rest.len() + 1, len, "connection {i}: bytes lost or added");
+    for (k, b) in rest.iter().enumerate() {
+        assert_eq!(*b, patterned(i, k + 1), "connection {i}: byte {} out of order", k + 1);
+    }
+}
+
+/// A peer that accepts `n` connections, sends each `len` patterned bytes and closes it.
+fn patterned_peer(n: usize, len: usize) -> (TcpListener, std::thread::JoinHandle<()>) {
+    peer(move |listener| {
+        let mut open = Vec::new();
+        for i in 0..n {
+            let (mut s, _) = listener.accept().unwrap();
+            let bytes: Vec<u8> = (0..len).map(|k| patterned(i, k)).collect();
+            s.write_all(&bytes).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            open.push(s);
+        }
+        // Held open until the client has read everything and closed its side.
+        for mut s in open {
+            let _ = s.read(&mut [0; 1]);
+        }
+    })
+}
+
+#[test]
+fn a_drained_pool_falls_back_to_own_buffers_and_every_buffer_comes_back() {
+    // 120 streams × 40 KiB is more than the pool's 4 MiB, and none is read past its first
+    // byte until all have arrived: receives end with ENOBUFS and must resume, in order, from
+    // what their sockets kept.
+    const STREAMS: usize = 120;
+    const LEN: usize = 40 * 1024;
+    let (listener, server) = patterned_peer(STREAMS, LEN);
+    on_ring(|| async move {
+        let driver = shrike_uring::current().unwrap();
+        let Some(full) = driver.pool_free() else { return };
+        let go = std::rc::Rc::new(tokio::sync::Semaphore::new(0));
+        let mut readers = Vec::new();
+        for _ in 0..STREAMS {
+            let mut s = connect(&listener);
+            let go = go.clone();
+            readers.push(tokio::task::spawn_local(async move {
+                let mut first = [0u8; 1];
+                s.read_exact(&mut first).await.unwrap();
+                let _go = go.acquire().await.unwrap();
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).await.unwrap();
+                check_patterned(first[0], &rest, LEN);
+            }));
+        }
+        let mut least = full;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            least = least.min(driver.pool_free().unwrap());
+            if least == 0 {
+                break;
+            }
+        }
+        assert!(least < 64, "the pool never ran low ({least} of {full} free)");
+        go.add_permits(STREAMS);
+        for r in readers {
+            r.await.unwrap();
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(driver.pool_free(), Some(full), "pool buffers were not given back");
+    });
+    server.join().unwrap();
+}
+
+#[test]
+fn a_reader_that_falls_behind_holds_a_bounded_share_of_the_pool() {
+    const LEN: usize = 2 * 1024 * 1024;
+    let (listener, server) = patterned_peer(2, LEN);
+    on_ring(|| async move {
+        let driver = shrike_uring::current().unwrap();
+        let Some(full) = driver.pool_free() else { return };
+        let (mut a, mut b) = (connect(&listener), connect(&listener));
+        let (mut fa, mut fb) = ([0u8; 1], [0u8; 1]);
+        a.read_exact(&mut fa).await.unwrap();
+        b.read_exact(&mut fb).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Two stalled readers with 2 MiB waiting each: 16 buffers each before the cancel is
+        // queued, and up to 32 more that the kernel's receive loop fills in the same turn
+        // (MULTISHOT_MAX_RETRY); the rest stays in their sockets.
+        let held = full - driver.pool_free().unwrap();
+        assert!((32..=96).contains(&held), "two stalled readers hold {held} pool buffers");
+        // One reads everything, in order; the other is dropped holding its buffers.
+        let mut rest = Vec::new();
+        a.read_to_end(&mut rest).await.unwrap();
+        check_patterned(fa[0], &rest, LEN);
+        drop(b);
+        tokio::task::yield_now().await;
+        assert_eq!(driver.pool_free(), Some(full), "pool buffers were not given back");
+    });
+    server.join().unwrap();
+}
