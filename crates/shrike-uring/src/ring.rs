@@ -52,7 +52,7 @@ const MAX_QUEUED: usize = 256 * 1024;
 /// control), not in buffers every other stream needs.
 const MAX_HELD: usize = 16;
 /// Free pool buffers below which a new receive goes into the stream's own buffer instead.
-const LOW_WATER: usize = 64;
+const LOW_WATER: usize = 32;
 
 /// One thread's io_uring and the streams on it. Not `Send`: a ring set up with
 /// `SINGLE_ISSUER` belongs to the thread that created it.
