@@ -16,15 +16,9 @@
 //! the end of the loop turn that queued it rather than at once: that delay (the rest of the
 //! turn) falls inside the measured latency, never outside it.
 //!
-//! Receives: each stream keeps one multishot receive armed, which takes a buffer from the
-//! thread's shared pool (`bufs.rs`) for each arrival, so a response needs no submission of its
-//! own and an idle stream holds no receive buffer. A stream whose reader falls behind, or a
-//! pool that runs dry, falls back to the socket's flow control and to one receive at a time
-//! into the stream's own buffer.
-//!
-//! Layout: `ring.rs` and `bufs.rs` are the modules with `unsafe` (the kernel owns a buffer
-//! from submission to completion; the slots and the pool keep it alive until then, even past
-//! the stream's drop); `stream.rs` is the tokio `AsyncRead`/`AsyncWrite` face.
+//! Layout: `ring.rs` is the one module with `unsafe` (the kernel owns a buffer from
+//! submission to completion; the slots there keep it alive until then, even past the stream's
+//! drop); `stream.rs` is the tokio `AsyncRead`/`AsyncWrite` face.
 
 #![deny(unsafe_code)]
 
@@ -33,7 +27,6 @@ use std::io;
 use std::rc::Rc;
 use std::task::Poll;
 
-mod bufs;
 mod ring;
 mod stream;
 

@@ -1,25 +1,21 @@
-//! The ring and the slots that own what the kernel is working on. `unsafe` (with `bufs.rs`):
-//! a submitted receive or send points the kernel at a buffer, which must stay allocated and
-//! unmoved until its completion arrives. Each buffer lives in its stream's slot here (or in
-//! the shared pool, for multishot receives), is never resized while an operation on it is in
-//! flight, and a slot whose stream was
+//! The ring and the slots that own what the kernel is working on. The one module with
+//! `unsafe`: a submitted receive or send points the kernel at a buffer, which must stay
+//! allocated and unmoved until its completion arrives. Each buffer lives in its stream's slot
+//! here, is never resized while an operation on it is in flight, and a slot whose stream was
 //! dropped stays allocated (its operations cancelled) until the last completion comes back;
 //! what is still in flight when the driver ends is leaked rather than freed.
 #![allow(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::task::{Context, Poll, Waker};
 
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
-use io_uring::{cqueue, opcode, squeue, IoUring};
+use io_uring::{opcode, squeue, IoUring};
 use tokio::io::unix::AsyncFd;
 use tokio::io::ReadBuf;
-
-use crate::bufs::{self, Pool};
 
 /// Submission queue entries: a turn rarely queues more than two per connection; a fuller
 /// queue is submitted early, never dropped.
@@ -32,8 +28,6 @@ const CQ_ENTRIES: u32 = 4 * ENTRIES;
 const RECV: u64 = 1;
 const SEND: u64 = 2;
 const CANCEL: u64 = 3;
-/// Not a completion kind: a receive to cancel, in the list of entries `reap` pushes.
-const CANCEL_RECV: u64 = 0;
 const KIND_BITS: u32 = 2;
 /// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): the enter also runs deferred completion work.
 const ENTER_GETEVENTS: u32 = 1;
@@ -47,12 +41,6 @@ const MIN_RECV: usize = 1024;
 const MAX_RECV: usize = 32 * 1024;
 /// Bytes a stream may queue behind the send in flight before its writes wait.
 const MAX_QUEUED: usize = 256 * 1024;
-/// Pool buffers one stream may hold unread (64 KiB) before its multishot receive is
-/// cancelled: a reader that falls behind then leaves the rest in its socket (TCP's flow
-/// control), not in buffers every other stream needs.
-const MAX_HELD: usize = 16;
-/// Free pool buffers below which a new receive goes into the stream's own buffer instead.
-const LOW_WATER: usize = 32;
 
 /// One thread's io_uring and the streams on it. Not `Send`: a ring set up with
 /// `SINGLE_ISSUER` belongs to the thread that created it.
@@ -74,9 +62,6 @@ impl std::fmt::Debug for Driver {
 
 struct Inner {
     ring: IoUring,
-    /// Receive buffers the kernel picks from (multishot receives); `None` on kernels without
-    /// provided-buffer rings. Declared after the ring, so dropped after it.
-    pool: Option<Pool>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// Operations submitted or queued whose completion has not arrived.
@@ -98,13 +83,6 @@ struct Slot {
 
 #[derive(Default)]
 struct Recv {
-    /// Pool buffers received by the multishot receive and not yet read, in order.
-    chunks: VecDeque<Chunk>,
-    /// The receive in flight (or the last one) is a multishot one, into the pool.
-    multi: bool,
-    /// The receive in flight is being cancelled (too many buffers held): its end is no error.
-    cancelling: bool,
-    /// The stream's own buffer, for a single receive when the pool is short or absent.
     buf: Vec<u8>,
     /// Received and not yet read: `buf[start..end]`.
     start: usize,
@@ -115,13 +93,6 @@ struct Recv {
     eof: bool,
     err: Option<io::Error>,
     waker: Option<Waker>,
-}
-
-/// Bytes `start..end` of pool buffer `bid`, not yet read.
-struct Chunk {
-    bid: u16,
-    start: usize,
-    end: usize,
 }
 
 #[derive(Default)]
@@ -140,16 +111,14 @@ struct Send {
 
 /// The ring with the flags the driver wants, or plainer ones on an older kernel:
 /// `DEFER_TASKRUN` runs completion work only inside our own enter (no interrupting the
-/// thread mid-turn), which needs `SINGLE_ISSUER` (6.1+). The flag says whether they were
-/// granted, and so whether the kernel has multishot receives (6.0+).
-fn build_ring() -> io::Result<(IoUring, bool)> {
+/// thread mid-turn), which needs `SINGLE_ISSUER` (6.1+).
+fn build_ring() -> io::Result<IoUring> {
     IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
         .setup_cqsize(CQ_ENTRIES)
         .build(ENTRIES)
-        .map(|ring| (ring, true))
-        .or_else(|_| IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES).map(|r| (r, false)))
+        .or_else(|_| IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES))
 }
 
 impl Driver {
@@ -160,7 +129,7 @@ impl Driver {
 
     /// Must be called inside the tokio runtime that will drive it.
     pub(crate) fn new() -> io::Result<Driver> {
-        let (ring, modern) = build_ring()?;
+        let ring = build_ring()?;
         let flags = rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
         let efd = rustix::event::eventfd(0, flags)?;
         ring.submitter().register_eventfd(efd.as_raw_fd())?;
@@ -168,27 +137,14 @@ impl Driver {
         // this AsyncFd owns its OwnedFd for its whole life.
         #[allow(deprecated)]
         let eventfd = AsyncFd::new(efd)?;
-        let pool = if modern { Pool::register(&ring) } else { None };
-        let inner = Inner {
-            ring,
-            pool,
-            slots: Vec::new(),
-            free: Vec::new(),
-            in_flight: 0,
-            wake: Vec::new(),
-        };
+        let inner =
+            Inner { ring, slots: Vec::new(), free: Vec::new(), in_flight: 0, wake: Vec::new() };
         Ok(Driver {
             inner: RefCell::new(inner),
             queued: Cell::new(false),
             task: RefCell::new(None),
             eventfd,
         })
-    }
-
-    /// Receive buffers free in the thread's shared pool, or `None` without one (a kernel
-    /// older than 5.19): for diagnostics and tests, which check that every buffer comes back.
-    pub fn pool_free(&self) -> Option<usize> {
-        self.inner.borrow().pool.as_ref().map(Pool::available)
     }
 
     pub(crate) fn eventfd(&self) -> &AsyncFd<OwnedFd> {
@@ -240,7 +196,6 @@ impl Driver {
     /// socket) now or with the last completion.
     pub(crate) fn close(&self, id: u32) {
         let mut inner = self.inner.borrow_mut();
-        inner.give_back_chunks(id);
         let slot = &mut inner.slots[id as usize];
         slot.closing = true;
         if !(slot.recv.in_flight || slot.send.in_flight) {
@@ -270,17 +225,10 @@ impl Driver {
             let mut inner = self.inner.borrow_mut();
             let inner = &mut *inner;
             let r = &mut inner.slots[id as usize].recv;
-            if let Some(p) = r.take_into(dst, inner.pool.as_mut()) {
+            if let Some(p) = r.take_into(dst) {
                 return Poll::Ready(p);
             }
-            let multishot = inner.pool.as_ref().is_some_and(|p| p.available() >= LOW_WATER);
-            let eager = if r.in_flight {
-                false
-            } else if multishot {
-                inner.push_recv_multi(id);
-                self.note_queued();
-                false
-            } else {
+            let eager = if !r.in_flight {
                 let want = dst.remaining().clamp(MIN_RECV, MAX_RECV);
                 if r.buf.len() < want {
                     r.buf.resize(want, 0);
@@ -290,6 +238,8 @@ impl Driver {
                 inner.push_recv(id, !eager);
                 self.note_queued();
                 eager
+            } else {
+                false
             };
             let r = &mut inner.slots[id as usize].recv;
             if !r.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -302,9 +252,8 @@ impl Driver {
             // read() would, instead of a loop turn per 32 KiB of a large body.
             self.turn();
             let mut inner = self.inner.borrow_mut();
-            let inner = &mut *inner;
             let r = &mut inner.slots[id as usize].recv;
-            if let Some(p) = r.take_into(dst, inner.pool.as_mut()) {
+            if let Some(p) = r.take_into(dst) {
                 r.waker = None;
                 return Poll::Ready(p);
             }
@@ -414,9 +363,6 @@ impl Driver {
             inner.reap();
         }
         inner.wake.clear();
-        if let (true, Some(pool)) = (inner.in_flight > 0, inner.pool.as_mut()) {
-            pool.leak();
-        }
         for slot in &mut inner.slots {
             if slot.recv.in_flight {
                 std::mem::forget(std::mem::take(&mut slot.recv.buf));
@@ -429,26 +375,8 @@ impl Driver {
 }
 
 impl Recv {
-    /// What a read returns without waiting: received bytes (as many as fit, across pool
-    /// buffers, each given back once read out), a stored error, or end of stream.
-    fn take_into(
-        &mut self,
-        dst: &mut ReadBuf<'_>,
-        pool: Option<&mut Pool>,
-    ) -> Option<io::Result<()>> {
-        if let (Some(pool), false) = (pool, self.chunks.is_empty()) {
-            while let Some(c) = self.chunks.front_mut() {
-                let n = dst.remaining().min(c.end - c.start);
-                dst.put_slice(pool.bytes(c.bid, c.start, c.start + n));
-                c.start += n;
-                if c.start < c.end {
-                    break;
-                }
-                pool.give_back(c.bid);
-                self.chunks.pop_front();
-            }
-            return Some(Ok(()));
-        }
+    /// What a read returns without waiting: buffered bytes, a stored error, or end of stream.
+    fn take_into(&mut self, dst: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
         if self.start < self.end {
             let n = dst.remaining().min(self.end - self.start);
             dst.put_slice(&self.buf[self.start..self.start + n]);
@@ -517,7 +445,6 @@ impl Inner {
         let r = &mut slot.recv;
         r.start = 0;
         r.end = 0;
-        r.multi = false;
         let len = u32::try_from(r.buf.len()).unwrap_or(u32::MAX);
         let entry = opcode::Recv::new(Fd(sock.as_raw_fd()), r.buf.as_mut_ptr(), len)
             .ioprio(if poll_first { RECVSEND_POLL_FIRST } else { 0 })
@@ -528,33 +455,6 @@ impl Inner {
         // SAFETY: `buf` belongs to the slot, which is neither freed nor resized while
         // `in_flight` is set (only the completion clears it; see the module docs).
         unsafe { self.push(&entry) };
-    }
-
-    /// Arms a multishot receive into the pool: it stays armed across responses, each arrival
-    /// one completion carrying a pool buffer, until an error, end of stream, an empty pool
-    /// (ENOBUFS) or a cancel ends it.
-    fn push_recv_multi(&mut self, id: u32) {
-        let slot = &mut self.slots[id as usize];
-        let Some(sock) = &slot.sock else { return };
-        let entry = opcode::RecvMulti::new(Fd(sock.as_raw_fd()), bufs::GROUP)
-            .build()
-            .user_data(user_data(id, RECV));
-        slot.recv.in_flight = true;
-        slot.recv.multi = true;
-        self.in_flight += 1;
-        // SAFETY: the buffers it fills are the pool's, allocated for the driver's life (or
-        // leaked) and handed to the kernel through the pool's ring, never while we read them.
-        unsafe { self.push(&entry) };
-    }
-
-    /// Gives back the pool buffers a stream holds unread (it is closing).
-    fn give_back_chunks(&mut self, id: u32) {
-        let chunks = &mut self.slots[id as usize].recv.chunks;
-        if let Some(pool) = self.pool.as_mut() {
-            for c in chunks.drain(..) {
-                pool.give_back(c.bid);
-            }
-        }
     }
 
     fn push_send(&mut self, id: u32) {
@@ -584,9 +484,9 @@ impl Inner {
     }
 
     fn reap(&mut self) {
-        let Inner { ring, pool, slots, in_flight, wake, free } = self;
-        // Operations to submit again (a partial send, an interrupted receive) and receives to
-        // cancel: pushed once the completion queue is released.
+        let Inner { ring, slots, in_flight, wake, free } = self;
+        // Operations to submit again (a partial send, an interrupted receive): pushed once
+        // the completion queue is released.
         let mut again: Vec<(u32, u64)> = Vec::new();
         for cqe in ring.completion() {
             let kind = cqe.user_data() & ((1 << KIND_BITS) - 1);
@@ -596,37 +496,11 @@ impl Inner {
             let id = (cqe.user_data() >> KIND_BITS) as u32;
             let Some(slot) = slots.get_mut(id as usize) else { continue };
             let res = cqe.result();
-            // A multishot receive's completions say whether more will come; its last one, and
-            // every other completion, ends the operation.
-            let ended = !cqueue::more(cqe.flags());
-            if ended {
-                *in_flight -= 1;
-            }
+            *in_flight -= 1;
             if kind == RECV {
                 let r = &mut slot.recv;
-                let bid = cqueue::buffer_select(cqe.flags());
-                if let (Some(bid), Some(pool)) = (bid, pool.as_mut()) {
-                    pool.taken();
-                    if slot.closing || res <= 0 {
-                        pool.give_back(bid);
-                    } else {
-                        r.chunks.push_back(Chunk { bid, start: 0, end: res as usize });
-                        if r.chunks.len() >= MAX_HELD && !ended && !r.cancelling {
-                            r.cancelling = true;
-                            again.push((id, CANCEL_RECV));
-                        }
-                    }
-                }
-                let cancelled = r.cancelling && res == -libc::ECANCELED;
-                if ended {
-                    r.cancelling = false;
-                }
-                r.in_flight = !ended;
-                let data = bid.is_some() && res > 0;
-                let quiet_end = cancelled || res == -libc::ENOBUFS || (r.multi && retry(res));
-                if slot.closing || data || quiet_end {
-                    // Data for the reader, or an armed receive that ended without news: the
-                    // reader arms another when it has read what is here.
+                r.in_flight = false;
+                if slot.closing {
                 } else if retry(res) {
                     again.push((id, RECV));
                 } else if res < 0 {
@@ -634,14 +508,14 @@ impl Inner {
                 } else {
                     r.end = res as usize;
                     r.eof = res == 0;
-                    r.filled = res > 0 && r.end == r.buf.len();
+                    r.filled = r.end == r.buf.len();
                 }
                 if let Some(w) = r.waker.take() {
                     wake.push(w);
                 }
             } else {
                 let s = &mut slot.send;
-                s.in_flight = !ended;
+                s.in_flight = false;
                 if slot.closing {
                 } else if retry(res) {
                     again.push((id, SEND));
@@ -676,24 +550,16 @@ impl Inner {
             }
         }
         for (id, kind) in again {
-            match kind {
-                RECV => self.push_recv(id, true),
-                SEND => self.push_send(id),
-                _ => {
-                    let target = user_data(id, RECV);
-                    let entry = opcode::AsyncCancel2::new(CancelBuilder::user_data(target))
-                        .build()
-                        .user_data(CANCEL);
-                    // SAFETY: a cancellation points at no memory of ours.
-                    unsafe { self.push(&entry) };
-                }
+            if kind == RECV {
+                self.push_recv(id, true);
+            } else {
+                self.push_send(id);
             }
         }
     }
 
     /// Closes the slot's socket and gives back its buffers' memory (an idle slot holds none).
     fn release(&mut self, id: u32) {
-        self.give_back_chunks(id);
         self.slots[id as usize] = Slot::default();
         self.free.push(id);
     }
