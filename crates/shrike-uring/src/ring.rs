@@ -475,8 +475,8 @@ impl Inner {
         unsafe { self.push(&entry) };
     }
 
-    /// Submits and runs deferred completion work, waiting for nothing. Failures (EINTR, EBUSY while the kernel flushes an overflow) are
-    /// transient: the next turn tries again.
+    /// Submits and runs deferred completion work, waiting for nothing. Failures (EINTR, EBUSY
+    /// while the kernel flushes an overflow) are transient: the next turn tries again.
     fn enter(&mut self) {
         let to_submit = self.ring.submission().len() as u32;
         // SAFETY: no argument pointer is passed; the entries were pushed under `push`'s rules.
