@@ -33,9 +33,11 @@ use h3::quic::ConnectionErrorIncoming;
 use http::{HeaderName, Request};
 use shrike_stats::{Counter, Counters};
 
-use super::mux::{Answer, ConnState, Mux, MuxConn, MuxPool, StreamFailure};
+use super::mux::{with_trace, Answer, ConnState, Mux, MuxConn, MuxPool, StreamFailure};
 use super::{capacity_freed, Pool, Pools};
-use crate::requests::h2::origin_latency;
+use crate::requests::h2::{origin_latency, RequestTemplate};
+use crate::requests::Renderer;
+use crate::trace::TraceIds;
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
@@ -139,6 +141,20 @@ impl Mux for H3 {
         connection_ended(&pools, &conn, state, &err);
         conn.count_bytes(&mut pools.cx.state.borrow_mut().counters);
         capacity_freed(&pools);
+    }
+
+    type Outgoing = (Request<()>, Bytes);
+
+    fn outgoing(
+        template: &RequestTemplate,
+        renderer: &Renderer,
+        trace: Option<TraceIds>,
+    ) -> Self::Outgoing {
+        with_trace(template.build(renderer), trace)
+    }
+
+    fn replayed(request: (Request<()>, Bytes)) -> Self::Outgoing {
+        request
     }
 
     async fn exchange(

@@ -31,8 +31,9 @@ use super::{capacity_freed, record_connection_failure, record_failure, record_re
 use super::{record_timeout, Exchange, Pool, Pools};
 use crate::config::EngineConfig;
 use crate::requests::h2::{latency_header_name, RequestTemplate};
-use crate::requests::OriginLatency;
+use crate::requests::{OriginLatency, Renderer};
 use crate::schedule::Ticket;
+use crate::trace::TraceIds;
 
 /// An answered request: status, header bytes, body bytes and the origin-latency header.
 pub(crate) type Answer = (u16, u64, u64, OriginLatency);
@@ -61,11 +62,24 @@ pub(crate) trait Mux: Sized + 'static {
     /// [`MuxPool::connect_failed`], drive it until it ends, then [`MuxPool::disconnected`].
     async fn connection_task(pools: Rc<Pools>, conn: Rc<MuxConn<Self>>);
 
+    /// A request as this protocol sends it.
+    type Outgoing;
+
+    /// The request a stream sends: its template rendered, with the trace's headers if traced.
+    fn outgoing(
+        template: &RequestTemplate,
+        renderer: &Renderer,
+        trace: Option<TraceIds>,
+    ) -> Self::Outgoing;
+
+    /// A replayed request, already converted from its captured HTTP/1.1 form.
+    fn replayed(request: (Request<()>, Bytes)) -> Self::Outgoing;
+
     /// Sends one request and reads its response to the end. `sent` is set when the stream
     /// actually opens: waiting for the connection's stream credit is queueing, not service.
     async fn exchange(
         sender: Self::Sender,
-        request: (Request<()>, Bytes),
+        request: Self::Outgoing,
         latency_header: Option<&HeaderName>,
         sent: &mut Instant,
     ) -> Result<Answer, StreamFailure>;
@@ -145,7 +159,7 @@ pub(crate) struct MuxPool<M: Mux> {
     /// (without a Host header of its own) authority.
     replay: Option<(&'static str, String)>,
     /// The origin-latency header name, parsed once.
-    latency_header: Option<HeaderName>,
+    pub(crate) latency_header: Option<HeaderName>,
     closing: Cell<bool>,
     pub data: M::PoolData,
 }
@@ -359,22 +373,19 @@ async fn stream_task<M: Mux>(
     let started = Instant::now();
     let mut sent = started;
     let request = match &p.replay {
-        None => Ok(p.templates[ticket.request as usize].build(&pools.cx.renderer)),
+        None => {
+            let template = &p.templates[ticket.request as usize];
+            Ok(M::outgoing(template, &pools.cx.renderer, ticket.trace))
+        }
         Some((scheme, authority)) => match pools.cx.payloads.get(ticket.request) {
-            Some(payload) => crate::requests::h2::from_h1(&payload.data, scheme, authority),
+            Some(payload) => crate::requests::h2::from_h1(&payload.data, scheme, authority)
+                .map(|r| M::replayed(with_trace(r, ticket.trace))),
             None => Err("the replayed payload is missing".into()),
         },
     };
     let result = match request {
         // Dropping the exchange on timeout resets the stream (CANCEL), freeing its slot.
-        Ok(mut request) => {
-            if let Some(ids) = ticket.trace {
-                for (k, v) in ids.headers() {
-                    if let Ok(v) = http::HeaderValue::from_str(&v) {
-                        request.0.headers_mut().insert(k, v);
-                    }
-                }
-            }
+        Ok(request) => {
             let exchange = M::exchange(sender, request, p.latency_header.as_ref(), &mut sent);
             tokio::time::timeout(pools.cfg.timeout, exchange).await
         }
@@ -436,4 +447,19 @@ async fn stream_task<M: Mux>(
         }
     }
     capacity_freed(&pools);
+}
+
+/// The request with a traced request's B3 headers added.
+pub(crate) fn with_trace(
+    mut request: (Request<()>, Bytes),
+    trace: Option<TraceIds>,
+) -> (Request<()>, Bytes) {
+    if let Some(ids) = trace {
+        for (k, v) in ids.headers() {
+            if let Ok(v) = http::HeaderValue::from_str(&v) {
+                request.0.headers_mut().insert(k, v);
+            }
+        }
+    }
+    request
 }

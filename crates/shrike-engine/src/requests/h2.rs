@@ -21,6 +21,8 @@ pub struct RequestTemplate {
     pub(crate) body: Bytes,
     /// The parts with placeholders, rendered per request; `None` for a fixed request.
     dynamic: Option<Arc<Dynamic>>,
+    /// A fixed request's HTTP/2 head, HPACK-encoded once.
+    h2_block: Option<Bytes>,
 }
 
 /// The templated parts of a request: they replace or add to the fixed ones per request.
@@ -146,7 +148,16 @@ impl RequestTemplate {
             Body::Text(t) => Bytes::copy_from_slice(t.as_bytes()),
             Body::Bytes(b) => Bytes::copy_from_slice(b),
         };
-        Ok(RequestTemplate { method, uri, headers, body, dynamic })
+        let mut t = RequestTemplate { method, uri, headers, body, dynamic, h2_block: None };
+        if t.dynamic.is_none() {
+            t.h2_block = Some(crate::pool::h2::encode_head(&t.request()));
+        }
+        Ok(t)
+    }
+
+    /// A fixed request's HTTP/2 head block; `None` when parts are rendered per request.
+    pub(crate) fn h2_block(&self) -> Option<&Bytes> {
+        self.h2_block.as_ref()
     }
 
     pub(crate) fn request(&self) -> Request<()> {
