@@ -458,6 +458,38 @@ impl Inner {
 
 mod driver;
 mod recv;
+
+/// Feeds a server's bytes to a client connection, as its driver would, for the fuzz target.
+/// The first byte is how many streams are open (up to 7, every other one sending a body), the
+/// second the size of each read; the rest is what the server sends, from its SETTINGS on.
+/// Whatever the bytes, nothing panics and every stream ends up counted exactly once.
+pub(crate) fn fuzz_server_bytes(data: &[u8]) {
+    let [streams, chunk, rest @ ..] = data else { return };
+    let conn = Conn::new(Some(HeaderName::from_static("x-origin")));
+    let mut i = conn.inner.borrow_mut();
+    let ids: Vec<u32> = (0..streams % 8)
+        .map(|n| {
+            let body = if n % 2 == 1 { Bytes::from(vec![b'b'; 70_000]) } else { Bytes::new() };
+            i.open_stream(&[0x82, 0x86, 0x84], body)
+        })
+        .collect();
+    let mut rd = driver::ReadBuffer::new();
+    for piece in rest.chunks(usize::from(*chunk).max(1)) {
+        let room = rd.spare();
+        let n = piece.len().min(room.len());
+        room[..n].copy_from_slice(&piece[..n]);
+        rd.filled(n);
+        if driver::dispatch(&mut i, &mut rd).is_err() {
+            break;
+        }
+        i.out.clear();
+        i.queue_bodies();
+    }
+    let open = ids.iter().filter(|id| i.streams[id].outcome.is_none()).count();
+    assert_eq!(open, i.open as usize, "open streams miscounted");
+    i.end(&Ended::Io("fuzzing".into()));
+    assert!(i.streams.values().all(|s| s.outcome.is_some()) && i.open == 0);
+}
 #[cfg(test)]
 mod tests;
 

@@ -28,6 +28,12 @@ mod frame;
 mod hpack;
 mod huffman;
 
+/// For the fuzz target (`fuzz/fuzz_targets/h2_response.rs`): see [`conn::fuzz_server_bytes`].
+#[doc(hidden)]
+pub fn fuzz_server_bytes(data: &[u8]) {
+    conn::fuzz_server_bytes(data);
+}
+
 /// The HTTP/2 protocol of the multiplexing pool.
 pub(crate) struct H2;
 

@@ -11,16 +11,37 @@ use super::frame::{self, Head};
 use super::{conn_error, Conn, ConnError, Ended, Inner, DRIVER_BUDGET, READ_BUFFER};
 
 /// The read side's buffer: frames are dispatched in place from `buf[start..end]`.
-struct ReadBuffer {
+pub(super) struct ReadBuffer {
     buf: Vec<u8>,
     start: usize,
     end: usize,
 }
 
+impl ReadBuffer {
+    pub(super) fn new() -> ReadBuffer {
+        ReadBuffer { buf: vec![0; READ_BUFFER], start: 0, end: 0 }
+    }
+
+    /// Room for the next read; compacts first, so a whole frame of the largest size we accept
+    /// always fits.
+    pub(super) fn spare(&mut self) -> &mut [u8] {
+        if self.buf.len() - self.end < frame::HEADER_LEN + frame::DEFAULT_MAX_FRAME {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.buf[self.end..]
+    }
+
+    pub(super) fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+}
+
 /// Drives the connection until it ends: writes what streams queue, reads and dispatches the
 /// server's frames, and closes once no handle is left and no stream is open.
 pub(crate) async fn drive<T: AsyncRead + AsyncWrite + Unpin>(conn: &Rc<Conn>, mut io: T) -> Ended {
-    let mut rd = ReadBuffer { buf: vec![0; READ_BUFFER], start: 0, end: 0 };
+    let mut rd = ReadBuffer::new();
     let mut written = 0usize;
     let mut unflushed = false;
     let mut closing: Option<Ended> = None;
@@ -96,12 +117,7 @@ fn drive_some<T: AsyncRead + AsyncWrite + Unpin>(
             }
         }
         // Read and dispatch.
-        if rd.buf.len() - rd.end < frame::HEADER_LEN + frame::DEFAULT_MAX_FRAME {
-            rd.buf.copy_within(rd.start..rd.end, 0);
-            rd.end -= rd.start;
-            rd.start = 0;
-        }
-        let mut b = ReadBuf::new(&mut rd.buf[rd.end..]);
+        let mut b = ReadBuf::new(rd.spare());
         match io.as_mut().poll_read(cx, &mut b) {
             Poll::Ready(Ok(())) if b.filled().is_empty() => {
                 return Poll::Ready(match i.goaway {
@@ -109,7 +125,10 @@ fn drive_some<T: AsyncRead + AsyncWrite + Unpin>(
                     None => Ended::Io("the server closed the connection".into()),
                 });
             }
-            Poll::Ready(Ok(())) => rd.end += b.filled().len(),
+            Poll::Ready(Ok(())) => {
+                let n = b.filled().len();
+                rd.filled(n);
+            }
             Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
             Poll::Pending => return Poll::Pending,
         }
@@ -138,7 +157,7 @@ fn io_ended(i: &Inner, e: &std::io::Error) -> Ended {
 }
 
 /// Dispatches every whole frame in the read buffer.
-fn dispatch(i: &mut Inner, rd: &mut ReadBuffer) -> Result<(), ConnError> {
+pub(super) fn dispatch(i: &mut Inner, rd: &mut ReadBuffer) -> Result<(), ConnError> {
     while rd.end - rd.start >= frame::HEADER_LEN {
         let head: &[u8; frame::HEADER_LEN] = rd.buf[rd.start..rd.start + frame::HEADER_LEN]
             .try_into()
