@@ -51,8 +51,8 @@ const HPACK_ENTRY_OVERHEAD: u64 = 32;
 /// Request body bytes queued for writing at most; more waits until the socket takes these.
 const OUT_HIGH_WATER: usize = 256 * 1024;
 
-/// The read buffer: two of the largest frames we accept, so after compaction a whole frame
-/// always fits.
+/// The most the read buffer grows to: two of the largest frames we accept, so after
+/// compaction a whole frame always fits with room to read more.
 const READ_BUFFER: usize = 2 * (frame::HEADER_LEN + frame::DEFAULT_MAX_FRAME);
 
 /// Read-and-dispatch rounds a driver runs before yielding to the worker's other tasks.

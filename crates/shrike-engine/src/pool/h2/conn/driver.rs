@@ -10,31 +10,55 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::frame::{self, Head};
 use super::{conn_error, Conn, ConnError, Ended, Inner, DRIVER_BUDGET, READ_BUFFER};
 
+/// The least room a read is given.
+const MIN_READ: usize = 4096;
+
 /// The read side's buffer: frames are dispatched in place from `buf[start..end]`.
 pub(super) struct ReadBuffer {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The last read filled all the room it had: more is likely waiting, so double.
+    full: bool,
 }
 
 impl ReadBuffer {
+    /// Nothing is allocated until the first read: an idle connection holds no read buffer.
     pub(super) fn new() -> ReadBuffer {
-        ReadBuffer { buf: vec![0; READ_BUFFER], start: 0, end: 0 }
+        ReadBuffer { buf: Vec::new(), start: 0, end: 0, full: false }
     }
 
-    /// Room for the next read; compacts first, so a whole frame of the largest size we accept
-    /// always fits.
+    /// Room for the next read: for the rest of the frame in progress (its header tells its
+    /// size) and at least [`MIN_READ`] bytes. The buffer doubles only when a frame needs it or a
+    /// read filled it (small responses keep 4 KiB; bulk ones reach 32 KiB, so a read takes
+    /// what a batch of responses holds), and compacts only when the frame in progress would
+    /// not fit, so bulk bodies are rarely moved.
     pub(super) fn spare(&mut self) -> &mut [u8] {
-        if self.buf.len() - self.end < frame::HEADER_LEN + frame::DEFAULT_MAX_FRAME {
+        let pending = self.end - self.start;
+        let frame = match self.buf.get(self.start..self.start + frame::HEADER_LEN) {
+            Some(h) if pending >= frame::HEADER_LEN => {
+                let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+                frame::HEADER_LEN + len
+            }
+            _ => frame::HEADER_LEN,
+        };
+        // `dispatch` refused any frame larger than we accept, so this never exceeds the cap.
+        let grown = if std::mem::take(&mut self.full) { 2 * self.buf.len() } else { 0 };
+        let need = frame.max(pending + MIN_READ).max(grown).min(READ_BUFFER);
+        if self.start > 0 && self.start + need > self.buf.len() {
             self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
+            self.end = pending;
             self.start = 0;
+        }
+        if need > self.buf.len() {
+            self.buf.resize(need.next_power_of_two().min(READ_BUFFER), 0);
         }
         &mut self.buf[self.end..]
     }
 
     pub(super) fn filled(&mut self, n: usize) {
         self.end += n;
+        self.full = self.end == self.buf.len();
     }
 }
 
