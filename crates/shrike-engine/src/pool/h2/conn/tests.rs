@@ -281,3 +281,20 @@ fn a_real_nginx_byte_stream_decodes_read_by_read() {
         assert_eq!(s.header_bytes, 260);
     }
 }
+
+#[test]
+fn the_last_stream_id_closes_the_connection_to_new_streams() {
+    let (conn, _) = ready(0);
+    let mut i = conn.inner.borrow_mut();
+    i.next_id = 0x7fff_fffd;
+    let id = i.open_stream(&[0x82], Bytes::new());
+    assert_eq!(id, 0x7fff_fffd);
+    assert!(i.refusal().is_none(), "one id left");
+    let id = i.open_stream(&[0x82], Bytes::new());
+    assert_eq!(id, 0x7fff_ffff);
+    assert!(matches!(i.refusal(), Some(Failure::Exhausted)));
+    // Streams already open are still answered.
+    feed(&mut i, frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, id, &[0x88])
+        .expect("the last stream's answer");
+    assert!(matches!(outcome(&i, id), Some(Ok(()))));
+}
