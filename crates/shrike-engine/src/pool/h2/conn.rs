@@ -391,10 +391,16 @@ impl Inner {
     /// Ends a live stream with `outcome` and wakes its exchange.
     fn finish(&mut self, id: u32, outcome: Result<(), Failure>) {
         let Some(s) = self.streams.get_mut(&id).filter(|s| s.outcome.is_none()) else { return };
+        // A server may answer before the request body is all sent (RFC 9113 §8.1); our side
+        // of the stream is then still open, and would hold one of the server's stream slots
+        // for good unless we close it.
+        let answered_early = outcome.is_ok() && !std::mem::take(&mut s.body).is_empty();
         s.outcome = Some(outcome);
-        s.body = Bytes::new();
         if let Some(w) = s.waker.take() {
             w.wake();
+        }
+        if answered_early {
+            frame::put_rst(&mut self.out, id, frame::NO_ERROR);
         }
         self.stream_closed();
     }

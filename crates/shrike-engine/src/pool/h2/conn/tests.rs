@@ -298,3 +298,22 @@ fn the_last_stream_id_closes_the_connection_to_new_streams() {
         .expect("the last stream's answer");
     assert!(matches!(outcome(&i, id), Some(Ok(()))));
 }
+
+#[test]
+fn an_answer_before_the_whole_body_closes_our_side() {
+    let (conn, _) = ready(0);
+    let mut i = conn.inner.borrow_mut();
+    let mut s = Vec::new();
+    s.extend_from_slice(&frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes());
+    s.extend_from_slice(&10u32.to_be_bytes());
+    feed(&mut i, frame::SETTINGS, 0, 0, &s).expect("settings");
+    let id = i.open_stream(&[0x83], Bytes::from(vec![b'b'; 25]));
+    i.out.clear();
+    // A 413 before the body is through: the stream is answered, and the rest never sent.
+    let h = head(&[(":status", "413")]);
+    feed(&mut i, frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, id, &h).expect("413");
+    assert!(matches!(outcome(&i, id), Some(Ok(()))));
+    assert_eq!(queued(&i), [(frame::RST_STREAM, 0, id, frame::NO_ERROR.to_be_bytes().to_vec())]);
+    feed(&mut i, frame::WINDOW_UPDATE, 0, 0, &100u32.to_be_bytes()).expect("window");
+    assert!(queued(&i).iter().all(|f| f.0 != frame::DATA), "no body after the answer");
+}
