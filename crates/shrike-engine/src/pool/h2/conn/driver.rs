@@ -65,111 +65,116 @@ impl ReadBuffer {
 /// Drives the connection until it ends: writes what streams queue, reads and dispatches the
 /// server's frames, and closes once no handle is left and no stream is open.
 pub(crate) async fn drive<T: AsyncRead + AsyncWrite + Unpin>(conn: &Rc<Conn>, mut io: T) -> Ended {
-    let mut rd = ReadBuffer::new();
-    let mut written = 0usize;
-    let mut unflushed = false;
-    let mut closing: Option<Ended> = None;
-    let ended = poll_fn(|cx| {
-        drive_some(conn, &mut io, cx, &mut rd, &mut written, &mut unflushed, &mut closing)
-    })
-    .await;
+    let mut d = Driver { rd: ReadBuffer::new(), written: 0, unflushed: false, closing: None };
+    let ended = poll_fn(|cx| d.poll(conn, &mut io, cx)).await;
     conn.inner.borrow_mut().end(&ended);
     ended
 }
 
-/// One poll of the driver: up to [`DRIVER_BUDGET`] rounds of writing and reading.
-fn drive_some<T: AsyncRead + AsyncWrite + Unpin>(
-    conn: &Rc<Conn>,
-    io: &mut T,
-    cx: &mut Context<'_>,
-    rd: &mut ReadBuffer,
-    written: &mut usize,
-    unflushed: &mut bool,
-    closing: &mut Option<Ended>,
-) -> Poll<Ended> {
-    let mut io = Pin::new(io);
-    for _ in 0..DRIVER_BUDGET {
-        let mut i = conn.inner.borrow_mut();
-        if !i.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            i.driver = Some(cx.waker().clone());
-        }
-        // Write what is queued.
-        while *written < i.out.len() {
-            match io.as_mut().poll_write(cx, &i.out[*written..]) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Ended::Io("the socket took no bytes".into()))
+/// The driver's own state between polls.
+struct Driver {
+    rd: ReadBuffer,
+    /// Bytes of the queued frames already written.
+    written: usize,
+    /// Written since the last flush (TLS holds records until flushed).
+    unflushed: bool,
+    /// Our GOAWAY is queued: the connection ends this way once it is out.
+    closing: Option<Ended>,
+}
+
+impl Driver {
+    /// One poll of the driver: up to [`DRIVER_BUDGET`] rounds of writing and reading.
+    fn poll<T: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        conn: &Rc<Conn>,
+        io: &mut T,
+        cx: &mut Context<'_>,
+    ) -> Poll<Ended> {
+        let Driver { rd, written, unflushed, closing } = self;
+        let mut io = Pin::new(io);
+        for _ in 0..DRIVER_BUDGET {
+            let mut i = conn.inner.borrow_mut();
+            if !i.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                i.driver = Some(cx.waker().clone());
+            }
+            // Write what is queued.
+            while *written < i.out.len() {
+                match io.as_mut().poll_write(cx, &i.out[*written..]) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Ended::Io("the socket took no bytes".into()))
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        *written += n;
+                        *unflushed = true;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
+                    Poll::Pending => break,
                 }
-                Poll::Ready(Ok(n)) => {
-                    *written += n;
-                    *unflushed = true;
+            }
+            if *written == i.out.len() && *written > 0 {
+                i.out.clear();
+                *written = 0;
+                i.queue_bodies();
+                if !i.out.is_empty() {
+                    continue;
+                }
+            }
+            // TLS holds records until flushed; plain TCP's flush is a no-op.
+            if *unflushed && i.out.is_empty() {
+                match io.as_mut().poll_flush(cx) {
+                    Poll::Ready(Ok(())) => *unflushed = false,
+                    Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
+                    Poll::Pending => {}
+                }
+            }
+            if let Some(how) = closing.as_ref().filter(|_| i.out.is_empty() && !*unflushed) {
+                // Our GOAWAY is out: close the write side, best effort.
+                let _ = io.as_mut().poll_shutdown(cx);
+                return Poll::Ready(how.clone());
+            }
+            if closing.is_none() && i.open == 0 {
+                let idle = Rc::strong_count(conn) == 1;
+                if idle || i.exhausted {
+                    let last = i.next_id.saturating_sub(2);
+                    frame::put_goaway(&mut i.out, last, frame::NO_ERROR);
+                    *closing = Some(Ended::Local);
+                    continue;
+                }
+                if let Some((_, code)) = i.goaway {
+                    return Poll::Ready(Ended::GoAway(code));
+                }
+            }
+            // Read and dispatch.
+            let mut b = ReadBuf::new(rd.spare());
+            match io.as_mut().poll_read(cx, &mut b) {
+                Poll::Ready(Ok(())) if b.filled().is_empty() => {
+                    return Poll::Ready(match i.goaway {
+                        Some((_, code)) => Ended::GoAway(code),
+                        None => Ended::Io("the server closed the connection".into()),
+                    });
+                }
+                Poll::Ready(Ok(())) => {
+                    let n = b.filled().len();
+                    rd.filled(n);
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
-                Poll::Pending => break,
+                Poll::Pending => return Poll::Pending,
             }
-        }
-        if *written == i.out.len() && *written > 0 {
-            i.out.clear();
-            *written = 0;
-            i.queue_bodies();
-            if !i.out.is_empty() {
-                continue;
-            }
-        }
-        // TLS holds records until flushed; plain TCP's flush is a no-op.
-        if *unflushed && i.out.is_empty() {
-            match io.as_mut().poll_flush(cx) {
-                Poll::Ready(Ok(())) => *unflushed = false,
-                Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
-                Poll::Pending => {}
-            }
-        }
-        if let Some(how) = closing.as_ref().filter(|_| i.out.is_empty() && !*unflushed) {
-            // Our GOAWAY is out: close the write side, best effort.
-            let _ = io.as_mut().poll_shutdown(cx);
-            return Poll::Ready(how.clone());
-        }
-        if closing.is_none() && i.open == 0 {
-            let idle = Rc::strong_count(conn) == 1;
-            if idle || i.exhausted {
+            if let Err((code, msg)) = dispatch(&mut i, rd) {
+                // Our GOAWAY goes out with whatever is queued; the connection is over either way.
+                i.out.drain(..*written);
+                *written = 0;
                 let last = i.next_id.saturating_sub(2);
-                frame::put_goaway(&mut i.out, last, frame::NO_ERROR);
-                *closing = Some(Ended::Local);
-                continue;
-            }
-            if let Some((_, code)) = i.goaway {
-                return Poll::Ready(Ended::GoAway(code));
+                frame::put_goaway(&mut i.out, last, code);
+                let _ = io.as_mut().poll_write(cx, &i.out);
+                let _ = io.as_mut().poll_flush(cx);
+                return Poll::Ready(Ended::Protocol(code, msg));
             }
         }
-        // Read and dispatch.
-        let mut b = ReadBuf::new(rd.spare());
-        match io.as_mut().poll_read(cx, &mut b) {
-            Poll::Ready(Ok(())) if b.filled().is_empty() => {
-                return Poll::Ready(match i.goaway {
-                    Some((_, code)) => Ended::GoAway(code),
-                    None => Ended::Io("the server closed the connection".into()),
-                });
-            }
-            Poll::Ready(Ok(())) => {
-                let n = b.filled().len();
-                rd.filled(n);
-            }
-            Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
-            Poll::Pending => return Poll::Pending,
-        }
-        if let Err((code, msg)) = dispatch(&mut i, rd) {
-            // Our GOAWAY goes out with whatever is queued; the connection is over either way.
-            i.out.drain(..*written);
-            *written = 0;
-            let last = i.next_id.saturating_sub(2);
-            frame::put_goaway(&mut i.out, last, code);
-            let _ = io.as_mut().poll_write(cx, &i.out);
-            let _ = io.as_mut().poll_flush(cx);
-            return Poll::Ready(Ended::Protocol(code, msg));
-        }
+        // Out of budget: let the worker's other tasks run, then carry on.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
-    // Out of budget: let the worker's other tasks run, then carry on.
-    cx.waker().wake_by_ref();
-    Poll::Pending
 }
 
 /// An I/O error ends the connection; after a GOAWAY it is the server's close.

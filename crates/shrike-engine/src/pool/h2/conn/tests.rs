@@ -37,6 +37,13 @@ fn ready(streams: usize) -> (std::rc::Rc<Conn>, Vec<u32>) {
     (conn, ids)
 }
 
+/// The server's SETTINGS_INITIAL_WINDOW_SIZE.
+fn initial_window(i: &mut Inner, n: u32) {
+    let mut s = frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes().to_vec();
+    s.extend_from_slice(&n.to_be_bytes());
+    feed(i, frame::SETTINGS, 0, 0, &s).expect("settings");
+}
+
 fn outcome(i: &Inner, id: u32) -> Option<Result<(), Failure>> {
     i.streams.get(&id).and_then(|s| s.outcome.clone())
 }
@@ -136,10 +143,7 @@ fn flow_control_is_kept_both_ways() {
     let (conn, _) = ready(0);
     let mut i = conn.inner.borrow_mut();
     // The server's initial window 10: a 25-byte body goes out 10 bytes at a time.
-    let mut s = Vec::new();
-    s.extend_from_slice(&frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes());
-    s.extend_from_slice(&10u32.to_be_bytes());
-    feed(&mut i, frame::SETTINGS, 0, 0, &s).expect("settings");
+    initial_window(&mut i, 10);
     i.out.clear();
     let id = i.open_stream(&head(&[(":method", "POST")]), Bytes::from(vec![b'b'; 25]));
     let data = |i: &Inner| -> Vec<usize> {
@@ -149,10 +153,7 @@ fn flow_control_is_kept_both_ways() {
     feed(&mut i, frame::WINDOW_UPDATE, 0, id, &10u32.to_be_bytes()).expect("update");
     assert_eq!(data(&i), [10, 10]);
     // Raising the initial window raises the open stream's too (RFC 9113 §6.9.2).
-    let mut s = Vec::new();
-    s.extend_from_slice(&frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes());
-    s.extend_from_slice(&100u32.to_be_bytes());
-    feed(&mut i, frame::SETTINGS, 0, 0, &s).expect("settings");
+    initial_window(&mut i, 100);
     assert_eq!(data(&i), [10, 10, 5]);
     let last = queued(&i).into_iter().rfind(|f| f.0 == frame::DATA).expect("data");
     assert_eq!(last.1, frame::END_STREAM);
@@ -303,10 +304,7 @@ fn the_last_stream_id_closes_the_connection_to_new_streams() {
 fn an_answer_before_the_whole_body_closes_our_side() {
     let (conn, _) = ready(0);
     let mut i = conn.inner.borrow_mut();
-    let mut s = Vec::new();
-    s.extend_from_slice(&frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes());
-    s.extend_from_slice(&10u32.to_be_bytes());
-    feed(&mut i, frame::SETTINGS, 0, 0, &s).expect("settings");
+    initial_window(&mut i, 10);
     let id = i.open_stream(&[0x83], Bytes::from(vec![b'b'; 25]));
     i.out.clear();
     // A 413 before the body is through: the stream is answered, and the rest never sent.
