@@ -376,16 +376,25 @@ fn a_connection_flood_is_refused_and_served_connections_stay_responsive() {
     let mut kept = connect(&server);
     kept.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").unwrap();
     assert!(response(&mut kept).0.starts_with("http/1.1 200"));
-    let flood: Vec<TcpStream> =
-        (0..MAX - 1 + EXCESS).map(|_| TcpStream::connect(&server.addr).unwrap()).collect();
-    for s in &flood {
+    // A refused connection can be reset before `connect` returns (the handshake completes in
+    // the kernel, then the server's RST lands before this thread runs again): that is the
+    // refusal itself, so it counts as reset. Any other connect error fails the test.
+    let flood: Vec<Option<TcpStream>> = (0..MAX - 1 + EXCESS)
+        .map(|_| match TcpStream::connect(&server.addr) {
+            Ok(s) => Some(s),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("connect: {e}"),
+        })
+        .collect();
+    for s in flood.iter().flatten() {
         s.set_nonblocking(true).unwrap();
     }
     // The server resets exactly the connections past the cap; the rest wait, unanswered.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut reset = vec![false; flood.len()];
+    let mut reset: Vec<bool> = flood.iter().map(Option::is_none).collect();
     while reset.iter().filter(|r| **r).count() < EXCESS && Instant::now() < deadline {
         for (s, r) in flood.iter().zip(reset.iter_mut()) {
+            let Some(s) = s else { continue };
             let mut byte = [0u8; 1];
             match (&*s).read(&mut byte) {
                 Ok(_) => *r = true,
@@ -398,6 +407,7 @@ fn a_connection_flood_is_refused_and_served_connections_stay_responsive() {
     // Give a broken cap the chance to reset more than it should.
     std::thread::sleep(Duration::from_millis(200));
     for (s, r) in flood.iter().zip(reset.iter_mut()) {
+        let Some(s) = s else { continue };
         let mut byte = [0u8; 1];
         if !matches!((&*s).read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock) {
             *r = true;
@@ -415,13 +425,19 @@ fn a_connection_flood_is_refused_and_served_connections_stay_responsive() {
     drop(flood);
     let deadline = Instant::now() + LIMIT;
     loop {
-        let mut s = connect(&server);
-        if s.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").is_ok() {
-            let mut head = [0u8; 12];
-            if s.read_exact(&mut head).is_ok() {
-                assert_eq!(&head, b"HTTP/1.1 200");
-                break;
+        // Until a slot is free this connection is refused, maybe before `connect` returns.
+        match TcpStream::connect(&server.addr) {
+            Ok(mut s) => {
+                s.set_read_timeout(Some(LIMIT)).unwrap();
+                if s.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").is_ok() {
+                    let mut head = [0u8; 12];
+                    if s.read_exact(&mut head).is_ok() {
+                        assert_eq!(&head, b"HTTP/1.1 200");
+                        break;
+                    }
+                }
             }
+            Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}"),
         }
         assert!(Instant::now() < deadline, "no slot came free");
         std::thread::sleep(Duration::from_millis(20));

@@ -160,11 +160,17 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> Self {
-        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        stream.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        Self { stream, buf: Vec::new() }
+        Self::try_connect(addr).expect("connect")
+    }
+
+    /// A connection the server refuses can be reset before `connect` returns: the kernel
+    /// completes the handshake, and the server's RST lands before this thread runs again.
+    pub fn try_connect(addr: SocketAddr) -> io::Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Self { stream, buf: Vec::new() })
     }
 
     pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
