@@ -38,6 +38,15 @@ def scratch(name):
     return tempfile.mkdtemp(prefix=f"shrike-bench-{name}-")
 
 
+def build_probe(name):
+    """Builds bench/NAME (a probe crate outside the workspace) into target/NAME; returns the
+    binary's path."""
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target", name))
+    subprocess.run(["cargo", "build", "--release", "-q"], cwd=os.path.join(ROOT, "bench", name),
+                   env=env, check=True)
+    return os.path.join(ROOT, "target", name, "release", name)
+
+
 def heading():
     """A results section's first line: the date and the machine."""
     cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")

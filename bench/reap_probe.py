@@ -16,25 +16,20 @@ HTTP/1.1 loop over epoll and a timerfd, not a client) measures both:
 """
 import argparse
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import CLIENT_CPU, ROOT, SHRIKE, heading, record, scratch, start_nginx  # noqa: E402
+from compare import CLIENT_CPU, ROOT, SHRIKE, heading, record, scratch  # noqa: E402
+from compare import build_probe, start_nginx  # noqa: E402
 from pacing import fortio as fortio_client, shrike as shrike_client  # noqa: E402
 from peers import peer  # noqa: E402
 
 CONNECTIONS = 20
-PROBE_DIR = os.path.join(ROOT, "bench", "reap-probe")
 PROBE = os.path.join(ROOT, "target", "reap-probe", "release", "reap-probe")
 
-
-def build_probe():
-    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target", "reap-probe"))
-    subprocess.run(["cargo", "build", "--release", "-q"], cwd=PROBE_DIR, env=env, check=True)
 
 
 def probe(args):
@@ -74,7 +69,7 @@ def main():
     ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
-    build_probe()
+    build_probe("reap-probe")
     floor = []
     for period in (200, 50):
         for v in probe(["wake-cost", str(period), "2"]):

@@ -17,23 +17,17 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import ROOT, SHRIKE, heading, record, run_shrike, run_wrk, scratch  # noqa: E402
-from compare import start_nginx, timed_run  # noqa: E402
+from compare import build_probe, start_nginx, timed_run  # noqa: E402
 from pacing import fortio as fortio_client, shrike as shrike_client  # noqa: E402
 from peers import peer  # noqa: E402
 
 CONNECTIONS = 64
-PROBE_DIR = os.path.join(ROOT, "bench", "uring-probe")
 PROBE = os.path.join(ROOT, "target", "uring-probe", "release", "uring-probe")
 
-
-def build_probe():
-    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target", "uring-probe"))
-    subprocess.run(["cargo", "build", "--release", "-q"], cwd=PROBE_DIR, env=env, check=True)
 
 
 def probe_run(url, d, connections, batch=1, timeout_us=0, rate=0):
@@ -81,7 +75,7 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
-    build_probe()
+    build_probe("uring-probe")
     clients = [("wrk", lambda url, d: run_wrk(url, CONNECTIONS, d)[::2]),
                ("shrike --rps max (epoll)",
                 lambda url, d: run_shrike(url, CONNECTIONS, d, rps="max")[::2]),
