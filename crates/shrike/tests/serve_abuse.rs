@@ -23,9 +23,21 @@ const STATS: &str = "/.shrike/stats";
 const LIMIT: Duration = Duration::from_secs(5);
 
 fn connect(server: &Server) -> TcpStream {
-    let s = TcpStream::connect(&server.addr).unwrap();
-    s.set_read_timeout(Some(LIMIT)).unwrap();
-    s
+    connect_unless_reset(server).expect("the server reset the connection")
+}
+
+/// `None` when the server refused the connection by resetting it, which can happen before
+/// `connect` returns: the kernel completes the handshake, and the server's RST lands before
+/// this thread runs again. Any other connect error fails the test.
+fn connect_unless_reset(server: &Server) -> Option<TcpStream> {
+    match TcpStream::connect(&server.addr) {
+        Ok(s) => {
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            Some(s)
+        }
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
+        Err(e) => panic!("connect: {e}"),
+    }
 }
 
 /// One HTTP/1.1 response: its head, and its body (by content-length).
@@ -376,16 +388,9 @@ fn a_connection_flood_is_refused_and_served_connections_stay_responsive() {
     let mut kept = connect(&server);
     kept.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").unwrap();
     assert!(response(&mut kept).0.starts_with("http/1.1 200"));
-    // A refused connection can be reset before `connect` returns (the handshake completes in
-    // the kernel, then the server's RST lands before this thread runs again): that is the
-    // refusal itself, so it counts as reset. Any other connect error fails the test.
-    let flood: Vec<Option<TcpStream>> = (0..MAX - 1 + EXCESS)
-        .map(|_| match TcpStream::connect(&server.addr) {
-            Ok(s) => Some(s),
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
-            Err(e) => panic!("connect: {e}"),
-        })
-        .collect();
+    // A connection reset before `connect` returned was refused: it counts as reset.
+    let flood: Vec<Option<TcpStream>> =
+        (0..MAX - 1 + EXCESS).map(|_| connect_unless_reset(&server)).collect();
     for s in flood.iter().flatten() {
         s.set_nonblocking(true).unwrap();
     }
@@ -425,19 +430,15 @@ fn a_connection_flood_is_refused_and_served_connections_stay_responsive() {
     drop(flood);
     let deadline = Instant::now() + LIMIT;
     loop {
-        // Until a slot is free this connection is refused, maybe before `connect` returns.
-        match TcpStream::connect(&server.addr) {
-            Ok(mut s) => {
-                s.set_read_timeout(Some(LIMIT)).unwrap();
-                if s.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").is_ok() {
-                    let mut head = [0u8; 12];
-                    if s.read_exact(&mut head).is_ok() {
-                        assert_eq!(&head, b"HTTP/1.1 200");
-                        break;
-                    }
+        // Until a slot is free this connection is refused.
+        if let Some(mut s) = connect_unless_reset(&server) {
+            if s.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").is_ok() {
+                let mut head = [0u8; 12];
+                if s.read_exact(&mut head).is_ok() {
+                    assert_eq!(&head, b"HTTP/1.1 200");
+                    break;
                 }
             }
-            Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}"),
         }
         assert!(Instant::now() < deadline, "no slot came free");
         std::thread::sleep(Duration::from_millis(20));

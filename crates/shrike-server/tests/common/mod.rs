@@ -163,9 +163,18 @@ impl Client {
         Self::try_connect(addr).expect("connect")
     }
 
-    /// A connection the server refuses can be reset before `connect` returns: the kernel
-    /// completes the handshake, and the server's RST lands before this thread runs again.
-    pub fn try_connect(addr: SocketAddr) -> io::Result<Self> {
+    /// `None` when the server refused the connection by resetting it, which can happen
+    /// before `connect` returns: the kernel completes the handshake, and the server's RST
+    /// lands before this thread runs again. Any other connect error fails the test.
+    pub fn connect_unless_reset(addr: SocketAddr) -> Option<Self> {
+        match Self::try_connect(addr) {
+            Ok(c) => Some(c),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("connect: {e}"),
+        }
+    }
+
+    fn try_connect(addr: SocketAddr) -> io::Result<Self> {
         let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
