@@ -238,6 +238,8 @@ pub(crate) struct EngineConfig {
     pub plan: RatePlan,
     pub idle: IdleStrategy,
     pub io_backend: IoBackend,
+    /// An idle worker sleeps this long before reading what arrived (`--read-coalesce`).
+    pub read_coalesce: Option<Duration>,
     /// Release requests in groups of this size (1 = no bursts).
     pub burst: NonZeroU32,
     /// Uniform release jitter added to each scheduled time.

@@ -38,6 +38,7 @@ pub mod requests;
 mod run;
 pub mod runner;
 pub mod schedule;
+mod stamped;
 pub mod stop;
 pub mod target;
 pub mod telemetry;

@@ -37,6 +37,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         plan: spec.plan(),
         idle: spec.idle(),
         io_backend: io_backend(spec)?,
+        read_coalesce: spec.read_coalesce(),
         burst: spec.burst(),
         jitter: spec.jitter(),
         connections: spec.connections(),

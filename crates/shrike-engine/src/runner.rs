@@ -54,6 +54,8 @@ pub enum EngineError {
     NoEndpoint,
     #[error("the replay feed deals to {feed} workers but the run has {workers}")]
     FeedWorkers { feed: usize, workers: usize },
+    #[error("--read-coalesce cannot be used with sessions, replays or a request source: their releases are scheduled, and a coalescing worker would wake late for them")]
+    CoalesceScheduled,
 }
 
 /// Sessions a run plays instead of its rate plan.
@@ -119,6 +121,9 @@ pub(crate) fn execute(
         Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new(), at: cfg.start_at });
     // Sessions are dealt to the workers in turn: session k plays on worker k mod N (a feed
     // deals them so as it sends).
+    if sessions.is_some() && cfg.read_coalesce.is_some() {
+        return Err(EngineError::CoalesceScheduled);
+    }
     let mut replay = None;
     let plans: Vec<Plan> = match sessions {
         None => (0..n).map(|_| Plan::Rate).collect(),
@@ -173,10 +178,17 @@ pub(crate) fn execute(
                 if w_cfg.idle != IdleStrategy::Sleep {
                     shrike_timer::tighten_timer_slack();
                 }
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(EngineError::Runtime);
+                let mut rt = tokio::runtime::Builder::new_current_thread();
+                rt.enable_all();
+                if let Some(window) = w_cfg.read_coalesce {
+                    // Nothing is ready: wait before parking, so the park finds every response
+                    // that arrived meanwhile and one wake-up reads them all, rather than a
+                    // wake-up each. Unpaced HTTP/1.1 only (the spec checks it): there a late
+                    // read delays no release, and the kernel's receive stamps time each
+                    // response as it arrived (`stamped.rs`).
+                    rt.on_thread_park(move || std::thread::sleep(window));
+                }
+                let rt = rt.build().map_err(EngineError::Runtime);
                 let rt = match rt {
                     Ok(rt) => rt,
                     Err(e) => {

@@ -8,6 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use rustls::{AlertDescription, HandshakeKind};
 use shrike_stats::Counter;
@@ -18,6 +19,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::config::{Endpoint, Protocol};
 use crate::pool::cx::PoolCx;
+use crate::stamped::StampedTcp;
 use crate::tls::TlsClient;
 
 /// A connected stream, plain or TLS. An enum rather than a boxed trait object so the h1 hot
@@ -28,11 +30,28 @@ pub(crate) enum Transport {
     Tls(Box<TlsStream<Socket>>),
 }
 
-/// A TCP connection on the run's I/O backend: tokio's epoll, or the worker's io_uring.
+/// A TCP connection on the run's I/O backend: tokio's epoll (with the kernel's receive
+/// timestamps under `--read-coalesce`), or the worker's io_uring.
 #[derive(Debug)]
 pub(crate) enum Socket {
     Tcp(TcpStream),
+    Stamped(StampedTcp),
     Uring(UringStream),
+}
+
+impl Transport {
+    /// When the last bytes read arrived, by the kernel's stamp, on a stream that has them
+    /// (`--read-coalesce`); `None` elsewhere, where the caller's clock read is the arrival.
+    pub fn arrived(&self, sent: Instant) -> Option<Instant> {
+        let socket = match self {
+            Transport::Plain(s) => s,
+            Transport::Tls(t) => t.get_ref().0,
+        };
+        match socket {
+            Socket::Stamped(s) => s.arrived(sent),
+            Socket::Tcp(_) | Socket::Uring(_) => None,
+        }
+    }
 }
 
 /// `AsyncRead` and `AsyncWrite` for an enum of streams, by delegating to the variant.
@@ -93,11 +112,13 @@ macro_rules! delegate_io {
 }
 
 delegate_io!(Transport { Plain, Tls });
-delegate_io!(Socket { Tcp, Uring });
+delegate_io!(Socket { Tcp, Stamped, Uring });
 
-/// `stream` on the worker's io_uring when it has one (`--io-backend io_uring`), else as is.
-fn on_backend(stream: TcpStream) -> io::Result<Socket> {
+/// `stream` on the worker's io_uring when it has one (`--io-backend io_uring`), else on
+/// epoll, stamped when `stamp` (`--read-coalesce`).
+fn on_backend(stream: TcpStream, stamp: bool) -> io::Result<Socket> {
     match shrike_uring::current() {
+        None if stamp => Ok(Socket::Stamped(StampedTcp::new(stream)?)),
         None => Ok(Socket::Tcp(stream)),
         Some(driver) => Ok(Socket::Uring(UringStream::new(driver, stream.into_std()?)?)),
     }
@@ -135,10 +156,10 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
         // Requests are written whole; Nagle would only delay them.
         let _ = stream.set_nodelay(true);
         cx.state.borrow_mut().counters.inc(Counter::CxTotal);
-        let stream = match on_backend(stream) {
+        let stream = match on_backend(stream, cfg.stamp_receives) {
             Ok(s) => s,
             Err(e) => {
-                last_err = format!("connect to {addr}: moving the socket to io_uring: {e}");
+                last_err = format!("connect to {addr}: setting up the socket's I/O: {e}");
                 continue;
             }
         };

@@ -76,6 +76,7 @@ pub(crate) async fn run_worker(
         timeout: cfg.timeout,
         bind_address: cfg.bind_address,
         protocol: cfg.protocol,
+        stamp_receives: cfg.read_coalesce.is_some(),
     };
     let renderer = Renderer::new(index, cfg.workers.get(), seed(index).rotate_left(17));
     let payloads: Rc<Payloads> = Rc::default();

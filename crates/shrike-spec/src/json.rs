@@ -185,6 +185,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
             })?,
         },
     };
+    let read_coalesce = read_coalesce(r, protocol, &rate, io_backend)?;
     let burst_size = r.u64("burst_size")?.unwrap_or(0);
     let burst_size = u32::try_from(burst_size)
         .map_err(|_| r.must("burst_size", "must be at most 4294967295"))?;
@@ -284,6 +285,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
         rate,
         idle,
         io_backend,
+        read_coalesce,
         burst_size,
         jitter,
         max_pending_requests,
@@ -377,6 +379,36 @@ fn read_target(r: &mut Reader) -> Result<TargetSpec, SpecError> {
             }
             Ok(TargetSpec::Multi { endpoints, path, https: https.unwrap_or(false) })
         }
+    }
+}
+
+/// `read_coalesce`: only where every response is timed by the kernel's receive stamp, and
+/// where waking late delays nothing but reads. A paced worker must wake at each release; an
+/// HTTP/2 or HTTP/3 stream, or an io_uring receive, is timed by the thread's clock, which the
+/// wait would make late.
+fn read_coalesce(
+    r: &mut Reader,
+    protocol: Protocol,
+    rate: &RateSpec,
+    io_backend: IoBackend,
+) -> Result<Option<Duration>, SpecError> {
+    let Some(window) = r.duration("read_coalesce")?.filter(|d| !d.is_zero()) else {
+        return Ok(None);
+    };
+    let why = if window > Duration::from_millis(1) {
+        Some("must be at most 1ms: every response waits up to this long to be read")
+    } else if !matches!(rate, RateSpec::Max) {
+        Some("needs an unpaced run (requests_per_second max): a paced worker must wake at each release")
+    } else if protocol != Protocol::Http1 {
+        Some("works with HTTP/1.1 only: HTTP/2 and HTTP/3 responses are not timed by the kernel's receive stamps")
+    } else if io_backend != IoBackend::Epoll {
+        Some("works with io_backend epoll only: io_uring receives are not stamped")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(r.must("read_coalesce", why)),
+        None => Ok(Some(window)),
     }
 }
 
@@ -810,6 +842,7 @@ fn write(s: &RunSpec) -> Value {
         "stages": stages,
         "sequencer_idle_strategy": s.idle.name(),
         "io_backend": s.io_backend.name(),
+        "read_coalesce": s.read_coalesce.map(format_short),
         "simple_warmup": s.simple_warmup,
         "start_at": s.start_at.map(format_rfc3339),
         "shard": s.shard.map(|x| x.to_string()),

@@ -187,6 +187,9 @@ pub struct RunSpec {
     pub(crate) rate: RateSpec,
     pub(crate) idle: IdleStrategy,
     pub(crate) io_backend: IoBackend,
+    /// `read_coalesce`: an idle worker waits this long before reading what arrived, so one
+    /// wake-up reads many responses; they are timed by the kernel's receive stamps.
+    pub(crate) read_coalesce: Option<Duration>,
     pub(crate) burst_size: u32,
     pub(crate) jitter: Duration,
     pub(crate) max_pending_requests: u32,
@@ -363,6 +366,11 @@ impl RunSpec {
     }
     pub fn io_backend(&self) -> IoBackend {
         self.io_backend
+    }
+    /// How long an idle worker waits to gather responses before reading them (`None`: it
+    /// reads each as it arrives).
+    pub fn read_coalesce(&self) -> Option<Duration> {
+        self.read_coalesce
     }
     /// Requests released together (1: no bursts).
     pub fn burst(&self) -> NonZeroU32 {

@@ -16,9 +16,10 @@
 //! the end of the loop turn that queued it rather than at once: that delay (the rest of the
 //! turn) falls inside the measured latency, never outside it.
 //!
-//! Layout: `ring.rs` is the one module with `unsafe` (the kernel owns a buffer from
-//! submission to completion; the slots there keep it alive until then, even past the stream's
-//! drop); `stream.rs` is the tokio `AsyncRead`/`AsyncWrite` face.
+//! Layout: `ring.rs` holds the ring's `unsafe` (the kernel owns a buffer from submission to
+//! completion; the slots there keep it alive until then, even past the stream's drop);
+//! `stream.rs` is the tokio `AsyncRead`/`AsyncWrite` face. `stamp.rs`, the only other module
+//! with `unsafe`, gives epoll streams the kernel's receive timestamps (`--read-coalesce`).
 
 #![deny(unsafe_code)]
 
@@ -28,9 +29,11 @@ use std::rc::Rc;
 use std::task::Poll;
 
 mod ring;
+mod stamp;
 mod stream;
 
 pub use ring::Driver;
+pub use stamp::{enable_rx_timestamps, recv_stamped};
 pub use stream::UringStream;
 
 thread_local! {

@@ -41,6 +41,13 @@ pub struct ShapingArgs {
     /// result's environment names the backend used; SHRIKE_IO_BACKEND sets the default.
     #[arg(long, value_name = "epoll|io_uring")]
     pub io_backend: Option<String>,
+    /// Unpaced HTTP/1.1 on epoll only (--rps max): an idle worker waits this long (at most
+    /// 1ms; 50us is a good start) before reading what has arrived, so one wake-up reads many
+    /// responses and each costs less client CPU. Responses are still timed when they reached
+    /// the socket, by the kernel's receive timestamps; a connection's next request leaves up
+    /// to this much later.
+    #[arg(long, value_name = "DURATION")]
+    pub read_coalesce: Option<String>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
     /// Nighthawk; not in latency statistics).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -86,6 +93,7 @@ impl ShapingArgs {
         }
         p.opt("sequencer_idle_strategy", &self.sequencer_idle_strategy);
         p.opt("io_backend", &self.io_backend);
+        p.opt("read_coalesce", &self.read_coalesce);
         p.opt("simple_warmup", &self.simple_warmup);
         if let Some(s) = &self.start_at {
             let t = parse_start_at(s)?;

@@ -63,6 +63,8 @@ pub(crate) struct ConnectOptions {
     pub bind_address: Option<IpAddr>,
     /// What ALPN must agree on over TLS.
     pub protocol: Protocol,
+    /// Stamp receives with the kernel's arrival time (`--read-coalesce`).
+    pub stamp_receives: bool,
 }
 
 /// The narrow context pools and protocols work in. Single-threaded: cells, never locks.

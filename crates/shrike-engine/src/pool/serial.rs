@@ -285,7 +285,7 @@ async fn serve<P: Protocol>(
                 let x = Exchange {
                     ticket,
                     sent: io.sent.unwrap_or(ticket.released),
-                    done,
+                    done: io.arrived.unwrap_or(done),
                     status: answer.status,
                     header_bytes: answer.header_bytes,
                     body_bytes: answer.body_bytes,

@@ -107,7 +107,8 @@ impl Protocol for Http1 {
                 &traced[..]
             }
         };
-        io.sent = Some(Instant::now());
+        let sent = Instant::now();
+        io.sent = Some(sent);
         // The flush matters for TLS only (a no-op on TCP): tokio-rustls accepts plaintext into
         // rustls and may return before the socket took every record; nothing else would send
         // them while we wait to read.
@@ -135,6 +136,7 @@ impl Protocol for Http1 {
         };
         match reader.read_response(stream, head, &mut io.rx).await {
             Ok(info) => {
+                io.arrived = stream.arrived(sent);
                 // Pipelined requests went out with this one: their answers follow, in order.
                 let mut more = Vec::with_capacity(more_heads.len());
                 let mut close = info.close;
@@ -147,7 +149,7 @@ impl Protocol for Http1 {
                         status: next.status,
                         header_bytes: next.header_bytes,
                         body_bytes: next.body_bytes,
-                        done: Instant::now(),
+                        done: stream.arrived(sent).unwrap_or_else(Instant::now),
                     });
                 }
                 Ok(Answer {

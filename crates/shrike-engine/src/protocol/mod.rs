@@ -65,6 +65,9 @@ pub(crate) struct Io {
     pub sent: Option<Instant>,
     pub tx: u64,
     pub rx: u64,
+    /// When the answer's last bytes reached the socket, by the kernel's receive stamp
+    /// (`--read-coalesce`); `None` where the caller's clock read after the exchange is it.
+    pub arrived: Option<Instant>,
     /// A traced request: the protocol adds its B3 headers (HTTP/1.1; others have none).
     pub trace: Option<crate::trace::TraceIds>,
 }

@@ -1,0 +1,131 @@
+//! Receive timestamps on TCP sockets (`SO_TIMESTAMPNS`): when a response's last segment
+//! reached the socket, as the kernel saw it, however late the thread reads it.
+//!
+//! `unsafe`: `setsockopt` and `recvmsg` have no safe binding in the crates the tree already
+//! uses (rustix's ancillary messages know descriptors and credentials, not timestamps). Both
+//! calls only borrow buffers for their own duration; the control messages are walked with
+//! libc's `CMSG_*` within the length the kernel returned.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Asks the kernel to stamp every receive on `fd` with the time its data arrived
+/// (`CLOCK_REALTIME`). The kernel turns stamping on asynchronously (a static key), so the
+/// first receives after this may still come without one.
+pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: `fd` is open for the borrow; the option value outlives the call and its length
+    // is its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Room for the control messages of one receive, aligned as `cmsghdr` requires. A TCP
+/// receive carries at most the timestamp (32 bytes with its header).
+#[repr(C, align(8))]
+struct Control([u8; 64]);
+
+/// One non-blocking receive into `buf`: the bytes read, and when the newest of them reached
+/// the socket if the kernel stamped it. `WouldBlock` when nothing is there.
+pub fn recv_stamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<SystemTime>)> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut control = Control([0; 64]);
+    // SAFETY: an all-zero msghdr is valid (no name, no buffers); the fields set below point
+    // at `iov` and `control`, which outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    // SAFETY: `fd` is open for the borrow; `msg` describes writable memory that outlives the
+    // call.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the kernel set `msg_controllen` to what it wrote into `control`; CMSG_FIRSTHDR
+    // and CMSG_NXTHDR stay within it and return null past its end, and a timestamp message's
+    // data is a `timespec` (read unaligned: CMSG_DATA makes no promise).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = u64::try_from(ts.tv_sec).ok().and_then(|s| {
+                    UNIX_EPOCH
+                        .checked_add(Duration::new(s, ts.tv_nsec.clamp(0, 999_999_999) as u32))
+                });
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    /// A stamped receive returns the bytes sent and a stamp between the send and the read,
+    /// even when the read comes long after the data arrived.
+    #[test]
+    fn stamps_when_data_arrived_not_when_it_was_read() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        enable_rx_timestamps(server.as_fd()).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            recv_stamped(server.as_fd(), &mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        // Stamping is switched on asynchronously: retry until a receive carries a stamp.
+        let began = Instant::now();
+        loop {
+            let before = SystemTime::now();
+            client.write_all(b"ping").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let (n, stamp) = recv_stamped(server.as_fd(), &mut buf).unwrap();
+            let after = SystemTime::now();
+            assert_eq!(&buf[..n], b"ping");
+            if let Some(stamp) = stamp {
+                assert!(stamp >= before, "{stamp:?} before the send {before:?}");
+                // Read 50 ms after the send; the stamp is the arrival, well before the read.
+                assert!(after.duration_since(stamp).unwrap() >= Duration::from_millis(40));
+                break;
+            }
+            assert!(began.elapsed() < Duration::from_secs(5), "no receive was stamped");
+        }
+    }
+
+    #[test]
+    fn an_unstamped_socket_receives_without_a_stamp() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        client.write_all(b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut buf = [0u8; 4];
+        assert_eq!(recv_stamped(server.as_fd(), &mut buf).unwrap(), (1, None));
+    }
+}
