@@ -84,11 +84,11 @@ def h2load(url, d):
     return n, rps, cpu
 
 
-def shrike_h2(url, d, binary=SHRIKE, backend="epoll"):
-    out, cpu = timed([binary, "run", url, "--protocol", "http2", "--rps", "1000000",
+def shrike_h2(url, d, binary=SHRIKE, backend="epoll", rps="1000000", extra=()):
+    out, cpu = timed([binary, "run", url, "--protocol", "http2", "--rps", rps,
                       "--connections", str(CONNS), "--max-concurrent-streams", str(STREAMS),
                       "--max-active-requests", str(CONNS * STREAMS), "--duration", str(d),
-                      "--io-backend", backend, "--output-format", "json", "-v", "error"])
+                      "--io-backend", backend, "--output-format", "json", "-v", "error", *extra])
     n, rps, _ = shrike_numbers(out)
     return n, rps, cpu
 
@@ -140,7 +140,11 @@ def main():
                 runs = [("h2load", lambda: h2load(url, a.duration)),
                         ("shrike", lambda: shrike_h2(url, a.duration)),
                         ("shrike io_uring",
-                         lambda: shrike_h2(url, a.duration, backend="io_uring"))]
+                         lambda: shrike_h2(url, a.duration, backend="io_uring")),
+                        ("shrike max", lambda: shrike_h2(url, a.duration, rps="max")),
+                        ("shrike max coalesce 50us",
+                         lambda: shrike_h2(url, a.duration, rps="max",
+                                           extra=["--read-coalesce", "50us"]))]
                 if a.before:
                     before = ("shrike before", lambda: shrike_h2(url, a.duration, a.before))
                     runs += [before, runs[1], before]
@@ -173,7 +177,9 @@ def main():
     text = [f"## {datetime.date.today().isoformat()} — {os.cpu_count()} vCPU {cpu_model}, "
             f"Linux {platform.release()}", "",
             f"h2c, saturating closed loop, {CONNS} connections × {STREAMS} streams, "
-            f"{a.duration}s, {BODY}-byte bodies; client on CPU 0, server on CPU 1.", "",
+            f"{a.duration}s, {BODY}-byte bodies; client on CPU 0, server on CPU 1. shrike: "
+            f"`--rps 1000000`; shrike max: `--rps max`; coalesce 50us: `--rps max "
+            f"--read-coalesce 50us`.", "",
             "| target | client | req/s | client CPU µs/req | CPU/req vs h2load | req/s vs h2load |",
             "|---|---|---:|---:|---:|---:|"]
     for t in ["nginx", "shrike serve"]:

@@ -183,9 +183,9 @@ pub(crate) fn execute(
                 if let Some(window) = w_cfg.read_coalesce {
                     // Nothing is ready: wait before parking, so the park finds every response
                     // that arrived meanwhile and one wake-up reads them all, rather than a
-                    // wake-up each. Unpaced HTTP/1.1 only (the spec checks it): there a late
-                    // read delays no release, and the kernel's receive stamps time each
-                    // response as it arrived (`stamped.rs`).
+                    // wake-up each. Unpaced HTTP/1.1 and HTTP/2 on epoll only (the spec checks
+                    // it): there a late read delays no release, and the kernel's receive
+                    // stamps time each response as it arrived (`stamped.rs`).
                     rt.on_thread_park(move || std::thread::sleep(window));
                 }
                 let rt = rt.build().map_err(EngineError::Runtime);

@@ -24,18 +24,18 @@ impl StampedTcp {
         Ok(StampedTcp { stream, rx: None })
     }
 
-    /// When the bytes of the last receive arrived, on the monotonic clock, and never before
-    /// `sent` (a wall clock stepped between the stamp and now cannot move a response before
-    /// its request). `None` when that receive was unstamped (stamping is still switching on):
-    /// the caller's own clock read stands then.
-    pub fn arrived(&self, sent: Instant) -> Option<Instant> {
+    /// When the bytes of the last receive arrived, on the monotonic clock. `None` when that
+    /// receive was unstamped (stamping is still switching on): the caller's own clock read
+    /// stands then. Callers clamp it to no earlier than the request's send, so a wall clock
+    /// stepped between the stamp and now cannot move a response before its request.
+    pub fn arrival(&self) -> Option<Instant> {
         let rx = self.rx?;
         // The stamp is on the realtime clock; its age, measured on the same clock, carries it
         // to the monotonic one. A step of the wall clock between the two reads (rare; NTP
         // slews rather than steps) is bounded by the clamp.
         let (now, wall) = (Instant::now(), SystemTime::now());
         let age = wall.duration_since(rx).unwrap_or_default();
-        Some(now.checked_sub(age).map_or(sent, |t| t.max(sent)))
+        now.checked_sub(age)
     }
 }
 

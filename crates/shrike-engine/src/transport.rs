@@ -42,13 +42,13 @@ pub(crate) enum Socket {
 impl Transport {
     /// When the last bytes read arrived, by the kernel's stamp, on a stream that has them
     /// (`--read-coalesce`); `None` elsewhere, where the caller's clock read is the arrival.
-    pub fn arrived(&self, sent: Instant) -> Option<Instant> {
+    pub fn arrival(&self) -> Option<Instant> {
         let socket = match self {
             Transport::Plain(s) => s,
             Transport::Tls(t) => t.get_ref().0,
         };
         match socket {
-            Socket::Stamped(s) => s.arrived(sent),
+            Socket::Stamped(s) => s.arrival(),
             Socket::Tcp(_) | Socket::Uring(_) => None,
         }
     }

@@ -384,8 +384,8 @@ fn read_target(r: &mut Reader) -> Result<TargetSpec, SpecError> {
 
 /// `read_coalesce`: only where every response is timed by the kernel's receive stamp, and
 /// where waking late delays nothing but reads. A paced worker must wake at each release; an
-/// HTTP/2 or HTTP/3 stream, or an io_uring receive, is timed by the thread's clock, which the
-/// wait would make late.
+/// HTTP/3 stream (QUIC's own socket) or an io_uring receive is timed by the thread's clock,
+/// which the wait would make late.
 fn read_coalesce(
     r: &mut Reader,
     protocol: Protocol,
@@ -399,8 +399,8 @@ fn read_coalesce(
         Some("must be at most 1ms: every response waits up to this long to be read")
     } else if !matches!(rate, RateSpec::Max) {
         Some("needs an unpaced run (requests_per_second max): a paced worker must wake at each release")
-    } else if protocol != Protocol::Http1 {
-        Some("works with HTTP/1.1 only: HTTP/2 and HTTP/3 responses are not timed by the kernel's receive stamps")
+    } else if protocol == Protocol::Http3 {
+        Some("works with HTTP/1.1 and HTTP/2 only: HTTP/3 responses are not timed by the kernel's receive stamps")
     } else if io_backend != IoBackend::Epoll {
         Some("works with io_backend epoll only: io_uring receives are not stamped")
     } else {

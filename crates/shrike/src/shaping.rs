@@ -41,7 +41,7 @@ pub struct ShapingArgs {
     /// result's environment names the backend used; SHRIKE_IO_BACKEND sets the default.
     #[arg(long, value_name = "epoll|io_uring")]
     pub io_backend: Option<String>,
-    /// Unpaced HTTP/1.1 on epoll only (--rps max): an idle worker waits this long (at most
+    /// Unpaced HTTP/1.1 and HTTP/2 on epoll only (--rps max): an idle worker waits this long (at most
     /// 1ms; 50us is a good start) before reading what has arrived, so one wake-up reads many
     /// responses and each costs less client CPU. Responses are still timed when they reached
     /// the socket, by the kernel's receive timestamps; a connection's next request leaves up

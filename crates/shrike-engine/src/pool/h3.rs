@@ -382,5 +382,5 @@ async fn exchange(
             Err(err) => return Err(Failed { err, responded: true }),
         }
     }
-    Ok((status, header_bytes, body_bytes, origin))
+    Ok((status, header_bytes, body_bytes, origin, None))
 }

@@ -36,7 +36,9 @@ use crate::schedule::Ticket;
 use crate::trace::TraceIds;
 
 /// An answered request: status, header bytes, body bytes and the origin-latency header.
-pub(crate) type Answer = (u16, u64, u64, OriginLatency);
+/// Status, head and body sizes, the origin-latency header, and when the response's end
+/// reached the socket where the kernel stamped it (`--read-coalesce`).
+pub(crate) type Answer = (u16, u64, u64, OriginLatency, Option<Instant>);
 
 /// What one protocol brings to the shared pool.
 pub(crate) trait Mux: Sized + 'static {
@@ -415,7 +417,9 @@ async fn stream_task<M: Mux>(
             record_timeout(&pools, &ticket, (sent > started).then_some(sent));
             pools.cx.request_finished(&ticket);
         }
-        Ok(Ok((status, header_bytes, body_bytes, origin))) => {
+        Ok(Ok((status, header_bytes, body_bytes, origin, arrived))) => {
+            // Stamped by the kernel, the end is when it arrived, never before the send.
+            let done = arrived.map_or(done, |a| a.max(sent));
             let status = Some(status);
             let failed = false;
             let x =

@@ -136,7 +136,9 @@ impl Protocol for Http1 {
         };
         match reader.read_response(stream, head, &mut io.rx).await {
             Ok(info) => {
-                io.arrived = stream.arrived(sent);
+                // Stamped by the kernel, the end is when it arrived, never before the send.
+                let arrived = |s: &Transport| s.arrival().map(|a| a.max(sent));
+                io.arrived = arrived(stream);
                 // Pipelined requests went out with this one: their answers follow, in order.
                 let mut more = Vec::with_capacity(more_heads.len());
                 let mut close = info.close;
@@ -149,7 +151,7 @@ impl Protocol for Http1 {
                         status: next.status,
                         header_bytes: next.header_bytes,
                         body_bytes: next.body_bytes,
-                        done: stream.arrived(sent).unwrap_or_else(Instant::now),
+                        done: arrived(stream).unwrap_or_else(Instant::now),
                     });
                 }
                 Ok(Answer {

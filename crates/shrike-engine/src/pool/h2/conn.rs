@@ -86,9 +86,9 @@ pub(crate) enum Failure {
     Exhausted,
 }
 
-/// What a finished response carried: status, head size (HPACK-sized), body bytes and the
-/// origin-latency header.
-pub(crate) type Response = (u16, u64, u64, OriginLatency);
+/// What a finished response carried: status, head size (HPACK-sized), body bytes, the
+/// origin-latency header, and when its end reached the socket if the kernel stamped it.
+pub(crate) type Response = (u16, u64, u64, OriginLatency, Option<Instant>);
 
 /// A stream's failure, and whether its response head had arrived (the request was certainly
 /// processed).
@@ -163,6 +163,8 @@ struct Stream {
     recv_unacked: u32,
     /// Set once the stream is over; the stream's exchange takes it and removes the stream.
     outcome: Option<Result<(), Failure>>,
+    /// When the frame that completed it reached the socket (`--read-coalesce`).
+    arrived: Option<Instant>,
 }
 
 /// A response head block still arriving in CONTINUATION frames.
@@ -199,6 +201,9 @@ struct Inner {
     /// The head block being reassembled.
     block: Vec<u8>,
     latency_header: Option<HeaderName>,
+    /// When the bytes being dispatched reached the socket, by the kernel's stamp
+    /// (`--read-coalesce`); `None` elsewhere.
+    rx_at: Option<Instant>,
 }
 
 /// A connection-level protocol error: the GOAWAY code and what the server did.
@@ -244,6 +249,7 @@ impl Conn {
                 partial: None,
                 block: Vec::new(),
                 latency_header,
+                rx_at: None,
             }),
         })
     }
@@ -285,7 +291,9 @@ pub(crate) async fn exchange(
             return Poll::Ready(Err(Failure::Conn(Ended::Local)));
         };
         match s.outcome.take() {
-            Some(Ok(())) => Poll::Ready(Ok((s.status, s.header_bytes, s.body_bytes, s.origin))),
+            Some(Ok(())) => {
+                Poll::Ready(Ok((s.status, s.header_bytes, s.body_bytes, s.origin, s.arrived)))
+            }
             Some(Err(f)) => Poll::Ready(Err(f)),
             None => {
                 if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -367,6 +375,7 @@ impl Inner {
                 send_window: self.initial_send_window,
                 recv_unacked: 0,
                 outcome: None,
+                arrived: None,
             },
         );
         self.open += 1;
@@ -390,7 +399,9 @@ impl Inner {
 
     /// Ends a live stream with `outcome` and wakes its exchange.
     fn finish(&mut self, id: u32, outcome: Result<(), Failure>) {
+        let rx_at = self.rx_at;
         let Some(s) = self.streams.get_mut(&id).filter(|s| s.outcome.is_none()) else { return };
+        s.arrived = rx_at;
         // A server may answer before the request body is all sent (RFC 9113 §8.1); our side
         // of the stream is then still open, and would hold one of the server's stream slots
         // for good unless we close it.
@@ -499,4 +510,4 @@ pub(crate) fn fuzz_server_bytes(data: &[u8]) {
 #[cfg(test)]
 mod tests;
 
-pub(crate) use driver::drive;
+pub(crate) use driver::{drive, Arrival};

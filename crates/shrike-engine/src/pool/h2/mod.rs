@@ -20,7 +20,7 @@ use super::{capacity_freed, Pool, Pools};
 pub use crate::requests::h2::RequestTemplate;
 use crate::requests::Renderer;
 use crate::trace::TraceIds;
-use crate::transport;
+use crate::transport::{self, Transport};
 use conn::{Ended, Failure, Handle};
 
 mod conn;
@@ -231,6 +231,12 @@ fn judge((failure, responded): conn::StreamError) -> StreamFailure {
 struct Counted<T> {
     io: T,
     bytes: Rc<IoBytes>,
+}
+
+impl conn::Arrival for Counted<Transport> {
+    fn arrival(&self) -> Option<Instant> {
+        self.io.arrival()
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {

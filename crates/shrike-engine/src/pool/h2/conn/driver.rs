@@ -4,6 +4,7 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -62,9 +63,18 @@ impl ReadBuffer {
     }
 }
 
+/// When the bytes of a stream's last read reached its socket, where the kernel stamped them
+/// (`--read-coalesce`): a response's end is then when it arrived, not when the driver read it.
+pub(crate) trait Arrival {
+    fn arrival(&self) -> Option<Instant>;
+}
+
 /// Drives the connection until it ends: writes what streams queue, reads and dispatches the
 /// server's frames, and closes once no handle is left and no stream is open.
-pub(crate) async fn drive<T: AsyncRead + AsyncWrite + Unpin>(conn: &Rc<Conn>, mut io: T) -> Ended {
+pub(crate) async fn drive<T: AsyncRead + AsyncWrite + Arrival + Unpin>(
+    conn: &Rc<Conn>,
+    mut io: T,
+) -> Ended {
     let mut d = Driver { rd: ReadBuffer::new(), written: 0, unflushed: false, closing: None };
     let ended = poll_fn(|cx| d.poll(conn, &mut io, cx)).await;
     conn.inner.borrow_mut().end(&ended);
@@ -84,7 +94,7 @@ struct Driver {
 
 impl Driver {
     /// One poll of the driver: up to [`DRIVER_BUDGET`] rounds of writing and reading.
-    fn poll<T: AsyncRead + AsyncWrite + Unpin>(
+    fn poll<T: AsyncRead + AsyncWrite + Arrival + Unpin>(
         &mut self,
         conn: &Rc<Conn>,
         io: &mut T,
@@ -156,6 +166,7 @@ impl Driver {
                 Poll::Ready(Ok(())) => {
                     let n = b.filled().len();
                     rd.filled(n);
+                    i.rx_at = io.as_ref().get_ref().arrival();
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(io_ended(&i, &e)),
                 Poll::Pending => return Poll::Pending,
