@@ -119,11 +119,11 @@ pub(crate) fn execute(
     let mut links = links.into_iter();
     let gate =
         Arc::new(StartGate { barrier: Barrier::new(n), start: OnceLock::new(), at: cfg.start_at });
-    // Sessions are dealt to the workers in turn: session k plays on worker k mod N (a feed
-    // deals them so as it sends).
     if sessions.is_some() && cfg.read_coalesce.is_some() {
         return Err(EngineError::CoalesceScheduled);
     }
+    // Sessions are dealt to the workers in turn: session k plays on worker k mod N (a feed
+    // deals them so as it sends).
     let mut replay = None;
     let plans: Vec<Plan> = match sessions {
         None => (0..n).map(|_| Plan::Rate).collect(),
