@@ -551,8 +551,11 @@ fn the_same_server_twice_is_within_noise() {
 #[test]
 fn compare_two_running_servers_sampling_each_by_pid() {
     // Servers the user runs: --compare names their URLs, --server-pid (twice) their processes.
-    let base = Server::start(&[]);
-    let cand = Server::start(&["--config", r#"{"static_delay": "0.002s"}"#]);
+    // Both are bound by a delay, not by CPU, so their throughput holds steady while other
+    // tests load the machine: a CPU-bound baseline varied ±40% over three 0.4 s iterations on
+    // a busy CI machine, and Welch's interval took in 0 despite a 30× gap.
+    let base = Server::start(&["--config", r#"{"static_delay": "0.004s"}"#]);
+    let cand = Server::start(&["--config", r#"{"static_delay": "0.04s"}"#]);
     let (bp, cp) = (base.pid().to_string(), cand.pid().to_string());
     let out = run(
         &[
