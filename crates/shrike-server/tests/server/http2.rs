@@ -4,14 +4,12 @@
 // A panic is how these tests fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::common::{Client, TestServer};
 use bytes::Bytes;
-use common::{Client, TestServer};
 use h2::client::SendRequest;
 use http::{HeaderMap, Method, Request};
 use shrike_server::ServerConfig;

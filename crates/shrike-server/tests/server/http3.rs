@@ -10,16 +10,14 @@
 // A panic is how these tests fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{require_tool, run_tool, TestServer};
 use bytes::{Buf, Bytes};
-use common::{require_tool, run_tool, TestServer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use shrike_server::{
@@ -50,7 +48,7 @@ impl H3Server {
     /// Shuts down (bounded) and returns what `run_with_udp` reported.
     fn stop(mut self) -> ServerTotals {
         self.server.signal_shutdown();
-        self.server.join(common::IO_TIMEOUT);
+        self.server.join(crate::common::IO_TIMEOUT);
         self.server.totals.take().unwrap()
     }
 }

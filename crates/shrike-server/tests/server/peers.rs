@@ -2,12 +2,10 @@
 //! `apache2-utils`, `nghttp2-client`), over HTTP/1.1 and HTTP/2 with prior knowledge (h2c) on the
 //! same plaintext port. A missing tool fails the test, naming the package. TLS is in `tls.rs`.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::{require_tool, run_tool, TestServer};
+use crate::common::{require_tool, run_tool, TestServer};
 use shrike_server::ServerConfig;
 
 const TOOL_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,12 +1,10 @@
 //! Two-phase shutdown and the connection cap.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{Client, TestServer};
+use crate::common::{Client, TestServer};
 use shrike_server::ServerConfig;
 
 #[test]

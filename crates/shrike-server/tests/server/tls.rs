@@ -5,15 +5,13 @@
 // A panic is how these tests fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{require_tool, run_tool, run_tool_with_input, Client, TestServer};
+use crate::common::{require_tool, run_tool, run_tool_with_input, Client, TestServer};
 use shrike_server::{SelfSignedCert, ServerConfig, ServerConfigBuilder};
 
 const TOOL_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,11 +1,9 @@
 //! HTTP/1.1 wire behaviour over raw sockets: keep-alive, pipelining, request bodies, HEAD,
 //! HTTP/1.0 and the requests that must be refused.
 
-mod common;
-
 use std::time::Duration;
 
-use common::TestServer;
+use crate::common::TestServer;
 use shrike_server::ServerConfig;
 
 fn server() -> TestServer {
@@ -164,7 +162,7 @@ fn large_and_empty_bodies() {
 }
 
 fn small_cap() -> TestServer {
-    TestServer::start(common::build(
+    TestServer::start(crate::common::build(
         ServerConfig::builder().max_body_size(1000).response_body_size(10),
     ))
 }

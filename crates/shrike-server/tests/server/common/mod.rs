@@ -1,9 +1,8 @@
 //! Test harness: an in-process server on 127.0.0.1:0 running on its own runtime thread, and a
 //! blocking raw-socket HTTP/1.1 client. Every wait is bounded.
 
-// Each test binary uses a different subset of these helpers, and a panic is how a helper
-// fails the test that called it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+// A panic is how a helper fails the test that called it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -259,18 +258,6 @@ impl Client {
             Ok(_) => false,
             Err(e) => e.kind() == io::ErrorKind::ConnectionReset,
         }
-    }
-
-    /// True when nothing arrives within `wait` and the connection is still open.
-    pub fn silent_for(&mut self, wait: Duration) -> bool {
-        self.stream.set_read_timeout(Some(wait)).expect("timeout");
-        let mut byte = [0u8; 1];
-        let silent = match self.stream.read(&mut byte) {
-            Ok(_) => false,
-            Err(e) => matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
-        };
-        self.stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        silent
     }
 }
 

@@ -1,11 +1,9 @@
 //! Per-request behaviour from `x-nighthawk-test-server-config`, field by field, and the 500s
 //! that bad configurations get (after which the connection keeps working).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Client, TestServer};
+use crate::common::{Client, TestServer};
 use shrike_server::ServerConfig;
 
 fn server() -> TestServer {
