@@ -8,10 +8,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::common::{Client, TestServer};
+use crate::common::{Client, Reply, TestServer};
 use bytes::Bytes;
 use h2::client::SendRequest;
-use http::{HeaderMap, Method, Request};
+use http::{Method, Request};
 use shrike_server::ServerConfig;
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -20,34 +20,6 @@ const LIMIT: Duration = Duration::from_secs(20);
 fn block_on<F: Future>(test: F) -> F::Output {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async { tokio::time::timeout(LIMIT, test).await.expect("test timed out") })
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.headers.get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn assert_filler(&self, len: usize) {
-        assert_eq!(self.status, 200, "{}", self.text());
-        assert_eq!(self.header("content-length"), Some(len.to_string().as_str()));
-        assert_eq!(self.body.len(), len);
-        assert!(self.body.iter().all(|&b| b == b'a'), "body is not all 'a'");
-    }
 }
 
 /// One HTTP/2 connection with h2's default (64 KiB) receive windows, so any response body

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{require_tool, run_tool, TestServer};
+use crate::common::{require_tool, run_tool, Reply, TestServer};
 use bytes::{Buf, Bytes};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -59,30 +59,6 @@ struct H3Client {
     endpoint: quinn::Endpoint,
     /// Ends with the connection's closing error.
     driver: tokio::task::JoinHandle<h3::error::ConnectionError>,
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn assert_filler(&self, len: usize) {
-        assert_eq!(self.status, 200, "{}", self.text());
-        assert_eq!(self.header("content-length"), Some(len.to_string().as_str()));
-        assert_eq!(self.body.len(), len);
-        assert!(self.body.iter().all(|&b| b == b'a'), "body is not all 'a'");
-    }
 }
 
 impl H3Client {

@@ -319,3 +319,33 @@ pub fn run_tool_with_input(command: &mut Command, input: &[u8], limit: Duration)
         stderr: err.join().expect("stderr reader"),
     }
 }
+
+/// An HTTP/2 or HTTP/3 response as the protocol clients of `http2` and `http3` collect it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.headers.get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// A 200 whose body is `len` bytes of the filler `a`, with a matching content-length.
+    pub fn assert_filler(&self, len: usize) {
+        assert_eq!(self.status, 200, "{}", self.text());
+        assert_eq!(self.header("content-length"), Some(len.to_string().as_str()));
+        assert_eq!(self.body.len(), len);
+        assert!(self.body.iter().all(|&b| b == b'a'), "body is not all 'a'");
+    }
+}
