@@ -136,9 +136,12 @@ fn sampled_cpu_and_rss_agree_with_proc() {
 #[test]
 fn a_slower_candidate_shows_a_significant_drop() {
     let bin = env!("CARGO_BIN_EXE_shrike");
-    let base = format!("{bin} serve --listen 127.0.0.1:0");
-    let cand =
-        format!(r#"{bin} serve --listen 127.0.0.1:0 --config '{{"static_delay": "0.002s"}}'"#);
+    // Delay-bound, not CPU-bound, like the running servers below: a CPU-bound baseline's
+    // throughput swings too much on a busy 2-core machine for three short iterations.
+    let serve = |delay: &str| {
+        format!(r#"{bin} serve --listen 127.0.0.1:0 --config '{{"static_delay": "{delay}"}}'"#)
+    };
+    let (base, cand) = (serve("0.004s"), serve("0.04s"));
     let out = run(
         &[
             "sweep",
@@ -553,7 +556,8 @@ fn compare_two_running_servers_sampling_each_by_pid() {
     // Servers the user runs: --compare names their URLs, --server-pid (twice) their processes.
     // Both are bound by a delay, not by CPU, so their throughput holds steady while other
     // tests load the machine: a CPU-bound baseline varied ±40% over three 0.4 s iterations on
-    // a busy CI machine, and Welch's interval took in 0 despite a 30× gap.
+    // a busy CI machine, and Welch's interval took in 0 despite a 30× gap (the same holds for
+    // the servers Shrike starts, above).
     let base = Server::start(&["--config", r#"{"static_delay": "0.004s"}"#]);
     let cand = Server::start(&["--config", r#"{"static_delay": "0.04s"}"#]);
     let (bp, cp) = (base.pid().to_string(), cand.pid().to_string());
