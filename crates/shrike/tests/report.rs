@@ -555,7 +555,14 @@ fn a_capacity_search_draws_latency_against_offered_load() {
     assert!(fig["data-width"].parse::<f64>().unwrap() > 100.0);
     let text = without_scripts(&dom);
     let answer = doc["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
-    assert!(text.contains(&format!("p99&lt;=30.00ms: max {answer:.0}/s")), "{text}");
+    // On a busy CI machine the (debug) client can fall behind its schedule near the top (a CI
+    // run saw send lateness p50 1.8 ms at 250/s); the search's self-check then reports a floor
+    // rather than a maximum, and the page must say which.
+    let said = match doc["capacity"]["goals"][0]["status"].as_str() {
+        Some("generator_bound") => "at least",
+        _ => "max",
+    };
+    assert!(text.contains(&format!("p99&lt;=30.00ms: {said} {answer:.0}/s")), "{text}");
     // Reference lines: the objective and the answer.
     assert_eq!(dom.matches("class=\"ref\"").count(), 2, "{dom}");
 
