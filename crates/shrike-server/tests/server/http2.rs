@@ -8,7 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::common::{Client, Reply, TestServer};
+use crate::common::{Client, Response, TestServer};
 use bytes::Bytes;
 use h2::client::SendRequest;
 use http::{Method, Request};
@@ -41,7 +41,7 @@ impl H2 {
         method: Method,
         headers: &[(&str, &str)],
         body: Option<(Bytes, usize)>,
-    ) -> Result<Reply, h2::Error> {
+    ) -> Result<Response, h2::Error> {
         let mut request = Request::builder().method(method).uri("http://test/path?q=1");
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -64,15 +64,15 @@ impl H2 {
             body.flow_control().release_capacity(chunk.len())?;
             bytes.extend_from_slice(&chunk);
         }
-        Ok(Reply { status: parts.status.as_u16(), headers: parts.headers, body: bytes })
+        Ok(Response::from_http(parts.status, &parts.headers, bytes))
     }
 
-    async fn get(&self, headers: &[(&str, &str)]) -> Reply {
+    async fn get(&self, headers: &[(&str, &str)]) -> Response {
         self.try_request(Method::GET, headers, None).await.unwrap()
     }
 
     /// Line breaks in `json` (readable test literals) are folded into spaces.
-    async fn get_with_config(&self, json: &str) -> Reply {
+    async fn get_with_config(&self, json: &str) -> Response {
         let json = json.replace('\n', " ");
         self.get(&[("x-nighthawk-test-server-config", &json)]).await
     }

@@ -126,6 +126,15 @@ pub struct Response {
 }
 
 impl Response {
+    /// An HTTP/2 or HTTP/3 response (from the `http2` and `http3` clients), in the same form.
+    pub fn from_http(status: http::StatusCode, headers: &http::HeaderMap, body: Vec<u8>) -> Self {
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        Response { status: status.as_u16(), headers, body }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
@@ -317,35 +326,5 @@ pub fn run_tool_with_input(command: &mut Command, input: &[u8], limit: Duration)
         status,
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
-    }
-}
-
-/// An HTTP/2 or HTTP/3 response as the protocol clients of `http2` and `http3` collect it.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: http::HeaderMap,
-    pub body: Vec<u8>,
-}
-
-impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    pub fn all(&self, name: &str) -> Vec<&str> {
-        self.headers.get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// A 200 whose body is `len` bytes of the filler `a`, with a matching content-length.
-    pub fn assert_filler(&self, len: usize) {
-        assert_eq!(self.status, 200, "{}", self.text());
-        assert_eq!(self.header("content-length"), Some(len.to_string().as_str()));
-        assert_eq!(self.body.len(), len);
-        assert!(self.body.iter().all(|&b| b == b'a'), "body is not all 'a'");
     }
 }
