@@ -21,6 +21,21 @@ fn boundary(m_ms: f64, f_ms: f64, slo_ms: f64) -> f64 {
     ((slo_ms - m_ms) / f_ms).floor() / (slo_ms / 1000.0)
 }
 
+/// Scheduling on a busy machine adds to every latency the model predicts: a debug client and
+/// server sharing two cores with other tests were seen 2 ms late. At the boundary the model's
+/// latency equals the SLO exactly, so any overhead costs whole steps of `f` (10 % of the rate
+/// each for a 30 ms SLO). The answer is accepted from the boundary of a server `OVERHEAD_MS`
+/// slower, less the search's 5 % precision, up to 15 % above the exact boundary.
+const OVERHEAD_MS: f64 = 3.0;
+
+fn assert_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) {
+    let (low, high) = (boundary(m_ms + OVERHEAD_MS, f_ms, slo_ms), boundary(m_ms, f_ms, slo_ms));
+    assert!(
+        got >= 0.95 * low && got <= 1.15 * high,
+        "m={m_ms} f={f_ms} S={slo_ms}: {got}, not in [{low}·0.95, {high}·1.15]"
+    );
+}
+
 fn capacity(server: &Server, m_ms: f64, f_ms: f64, slos: &[&str], extra: &[&str]) -> Output {
     let header = format!(
         "x-nighthawk-test-server-config: {{\"concurrency_based_linear_delay\": \
@@ -50,12 +65,11 @@ fn answers_land_on_the_analytic_boundary_for_two_parameter_sets() {
         let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &["--start", start]);
         assert_eq!(out.code(), 0, "{}", out.stderr);
         let v = doc(&out);
-        let want = boundary(m, f, slo);
         // One goal: the only answer (its name is the objective, normalized).
         let answers = v["max_rps"].as_object().unwrap();
         assert_eq!(answers.len(), 1, "{answers:?}");
         let got = answers.values().next().unwrap().as_f64().unwrap();
-        assert!((got - want).abs() <= 0.15 * want, "m={m} f={f} S={slo}: {got} vs {want}");
+        assert_on_boundary(got, m, f, slo);
         let goal = &v["capacity"]["goals"][0];
         assert_eq!(goal["status"], "found");
         // The answer passed, and a full-length trial confirmed it.
@@ -80,10 +94,11 @@ fn several_goals_in_one_pass_share_trials() {
     let v = doc(&out);
     let low = v["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
     let high = v["max_rps"]["p99<=50.00ms"].as_f64().unwrap();
-    for (got, slo) in [(low, 30.0), (high, 50.0)] {
-        let want = boundary(10.0, 2.0, slo);
-        assert!((got - want).abs() <= 0.15 * want, "{slo}: {got} vs {want}");
-    }
+    // The two windows overlap a little, but neither admits the other goal's exact boundary
+    // (333/s and 400/s), so answers swapped between the goals fail.
+    assert_on_boundary(low, 10.0, 2.0, 30.0);
+    assert_on_boundary(high, 10.0, 2.0, 50.0);
+    assert!(low < high, "{low} vs {high}");
     // Every trial judged both goals.
     let trials = v["capacity"]["trials"].as_array().unwrap();
     assert!(trials.iter().all(|t| t["verdicts"].as_array().unwrap().len() == 2));
@@ -286,8 +301,7 @@ fn a_fleet_finds_the_same_boundary_as_one_machine() {
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let v = doc(&out);
     let got = v["max_rps"].as_object().unwrap().values().next().unwrap().as_f64().unwrap();
-    let want = boundary(m, f, slo);
-    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
+    assert_on_boundary(got, m, f, slo);
     // Every trial ran on both generators.
     let trials = v["capacity"]["trials"].as_array().unwrap();
     for t in trials {
