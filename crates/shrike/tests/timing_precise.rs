@@ -29,8 +29,12 @@ fn serial() -> MutexGuard<'static, ()> {
 fn a_250us_static_delay_is_honoured_below_a_millisecond() {
     let _alone = serial();
     let server = Server::start(&[]);
-    for protocol in ["http1", "http2"] {
-        let header = format!(r#"{CONFIG}: {{"static_delay": "0.000250s"}}"#);
+    // The median service time at a static delay, against the same run without one: what
+    // the delay adds. The undelayed exchange alone takes 0.2–0.45 ms on a 2-core VM (each
+    // side wakes from idle for every message, and debug builds add more on HTTP/2), so an
+    // absolute bound under 1 ms measured the machine as much as the delay.
+    let median = |protocol: &str, delay: &str| {
+        let header = format!(r#"{CONFIG}: {{"static_delay": "{delay}"}}"#);
         let v = run_json_ok(&[
             "run",
             &server.url("/"),
@@ -46,13 +50,18 @@ fn a_250us_static_delay_is_honoured_below_a_millisecond() {
             "1",
         ]);
         let g = global(&v);
-        assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}");
+        assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol} {delay}");
         let service = statistic(g, "benchmark_http_client.request_to_response");
-        let min = secs(&service["min"]);
-        let p50 = percentile_secs(service, 0.5);
+        (secs(&service["min"]), percentile_secs(service, 0.5))
+    };
+    for protocol in ["http1", "http2"] {
+        let (_, base) = median(protocol, "0s");
+        let (min, delayed) = median(protocol, "0.000250s");
         assert!(min >= 0.000250, "{protocol}: min {min}");
-        // tokio's 1 ms timer wheel would put every response at 1 ms or more.
-        assert!(p50 < 0.0008, "{protocol}: median {p50}");
+        // tokio's 1 ms timer wheel ends a 250 µs sleep at the next millisecond tick: 0.25–1.25
+        // ms later, about 0.75 ms at the median. The server's precise timer adds 0.3–0.35 ms.
+        let added = delayed - base;
+        assert!(added < 0.0006, "{protocol}: median {delayed} against {base} undelayed");
     }
 }
 
