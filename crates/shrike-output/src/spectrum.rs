@@ -14,11 +14,13 @@ const QUANTILE_DECIMALS: f64 = 1e12;
 /// of the stored histogram gives exactly the printed value and count. Twelve decimals also keep
 /// every quantile within the range any JSON parser reads back exactly.
 pub(crate) fn spectrum(stat: &Statistic) -> Vec<Percentile> {
-    let mut out: Vec<Percentile> = stat
+    // Rounding keeps the quantiles in ascending order, so the points come from one walk.
+    let rounded: Vec<f64> = stat
         .spectrum()
-        .into_iter()
-        .map(|p| stat.percentile((p.quantile * QUANTILE_DECIMALS).round() / QUANTILE_DECIMALS))
+        .iter()
+        .map(|p| (p.quantile * QUANTILE_DECIMALS).round() / QUANTILE_DECIMALS)
         .collect();
+    let mut out = stat.percentiles(&rounded);
     out.dedup_by(|a, b| a.quantile == b.quantile);
     out
 }

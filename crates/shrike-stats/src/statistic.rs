@@ -309,6 +309,19 @@ impl Statistic {
         Percentile { quantile: q, count, value }
     }
 
+    /// [`Statistic::percentile`] at each of `quantiles`, in one walk over the histogram when
+    /// they ascend (the spectrum's points do): per point, a walk each would cost a scan of
+    /// the whole histogram per point.
+    pub fn percentiles(&self, quantiles: &[f64]) -> Vec<Percentile> {
+        if self.count == 0 || self.stored.is_some() || !quantiles.is_sorted() {
+            return quantiles.iter().map(|&q| self.percentile(q)).collect();
+        }
+        let mut out: Vec<Percentile> =
+            quantiles.iter().map(|&quantile| Percentile { quantile, count: 0, value: 0 }).collect();
+        self.fill_points(&mut out);
+        out
+    }
+
     /// The HdrHistogram percentile spectrum (5 ticks per half distance, as Nighthawk and
     /// HdrHistogram's own logs use): 0, 0.1 … 0.5, 0.55 … 0.990625, 0.999023 …, 1.
     ///
@@ -710,6 +723,12 @@ mod tests {
             for p in &got {
                 assert_eq!(*p, s.percentile(p.quantile), "{} values", values.len());
             }
+            // Any ascending list, repeats included, and a descending one (walked per point).
+            let mut qs = vec![0.0, 0.0, 0.25, 0.5, 0.5, 0.9, 0.99, 0.999, 0.99999, 1.0, 1.5];
+            let alone = |qs: &[f64]| qs.iter().map(|&q| s.percentile(q)).collect::<Vec<_>>();
+            assert_eq!(s.percentiles(&qs), alone(&qs), "{} values", values.len());
+            qs.reverse();
+            assert_eq!(s.percentiles(&qs), alone(&qs), "{} values", values.len());
         }
     }
 
