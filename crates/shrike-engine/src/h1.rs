@@ -7,6 +7,7 @@
 //! client CPU per request.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::rc::Rc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -192,14 +193,20 @@ impl ResponseReader {
 
     /// Parses a head at `start`. Ok(None) means more bytes are needed.
     fn parse_head(&self, head_request: bool) -> Result<Option<Head>, ReadError> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let n = match resp.parse(&self.buf[self.start..self.end]) {
+        // Uninitialised slots: filling 96 empty headers (3 KiB of stack) for every response
+        // cost more instructions than parsing a small head (callgrind, ~380 per response).
+        let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let head = &self.buf[self.start..self.end];
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut resp,
+            head,
+            &mut headers,
+        );
+        let n = match parsed {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
-            Err(_) if looks_like_tls(&self.buf[self.start..self.end]) => {
-                return Err(ReadError::Protocol(Malformed::Tls))
-            }
+            Err(_) if looks_like_tls(head) => return Err(ReadError::Protocol(Malformed::Tls)),
             Err(httparse::Error::TooManyHeaders) => {
                 return Err(ReadError::Protocol(Malformed::TooManyHeaders))
             }
