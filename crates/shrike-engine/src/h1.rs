@@ -194,7 +194,7 @@ impl ResponseReader {
     /// Parses a head at `start`. Ok(None) means more bytes are needed.
     fn parse_head(&self, head_request: bool) -> Result<Option<Head>, ReadError> {
         // Uninitialised slots: filling 96 empty headers (3 KiB of stack) for every response
-        // cost more instructions than parsing a small head (callgrind, ~380 per response).
+        // cost more instructions than parsing a small head (callgrind: ~320 of ~6,200 per request).
         let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut []);
         let head = &self.buf[self.start..self.end];

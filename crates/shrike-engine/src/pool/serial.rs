@@ -37,7 +37,9 @@ struct Slot {
 }
 
 impl Slot {
-    /// Wakes the connection's task, if it waits; it then finds the ticket or the pool closing.
+    /// Wakes the connection's task: waiting, it then finds the ticket or the pool closing. The
+    /// waker is kept between waits (re-registering the same task clones nothing), so a task
+    /// that is mid-exchange, which only `close` can catch, gets one spurious poll.
     fn wake(&self) {
         let waiter = self.waiter.take();
         if let Some(w) = &waiter {
