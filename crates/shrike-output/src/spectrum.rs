@@ -16,9 +16,9 @@ const QUANTILE_DECIMALS: f64 = 1e12;
 pub(crate) fn spectrum(stat: &Statistic) -> Vec<Percentile> {
     // Rounding keeps the quantiles in ascending order, so the points come from one walk.
     let rounded: Vec<f64> = stat
-        .spectrum()
+        .spectrum_quantiles()
         .iter()
-        .map(|p| (p.quantile * QUANTILE_DECIMALS).round() / QUANTILE_DECIMALS)
+        .map(|q| (q * QUANTILE_DECIMALS).round() / QUANTILE_DECIMALS)
         .collect();
     let mut out = stat.percentiles(&rounded);
     out.dedup_by(|a, b| a.quantile == b.quantile);
