@@ -10,16 +10,20 @@
 //! epoll watches, and wake the same task. Closed loop at 64 connections, one turn carries
 //! about 25 requests for two system calls (an enter and an epoll_wait).
 //!
-//! Timestamps: nothing here waits to fill a batch. The thread sleeps exactly when it would on
-//! epoll (no task ready), and a completion wakes it as a readable socket would, so responses
-//! are seen, and stamped by the caller, as promptly as on epoll. A send goes to the kernel at
+//! Timestamps: by default nothing here waits to fill a batch. The thread sleeps exactly when it
+//! would on epoll (no task ready), and a completion wakes it as a readable socket would, so
+//! responses are seen, and stamped by the caller, as promptly as on epoll. Under
+//! `--read-coalesce` ([`Driver::coalesce`]) the idle thread waits in the ring for a batch
+//! ([`park`]), and a stream opened with `stamp` receives with `recvmsg` so that the kernel's
+//! receive timestamp says when each response arrived. A send goes to the kernel at
 //! the end of the loop turn that queued it rather than at once: that delay (the rest of the
 //! turn) falls inside the measured latency, never outside it.
 //!
 //! Layout: `ring.rs` holds the ring's `unsafe` (the kernel owns a buffer from submission to
 //! completion; the slots there keep it alive until then, even past the stream's drop);
 //! `stream.rs` is the tokio `AsyncRead`/`AsyncWrite` face. `stamp.rs`, the only other module
-//! with `unsafe`, gives epoll streams the kernel's receive timestamps (`--read-coalesce`).
+//! with `unsafe`, reads the kernel's receive timestamps, for epoll streams and the ring's
+//! stamped receives alike (`--read-coalesce`).
 
 #![deny(unsafe_code)]
 
@@ -33,7 +37,7 @@ mod stamp;
 mod stream;
 
 pub use ring::Driver;
-pub use stamp::{enable_rx_timestamps, recv_stamped};
+pub use stamp::{arrival_instant, enable_rx_timestamps, recv_stamped};
 pub use stream::UringStream;
 
 thread_local! {
@@ -73,6 +77,19 @@ pub fn uninstall() {
     }
 }
 
+/// The thread is about to sleep with nothing to run (`--read-coalesce`, from the runtime's
+/// park hook): waits in this thread's ring, at most `window`, for a batch of responses
+/// ([`Driver::park`]). Returns false when the thread has no ring.
+pub fn park(window: std::time::Duration) -> bool {
+    CURRENT.with(|c| match &*c.borrow() {
+        Some(d) => {
+            d.park(window);
+            true
+        }
+        None => false,
+    })
+}
+
 /// The driver task: spawn it on the driver's thread (a `LocalSet`); it runs until the runtime
 /// drops it. It is woken by the first entry a loop turn queues, and runs after the tasks that
 /// were already ready, so their entries join the submission; and by the eventfd, which the
@@ -92,7 +109,7 @@ pub async fn drive(driver: Rc<Driver>) {
             Poll::Pending => false,
         };
         if rang || driver.has_queued() {
-            driver.turn();
+            driver.turn(rang || driver.collects_eagerly());
         }
         Poll::Pending
     })

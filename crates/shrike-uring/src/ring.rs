@@ -11,11 +11,14 @@ use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, SystemTime};
 
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{opcode, squeue, IoUring};
 use tokio::io::unix::AsyncFd;
 use tokio::io::ReadBuf;
+
+use crate::stamp::{stamp_of, Control};
 
 /// Submission queue entries: a turn rarely queues more than two per connection; a fuller
 /// queue is submitted early, never dropped.
@@ -48,6 +51,9 @@ pub struct Driver {
     inner: RefCell<Inner>,
     /// Entries pushed since the last submit.
     queued: Cell<bool>,
+    /// The thread waits for batches in [`Driver::park`] (`--read-coalesce`): a turn that only
+    /// submits leaves the kernel's completion work for the next wait.
+    coalescing: Cell<bool>,
     /// The driver task ([`crate::drive`]), woken when the first entry of a turn is queued.
     task: RefCell<Option<Waker>>,
     /// Rung by the kernel when completions are waiting; tokio's epoll watches it.
@@ -66,6 +72,8 @@ struct Inner {
     free: Vec<u32>,
     /// Operations submitted or queued whose completion has not arrived.
     in_flight: usize,
+    /// Of those, receives.
+    receiving: usize,
     /// Wakers to call once the borrow is released; kept for its capacity.
     wake: Vec<Waker>,
 }
@@ -84,6 +92,12 @@ struct Slot {
 #[derive(Default)]
 struct Recv {
     buf: Vec<u8>,
+    /// For a stream whose receives the kernel stamps (`--read-coalesce`): the message header
+    /// the kernel reads and writes back, boxed so that it stays put while the receive is in
+    /// flight (the slots' vector may grow meanwhile).
+    msg: Option<Box<StampedMsg>>,
+    /// The kernel's stamp on the receive whose bytes are being handed out.
+    stamp: Option<SystemTime>,
     /// Received and not yet read: `buf[start..end]`.
     start: usize,
     end: usize,
@@ -93,6 +107,25 @@ struct Recv {
     eof: bool,
     err: Option<io::Error>,
     waker: Option<Waker>,
+}
+
+/// A `recvmsg` header with its one buffer and room for the timestamp.
+struct StampedMsg {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    control: Control,
+}
+
+impl StampedMsg {
+    fn new() -> Box<StampedMsg> {
+        // SAFETY: all-zero msghdr and iovec are valid (no name, no buffers); the pointers are
+        // set before each submission.
+        Box::new(StampedMsg {
+            hdr: unsafe { std::mem::zeroed() },
+            iov: libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 },
+            control: Control([0; 64]),
+        })
+    }
 }
 
 #[derive(Default)]
@@ -137,11 +170,18 @@ impl Driver {
         // this AsyncFd owns its OwnedFd for its whole life.
         #[allow(deprecated)]
         let eventfd = AsyncFd::new(efd)?;
-        let inner =
-            Inner { ring, slots: Vec::new(), free: Vec::new(), in_flight: 0, wake: Vec::new() };
+        let inner = Inner {
+            ring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
+            receiving: 0,
+            wake: Vec::new(),
+        };
         Ok(Driver {
             inner: RefCell::new(inner),
             queued: Cell::new(false),
+            coalescing: Cell::new(false),
             task: RefCell::new(None),
             eventfd,
         })
@@ -153,6 +193,20 @@ impl Driver {
 
     pub(crate) fn has_queued(&self) -> bool {
         self.queued.get()
+    }
+
+    /// From now on the thread collects completions in batches, in [`Driver::park`] (which the
+    /// runtime's park hook must call): a turn that only submits leaves them to it, and the
+    /// eventfd rings only while the thread sleeps after a wait that found nothing.
+    pub fn coalesce(&self) {
+        self.coalescing.set(true);
+        self.inner.borrow_mut().ring.completion().disable_eventfd();
+    }
+
+    /// Whether a turn that only submits should also collect completions: always, except when
+    /// the thread collects them in batches ([`Driver::park`]).
+    pub(crate) fn collects_eagerly(&self) -> bool {
+        !self.coalescing.get()
     }
 
     /// An entry was pushed: the first of a turn schedules the driver task, which runs after
@@ -175,9 +229,13 @@ impl Driver {
 
     /// Takes over a connected socket; the returned slot names it from now on. The socket is
     /// made blocking: the ring tries each operation without blocking first and waits for
-    /// readiness itself, and a blocking socket never hands back EAGAIN to retry.
-    pub(crate) fn open(&self, sock: TcpStream) -> io::Result<u32> {
+    /// readiness itself, and a blocking socket never hands back EAGAIN to retry. `stamp`: the
+    /// kernel stamps its receives with their arrival ([`Driver::arrival`]).
+    pub(crate) fn open(&self, sock: TcpStream, stamp: bool) -> io::Result<u32> {
         sock.set_nonblocking(false)?;
+        if stamp {
+            crate::enable_rx_timestamps(std::os::fd::AsFd::as_fd(&sock))?;
+        }
         let mut inner = self.inner.borrow_mut();
         let id = match inner.free.pop() {
             Some(id) => id,
@@ -188,7 +246,11 @@ impl Driver {
                 id
             }
         };
-        inner.slots[id as usize].sock = Some(sock);
+        let slot = &mut inner.slots[id as usize];
+        slot.sock = Some(sock);
+        if stamp {
+            slot.recv.msg = Some(StampedMsg::new());
+        }
         Ok(id)
     }
 
@@ -250,7 +312,7 @@ impl Driver {
         if eager {
             // The last receive filled its buffer, so more is probably there: submit now, as a
             // read() would, instead of a loop turn per 32 KiB of a large body.
-            self.turn();
+            self.turn(true);
             let mut inner = self.inner.borrow_mut();
             let r = &mut inner.slots[id as usize].recv;
             if let Some(p) = r.take_into(dst) {
@@ -259,6 +321,13 @@ impl Driver {
             }
         }
         Poll::Pending
+    }
+
+    /// When the bytes last handed out by a read reached the socket, by the kernel's stamp; `None`
+    /// for an unstamped stream, or a receive the kernel did not stamp (stamping switches on
+    /// asynchronously after `open`).
+    pub(crate) fn arrival(&self, id: u32) -> Option<SystemTime> {
+        self.inner.borrow().slots[id as usize].recv.stamp
     }
 
     /// Accepts the bytes (copies them) and queues their send; an error of an earlier send is
@@ -319,13 +388,14 @@ impl Driver {
         Poll::Ready(shut_write(slot.sock.as_ref()))
     }
 
-    /// One turn: submit what is queued, run the completion work the kernel deferred to us,
-    /// and hand out every completion (waking the tasks they concern).
-    pub(crate) fn turn(&self) {
+    /// One turn: submit what is queued, run the completion work the kernel deferred to us
+    /// (unless `collect` is false), and hand out every completion (waking the tasks they
+    /// concern).
+    pub(crate) fn turn(&self, collect: bool) {
         let mut wake = {
             let mut inner = self.inner.borrow_mut();
             self.queued.set(false);
-            inner.enter();
+            inner.enter_with(if collect { ENTER_GETEVENTS } else { 0 });
             inner.reap();
             std::mem::take(&mut inner.wake)
         };
@@ -339,6 +409,47 @@ impl Driver {
         let mut inner = self.inner.borrow_mut();
         if inner.wake.capacity() < wake.capacity() {
             inner.wake = wake;
+        }
+    }
+
+    /// The thread has nothing to run (`--read-coalesce`, from the runtime's park hook): wait
+    /// in the ring until every receive in flight has completed or `window` has passed,
+    /// whichever is first, so that one wake-up and one turn handle a batch of responses (the
+    /// kernel's receive stamps time each as it arrived). Waiting on once nothing more can
+    /// arrive would only delay the next requests.
+    ///
+    /// The eventfd stays switched off while the thread works, so completions do not ring it
+    /// one by one and keep the driver task ready (the thread would then never park, only poll
+    /// epoll). When the wait collects anything, the eventfd is rung once, tokio's park returns
+    /// at once and the driver task reaps the batch. When it collects nothing, the eventfd is
+    /// switched on before tokio parks, so a later completion wakes the thread.
+    pub fn park(&self, window: Duration) {
+        let Ok(mut inner) = self.inner.try_borrow_mut() else { return };
+        inner.ring.completion().disable_eventfd();
+        // The kernel counts completions already in the queue (sends, which complete as they
+        // are submitted) towards the wait.
+        let want = inner.receiving + inner.ring.completion().len();
+        if inner.receiving > 0 {
+            let nanos = u32::try_from(window.as_nanos()).unwrap_or(u32::MAX).min(999_999_999);
+            let ts = Timespec::new().nsec(nanos);
+            let args = SubmitArgs::new().timespec(&ts);
+            // A timeout (ETIME) or an interruption only ends the wait early; whatever has
+            // completed is reaped either way.
+            let _ = inner.ring.submitter().submit_with_args(want, &args);
+        }
+        let mut ready = !inner.ring.completion().is_empty();
+        if !ready {
+            inner.ring.completion().enable_eventfd();
+            // The kernel rings the eventfd only for the first completion work queued after
+            // the last run of it. Work queued while the eventfd was off rang nothing, and while
+            // it is pending, later work will not ring it either: the thread would sleep
+            // through every response. So run it now; from here on, new work rings.
+            inner.enter();
+            ready = !inner.ring.completion().is_empty();
+        }
+        drop(inner);
+        if ready {
+            let _ = rustix::io::write(self.eventfd.get_ref(), &1u64.to_ne_bytes());
         }
     }
 
@@ -366,6 +477,7 @@ impl Driver {
         for slot in &mut inner.slots {
             if slot.recv.in_flight {
                 std::mem::forget(std::mem::take(&mut slot.recv.buf));
+                std::mem::forget(slot.recv.msg.take());
             }
             if slot.send.in_flight {
                 std::mem::forget(std::mem::take(&mut slot.send.buf));
@@ -445,15 +557,32 @@ impl Inner {
         let r = &mut slot.recv;
         r.start = 0;
         r.end = 0;
-        let len = u32::try_from(r.buf.len()).unwrap_or(u32::MAX);
-        let entry = opcode::Recv::new(Fd(sock.as_raw_fd()), r.buf.as_mut_ptr(), len)
-            .ioprio(if poll_first { RECVSEND_POLL_FIRST } else { 0 })
-            .build()
-            .user_data(user_data(id, RECV));
+        let fd = Fd(sock.as_raw_fd());
+        let ioprio = if poll_first { RECVSEND_POLL_FIRST } else { 0 };
+        let entry = match r.msg.as_deref_mut() {
+            None => {
+                let len = u32::try_from(r.buf.len()).unwrap_or(u32::MAX);
+                opcode::Recv::new(fd, r.buf.as_mut_ptr(), len).ioprio(ioprio).build()
+            }
+            Some(m) => {
+                m.iov = libc::iovec { iov_base: r.buf.as_mut_ptr().cast(), iov_len: r.buf.len() };
+                // Zeroed, so a header the kernel did not write back reads as no message.
+                m.control.0 = [0; 64];
+                m.hdr.msg_iov = &mut m.iov;
+                m.hdr.msg_iovlen = 1;
+                m.hdr.msg_control = m.control.0.as_mut_ptr().cast();
+                m.hdr.msg_controllen = m.control.0.len() as _;
+                opcode::RecvMsg::new(fd, &mut m.hdr).ioprio(ioprio).build()
+            }
+        }
+        .user_data(user_data(id, RECV));
         r.in_flight = true;
         self.in_flight += 1;
-        // SAFETY: `buf` belongs to the slot, which is neither freed nor resized while
-        // `in_flight` is set (only the completion clears it; see the module docs).
+        self.receiving += 1;
+        // SAFETY: `buf` (and a stamped receive's boxed header, vector and control buffer, which
+        // point at each other and at `buf`) belong to the slot, and are neither freed, moved
+        // nor resized while `in_flight` is set (only the completion clears it; see the module
+        // docs).
         unsafe { self.push(&entry) };
     }
 
@@ -478,13 +607,17 @@ impl Inner {
     /// Submits and runs deferred completion work, waiting for nothing. Failures (EINTR, EBUSY
     /// while the kernel flushes an overflow) are transient: the next turn tries again.
     fn enter(&mut self) {
+        self.enter_with(ENTER_GETEVENTS);
+    }
+
+    fn enter_with(&mut self, flags: u32) {
         let to_submit = self.ring.submission().len() as u32;
         // SAFETY: no argument pointer is passed; the entries were pushed under `push`'s rules.
-        let _ = unsafe { self.ring.submitter().enter::<()>(to_submit, 0, ENTER_GETEVENTS, None) };
+        let _ = unsafe { self.ring.submitter().enter::<()>(to_submit, 0, flags, None) };
     }
 
     fn reap(&mut self) {
-        let Inner { ring, slots, in_flight, wake, free } = self;
+        let Inner { ring, slots, in_flight, receiving, wake, free } = self;
         // Operations to submit again (a partial send, an interrupted receive): pushed once
         // the completion queue is released.
         let mut again: Vec<(u32, u64)> = Vec::new();
@@ -498,6 +631,7 @@ impl Inner {
             let res = cqe.result();
             *in_flight -= 1;
             if kind == RECV {
+                *receiving -= 1;
                 let r = &mut slot.recv;
                 r.in_flight = false;
                 if slot.closing {
@@ -509,6 +643,9 @@ impl Inner {
                     r.end = res as usize;
                     r.eof = res == 0;
                     r.filled = r.end == r.buf.len();
+                    // SAFETY: the completion has come, so the kernel is done with the header
+                    // and its control buffer, which it wrote up to the `msg_controllen` it set.
+                    r.stamp = r.msg.as_deref().and_then(|m| unsafe { stamp_of(&m.hdr) });
                 }
                 if let Some(w) = r.waker.take() {
                     wake.push(w);

@@ -10,7 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Asks the kernel to stamp every receive on `fd` with the time its data arrived
 /// (`CLOCK_REALTIME`). The kernel turns stamping on asynchronously (a static key), so the
@@ -38,7 +38,7 @@ pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// Room for the control messages of one receive, aligned as `cmsghdr` requires. A TCP
 /// receive carries at most the timestamp (32 bytes with its header).
 #[repr(C, align(8))]
-struct Control([u8; 64]);
+pub(crate) struct Control(pub(crate) [u8; 64]);
 
 /// One non-blocking receive into `buf`: the bytes read, and when the newest of them reached
 /// the socket if the kernel stamped it. `WouldBlock` when nothing is there.
@@ -58,12 +58,25 @@ pub fn recv_stamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Op
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `msg_control` points at `control`, which the kernel wrote up to the length it
+    // set in `msg_controllen`.
+    Ok((n as usize, unsafe { stamp_of(&msg) }))
+}
+
+/// The receive timestamp among `msg`'s control messages, if the kernel put one there.
+///
+/// # Safety
+/// `msg_control` must point at readable memory of at least `msg_controllen` bytes, aligned
+/// as `cmsghdr`, that the kernel wrote control messages into (or that is zeroed).
+pub(crate) unsafe fn stamp_of(msg: &libc::msghdr) -> Option<SystemTime> {
     let mut stamp = None;
-    // SAFETY: the kernel set `msg_controllen` to what it wrote into `control`; CMSG_FIRSTHDR
-    // and CMSG_NXTHDR stay within it and return null past its end, and a timestamp message's
-    // data is a `timespec` (read unaligned: CMSG_DATA makes no promise).
+    // SAFETY: the caller's promise; the kernel set `msg_controllen` to what it wrote into the control buffer (or it
+    // is the zeroed buffer's whole length, whose first header then has length 0);
+    // CMSG_FIRSTHDR and CMSG_NXTHDR stay within it and return null past its end or at a
+    // header shorter than a header, and a timestamp message's data is a `timespec` (read
+    // unaligned: CMSG_DATA makes no promise).
     unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
                 let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
@@ -72,10 +85,20 @@ pub fn recv_stamped(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Op
                         .checked_add(Duration::new(s, ts.tv_nsec.clamp(0, 999_999_999) as u32))
                 });
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
+            c = libc::CMSG_NXTHDR(msg, c);
         }
     }
-    Ok((n as usize, stamp))
+    stamp
+}
+
+/// A receive stamp (the realtime clock) on the monotonic clock: its age, measured on the
+/// realtime clock, carried back from now. A step of the wall clock between the stamp and
+/// this call (rare; NTP slews rather than steps) moves it; callers clamp the result to no
+/// earlier than the request's send.
+pub fn arrival_instant(rx: SystemTime) -> Option<Instant> {
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    let age = wall.duration_since(rx).unwrap_or_default();
+    now.checked_sub(age)
 }
 
 #[cfg(test)]
@@ -84,7 +107,6 @@ mod tests {
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
-    use std::time::Instant;
 
     /// A stamped receive returns the bytes sent and a stamp between the send and the read,
     /// even when the read comes long after the data arrived.

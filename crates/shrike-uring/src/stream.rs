@@ -6,6 +6,7 @@ use std::net::TcpStream;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -23,9 +24,16 @@ pub struct UringStream {
 
 impl UringStream {
     /// Moves a connected socket onto `driver` (this thread's, from [`crate::install`]).
-    pub fn new(driver: Rc<Driver>, sock: TcpStream) -> io::Result<UringStream> {
-        let id = driver.open(sock)?;
+    /// `stamp`: the kernel stamps each receive with its arrival ([`UringStream::arrival`]).
+    pub fn new(driver: Rc<Driver>, sock: TcpStream, stamp: bool) -> io::Result<UringStream> {
+        let id = driver.open(sock, stamp)?;
         Ok(UringStream { driver, id })
+    }
+
+    /// When the bytes of the last read arrived, on the monotonic clock, for a stream opened
+    /// with `stamp`; `None` when the receive was unstamped (the caller's clock read stands).
+    pub fn arrival(&self) -> Option<Instant> {
+        self.driver.arrival(self.id).and_then(crate::arrival_instant)
     }
 
     fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {

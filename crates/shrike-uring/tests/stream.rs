@@ -34,7 +34,7 @@ fn peer<T: Send + 'static>(
 
 fn connect(listener: &TcpListener) -> UringStream {
     let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    UringStream::new(shrike_uring::current().unwrap(), sock).unwrap()
+    UringStream::new(shrike_uring::current().unwrap(), sock, false).unwrap()
 }
 
 #[test]
