@@ -183,10 +183,16 @@ pub(crate) fn execute(
                 if let Some(window) = w_cfg.read_coalesce {
                     // Nothing is ready: wait before parking, so the park finds every response
                     // that arrived meanwhile and one wake-up reads them all, rather than a
-                    // wake-up each. Unpaced HTTP/1.1 and HTTP/2 on epoll only (the spec checks
-                    // it): there a late read delays no release, and the kernel's receive
-                    // stamps time each response as it arrived (`stamped.rs`).
-                    rt.on_thread_park(move || std::thread::sleep(window));
+                    // wake-up each. On io_uring the wait is in the ring, and ends once every
+                    // receive in flight has completed. Unpaced HTTP/1.1 and HTTP/2 only (the
+                    // spec checks it): there a late read delays no release, and the kernel's
+                    // receive stamps time each response as it arrived (`stamped.rs`, and the
+                    // ring's stamped receives).
+                    rt.on_thread_park(move || {
+                        if !shrike_uring::park(window) {
+                            std::thread::sleep(window);
+                        }
+                    });
                 }
                 let rt = rt.build().map_err(EngineError::Runtime);
                 let rt = match rt {
@@ -203,7 +209,12 @@ pub(crate) fn execute(
                     // The ring's task submits each loop turn's sends and receives, and
                     // collects completions, in one system call (see shrike-uring).
                     match local.block_on(&rt, async { shrike_uring::install() }) {
-                        Ok(driver) => drop(local.spawn_local(shrike_uring::drive(driver))),
+                        Ok(driver) => {
+                            if w_cfg.read_coalesce.is_some() {
+                                driver.coalesce();
+                            }
+                            drop(local.spawn_local(shrike_uring::drive(driver)));
+                        }
                         Err(e) => {
                             w_stop.request(Termination::Interrupted);
                             w_gate.wait();

@@ -29,13 +29,7 @@ impl StampedTcp {
     /// stands then. Callers clamp it to no earlier than the request's send, so a wall clock
     /// stepped between the stamp and now cannot move a response before its request.
     pub fn arrival(&self) -> Option<Instant> {
-        let rx = self.rx?;
-        // The stamp is on the realtime clock; its age, measured on the same clock, carries it
-        // to the monotonic one. A step of the wall clock between the two reads (rare; NTP
-        // slews rather than steps) is bounded by the clamp.
-        let (now, wall) = (Instant::now(), SystemTime::now());
-        let age = wall.duration_since(rx).unwrap_or_default();
-        now.checked_sub(age)
+        self.rx.and_then(shrike_uring::arrival_instant)
     }
 }
 

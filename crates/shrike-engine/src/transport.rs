@@ -31,7 +31,7 @@ pub(crate) enum Transport {
 }
 
 /// A TCP connection on the run's I/O backend: tokio's epoll (with the kernel's receive
-/// timestamps under `--read-coalesce`), or the worker's io_uring.
+/// timestamps under `--read-coalesce`), or the worker's io_uring (which stamps its own).
 #[derive(Debug)]
 pub(crate) enum Socket {
     Tcp(TcpStream),
@@ -49,7 +49,8 @@ impl Transport {
         };
         match socket {
             Socket::Stamped(s) => s.arrival(),
-            Socket::Tcp(_) | Socket::Uring(_) => None,
+            Socket::Uring(s) => s.arrival(),
+            Socket::Tcp(_) => None,
         }
     }
 }
@@ -115,12 +116,12 @@ delegate_io!(Transport { Plain, Tls });
 delegate_io!(Socket { Tcp, Stamped, Uring });
 
 /// `stream` on the worker's io_uring when it has one (`--io-backend io_uring`), else on
-/// epoll, stamped when `stamp` (`--read-coalesce`).
+/// epoll; either way stamped when `stamp` (`--read-coalesce`).
 fn on_backend(stream: TcpStream, stamp: bool) -> io::Result<Socket> {
     match shrike_uring::current() {
         None if stamp => Ok(Socket::Stamped(StampedTcp::new(stream)?)),
         None => Ok(Socket::Tcp(stream)),
-        Some(driver) => Ok(Socket::Uring(UringStream::new(driver, stream.into_std()?)?)),
+        Some(driver) => Ok(Socket::Uring(UringStream::new(driver, stream.into_std()?, stamp)?)),
     }
 }
 

@@ -185,7 +185,7 @@ fn read(r: &mut Reader) -> Result<RunSpec, SpecError> {
             })?,
         },
     };
-    let read_coalesce = read_coalesce(r, protocol, &rate, io_backend)?;
+    let read_coalesce = read_coalesce(r, protocol, &rate)?;
     let burst_size = r.u64("burst_size")?.unwrap_or(0);
     let burst_size = u32::try_from(burst_size)
         .map_err(|_| r.must("burst_size", "must be at most 4294967295"))?;
@@ -382,15 +382,14 @@ fn read_target(r: &mut Reader) -> Result<TargetSpec, SpecError> {
     }
 }
 
-/// `read_coalesce`: only where every response is timed by the kernel's receive stamp, and
-/// where waking late delays nothing but reads. A paced worker must wake at each release; an
-/// HTTP/3 stream (QUIC's own socket) or an io_uring receive is timed by the thread's clock,
-/// which the wait would make late.
+/// `read_coalesce`: only where every response is timed by the kernel's receive stamp (TCP
+/// receives, on epoll or io_uring), and where waking late delays nothing but reads. A paced
+/// worker must wake at each release; an HTTP/3 stream (QUIC's own socket) is timed by the
+/// thread's clock, which the wait would make late.
 fn read_coalesce(
     r: &mut Reader,
     protocol: Protocol,
     rate: &RateSpec,
-    io_backend: IoBackend,
 ) -> Result<Option<Duration>, SpecError> {
     let Some(window) = r.duration("read_coalesce")?.filter(|d| !d.is_zero()) else {
         return Ok(None);
@@ -401,8 +400,6 @@ fn read_coalesce(
         Some("needs an unpaced run (requests_per_second max): a paced worker must wake at each release")
     } else if protocol == Protocol::Http3 {
         Some("works with HTTP/1.1 and HTTP/2 only: HTTP/3 responses are not timed by the kernel's receive stamps")
-    } else if io_backend != IoBackend::Epoll {
-        Some("works with io_backend epoll only: io_uring receives are not stamped")
     } else {
         None
     };

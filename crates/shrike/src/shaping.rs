@@ -41,11 +41,12 @@ pub struct ShapingArgs {
     /// result's environment names the backend used; SHRIKE_IO_BACKEND sets the default.
     #[arg(long, value_name = "epoll|io_uring")]
     pub io_backend: Option<String>,
-    /// Unpaced HTTP/1.1 and HTTP/2 on epoll only (--rps max): an idle worker waits this long (at most
+    /// Unpaced HTTP/1.1 and HTTP/2 only (--rps max): an idle worker waits this long (at most
     /// 1ms; 50us is a good start) before reading what has arrived, so one wake-up reads many
-    /// responses and each costs less client CPU. Responses are still timed when they reached
-    /// the socket, by the kernel's receive timestamps; a connection's next request leaves up
-    /// to this much later.
+    /// responses and each costs less client CPU. On io_uring the wait ends early once every
+    /// response in flight is in. Responses are still timed when they reached the socket, by
+    /// the kernel's receive timestamps; a connection's next request leaves up to this much
+    /// later.
     #[arg(long, value_name = "DURATION")]
     pub read_coalesce: Option<String>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
