@@ -144,7 +144,13 @@ def main():
                         ("shrike max", lambda: shrike_h2(url, a.duration, rps="max")),
                         ("shrike max coalesce 50us",
                          lambda: shrike_h2(url, a.duration, rps="max",
-                                           extra=["--read-coalesce", "50us"]))]
+                                           extra=["--read-coalesce", "50us"])),
+                        ("shrike max io_uring coalesce 50us",
+                         lambda: shrike_h2(url, a.duration, rps="max", backend="io_uring",
+                                           extra=["--read-coalesce", "50us"])),
+                        ("shrike max io_uring coalesce 100us",
+                         lambda: shrike_h2(url, a.duration, rps="max", backend="io_uring",
+                                           extra=["--read-coalesce", "100us"]))]
                 if a.before:
                     before = ("shrike before", lambda: shrike_h2(url, a.duration, a.before))
                     runs += [before, runs[1], before]
@@ -179,7 +185,7 @@ def main():
             f"h2c, saturating closed loop, {CONNS} connections × {STREAMS} streams, "
             f"{a.duration}s, {BODY}-byte bodies; client on CPU 0, server on CPU 1. shrike: "
             f"`--rps 1000000`; shrike max: `--rps max`; coalesce 50us: `--rps max "
-            f"--read-coalesce 50us`.", "",
+            f"--read-coalesce 50us` (on epoll unless it says io_uring).", "",
             "| target | client | req/s | client CPU µs/req | CPU/req vs h2load | req/s vs h2load |",
             "|---|---|---:|---:|---:|---:|"]
     for t in ["nginx", "shrike serve"]:
