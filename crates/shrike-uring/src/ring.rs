@@ -425,8 +425,12 @@ impl Driver {
     /// switched on before tokio parks, so a later completion wakes the thread.
     pub fn park(&self, window: Duration) {
         // The runtime parks between task polls, and no borrow of the ring outlives a poll, so
-        // this never fails; if it did, skipping the wait is the safe side.
-        let Ok(mut inner) = self.inner.try_borrow_mut() else { return };
+        // this does not fail. If it did, the eventfd might be off: ringing it keeps tokio from
+        // sleeping, and the driver task's turn collects whatever is there.
+        let Ok(mut inner) = self.inner.try_borrow_mut() else {
+            let _ = rustix::io::write(self.eventfd.get_ref(), &1u64.to_ne_bytes());
+            return;
+        };
         inner.ring.completion().disable_eventfd();
         // The kernel counts completions already in the queue (sends, which complete as they
         // are submitted) towards the wait.
