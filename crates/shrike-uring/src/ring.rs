@@ -428,7 +428,7 @@ impl Driver {
         // this does not fail. If it did, the eventfd might be off: ringing it keeps tokio from
         // sleeping, and the driver task's turn collects whatever is there.
         let Ok(mut inner) = self.inner.try_borrow_mut() else {
-            let _ = rustix::io::write(self.eventfd.get_ref(), &1u64.to_ne_bytes());
+            self.ring_eventfd();
             return;
         };
         inner.ring.completion().disable_eventfd();
@@ -455,8 +455,15 @@ impl Driver {
         }
         drop(inner);
         if ready {
-            let _ = rustix::io::write(self.eventfd.get_ref(), &1u64.to_ne_bytes());
+            self.ring_eventfd();
         }
+    }
+
+    /// Makes the eventfd readable, so that tokio's park returns at once and the driver task
+    /// takes a collecting turn. A failed write (the counter cannot overflow in practice) only
+    /// leaves the wake-up to the next completion.
+    fn ring_eventfd(&self) {
+        let _ = rustix::io::write(self.eventfd.get_ref(), &1u64.to_ne_bytes());
     }
 
     /// Cancels everything in flight and waits for the completions, a second at most, so no
