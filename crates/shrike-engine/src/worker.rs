@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use shrike_stats::{Counter, StatId, Stats, WorkerResult};
+use shrike_stats::{Counter, StatId, WorkerResult};
 
 use crate::config::EngineConfig;
 use crate::idle::Idle;
@@ -180,7 +180,7 @@ async fn drive<S: Schedule>(
         let mut result = WorkerResult::new(format!("worker_{index}"), wall_start);
         result.execution_duration = end.saturating_duration_since(start);
         result.sending_duration = Some(sending_end.saturating_duration_since(start));
-        result.stats = std::mem::take(&mut st.stats);
+        result.stats = st.stats.take();
         result.counters = std::mem::take(&mut st.counters);
         result.status_codes = std::mem::take(&mut st.status_codes);
         WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
@@ -292,7 +292,7 @@ async fn warmup(pools: &Rc<Pools>, request: u32) -> bool {
             true
         }
     };
-    cx.state.borrow_mut().stats = Stats::new();
+    cx.state.borrow_mut().stats.clear();
     finished
 }
 

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use shrike_spec::{Predicate, PredicateKind};
-use shrike_stats::{Counter, Counters, Stats, StatusCodes, Termination};
+use shrike_stats::{BatchedStats, Counter, Counters, StatusCodes, Termination};
 use tokio::sync::Notify;
 
 use crate::config::Protocol;
@@ -27,7 +27,7 @@ const MAX_DISTINCT_ERRORS: usize = 32;
 /// A worker's measurements and its queue. Borrowed briefly, never across an `.await`.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerState {
-    pub stats: Stats,
+    pub stats: BatchedStats,
     pub counters: Counters,
     pub status_codes: StatusCodes,
     /// Released requests waiting for a connection (bounded by `max_pending_requests`, or by

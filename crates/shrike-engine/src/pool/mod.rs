@@ -30,7 +30,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shrike_stats::{Counter, Counters, StatId, Stats};
+use shrike_stats::{BatchedStats, Counter, Counters, StatId};
 
 use crate::config::{EngineConfig, Protocol};
 use crate::protocol::http1::Http1;
@@ -378,7 +378,7 @@ pub(crate) fn record_failure(
 /// What is known of a request that got no answer: how long it queued and how late it left, if
 /// it left (`sent`). A run in which every request failed or timed out still shows its
 /// queueing and pacing.
-fn record_departure(s: &mut Stats, ticket: &Ticket, sent: Option<Instant>) {
+fn record_departure(s: &mut BatchedStats, ticket: &Ticket, sent: Option<Instant>) {
     if let Some(sent) = sent {
         s.record(StatId::QueueToConnect, nanos(sent.saturating_duration_since(ticket.released)));
         s.record(StatId::SendLateness, nanos(sent.saturating_duration_since(ticket.scheduled)));
