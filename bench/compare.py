@@ -118,19 +118,28 @@ def start_shrike_server():
     return p, f"http://{addr}/"
 
 
-def timed_run(cmd, **kw):
+def rusage_run(cmd, **kw):
     """Runs cmd pinned to the client CPU (extra subprocess.run arguments in kw, text by
-    default); returns (the completed process, cpu seconds of the client)."""
+    default); returns (the completed process, user s, system s, context switches) of the
+    client alone."""
     kw.setdefault("text", True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(["taskset", "-c", CLIENT_CPU] + cmd, capture_output=True, **kw)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    switches = (after.ru_nvcsw - before.ru_nvcsw) + (after.ru_nivcsw - before.ru_nivcsw)
+    return (out, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime,
+            switches)
+
+
+def timed_run(cmd, **kw):
+    """Runs cmd pinned to the client CPU (extra subprocess.run arguments in kw, text by
+    default); returns (the completed process, cpu seconds of the client)."""
+    out, user, system, _ = rusage_run(cmd, **kw)
     if out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode(errors="replace")
         print(f"warning: {' '.join(cmd)} exited {out.returncode}: {err.strip()[:300]}",
               file=sys.stderr)
-    return out, cpu
+    return out, user + system
 
 
 def timed(cmd):
@@ -139,9 +148,22 @@ def timed(cmd):
     return out.stdout, cpu
 
 
+def wrk_requests(stdout):
+    """The requests wrk's report says it completed."""
+    return int(re.search(r"(\d+) requests in", stdout).group(1))
+
+
+def shrike_answered(stdout):
+    """`shrike run --output-format json`'s global result and its answered requests (every
+    `benchmark.http_*` counter)."""
+    g = next(r for r in json.loads(stdout)["results"] if r["name"] == "global")
+    return g, sum(int(x["value"]) for x in g["counters"]
+                  if x["name"].startswith("benchmark.http_"))
+
+
 def run_wrk(url, c, d):
     out, cpu = timed(["wrk", "-t1", f"-c{c}", f"-d{d}s", url])
-    n = int(re.search(r"(\d+) requests in", out).group(1))
+    n = wrk_requests(out)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     return n, rps, cpu
 
@@ -157,9 +179,7 @@ def run_shrike(url, c, d, rps="1000000", binary=SHRIKE, extra=()):
     out, cpu = timed([binary, "run", url, "--rps", rps, "--connections", str(c),
                       "--duration", str(d), "--concurrency", "1", "--output-format", "json",
                       "-v", "error", *extra])
-    v = json.loads(out)
-    g = next(r for r in v["results"] if r["name"] == "global")
-    n = sum(int(x["value"]) for x in g["counters"] if x["name"].startswith("benchmark.http_"))
+    g, n = shrike_answered(out)
     dur = float(g["execution_duration"].rstrip("s"))
     return n, n / dur, cpu
 

@@ -13,37 +13,23 @@ per request and throughput. Client on CPU 0, nginx (1 worker) on CPU 1.
 Results are printed and appended as a dated Markdown table to bench/results/h1-closed-loop.md.
 """
 import argparse
-import json
-import re
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 
 import compare as C
 
 
 def run(cmd):
     """Runs cmd pinned to the client CPU; returns (stdout, user s, system s, context switches)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(["taskset", "-c", C.CLIENT_CPU] + cmd, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out, user, system, switches = C.rusage_run(cmd)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited {out.returncode}: {out.stderr.strip()[:300]}")
-    switches = (after.ru_nvcsw - before.ru_nvcsw) + (after.ru_nivcsw - before.ru_nivcsw)
-    return (out.stdout, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime,
-            switches)
-
-
-def wrk_count(stdout):
-    return int(re.search(r"(\d+) requests in", stdout).group(1))
+    return out.stdout, user, system, switches
 
 
 def shrike_count(stdout):
-    g = next(r for r in json.loads(stdout)["results"] if r["name"] == "global")
-    return sum(int(x["value"]) for x in g["counters"] if x["name"].startswith("benchmark.http_"))
+    return C.shrike_answered(stdout)[1]
 
 
 def clients(url, c, d):
@@ -51,7 +37,7 @@ def clients(url, c, d):
     shrike = [C.SHRIKE, "run", url, "--rps", "max", "--connections", str(c), "--duration", str(d),
               "--concurrency", "1", "--output-format", "json", "-v", "error"]
     return [
-        ("wrk -t1", ["wrk", "-t1", f"-c{c}", f"-d{d}s", url], wrk_count),
+        ("wrk -t1", ["wrk", "-t1", f"-c{c}", f"-d{d}s", url], C.wrk_requests),
         ("shrike, epoll", shrike + ["--io-backend", "epoll"], shrike_count),
         ("shrike, epoll, `--read-coalesce 100us`",
          shrike + ["--io-backend", "epoll", "--read-coalesce", "100us"], shrike_count),
