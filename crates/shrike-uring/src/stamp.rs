@@ -96,9 +96,30 @@ pub(crate) unsafe fn stamp_of(msg: &libc::msghdr) -> Option<SystemTime> {
 /// this call (rare; NTP slews rather than steps) moves it; callers clamp the result to no
 /// earlier than the request's send.
 pub fn arrival_instant(rx: SystemTime) -> Option<Instant> {
-    let (now, wall) = (Instant::now(), SystemTime::now());
-    let age = wall.duration_since(rx).unwrap_or_default();
-    now.checked_sub(age)
+    Clocks::read().instant_of(rx)
+}
+
+/// Both clocks, read together: what [`arrival_instant`] carries a stamp back from. One reading
+/// serves every stamp of a batch of receives (the ring's turn), where a reading per response
+/// was two of its six clock reads (`perf`: `clock_gettime` was 2.6 % of the client's CPU).
+/// The few microseconds between the reading and the batch's last stamp change nothing: the
+/// two clocks advance together, so a stamp's age is the same against either moment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clocks {
+    now: Instant,
+    wall: SystemTime,
+}
+
+impl Clocks {
+    pub(crate) fn read() -> Clocks {
+        Clocks { now: Instant::now(), wall: SystemTime::now() }
+    }
+
+    /// `rx` on the monotonic clock ([`arrival_instant`]).
+    pub(crate) fn instant_of(&self, rx: SystemTime) -> Option<Instant> {
+        let age = self.wall.duration_since(rx).unwrap_or_default();
+        self.now.checked_sub(age)
+    }
 }
 
 #[cfg(test)]
