@@ -193,6 +193,9 @@ pub(crate) fn execute(
                             std::thread::sleep(window);
                         }
                     });
+                    // One reading of both clocks per wake-up converts the batch's receive
+                    // stamps (on epoll; the ring reads its own per turn).
+                    rt.on_thread_unpark(shrike_uring::read_clocks);
                 }
                 let rt = rt.build().map_err(EngineError::Runtime);
                 let rt = match rt {

@@ -37,7 +37,7 @@ mod stamp;
 mod stream;
 
 pub use ring::Driver;
-pub use stamp::{arrival_instant, enable_rx_timestamps, recv_stamped};
+pub use stamp::{arrival_instant, enable_rx_timestamps, read_clocks, recv_stamped};
 pub use stream::UringStream;
 
 thread_local! {

@@ -8,6 +8,7 @@
 
 #![allow(unsafe_code)]
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -91,19 +92,32 @@ pub(crate) unsafe fn stamp_of(msg: &libc::msghdr) -> Option<SystemTime> {
     stamp
 }
 
-/// A receive stamp (the realtime clock) on the monotonic clock: its age, measured on the
-/// realtime clock, carried back from now. A step of the wall clock between the stamp and
-/// this call (rare; NTP slews rather than steps) moves it; callers clamp the result to no
-/// earlier than the request's send.
+/// A receive stamp (the realtime clock) on the monotonic clock: its distance from a reading of
+/// both clocks, carried over to the monotonic one. The reading is this thread's latest from
+/// [`read_clocks`], or one taken now. A step of the wall clock between the reading and the
+/// stamp (rare; NTP slews both clocks alike rather than stepping) moves the result; callers
+/// clamp it to no earlier than the request's send.
 pub fn arrival_instant(rx: SystemTime) -> Option<Instant> {
-    Clocks::read().instant_of(rx)
+    CLOCKS.get().unwrap_or_else(Clocks::read).instant_of(rx)
 }
 
-/// Both clocks, read together: what [`arrival_instant`] carries a stamp back from. One reading
-/// serves every stamp of a batch of receives (the ring's turn), where a reading per response
-/// was two of its six clock reads (`perf`: `clock_gettime` was 2.6 % of the client's CPU).
-/// The few microseconds between the reading and the batch's last stamp change nothing: the
-/// two clocks advance together, so a stamp's age is the same against either moment.
+thread_local! {
+    /// This thread's latest reading of both clocks, for [`arrival_instant`].
+    static CLOCKS: Cell<Option<Clocks>> = const { Cell::new(None) };
+}
+
+/// Reads both clocks for this thread's later stamps ([`arrival_instant`]). A worker that reads
+/// its responses late, in a batch (`--read-coalesce` on epoll), calls it each time it wakes, so
+/// that one reading serves the batch instead of two clock reads per response.
+pub fn read_clocks() {
+    CLOCKS.set(Some(Clocks::read()));
+}
+
+/// Both clocks, read together: what [`arrival_instant`] carries a stamp over from. One reading
+/// serves every stamp of a batch of receives (the ring's turn, a worker's wake-up), where a
+/// reading per response was two of its six clock reads (`perf`: `clock_gettime` was 2.6 % of
+/// the client's CPU). The two clocks advance together (NTP slews both), so a stamp's distance
+/// from the reading is the same on either clock, whether it came before the reading or after.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clocks {
     now: Instant,
@@ -117,8 +131,11 @@ impl Clocks {
 
     /// `rx` on the monotonic clock ([`arrival_instant`]).
     pub(crate) fn instant_of(&self, rx: SystemTime) -> Option<Instant> {
-        let age = self.wall.duration_since(rx).unwrap_or_default();
-        self.now.checked_sub(age)
+        match self.wall.duration_since(rx) {
+            Ok(age) => self.now.checked_sub(age),
+            // A stamp after the reading (bytes that arrived while a batch was being read).
+            Err(later) => self.now.checked_add(later.duration()),
+        }
     }
 }
 
@@ -170,5 +187,24 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         let mut buf = [0u8; 4];
         assert_eq!(recv_stamped(server.as_fd(), &mut buf).unwrap(), (1, None));
+    }
+
+    /// A reading converts stamps before it and after it alike: a worker's reading at its
+    /// wake-up serves responses that arrive while it reads the batch. Clamping the later ones
+    /// to the reading (as an age of zero) would put them up to the batch's length too early.
+    #[test]
+    fn a_reading_converts_stamps_before_and_after_it() {
+        let ms = Duration::from_millis;
+        let c = Clocks::read();
+        assert_eq!(c.instant_of(c.wall - ms(5)), Some(c.now - ms(5)));
+        assert_eq!(c.instant_of(c.wall + ms(5)), Some(c.now + ms(5)));
+        // Through the thread's reading: a stamp 30 ms after it lands 30 ms after it.
+        read_clocks();
+        let reading = Instant::now();
+        std::thread::sleep(ms(30));
+        let (stamp, now) = (SystemTime::now(), Instant::now());
+        let arrival = arrival_instant(stamp).unwrap();
+        assert!(arrival >= reading + ms(29), "{:?} after the reading", arrival - reading);
+        assert!(arrival <= now + ms(2), "{:?} past now", arrival.saturating_duration_since(now));
     }
 }
