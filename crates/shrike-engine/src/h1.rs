@@ -112,10 +112,7 @@ fn looks_like_tls(bytes: &[u8]) -> bool {
     matches!(bytes, [21 | 22, 3, ..])
 }
 
-/// A parsed response head: status, head length, framing, close, origin latency.
-type Head = (u16, usize, Framing, bool, OriginLatency);
-
-/// What a response head says, before the request's method decides its framing.
+/// What a response head says; [`Fields::framing`] adds what the request's method decides.
 #[derive(Clone, Copy, Debug)]
 struct Fields {
     status: u16,
@@ -148,6 +145,22 @@ struct LastHead {
     /// Empty until a head is remembered.
     bytes: Vec<u8>,
     fields: Option<Fields>,
+}
+
+impl Fields {
+    /// How the body is delimited, for a response to a HEAD request or not.
+    fn framing(&self, head_request: bool) -> Framing {
+        let status = self.status;
+        if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
+            Framing::Length(0)
+        } else if self.chunked {
+            Framing::Chunked
+        } else if let Some(l) = self.length {
+            Framing::Length(l)
+        } else {
+            Framing::UntilClose
+        }
+    }
 }
 
 impl LastHead {
@@ -221,17 +234,19 @@ impl ResponseReader {
         let mut received = self.buffered() > 0;
         let mut header_bytes = 0u64;
         loop {
-            let (status, head_len, framing, close, origin) = loop {
+            let fields = loop {
                 if self.end > self.start {
-                    if let Some(h) = self.parse_head(head_request)? {
+                    if let Some(h) = self.parse_head()? {
                         break h;
                     }
                 }
                 self.fill(io, rx_bytes, received, Malformed::HeadTooLarge).await?;
                 received = true;
             };
-            self.start += head_len;
-            header_bytes += head_len as u64;
+            let framing = fields.framing(head_request);
+            let Fields { status, len, close, origin, .. } = fields;
+            self.start += len;
+            header_bytes += len as u64;
             // 1xx interim responses (100 Continue, 103 Early Hints) precede the real one.
             if (100..200).contains(&status) && status != 101 {
                 continue;
@@ -246,33 +261,22 @@ impl ResponseReader {
         }
     }
 
-    /// Parses a head at `start`. Ok(None) means more bytes are needed.
-    fn parse_head(&self, head_request: bool) -> Result<Option<Head>, ReadError> {
+    /// Parses a head at `start`, or answers it from the thread's remembered head. Ok(None)
+    /// means more bytes are needed.
+    fn parse_head(&self) -> Result<Option<Fields>, ReadError> {
         let head = &self.buf[self.start..self.end];
         // The origin latency is read by name, per reader: such runs parse every head.
         let cache = self.latency_header.is_none();
-        let fields = match cache.then(|| LAST_HEAD.with_borrow(|last| last.fields_of(head))) {
-            Some(Some(fields)) => fields,
-            _ => {
-                let Some(fields) = self.parse_fields(head)? else { return Ok(None) };
-                if cache {
-                    LAST_HEAD.with_borrow_mut(|last| last.keep(&head[..fields.len], fields));
-                }
-                fields
-            }
-        };
-        let Fields { status, len, close, length, chunked, origin } = fields;
-        let framing =
-            if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
-                Framing::Length(0)
-            } else if chunked {
-                Framing::Chunked
-            } else if let Some(l) = length {
-                Framing::Length(l)
-            } else {
-                Framing::UntilClose
-            };
-        Ok(Some((status, len, framing, close, origin)))
+        let remembered =
+            if cache { LAST_HEAD.with_borrow(|last| last.fields_of(head)) } else { None };
+        if remembered.is_some() {
+            return Ok(remembered);
+        }
+        let fields = self.parse_fields(head)?;
+        if let (true, Some(f)) = (cache, fields) {
+            LAST_HEAD.with_borrow_mut(|last| last.keep(&head[..f.len], f));
+        }
+        Ok(fields)
     }
 
     /// What the head at the start of `head` says; Ok(None) means more bytes are needed.

@@ -194,7 +194,7 @@ pub(crate) fn execute(
                         }
                     });
                     // One reading of both clocks per wake-up converts the batch's receive
-                    // stamps (on epoll; the ring reads its own per turn).
+                    // stamps, on either backend.
                     rt.on_thread_unpark(shrike_uring::read_clocks);
                 }
                 let rt = rt.build().map_err(EngineError::Runtime);

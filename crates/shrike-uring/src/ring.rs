@@ -11,14 +11,14 @@ use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{opcode, squeue, IoUring};
 use tokio::io::unix::AsyncFd;
 use tokio::io::ReadBuf;
 
-use crate::stamp::{stamp_of, Clocks, Control};
+use crate::stamp::{stamp_of, Control};
 
 /// Submission queue entries: a turn rarely queues more than two per connection; a fuller
 /// queue is submitted early, never dropped.
@@ -96,9 +96,8 @@ struct Recv {
     /// the kernel reads and writes back, boxed so that it stays put while the receive is in
     /// flight (the slots' vector may grow meanwhile).
     msg: Option<Box<StampedMsg>>,
-    /// The kernel's stamp on the receive whose bytes are being handed out, on the monotonic
-    /// clock.
-    stamp: Option<Instant>,
+    /// The kernel's stamp on the receive whose bytes are being handed out.
+    stamp: Option<SystemTime>,
     /// Received and not yet read: `buf[start..end]`.
     start: usize,
     end: usize,
@@ -327,7 +326,7 @@ impl Driver {
     /// When the bytes last handed out by a read reached the socket, by the kernel's stamp; `None`
     /// for an unstamped stream, or a receive the kernel did not stamp (stamping switches on
     /// asynchronously after `open`).
-    pub(crate) fn arrival(&self, id: u32) -> Option<Instant> {
+    pub(crate) fn arrival(&self, id: u32) -> Option<SystemTime> {
         self.inner.borrow().slots[id as usize].recv.stamp
     }
 
@@ -635,9 +634,6 @@ impl Inner {
         // Operations to submit again (a partial send, an interrupted receive): pushed once
         // the completion queue is released.
         let mut again: Vec<(u32, u64)> = Vec::new();
-        // Read once, at the first stamped receive: every stamp of the turn is carried back
-        // from it.
-        let mut clocks: Option<Clocks> = None;
         for cqe in ring.completion() {
             let kind = cqe.user_data() & ((1 << KIND_BITS) - 1);
             if kind == CANCEL {
@@ -662,9 +658,7 @@ impl Inner {
                     r.filled = r.end == r.buf.len();
                     // SAFETY: the completion has come, so the kernel is done with the header
                     // and its control buffer, which it wrote up to the `msg_controllen` it set.
-                    let stamp = r.msg.as_deref().and_then(|m| unsafe { stamp_of(&m.hdr) });
-                    r.stamp =
-                        stamp.and_then(|s| clocks.get_or_insert_with(Clocks::read).instant_of(s));
+                    r.stamp = r.msg.as_deref().and_then(|m| unsafe { stamp_of(&m.hdr) });
                 }
                 if let Some(w) = r.waker.take() {
                     wake.push(w);

@@ -107,30 +107,30 @@ thread_local! {
 }
 
 /// Reads both clocks for this thread's later stamps ([`arrival_instant`]). A worker that reads
-/// its responses late, in a batch (`--read-coalesce` on epoll), calls it each time it wakes, so
-/// that one reading serves the batch instead of two clock reads per response.
+/// its responses late, in a batch (`--read-coalesce`, on either backend), calls it each time
+/// it wakes, so that one reading serves the batch instead of two clock reads per response.
 pub fn read_clocks() {
     CLOCKS.set(Some(Clocks::read()));
 }
 
 /// Both clocks, read together: what [`arrival_instant`] carries a stamp over from. One reading
-/// serves every stamp of a batch of receives (the ring's turn, a worker's wake-up), where a
-/// reading per response was two of its six clock reads (`perf`: `clock_gettime` was 2.6 % of
+/// serves every stamp of a batch of receives (a worker's wake-up), where a reading per
+/// response was two of its six clock reads (`perf`: `clock_gettime` was 2.6 % of
 /// the client's CPU). The two clocks advance together (NTP slews both), so a stamp's distance
 /// from the reading is the same on either clock, whether it came before the reading or after.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Clocks {
+struct Clocks {
     now: Instant,
     wall: SystemTime,
 }
 
 impl Clocks {
-    pub(crate) fn read() -> Clocks {
+    fn read() -> Clocks {
         Clocks { now: Instant::now(), wall: SystemTime::now() }
     }
 
     /// `rx` on the monotonic clock ([`arrival_instant`]).
-    pub(crate) fn instant_of(&self, rx: SystemTime) -> Option<Instant> {
+    fn instant_of(&self, rx: SystemTime) -> Option<Instant> {
         match self.wall.duration_since(rx) {
             Ok(age) => self.now.checked_sub(age),
             // A stamp after the reading (bytes that arrived while a batch was being read).

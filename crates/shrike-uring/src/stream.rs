@@ -33,7 +33,7 @@ impl UringStream {
     /// When the bytes of the last read arrived, on the monotonic clock, for a stream opened
     /// with `stamp`; `None` when the receive was unstamped (the caller's clock read stands).
     pub fn arrival(&self) -> Option<Instant> {
-        self.driver.arrival(self.id)
+        self.driver.arrival(self.id).and_then(crate::arrival_instant)
     }
 
     fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
