@@ -3,12 +3,12 @@
 //! finished before it; parts of one worker arrive in order (one sender per worker).
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use shrike_stats::Interval;
 
-use super::recorder::{Msg, Part};
+use super::recorder::{Msg, Part, TickStats};
 use super::{Observer, Sample, TelemetryConfig};
 
 struct Pending {
@@ -30,18 +30,23 @@ struct Collector {
     emit: u64,
     window: Option<Sample>,
     intervals: Vec<Interval>,
+    /// Per worker: where its emptied tick sets go back to.
+    returns: Vec<Sender<TickStats>>,
 }
 
-/// Runs until every worker is done; returns the stored intervals.
+/// Runs until every worker is done; returns the stored intervals. `returns` has one sender
+/// per worker, for its emptied tick sets.
 pub(crate) fn run(
     rx: Receiver<Msg>,
-    workers: usize,
+    returns: Vec<Sender<TickStats>>,
     cfg: TelemetryConfig,
     observers: Vec<Box<dyn Observer>>,
 ) -> Vec<Interval> {
+    let workers = returns.len();
     let mut c = Collector {
         cfg,
         observers,
+        returns,
         next: vec![0; workers],
         done: vec![false; workers],
         pending: BTreeMap::new(),
@@ -73,7 +78,7 @@ pub(crate) fn run(
 }
 
 impl Collector {
-    fn add(&mut self, p: Part) {
+    fn add(&mut self, mut p: Part) {
         if let Some(n) = self.next.get_mut(p.worker) {
             *n = p.index + 1;
         }
@@ -96,14 +101,19 @@ impl Collector {
         let s = &mut e.sample;
         s.counters.merge(&p.counters);
         s.status_codes.merge(&p.status_codes);
-        s.scheduled_to_response.merge(&p.scheduled_to_response);
-        s.request_to_response.merge(&p.request_to_response);
-        s.send_lateness.merge(&p.send_lateness);
+        s.scheduled_to_response.merge(&p.stats.scheduled_to_response);
+        s.request_to_response.merge(&p.stats.request_to_response);
+        s.send_lateness.merge(&p.stats.send_lateness);
         s.in_flight += p.in_flight;
         s.in_flight_max = s.in_flight;
         match p.end {
             Some(end) => e.end = e.end.max(end),
             None => e.full = true,
+        }
+        // Back to the worker for a later tick (a worker that has finished is gone: dropped).
+        if let Some(back) = self.returns.get(p.worker) {
+            p.stats.reset();
+            let _ = back.send(p.stats);
         }
     }
 
@@ -191,12 +201,18 @@ mod tests {
             index,
             counters,
             status_codes,
-            scheduled_to_response: sched,
-            request_to_response: Statistic::new(),
-            send_lateness: Statistic::new(),
+            stats: TickStats {
+                scheduled_to_response: sched,
+                request_to_response: Statistic::new(),
+                send_lateness: Statistic::new(),
+            },
             in_flight: requests,
             end: end.map(Duration::from_millis),
         }))
+    }
+
+    fn returns(workers: usize) -> (Vec<Sender<TickStats>>, Vec<mpsc::Receiver<TickStats>>) {
+        (0..workers).map(|_| mpsc::channel()).unzip()
     }
 
     /// Records what observers see: (start ms, duration ms, requests, last) per tick/interval.
@@ -245,7 +261,8 @@ mod tests {
             tick: Duration::from_millis(100),
             ticks_per_interval: NonZeroU32::new(2).unwrap(),
         };
-        let intervals = run(rx, 2, cfg, vec![Box::new(Spy(seen.clone()))]);
+        let (returns, spares) = returns(2);
+        let intervals = run(rx, returns, cfg, vec![Box::new(Spy(seen.clone()))]);
         let seen = seen.lock().unwrap();
         assert_eq!(
             seen.ticks,
@@ -264,6 +281,19 @@ mod tests {
         assert_eq!((sched.min, sched.max), (1_000, 5_000));
         assert_eq!(intervals[1].duration, Duration::from_millis(120));
         assert_eq!(intervals[1].counters.get(Counter::RqTotal), 10);
+        // Every shipped tick set went back to its own worker, emptied, for reuse: a worker
+        // never makes a new one at a boundary while these come back.
+        for (worker, parts) in [(0, 3), (1, 4)] {
+            let back: Vec<TickStats> = spares[worker].try_iter().collect();
+            assert_eq!(back.len(), parts, "worker {worker}");
+            for mut t in back {
+                let stats = [&t.scheduled_to_response, &t.request_to_response, &t.send_lateness];
+                assert!(stats.iter().all(|s| s.count() == 0), "worker {worker}: not emptied");
+                // The histogram's counts went too, not only the moments.
+                t.scheduled_to_response.record(9);
+                assert_eq!(t.scheduled_to_response.value_at_quantile(1.0), 9, "counts left");
+            }
+        }
     }
 
     #[test]
@@ -276,7 +306,7 @@ mod tests {
             tick: Duration::from_millis(100),
             ticks_per_interval: NonZeroU32::new(1).unwrap(),
         };
-        let intervals = run(rx, 2, cfg, Vec::new());
+        let intervals = run(rx, returns(2).0, cfg, Vec::new());
         assert_eq!(intervals.len(), 1);
         assert_eq!(intervals[0].duration, Duration::from_millis(50));
     }

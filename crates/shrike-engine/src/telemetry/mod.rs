@@ -79,16 +79,17 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// Nothing happened from `start` for `duration`.
+    /// Nothing happened from `start` for `duration`. Presized: the workers' parts merge into
+    /// it at once, and growing from the smallest size on each merge faulted in more pages.
     pub fn empty(start: Duration, duration: Duration) -> Sample {
         Sample {
             start,
             duration,
             counters: Counters::new(),
             status_codes: StatusCodes::new(),
-            scheduled_to_response: Statistic::new(),
-            request_to_response: Statistic::new(),
-            send_lateness: Statistic::new(),
+            scheduled_to_response: Statistic::presized(),
+            request_to_response: Statistic::presized(),
+            send_lateness: Statistic::presized(),
             in_flight: 0,
             in_flight_max: 0,
             last: false,
