@@ -25,9 +25,11 @@ fn coalesced_reads_are_timed_by_arrival_and_lose_nothing() {
         [("h1", &[]), ("h2c", &["--protocol", "http2", "--max-concurrent-streams", "1"])];
     for (what, protocol) in protocols {
         // Two connections, a 1 ms wait before reading: a round trip of the pair costs about
-        // the wait, so 1,000 requests take about 0.5 s (uncoalesced, 0.05-0.1 s in a debug
-        // build). Not all of 0.5 s: tokio also polls I/O between tasks now and then without
-        // parking, which finds responses before the wait.
+        // the wait, so 1,000 requests would take about 0.5 s (uncoalesced, 0.04-0.05 s in a
+        // debug build). Not all of 0.5 s: tokio also polls I/O between tasks now and then
+        // without parking, which finds responses before the wait. Measured on 2026-11-29,
+        // 0.25-0.35 s alone and 0.195 s once beside a compile (old and new builds alike), so
+        // the bound sits at three times the uncoalesced run, not at half the ideal.
         let mut args = vec!["run", &url, "-n", "1000", "--rps", "max", "--connections", "2"];
         args.extend(["--read-coalesce", "1ms", "-v", "error"]);
         // epoll's worker sleeps the whole wait; io_uring's stops once every response in
@@ -40,7 +42,7 @@ fn coalesced_reads_are_timed_by_arrival_and_lose_nothing() {
         assert_eq!(counter(g, "upstream_rq_total"), 1000, "{what}");
         assert_eq!(v["options"]["read_coalesce"], "1ms", "{what}");
         let took = secs(&g["execution_duration"]);
-        assert!(took >= 0.25, "{what}: the reads did not wait: 1000 requests in {took} s");
+        assert!(took >= 0.15, "{what}: the reads did not wait: 1000 requests in {took} s");
         // Every response sat in its socket for up to 1 ms before it was read. Timed by the
         // read, the median would be near that; timed by the kernel's arrival stamp it is the
         // server's own time, tens of µs.
