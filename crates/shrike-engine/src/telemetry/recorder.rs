@@ -4,10 +4,11 @@
 //!
 //! The tick's histograms are recycled, as HdrHistogram's interval recorders recycle theirs: the
 //! collector empties each shipped set and hands it back, and a boundary swaps in a returned one.
-//! A fresh set is 792 KiB of counts that must be written, and so faulted in page by page: made
-//! at each boundary, on the worker's thread, it stalled the worker for 0.3–0.8 ms four times a
-//! second whenever progress was shown, and every response that arrived meanwhile was timed late
-//! by that much.
+//! A fresh set is 792 KiB of counts that must be written. Made at each boundary, on the
+//! worker's thread (four times a second whenever progress is shown), it stalled the worker:
+//! 0.3–0.8 ms while glibc still mapped each histogram fresh and it was faulted in page by page,
+//! about 25 µs of writing once glibc's mmap threshold had adapted. Every response that arrived
+//! meanwhile was timed late by that much.
 
 use std::rc::Rc;
 use std::sync::mpsc::{Receiver, Sender};
