@@ -17,8 +17,7 @@ use crate::requests::{H1Entry, H1Request, H1Template};
 use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
 use crate::target::Scheme;
-use crate::telemetry::recorder::{Msg, TickStats};
-use crate::telemetry::{self, Link, Telemetry};
+use crate::telemetry::{self, recorder::Msg, Link, Telemetry};
 use crate::worker::{run_worker, Plan, WorkerOutput};
 
 /// What a run produced.
@@ -109,19 +108,12 @@ pub(crate) fn execute(
         Some(t) => {
             let (tx, rx) = std::sync::mpsc::channel::<Msg>();
             let tick = t.config.tick;
-            let mut returns = Vec::with_capacity(n);
-            let mut links = Vec::with_capacity(n);
-            for worker in 0..n {
-                let (back, spares) = std::sync::mpsc::channel();
-                // Two tick sets per worker, made (and faulted in) before the run: the one it
-                // records into first, and the one it swaps in at the first boundary. From
-                // then on the collector hands back each set it has merged.
-                for _ in 0..2 {
-                    let _ = back.send(TickStats::presized());
-                }
-                returns.push(back);
-                links.push(Some(Link { worker, tick, tx: tx.clone(), spares }));
-            }
+            let (links, returns): (Vec<_>, Vec<_>) = (0..n)
+                .map(|worker| {
+                    let (link, back) = Link::new(worker, tick, tx.clone());
+                    (Some(link), back)
+                })
+                .unzip();
             let collector = std::thread::Builder::new()
                 .name("shrike-telemetry".into())
                 .spawn(move || telemetry::collector::run(rx, returns, t.config, t.observers))

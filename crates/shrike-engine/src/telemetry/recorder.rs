@@ -75,10 +75,22 @@ pub(crate) struct Link {
     pub tick: Duration,
     pub tx: Sender<Msg>,
     /// Emptied tick sets handed back by the collector (the first ones made before the run).
-    pub spares: Receiver<TickStats>,
+    spares: Receiver<TickStats>,
 }
 
 impl Link {
+    /// Worker `worker`'s link, and the collector's way back to it for emptied tick sets. Two
+    /// sets are made (and faulted in) here, before the run: the one the worker records into
+    /// first, and the one it swaps in at the first boundary. From then on the collector hands
+    /// back each set it has merged.
+    pub fn new(worker: usize, tick: Duration, tx: Sender<Msg>) -> (Link, Sender<TickStats>) {
+        let (back, spares) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let _ = back.send(TickStats::presized());
+        }
+        (Link { worker, tick, tx, spares }, back)
+    }
+
     /// An empty tick set: a returned one, or (only if none is back yet) a new one.
     fn spare(&self) -> TickStats {
         self.spares.try_recv().unwrap_or_else(|_| TickStats::presized())
