@@ -28,12 +28,44 @@ fn boundary(m_ms: f64, f_ms: f64, slo_ms: f64) -> f64 {
 /// slower, less the search's 5 % precision, up to 15 % above the exact boundary.
 const OVERHEAD_MS: f64 = 3.0;
 
-fn assert_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) {
+/// Scheduling noise only ever adds latency, so it can only push an answer below its window:
+/// a search that lands low ran into a host stall or a broken search, and one run more tells
+/// them apart. An answer above the window is never noise and fails at once.
+fn rate_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) -> Result<(), String> {
     let (low, high) = (boundary(m_ms + OVERHEAD_MS, f_ms, slo_ms), boundary(m_ms, f_ms, slo_ms));
-    assert!(
-        got >= 0.95 * low && got <= 1.15 * high,
-        "m={m_ms} f={f_ms} S={slo_ms}: {got}, not in [{low}·0.95, {high}·1.15]"
-    );
+    let window = format!("m={m_ms} f={f_ms} S={slo_ms}: {got}, not in [{low}·0.95, {high}·1.15]");
+    assert!(got <= 1.15 * high, "{window}");
+    if got >= 0.95 * low {
+        Ok(())
+    } else {
+        Err(window)
+    }
+}
+
+/// The concurrency a closed loop holds: with c requests in flight each takes m + c·f, so the
+/// highest c with m + c·f ≤ S is ⌊(S − m)/f⌋. Scheduling noise of a few ms moves the answer by
+/// a connection or two, inside the tolerance; more than that lands low, as for rates.
+fn concurrency_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) -> Result<(), String> {
+    let want = ((slo_ms - m_ms) / f_ms).floor();
+    let window = format!("{got} connections, want {want} ± 15 %");
+    assert!(got <= 1.15 * want, "{window}");
+    assert_eq!(got.fract(), 0.0, "{got}");
+    if got >= 0.85 * want {
+        Ok(())
+    } else {
+        Err(window)
+    }
+}
+
+/// Runs a search and its checks, and once more if the first landed low (see
+/// `rate_on_boundary`). Landing low twice fails.
+fn search_twice_if_low(mut search: impl FnMut() -> Result<(), String>) {
+    if let Err(first) = search() {
+        eprintln!("landed low, searching once more: {first}");
+        if let Err(second) = search() {
+            panic!("landed low twice: {first}; then {second}");
+        }
+    }
 }
 
 fn capacity(server: &Server, m_ms: f64, f_ms: f64, slos: &[&str], extra: &[&str]) -> Output {
@@ -62,46 +94,57 @@ fn doc(out: &Output) -> Value {
 fn answers_land_on_the_analytic_boundary_for_two_parameter_sets() {
     let server = Server::start(&[]);
     for (m, f, slo, start) in [(10.0, 2.0, 50.0, "50"), (20.0, 4.0, 100.0, "25")] {
-        let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &["--start", start]);
-        assert_eq!(out.code(), 0, "{}", out.stderr);
-        let v = doc(&out);
-        // One goal: the only answer (its name is the objective, normalized).
-        let answers = v["max_rps"].as_object().unwrap();
-        assert_eq!(answers.len(), 1, "{answers:?}");
-        let got = answers.values().next().unwrap().as_f64().unwrap();
-        assert_on_boundary(got, m, f, slo);
-        let goal = &v["capacity"]["goals"][0];
-        assert_eq!(goal["status"], "found");
-        // The answer passed, and a full-length trial confirmed it.
-        let trials = v["capacity"]["trials"].as_array().unwrap();
-        let confirmed = trials.iter().any(|t| {
-            t["confirmation"] == true
-                && t["level"].as_f64() == Some(got)
-                && t["verdicts"][0] == "pass"
-        });
-        assert!(confirmed, "{goal}");
-        // Every trial carries its full result.
-        assert!(trials.iter().all(|t| t["result"]["results"].is_array()));
-        assert!(goal["trials_at_answer"].as_u64().unwrap() >= 2, "{goal}");
+        search_twice_if_low(|| answer_lands_on_the_boundary(&server, m, f, slo, start));
     }
+}
+
+fn answer_lands_on_the_boundary(
+    server: &Server,
+    m: f64,
+    f: f64,
+    slo: f64,
+    start: &str,
+) -> Result<(), String> {
+    let out = capacity(server, m, f, &[&format!("p99<={slo}ms")], &["--start", start]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = doc(&out);
+    // One goal: the only answer (its name is the objective, normalized).
+    let answers = v["max_rps"].as_object().unwrap();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let got = answers.values().next().unwrap().as_f64().unwrap();
+    rate_on_boundary(got, m, f, slo)?;
+    let goal = &v["capacity"]["goals"][0];
+    assert_eq!(goal["status"], "found");
+    // The answer passed, and a full-length trial confirmed it.
+    let trials = v["capacity"]["trials"].as_array().unwrap();
+    let confirmed = trials.iter().any(|t| {
+        t["confirmation"] == true && t["level"].as_f64() == Some(got) && t["verdicts"][0] == "pass"
+    });
+    assert!(confirmed, "{goal}");
+    // Every trial carries its full result.
+    assert!(trials.iter().all(|t| t["result"]["results"].is_array()));
+    assert!(goal["trials_at_answer"].as_u64().unwrap() >= 2, "{goal}");
+    Ok(())
 }
 
 #[test]
 fn several_goals_in_one_pass_share_trials() {
     let server = Server::start(&[]);
-    let out = capacity(&server, 10.0, 2.0, &["p99<=30ms", "p99<=50ms"], &["--start", "50"]);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    let v = doc(&out);
-    let low = v["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
-    let high = v["max_rps"]["p99<=50.00ms"].as_f64().unwrap();
-    // The two windows overlap a little, but neither admits the other goal's exact boundary
-    // (333/s and 400/s), so answers swapped between the goals fail.
-    assert_on_boundary(low, 10.0, 2.0, 30.0);
-    assert_on_boundary(high, 10.0, 2.0, 50.0);
-    assert!(low < high, "{low} vs {high}");
-    // Every trial judged both goals.
-    let trials = v["capacity"]["trials"].as_array().unwrap();
-    assert!(trials.iter().all(|t| t["verdicts"].as_array().unwrap().len() == 2));
+    search_twice_if_low(|| {
+        let out = capacity(&server, 10.0, 2.0, &["p99<=30ms", "p99<=50ms"], &["--start", "50"]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let v = doc(&out);
+        let low = v["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
+        let high = v["max_rps"]["p99<=50.00ms"].as_f64().unwrap();
+        // Every trial judged both goals.
+        let trials = v["capacity"]["trials"].as_array().unwrap();
+        assert!(trials.iter().all(|t| t["verdicts"].as_array().unwrap().len() == 2));
+        assert!(low < high, "{low} vs {high}");
+        // The two windows overlap a little, but neither admits the other goal's exact
+        // boundary (333/s and 400/s), so answers swapped between the goals fail.
+        rate_on_boundary(low, 10.0, 2.0, 30.0)?;
+        rate_on_boundary(high, 10.0, 2.0, 50.0)
+    });
 }
 
 #[test]
@@ -220,20 +263,17 @@ fn ctrl_c_writes_the_trials_so_far_marked_incomplete() {
 #[test]
 fn concurrency_search_finds_the_connections_the_slo_allows() {
     // Closed loop, unpaced: with c connections the server holds c requests, so each takes
-    // m + c·f; the highest c with m + c·f ≤ S is ⌊(S − m)/f⌋.
-    // 2 ms a connection: scheduling noise of a few ms on a busy machine moves the answer by
-    // a connection or two, well inside the tolerance.
+    // m + c·f (see `concurrency_on_boundary`).
     let server = Server::start(&[]);
     let (m, f, slo) = (10.0, 2.0, 50.0);
-    let out =
-        capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--concurrency", "1"]);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    let v = doc(&out);
-    let got = v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
-    let want = ((slo - m) / f).floor();
-    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
-    assert_eq!(got.fract(), 0.0);
-    assert_eq!(v["capacity"]["search"], "concurrency");
+    let extra = ["--search", "concurrency", "--concurrency", "1"];
+    search_twice_if_low(|| {
+        let out = capacity(&server, m, f, &["p99<=50ms"], &extra);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let v = doc(&out);
+        assert_eq!(v["capacity"]["search"], "concurrency");
+        concurrency_on_boundary(v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap(), m, f, slo)
+    });
 }
 
 #[test]
@@ -244,18 +284,18 @@ fn over_http2_the_concurrency_searched_is_requests_in_flight() {
     // in-flight budget) at every level and fail from the first trial.
     let server = Server::start(&[]);
     let (m, f, slo) = (10.0, 2.0, 50.0);
-    let out = capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--h2"]);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    let v = doc(&out);
-    let got = v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
-    let want = ((slo - m) / f).floor();
-    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
-    assert_eq!(v["capacity"]["unit"], "active requests");
-    for t in v["capacity"]["trials"].as_array().unwrap() {
-        let options = &t["result"]["options"];
-        assert_eq!(options["max_active_requests"].as_f64(), t["level"].as_f64(), "{options}");
-    }
-    assert!(out.stderr.contains("active requests for"), "{}", out.stderr);
+    search_twice_if_low(|| {
+        let out = capacity(&server, m, f, &["p99<=50ms"], &["--search", "concurrency", "--h2"]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let v = doc(&out);
+        assert_eq!(v["capacity"]["unit"], "active requests");
+        for t in v["capacity"]["trials"].as_array().unwrap() {
+            let options = &t["result"]["options"];
+            assert_eq!(options["max_active_requests"].as_f64(), t["level"].as_f64(), "{options}");
+        }
+        assert!(out.stderr.contains("active requests for"), "{}", out.stderr);
+        concurrency_on_boundary(v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap(), m, f, slo)
+    });
 }
 
 /// Kills the generators when the test ends, however it ends.
@@ -295,30 +335,32 @@ fn a_fleet_finds_the_same_boundary_as_one_machine() {
         .collect();
     let fleet = services.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
     let (m, f, slo) = (10.0, 2.0, 50.0);
-    let extra = ["--start", "50", "--remote", &fleet, "--remote-start-delay", "300ms"];
-    let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &extra);
     let _stop = Stop(services);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    let v = doc(&out);
-    let got = v["max_rps"].as_object().unwrap().values().next().unwrap().as_f64().unwrap();
-    assert_on_boundary(got, m, f, slo);
-    // Every trial ran on both generators.
-    let trials = v["capacity"]["trials"].as_array().unwrap();
-    for t in trials {
-        let names: Vec<&str> = t["result"]["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names.len(), 3, "{names:?}");
-    }
+    let extra = ["--start", "50", "--remote", &fleet, "--remote-start-delay", "300ms"];
+    search_twice_if_low(|| {
+        let out = capacity(&server, m, f, &[&format!("p99<={slo}ms")], &extra);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let v = doc(&out);
+        // Every trial ran on both generators.
+        for t in v["capacity"]["trials"].as_array().unwrap() {
+            let names: Vec<&str> = t["result"]["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names.len(), 3, "{names:?}");
+        }
+        let got = v["max_rps"].as_object().unwrap().values().next().unwrap().as_f64().unwrap();
+        rate_on_boundary(got, m, f, slo)
+    });
     // A concurrency search too: the generators share each trial's connections, so the fleet
     // holds the level and lands on the same ⌊(S − m)/f⌋.
     let extra = ["--search", "concurrency", "--remote", &fleet, "--remote-start-delay", "300ms"];
-    let out = capacity(&server, m, f, &["p99<=50ms"], &extra);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    let got = doc(&out)["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
-    let want = ((slo - m) / f).floor();
-    assert!((got - want).abs() <= 0.15 * want, "{got} vs {want}");
+    search_twice_if_low(|| {
+        let out = capacity(&server, m, f, &["p99<=50ms"], &extra);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let got = doc(&out)["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap();
+        concurrency_on_boundary(got, m, f, slo)
+    });
 }
