@@ -43,11 +43,12 @@ fn rate_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) -> Result<(), S
 }
 
 /// The concurrency a closed loop holds: with c requests in flight each takes m + c·f, so the
-/// highest c with m + c·f ≤ S is ⌊(S − m)/f⌋. Scheduling noise of a few ms moves the answer by
-/// a connection or two, inside the tolerance; more than that lands low, as for rates.
+/// highest c with m + c·f ≤ S is ⌊(S − m)/f⌋ (connections over HTTP/1.1, streams over HTTP/2).
+/// Scheduling noise of a few ms moves the answer by one or two, inside the tolerance; more
+/// than that lands low, as for rates.
 fn concurrency_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) -> Result<(), String> {
     let want = ((slo_ms - m_ms) / f_ms).floor();
-    let window = format!("{got} connections, want {want} ± 15 %");
+    let window = format!("{got} in flight, want {want} ± 15 %");
     assert!(got <= 1.15 * want, "{window}");
     assert_eq!(got.fract(), 0.0, "{got}");
     if got >= 0.85 * want {
