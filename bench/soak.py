@@ -169,7 +169,7 @@ def main():
     if not os.path.exists(md):
         with open(md, "w") as f:
             f.write("# Soak: RSS and open files of `shrike serve` and two clients under a steady load\n"
-                    "\nMade by `bench/soak.py`; the test suite's `tests/soak.rs` checks the same property in 16 s.\n")
+                    "\nMade by `bench/soak.py`; the test suite's `tests/integration/soak.rs` checks the same property in 16 s.\n")
     with open(md, "a") as f:
         f.write(text)
     sys.exit(0 if flat_all else 1)

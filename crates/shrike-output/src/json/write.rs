@@ -2,7 +2,7 @@
 //! fields serialize in declaration order: they are declared in the order Nighthawk writes them
 //! (`options`, `results`, `version`, `timestamp`; a statistic's `count` before its `id`; a
 //! result's `execution_duration` before its `execution_start`), checked against Nighthawk's own
-//! file by `tests/json_shape.rs`. Shrike's additions follow Nighthawk's fields.
+//! file by `tests/output/json_shape.rs`. Shrike's additions follow Nighthawk's fields.
 
 use std::io;
 

@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,8 +19,15 @@ pub struct Tcpdump {
 
 impl Tcpdump {
     /// Captures `filter` on `interface` (`lo`, or `any` for Linux cooked capture) into `path`,
-    /// returning once tcpdump says it is listening.
+    /// returning once a packet sent after tcpdump said it listens has reached the file.
+    ///
+    /// "listening on" alone is not enough: on a busy machine the first packets after it were
+    /// seen missing from `any` captures. So the filter also takes UDP datagrams to a socket of
+    /// this process, sent until one is in the file (importers skip them: they carry no TCP).
     pub fn start(interface: &str, filter: &str, path: &Path) -> Tcpdump {
+        let probe = UdpSocket::bind("127.0.0.1:0").expect("bind the probe socket");
+        let probe_port = probe.local_addr().unwrap().port();
+        let filter = format!("({filter}) or (udp dst port {probe_port})");
         assert!(
             Path::new(TCPDUMP).exists(),
             "tcpdump is not installed: install Debian's tcpdump package (.ci/run does)"
@@ -29,7 +37,7 @@ impl Tcpdump {
             // and the ones still waiting at SIGINT are never written.
             .args(["-i", interface, "--immediate-mode", "-U", "-s", "0", "-w"])
             .arg(path)
-            .arg(filter)
+            .arg(&filter)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -51,6 +59,14 @@ impl Tcpdump {
         }
         // Keep draining its stderr so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in err.lines() {});
+        // A pcap file is a 24-byte header until the first packet is written.
+        let sender = UdpSocket::bind("127.0.0.1:0").expect("bind the probe sender");
+        let written = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len()) > 24;
+        while !written(path) {
+            assert!(Instant::now() < deadline, "tcpdump wrote no packet within 10 s");
+            sender.send_to(b"shrike capture probe", ("127.0.0.1", probe_port)).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
         Tcpdump { child, path: path.to_path_buf() }
     }
 

@@ -7,10 +7,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-#[path = "h2_wire.rs"]
-mod h2_wire;
-use h2_wire::{frame, ACK, END_HEADERS, END_STREAM};
-pub use h2_wire::{DATA, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS};
+use crate::support::h2_wire::{frame, ACK, END_HEADERS, END_STREAM};
+pub use crate::support::h2_wire::{DATA, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 

@@ -1,5 +1,5 @@
 //! A server that misbehaves on purpose, for the client's hardening tests
-//! (`tests/hostile_peers.rs`). Each [`Case`] is one way a peer can break HTTP/1.1 ([`H1`]) or
+//! (`tests/integration/hostile_peers.rs`). Each [`Case`] is one way a peer can break HTTP/1.1 ([`H1`]) or
 //! HTTP/2 ([`H2`], prior-knowledge h2c with frames written by hand, so the fixture can break
 //! rules a server library would not let it break). It listens on 127.0.0.1:0 on a thread of
 //! its own (one current-thread runtime, a task per connection), tallies what it did, and stops

@@ -32,9 +32,7 @@ pub enum H2 {
     EndlessContinuation,
 }
 
-#[path = "../h2_wire.rs"]
-mod h2_wire;
-use h2_wire::{
+use crate::support::h2_wire::{
     frame, ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, RST_STREAM,
     SETTINGS,
 };

@@ -1,0 +1,243 @@
+//! Real loopback traffic captured with tcpdump, imported with `shrike jobs import`, and
+//! replayed with `shrike replay`: the jobs hold exactly what was sent, on as many connections,
+//! with the gaps it was sent with; the replay reproduces it at nginx (its access log says what
+//! arrived on which connection, and when), at the captured speed and at twice it. Cooked
+//! (`-i any`) and pcapng captures import the same.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use crate::support::capture;
+use crate::support::nginx;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::*;
+use capture::Tcpdump;
+use nginx::{Listen, Nginx};
+use shrike_jobs::{Job, JobReader};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Reads one HTTP/1.1 response with a content-length body from `s`.
+fn read_response(s: &mut TcpStream) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+}
+
+/// The traffic: a keep-alive session (GET, then 300 ms later a POST with a body), a
+/// one-request connection, and a pipelined pair.
+fn send_traffic(addr: &str) {
+    let mut a = TcpStream::connect(addr).unwrap();
+    a.write_all(b"GET /a HTTP/1.1\r\nhost: shop\r\n\r\n").unwrap();
+    read_response(&mut a);
+    std::thread::sleep(Duration::from_millis(300));
+    a.write_all(b"POST /upload HTTP/1.1\r\nhost: shop\r\ncontent-length: 5\r\n\r\nhello").unwrap();
+    read_response(&mut a);
+    drop(a);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut b = TcpStream::connect(addr).unwrap();
+    b.write_all(b"GET /c HTTP/1.1\r\nhost: shop\r\nconnection: close\r\n\r\n").unwrap();
+    read_response(&mut b);
+    drop(b);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /p1 HTTP/1.1\r\nhost: shop\r\n\r\nGET /p2 HTTP/1.1\r\nhost: shop\r\n\r\n")
+        .unwrap();
+    read_response(&mut c);
+    read_response(&mut c);
+}
+
+fn capture(dir: &Path, interface: &str) -> PathBuf {
+    let server = Server::start(&[]);
+    let port = server.addr.rsplit(':').next().unwrap().to_string();
+    let dump = Tcpdump::start(
+        interface,
+        &format!("tcp port {port}"),
+        &dir.join(format!("{interface}.pcap")),
+    );
+    send_traffic(&server.addr);
+    dump.stop()
+}
+
+fn import(capture: &Path, out: &Path) -> Output {
+    run(&["jobs", "import", capture.to_str().unwrap(), "-o", out.to_str().unwrap()], LIMIT)
+}
+
+fn jobs(path: &Path) -> Vec<Job> {
+    JobReader::open(path).unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+/// Each job's requests as "METHOD PATH" plus body bytes.
+fn shape(jobs: &[Job]) -> Vec<Vec<(String, usize)>> {
+    jobs.iter()
+        .map(|j| {
+            j.requests
+                .iter()
+                .map(|r| {
+                    let d = r.body.data();
+                    let head = d.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let line =
+                        String::from_utf8_lossy(&d[..d.iter().position(|&b| b == b'\r').unwrap()]);
+                    let mut it = line.split(' ');
+                    (format!("{} {}", it.next().unwrap(), it.next().unwrap()), d.len() - head)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn expected() -> Vec<Vec<(String, usize)>> {
+    let r = |s: &str, n| (s.to_string(), n);
+    vec![
+        vec![r("GET /a", 0), r("POST /upload", 5)],
+        vec![r("GET /c", 0)],
+        vec![r("GET /p1", 0), r("GET /p2", 0)],
+    ]
+}
+
+#[test]
+fn a_tcpdump_capture_imports_to_what_was_sent_and_replays_it() {
+    let dir = scratch("capture-replay");
+    let pcap = capture(&dir, "lo");
+    let jobs_file = dir.join("lo.jobs");
+    let out = import(&pcap, &jobs_file);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stderr.contains("imported 3 job(s) with 5 request(s)"), "{}", out.stderr);
+    let js = jobs(&jobs_file);
+    assert_eq!(shape(&js), expected());
+    // The POST left 300 ms after the GET's answer; the connections 100 ms apart after that.
+    let gap = js[0].requests[1].at.as_secs_f64();
+    assert!((gap - 0.3).abs() < 0.05, "{gap}");
+    assert!(js[0].requests[0].body.data().starts_with(b"GET /a HTTP/1.1\r\nhost: shop\r\n"));
+
+    // Replayed to nginx, at the captured speed and at twice it.
+    for (scale, factor) in [("1", 1.0), ("2", 0.5)] {
+        let ng = Nginx::start_logged(Listen::Http1);
+        let out = run(
+            &[
+                "replay",
+                jobs_file.to_str().unwrap(),
+                "--target",
+                &format!("127.0.0.1:{}", ng.port),
+                "--time-scale",
+                scale,
+            ],
+            LIMIT,
+        );
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        let log = ng.access_log();
+        let mut conns: BTreeMap<u64, Vec<&nginx::LogEntry>> = BTreeMap::new();
+        for e in &log {
+            conns.entry(e.connection).or_default().push(e);
+        }
+        let got: Vec<Vec<String>> = conns
+            .values()
+            .map(|c| {
+                c.iter().map(|e| e.request.trim_end_matches(" HTTP/1.1").to_string()).collect()
+            })
+            .collect();
+        let want: Vec<Vec<String>> =
+            expected().iter().map(|j| j.iter().map(|(l, _)| l.clone()).collect()).collect();
+        assert_eq!(got, want, "scale {scale}");
+        let session = conns.values().next().unwrap();
+        let gap = session[1].secs - session[0].secs;
+        assert!((gap - 0.3 * factor).abs() < 0.06, "scale {scale}: gap {gap}");
+        // The POST's body arrived whole (nginx reads it at /upload, and counts it).
+        let post = log.iter().find(|e| e.request.starts_with("POST")).unwrap();
+        let replayed_post = js[0].requests[1].body.data();
+        let host_delta = format!("127.0.0.1:{}", ng.port).len() as i64 - "shop".len() as i64;
+        assert_eq!(post.request_length as i64, replayed_post.len() as i64 + host_delta);
+    }
+}
+
+#[test]
+fn cooked_and_pcapng_captures_import_the_same() {
+    let dir = scratch("capture-cooked");
+    let cooked = capture(&dir, "any");
+    let raw = std::fs::read(&cooked).unwrap();
+    // tcpdump -i any writes Linux cooked capture (v1 or v2), never Ethernet.
+    let linktype = u32::from_le_bytes([raw[20], raw[21], raw[22], raw[23]]);
+    assert!(linktype == 113 || linktype == 276, "link type {linktype}");
+    let out = import(&cooked, &dir.join("any.jobs"));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(shape(&jobs(&dir.join("any.jobs"))), expected());
+    // The same capture with its records in reverse order (time order lost entirely) imports
+    // the same.
+    let backwards = dir.join("backwards.pcap");
+    std::fs::write(&backwards, reverse_records(&raw)).unwrap();
+    let out = import(&backwards, &dir.join("backwards.jobs"));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(shape(&jobs(&dir.join("backwards.jobs"))), expected());
+    let ng = dir.join("any.pcapng");
+    std::fs::write(&ng, capture::pcap_to_pcapng(&raw)).unwrap();
+    let out = run(
+        &[
+            "jobs",
+            "import",
+            "pcapng",
+            ng.to_str().unwrap(),
+            "-o",
+            dir.join("ng.jobs.zst").to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(shape(&jobs(&dir.join("ng.jobs.zst"))), expected());
+}
+
+/// A little-endian pcap with its records in reverse order.
+fn reverse_records(pcap: &[u8]) -> Vec<u8> {
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        let caplen =
+            u32::from_le_bytes([pcap[at + 8], pcap[at + 9], pcap[at + 10], pcap[at + 11]]) as usize;
+        records.push(&pcap[at..at + 16 + caplen]);
+        at += 16 + caplen;
+    }
+    let mut out = pcap[..24].to_vec();
+    for r in records.iter().rev() {
+        out.extend_from_slice(r);
+    }
+    out
+}
+
+#[test]
+fn bad_captures_and_flags_are_clear() {
+    let dir = scratch("capture-bad");
+    let not = dir.join("notes.txt");
+    std::fs::write(&not, "hello").unwrap();
+    let out = import(&not, &dir.join("x.jobs"));
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("not a pcap, pcapng or HAR file"), "{}", out.stderr);
+    let out = run(&["jobs", "import", "/nonexistent.pcap", "-o", "/tmp/x.jobs"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("/nonexistent.pcap"), "{}", out.stderr);
+    let out = run(
+        &["jobs", "import", not.to_str().unwrap(), "-o", "/tmp/x.jobs", "--protocol", "smtp"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 2);
+    // A capture of traffic on another port: readable, but nothing to import.
+    let server = Server::start(&[]);
+    let dump = Tcpdump::start("lo", "tcp port 1", &dir.join("empty.pcap"));
+    send_traffic(&server.addr);
+    let empty = dump.stop();
+    let out = import(&empty, &dir.join("empty.jobs"));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("nothing to import"), "{}", out.stderr);
+}

@@ -1,0 +1,64 @@
+//! Client options beyond the protocol: address family and HTTP/1.1 connection reuse.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use crate::support::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn connections_used(server: &Server, strategy: &str) -> u64 {
+    let url = server.url("/");
+    let out = run(
+        &[
+            "run",
+            &url,
+            "--experimental-h1-connection-reuse-strategy",
+            strategy,
+            "--connections",
+            "4",
+            "--rps",
+            "40",
+            "--duration",
+            "1",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    assert_eq!(v["options"]["experimental_h1_connection_reuse_strategy"], strategy);
+    let g = global(&v).clone();
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 40);
+    counter(&g, "upstream_cx_total")
+}
+
+#[test]
+fn h1_reuse_strategy_mru_keeps_one_connection_hot_lru_rotates() {
+    // 40 rps against a fast server: each request finishes long before the next is due, so
+    // most-recently-used reuse needs one connection (two if a stall on a loaded machine makes
+    // requests overlap) and least-recently-used cycles all four regardless.
+    let server = Server::start(&[]);
+    let mru = connections_used(&server, "mru");
+    assert!(mru <= 2, "mru opened {mru} connections");
+    assert_eq!(connections_used(&server, "lru"), 4);
+}
+
+#[test]
+fn address_family_selects_addresses() {
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    let out =
+        run(&["run", &url, "--address-family", "v4", "--rps", "10", "--duration", "1"], LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let out = run(&["run", &url, "--address-family", "v6", "--duration", "1"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("no IPv6 addresses"), "{}", out.stderr);
+    let out = run(&["run", &url, "--address-family", "v5"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--address-family"), "{}", out.stderr);
+    let out = run(&["run", &url, "--experimental-h1-connection-reuse-strategy", "fifo"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("mru or lru"), "{}", out.stderr);
+}

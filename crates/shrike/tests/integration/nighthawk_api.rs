@@ -1,0 +1,168 @@
+//! Nighthawk's gRPC API as `shrike service` serves it and `shrike run --nighthawk-service`
+//! speaks it: a Python grpcio client generated from the protos, a round trip against a local
+//! run, refusals by name, and `--listener-address-file`. `.ci/run` installs grpcio and
+//! grpcio-tools from PyPI.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A service allowed to load loopback.
+fn service(extra: &[&str]) -> Service {
+    Service::start(&[&["--allow-target", "127.0.0.0/8"], extra].concat())
+}
+
+#[test]
+fn a_python_client_runs_a_test_through_execution_stream() {
+    let target = Server::start(&[]);
+    let service = service(&[]);
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/nighthawk");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/nighthawk_client.py");
+    let client = Command::new("python3")
+        .args([script, proto, &service.addr, &target.url("/")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let out = wait_limited(client, Duration::from_secs(90));
+    assert_eq!(out.code(), 0, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    for line in
+        ["run:", "unsupported:", "failed run:", "nighthawk.client.NighthawkService", "all ok"]
+    {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+}
+
+/// The same paced run here and through the service: the same request count (a paced run of
+/// 1 worker at 200/s for 2 s plans exactly 400), and the remote result keeps its exact
+/// histograms through Nighthawk's Output.
+#[test]
+fn a_run_through_the_service_counts_as_a_local_one() {
+    let target = Server::start(&[]);
+    let service = service(&[]);
+    let url = target.url("/");
+    let args = ["run", &url, "--rps", "200", "--duration", "2", "--connections", "4"];
+    let local = run_json_ok(&args);
+    let remote = run_json_ok(&[&args[..], &["--nighthawk-service", &service.uri()]].concat());
+    for doc in [&local, &remote] {
+        assert_eq!(counter(global(doc), "upstream_rq_total"), 400, "{doc}");
+        assert_eq!(counter(global(doc), "benchmark.http_2xx"), 400, "{doc}");
+    }
+    let latency = statistic(global(&remote), "benchmark_http_client.request_to_response");
+    assert_eq!(latency["count"], "400");
+    assert!(latency["shrike_histogram"].as_str().is_some_and(|h| !h.is_empty()), "{latency}");
+    // How the run ended travels in Shrike's extension.
+    assert_eq!(remote["shrike"]["termination"]["kind"], local["shrike"]["termination"]["kind"]);
+    assert_eq!(remote["options"]["requests_per_second"], 200);
+}
+
+#[test]
+fn refusals_name_the_option() {
+    let target = Server::start(&[]);
+    let service = service(&["--max-rps", "500"]);
+    let url = target.url("/");
+    // An option Nighthawk's API has no field for: refused before anything is sent.
+    let out = run(
+        &["run", &url, "-n", "10", "--nighthawk-service", &service.uri()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("total_requests"), "{}", out.stderr);
+    // The service's own limits answer as error_detail; the client reports them as refusals.
+    let out = run(
+        &["run", &url, "--rps", "900", "--duration", "1", "--nighthawk-service", &service.uri()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("max-rps") || out.stderr.contains("rps"), "{}", out.stderr);
+    // Outside the allowlist.
+    let out = run(
+        &["run", "http://192.0.2.1:9/", "--nighthawk-service", &service.uri(), "--duration", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("allowlist"), "{}", out.stderr);
+    // A trace collector is a host the service would reach: the allowlist covers it too.
+    let zipkin = "zipkin://192.0.2.1:9411/api/v2/spans";
+    let out = run(
+        &["run", &url, "--duration", "1", "--trace", zipkin, "--nighthawk-service", &service.uri()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("trace 192.0.2.1:9411"), "{}", out.stderr);
+}
+
+#[test]
+fn the_listener_address_file_names_the_bound_port() {
+    let dir = scratch("listener-address");
+    let file = dir.join("addr");
+    let service = service(&["--listener-address-file", file.to_str().unwrap()]);
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written.trim(), service.addr);
+}
+
+/// The counters of a 1 s run at 200/s against a server that holds each response 50 ms (about
+/// 10 requests in flight), with `extra` flags.
+fn connections_for(url: &str, extra: &[&str], counter_name: &str) -> u64 {
+    let mut args = vec![
+        "run",
+        url,
+        "--rps",
+        "200",
+        "--duration",
+        "1",
+        "--request-header",
+        r#"x-nighthawk-test-server-config: {"static_delay": "50ms"}"#,
+    ];
+    args.extend(extra);
+    counter(global(&run_json_ok(&args)), counter_name)
+}
+
+/// Nighthawk's deprecated flag means one stream per HTTP/2 connection: the requests in flight
+/// need as many connections. Without it, one connection carries them all.
+#[test]
+fn h2_use_multiple_connections_opens_a_connection_per_stream() {
+    let target = Server::start(&[]);
+    let url = target.url("/");
+    let h2 = ["-p", "http2"];
+    assert_eq!(connections_for(&url, &h2, "upstream_cx_http2_total"), 1);
+    let many = ["-p", "http2", "--experimental-h2-use-multiple-connections"];
+    assert!(connections_for(&url, &many, "upstream_cx_http2_total") >= 5);
+}
+
+/// `--http3-protocol-options`' max_concurrent_streams limits streams per QUIC connection.
+#[test]
+fn http3_protocol_options_limit_streams_per_connection() {
+    let server = TlsServer::start(&["--tls", "--http3"]);
+    let url = server.url();
+    let h3 = ["-p", "http3", "--tls-ca", &server.ca];
+    assert_eq!(connections_for(&url, &h3, "upstream_cx_http3_total"), 1);
+    let opts =
+        "{quic_protocol_options:{max_concurrent_streams:1,initial_stream_window_size:65536}}";
+    let limited = ["-p", "http3", "--tls-ca", &server.ca, "--http3-protocol-options", opts];
+    assert!(connections_for(&url, &limited, "upstream_cx_http3_total") >= 5);
+}
+
+#[test]
+fn the_nighthawk_api_needs_the_services_token() {
+    let target = Server::start(&[]);
+    let service = Service::start_with(
+        shrike()
+            .args(["service", "--listen", "127.0.0.1:0", "--allow-target", "127.0.0.0/8"])
+            .args(["--token-env", "SHRIKE_NH_TOKEN"])
+            .env("SHRIKE_NH_TOKEN", "nh-secret"),
+    );
+    let url = target.url("/");
+    let base = ["run", &url, "--duration", "1", "--nighthawk-service"];
+    let out = run(&[&base[..], &[&service.uri()]].concat(), Duration::from_secs(30));
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("Unauthenticated"), "{}", out.stderr);
+    let token = scratch("nh-token").join("token");
+    std::fs::write(&token, "nh-secret\n").unwrap();
+    let token = token.to_str().unwrap();
+    let v = run_json_ok(&[&base[..], &[&service.uri(), "--remote-token-file", token]].concat());
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 5);
+}

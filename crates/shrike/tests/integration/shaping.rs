@@ -1,0 +1,356 @@
+//! Load shaping through the real binary: bursts, stages and ramps, sub-1 rps, the unpaced
+//! closed loop, idle strategies, warm-up, scheduled start, request timeouts, the source
+//! address, and Google's published Nighthawk commands run verbatim.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use crate::support::nginx;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::support::{counter, global, percentile_secs, run, run_json_ok, statistic, Server};
+use nginx::{Listen, Nginx};
+
+/// Splits sorted times into groups separated by gaps larger than `gap` seconds.
+fn clusters(times: &[f64], gap: f64) -> Vec<Vec<f64>> {
+    let mut out: Vec<Vec<f64>> = Vec::new();
+    for &t in times {
+        match out.last_mut() {
+            Some(c) if t - c[c.len() - 1] <= gap => c.push(t),
+            _ => out.push(vec![t]),
+        }
+    }
+    out
+}
+
+#[test]
+fn bursts_release_in_groups_of_the_burst_size() {
+    let nginx = Nginx::start_logged(Listen::Http1);
+    let url = nginx.url("http", "127.0.0.1", "/file");
+    // 20 rps in bursts of 5: a group every 250 ms, at 0, .25, .5, .75, 1.0 s.
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--rps",
+        "20",
+        "--burst-size",
+        "5",
+        "--duration",
+        "1.1",
+        "--connections",
+        "5",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 25);
+    let mut times: Vec<f64> = nginx.access_log().iter().map(|e| e.secs).collect();
+    times.sort_by(f64::total_cmp);
+    let groups = clusters(&times, 0.1);
+    let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![5; 5], "arrival times {times:?}");
+    // The groups are a period apart (250 ms ± scheduling noise).
+    for w in groups.windows(2) {
+        let gap = w[1][0] - w[0][0];
+        assert!((0.2..0.3).contains(&gap), "group gap {gap}s");
+    }
+}
+
+#[test]
+fn stages_produce_the_planned_per_stage_counts() {
+    let nginx = Nginx::start_logged(Listen::Http1);
+    let url = nginx.url("http", "127.0.0.1", "/file");
+    // 0→100 rps over 1 s plans 50 requests; a step to 200 held for 0.5 s plans 100; then 0.
+    let v = run_json_ok(&["run", &url, "--stages", "1s:100,0s:200,500ms:200,0s:0"]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 150);
+    assert_eq!(v["options"]["stages"], "1s:100,0s:200,500ms:200,0s:0");
+    assert_eq!(
+        crate::support::secs(&g["execution_duration"]).round(),
+        2.0,
+        "the run lasts the stages"
+    );
+    let mut times: Vec<f64> = nginx.access_log().iter().map(|e| e.secs).collect();
+    times.sort_by(f64::total_cmp);
+    let t0 = times[0];
+    let in_ramp = times.iter().filter(|t| **t - t0 < 1.0).count();
+    // The ramp's releases thin out towards its start, so the boundary is sharp at 1 s; allow
+    // a few for scheduling noise around it.
+    assert!((46..=54).contains(&in_ramp), "{in_ramp} requests in the ramp stage");
+    // Inside the ramp the rate grows: the second half holds three times the first.
+    let first = times.iter().filter(|t| **t - t0 < 0.5).count();
+    assert!((9..=16).contains(&first), "{first} requests in the first half second");
+}
+
+#[test]
+fn ramp_duration_ramps_then_holds() {
+    let server = Server::start(&[]);
+    // 0→40 over 1 s (20 requests), then 40 rps for 0.5 s (20 more).
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "40",
+        "--ramp-duration",
+        "1s",
+        "--duration",
+        "1.5",
+    ]);
+    let n = counter(global(&v), "benchmark.http_2xx");
+    assert_eq!(n, 40, "ramp plus hold");
+    assert_eq!(v["options"]["ramp_duration"], "1s");
+}
+
+#[test]
+fn sub_one_rps_and_fractional_rates() {
+    let server = Server::start(&[]);
+    // 0.5 rps for 4.5 s: releases at 0, 2 and 4 s.
+    let v = run_json_ok(&["run", &server.url("/"), "--rps", "0.5", "--duration", "4.5"]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 3);
+    // 2.5 rps × 2 workers for 2 s: 10.
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "2.5",
+        "--concurrency",
+        "2",
+        "--duration",
+        "2",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 10);
+}
+
+#[test]
+fn unpaced_closed_loop_measures_service_time_where_an_unreachable_rate_degrades() {
+    // 4 connections to a server that takes 20 ms per request: at most ~200 rps.
+    let server = Server::start(&["--static-delay", "20ms"]);
+    let url = server.url("/");
+    let max = run_json_ok(&["run", &url, "--rps", "max", "--connections", "4", "--duration", "1"]);
+    let g = global(&max);
+    let n = counter(g, "benchmark.http_2xx");
+    assert!((150..=204).contains(&n), "{n} requests: 4 connections × ~50/s");
+    assert_eq!(max["options"]["requests_per_second"], "max");
+    let sched = percentile_secs(statistic(g, "benchmark_http_client.scheduled_to_response"), 0.99);
+    let service = percentile_secs(statistic(g, "benchmark_http_client.request_to_response"), 0.99);
+    // Unpaced: a request is due when a connection frees up, so no phantom queue builds.
+    assert!(sched < service * 1.5 + 0.002, "scheduled p99 {sched}s vs service p99 {service}s");
+    assert!(
+        g["statistics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["id"] != "sequencer.blocking" || s["count"] == "0"),
+        "unpaced runs do not report blocking"
+    );
+
+    // The same load asked for as an absurd fixed rate: the schedule runs away from the server
+    // and scheduled-to-response measures a queue that grows for the whole run.
+    let paced =
+        run_json_ok(&["run", &url, "--rps", "100000", "--connections", "4", "--duration", "1"]);
+    let g = global(&paced);
+    let sched_paced =
+        percentile_secs(statistic(g, "benchmark_http_client.scheduled_to_response"), 0.5);
+    assert!(sched_paced > 0.2, "the coordinated-omission-corrected latency exposes the backlog");
+}
+
+#[test]
+fn unpaced_open_loop_is_a_usage_error() {
+    let out = run(
+        &["run", "http://127.0.0.1:1/", "--rps", "max", "--open-loop"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--open-loop needs a rate"), "{}", out.stderr);
+}
+
+#[test]
+fn every_idle_strategy_keeps_the_rate() {
+    let server = Server::start(&[]);
+    for strategy in ["spin", "poll", "sleep"] {
+        let v = run_json_ok(&[
+            "run",
+            &server.url("/"),
+            "--rps",
+            "200",
+            "--duration",
+            "1",
+            "--sequencer-idle-strategy",
+            strategy,
+        ]);
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{strategy}");
+        assert_eq!(v["options"]["sequencer_idle_strategy"], strategy);
+        let late = statistic(g, "sequencer.send_lateness");
+        assert_eq!(late["count"], "200", "{strategy}");
+    }
+    let out = run(
+        &["run", &server.url("/"), "--sequencer-idle-strategy", "nap"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code(), 2);
+    assert!(out.stderr.contains("spin, poll or sleep"), "{}", out.stderr);
+}
+
+#[test]
+fn simple_warmup_counts_but_does_not_measure() {
+    let server = Server::start(&[]);
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "10",
+        "--duration",
+        "1",
+        "--concurrency",
+        "2",
+        "--simple-warmup",
+    ]);
+    let g = global(&v);
+    // One warm-up request per worker, in the counters as Nighthawk documents...
+    assert_eq!(counter(g, "benchmark.http_2xx"), 22);
+    // ...but not in the latency statistics.
+    assert_eq!(statistic(g, "benchmark_http_client.request_to_response")["count"], "20");
+    assert_eq!(v["options"]["simple_warmup"], true);
+}
+
+#[test]
+fn start_at_waits_for_the_wall_clock() {
+    let server = Server::start(&[]);
+    let asked = SystemTime::now() + Duration::from_millis(1500);
+    let unix = asked.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs_f64();
+    let t = Instant::now();
+    let v = run_json_ok(&[
+        "run",
+        &server.url("/"),
+        "--rps",
+        "10",
+        "--duration",
+        "0.5",
+        "--concurrency",
+        "2",
+        "--start-at",
+        &format!("@{unix:.3}"),
+    ]);
+    assert!(t.elapsed() >= Duration::from_millis(1900), "started early: {:?}", t.elapsed());
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 10);
+    // The recorded start is the scheduled one (to the millisecond), not the launch.
+    let start = g["execution_start"].as_str().unwrap();
+    let start = shrike_output::timestamp::parse_rfc3339(start).unwrap();
+    let skew = match start.duration_since(asked) {
+        Ok(d) => d,
+        Err(e) => e.duration(),
+    };
+    assert!(skew < Duration::from_millis(20), "execution_start off by {skew:?}");
+
+    let out = run(
+        &["run", &server.url("/"), "--start-at", "2001-01-01T00:00:00Z"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code(), 2, "a start in the past is refused");
+    assert!(out.stderr.contains("in the past"), "{}", out.stderr);
+}
+
+#[test]
+fn request_timeouts_are_counted_and_the_run_ends_on_time() {
+    let server = Server::start(&["--static-delay", "3s"]);
+    for protocol in ["http1", "http2"] {
+        let t = Instant::now();
+        let v = run_json_ok(&[
+            "run",
+            &server.url("/"),
+            "--protocol",
+            protocol,
+            "--rps",
+            "10",
+            "--duration",
+            "0.5",
+            "--timeout",
+            "0.3",
+            "--no-default-failure-predicates",
+        ]);
+        let g = global(&v);
+        assert_eq!(counter(g, "upstream_rq_timeout"), 5, "{protocol}");
+        assert_eq!(counter(g, "benchmark.http_2xx"), 0, "{protocol}");
+        assert!(t.elapsed() < Duration::from_millis(2500), "{protocol}: took {:?}", t.elapsed());
+    }
+    // A failure predicate on the timeout counter fails the run.
+    let out = run(
+        &[
+            "run",
+            &server.url("/"),
+            "--rps",
+            "10",
+            "--duration",
+            "1",
+            "--timeout",
+            "0.2",
+            "--failure-predicate",
+            "upstream_rq_timeout:0",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("upstream_rq_timeout:0"), "{}", out.stderr);
+}
+
+#[test]
+fn bind_address_sets_the_source_address() {
+    let nginx = Nginx::start_logged(Listen::Http1);
+    let url = nginx.url("http", "127.0.0.1", "/file");
+    run_json_ok(&["run", &url, "--rps", "20", "--duration", "0.5", "--bind-address", "127.0.0.2"]);
+    run_json_ok(&[
+        "run",
+        &url,
+        "--rps",
+        "20",
+        "--duration",
+        "0.5",
+        "--upstream-bind-config",
+        r#"{source_address:{address:"127.0.0.3",port_value:0}}"#,
+    ]);
+    let addrs: Vec<String> = nginx.access_log().into_iter().map(|e| e.remote_addr).collect();
+    assert_eq!(addrs.len(), 20);
+    assert!(addrs[..10].iter().all(|a| a == "127.0.0.2"), "{addrs:?}");
+    assert!(addrs[10..].iter().all(|a| a == "127.0.0.3"), "{addrs:?}");
+    let out = run(&["run", &url, "--bind-address", "::1"], Duration::from_secs(10));
+    assert_eq!(out.code(), 1, "an IPv6 source cannot reach an IPv4 target: {}", out.stderr);
+    assert!(out.stderr.contains("other IP family"), "{}", out.stderr);
+    let out = run(&["run", &url, "--bind-address", "nope"], Duration::from_secs(10));
+    assert_eq!(out.code(), 2);
+}
+
+/// Google's published load-testing commands, run verbatim with `shrike run` in place of
+/// `nighthawk_client` (loopback URL, shorter duration, small rates for a 2-core machine).
+#[test]
+fn googles_published_commands_run_verbatim() {
+    let nginx = Nginx::start_logged(Listen::Http1);
+    let uri = nginx.url("http", "127.0.0.1", "/upload");
+    let (d, c, r, n) = ("2", "2", "25", "4");
+    let cmd = format!(
+        "run {uri} --duration {d} --open-loop --no-default-failure-predicates --protocol http1 \
+         --request-body-size 5000 --concurrency {c} --rps {r} --connections {n} --output-format json"
+    );
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    let out = run(&args, Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = crate::support::json(&out);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 100);
+    let log = nginx.access_log();
+    assert_eq!(log.len(), 100);
+    assert!(log.iter().all(|e| e.request_length > 5000 && e.request.starts_with("GET /upload")));
+
+    let h2 = Nginx::start_logged(Listen::H2c);
+    let uri = h2.url("http", "127.0.0.1", "/upload");
+    let cmd = format!(
+        "run {uri} --duration {d} --open-loop --no-default-failure-predicates --protocol http2 \
+         --request-body-size 5000 --concurrency {c} --rps {r} --max-active-requests 200 \
+         --max-concurrent-streams 1 --output-format json"
+    );
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    let out = run(&args, Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = crate::support::json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 100);
+    assert!(counter(g, "upstream_cx_http2_total") >= 2, "one stream per connection");
+    assert_eq!(v["options"]["max_concurrent_streams"], 1);
+    assert_eq!(h2.access_log().len(), 100);
+}

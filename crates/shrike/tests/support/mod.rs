@@ -1,0 +1,340 @@
+//! Helpers for end-to-end tests: run the real `shrike` binary with a hard time limit, start
+//! its test server on 127.0.0.1:0, and read JSON results back.
+// Each test binary uses a part of this.
+#![allow(dead_code, unused_imports, clippy::expect_used, clippy::unwrap_used)]
+
+pub mod capture;
+pub mod dice;
+pub mod h2_frames;
+pub mod h2_wire;
+pub mod hostile;
+pub mod mariadb;
+pub mod nginx;
+pub mod page;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How the `timing` binary's tests share the machine: one that needs it to itself runs
+/// [`alone`]; searches that judge latency against a bound run [`quiet`], a few together but
+/// never beside an `alone` test. (Cargo runs the `timing` binary after the `integration`
+/// binary, never beside it.)
+#[derive(Default)]
+struct Machine {
+    alone: bool,
+    quiet: usize,
+}
+
+static MACHINE: std::sync::Mutex<Machine> =
+    std::sync::Mutex::new(Machine { alone: false, quiet: 0 });
+static MACHINE_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// `quiet` tests that may run together: two, as when each latency search had a test binary
+/// of its own and cargo's two test threads.
+const QUIET_AT_ONCE: usize = 2;
+
+/// A test's hold on the machine, released when dropped (a failed test's too).
+pub struct Hold {
+    alone: bool,
+}
+
+fn machine() -> std::sync::MutexGuard<'static, Machine> {
+    // A panic never happens while the lock is held; a poisoned lock is still consistent.
+    MACHINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn hold(alone: bool) -> Hold {
+    let mut m = machine();
+    loop {
+        let free = !m.alone && if alone { m.quiet == 0 } else { m.quiet < QUIET_AT_ONCE };
+        if free {
+            break;
+        }
+        m = MACHINE_FREED.wait(m).unwrap_or_else(|poisoned| poisoned.into_inner());
+    }
+    if alone {
+        m.alone = true;
+    } else {
+        m.quiet += 1;
+    }
+    Hold { alone }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let mut m = machine();
+        if self.alone {
+            m.alone = false;
+        } else {
+            m.quiet -= 1;
+        }
+        MACHINE_FREED.notify_all();
+    }
+}
+
+/// The machine to this test alone, for the whole of it.
+pub fn alone() -> Hold {
+    hold(true)
+}
+
+/// The machine shared with at most one other `quiet` test, and no `alone` one.
+pub fn quiet() -> Hold {
+    hold(false)
+}
+
+pub fn shrike() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_shrike"))
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+}
+
+/// Waits for `child` up to `limit`, killing it (and failing the test) if it overruns.
+pub fn wait_limited(mut child: Child, limit: Duration) -> Output {
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = err_reader.join().unwrap_or_default();
+            panic!("process did not finish within {limit:?}; stderr:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// Runs `shrike <args>` to completion within `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let child = shrike()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shrike");
+    wait_limited(child, limit)
+}
+
+/// Starts `shrike serve --listen 127.0.0.1:0 <args>`; its first two stdout lines (the bound
+/// address, then `tls-ca: PATH` with a generated certificate) arrive trimmed on the channel.
+fn spawn_serve(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = shrike()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shrike serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        for _ in 0..2 {
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let _ = tx.send(line.trim().to_string());
+        }
+    });
+    (child, rx)
+}
+
+/// `shrike serve` on 127.0.0.1:0; the bound address is read from its first stdout line.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Server {
+        let (child, lines) = spawn_serve(extra);
+        let addr = lines.recv_timeout(Duration::from_secs(10)).expect("server printed its address");
+        assert!(addr.starts_with("127.0.0.1:"), "unexpected first line {addr:?}");
+        Server { child, addr }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
+        panic!("stdout is not JSON ({e}); stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr)
+    })
+}
+
+/// The `global` result of a JSON output.
+pub fn global(v: &serde_json::Value) -> &serde_json::Value {
+    v["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "global"))
+        .expect("a global result")
+}
+
+/// A counter's value in a result (0 when absent: only non-zero counters are written).
+pub fn counter(result: &serde_json::Value, name: &str) -> u64 {
+    result["counters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .map(|c| c["value"].as_str().expect("uint64 as string").parse().expect("number"))
+        .unwrap_or(0)
+}
+
+pub fn statistic<'a>(result: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    result["statistics"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["id"] == id))
+        .unwrap_or_else(|| panic!("statistic {id} present"))
+}
+
+/// The duration (seconds) at a percentile of a statistic, from the JSON percentile list.
+pub fn percentile_secs(stat: &serde_json::Value, q: f64) -> f64 {
+    let ps = stat["percentiles"].as_array().expect("percentiles");
+    let p = ps
+        .iter()
+        .find(|p| p["percentile"].as_f64().expect("percentile") >= q)
+        .expect("percentile point");
+    secs(&p["duration"])
+}
+
+pub fn secs(v: &serde_json::Value) -> f64 {
+    v.as_str().and_then(|s| s.strip_suffix('s')).and_then(|s| s.parse().ok()).expect("duration")
+}
+
+/// Runs `shrike <args> --output-format json`, asserts exit code 0, and returns the JSON.
+pub fn run_json_ok(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let out = run(&all, Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    json(&out)
+}
+
+/// `shrike serve --listen 127.0.0.1:0 <args>` with TLS. The bound address is stdout line 1;
+/// a generated certificate is announced on line 2 as `tls-ca: PATH` (empty `ca` when the
+/// certificate was given instead).
+pub struct TlsServer {
+    pub child: Child,
+    pub port: String,
+    pub ca: String,
+}
+
+impl TlsServer {
+    pub fn start(args: &[&str]) -> TlsServer {
+        let (child, rx) = spawn_serve(args);
+        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
+        let ca = match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(line) if line.starts_with("tls-ca: ") => line["tls-ca: ".len()..].to_string(),
+            _ => String::new(),
+        };
+        let port = addr.rsplit(':').next().expect("port").to_string();
+        TlsServer { child, port, ca }
+    }
+
+    /// The certificates these tests use name localhost.
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh directory for one test's files, named after the test binary's process, `name` and
+/// a count (every test of the binary shares the process, and two may pick the same name).
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("shrike-test-{pid}-{n}-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
+
+/// `shrike service --listen 127.0.0.1:0 <args>` (loopback: no token needed); the bound
+/// address is its first stdout line. Killed on drop.
+pub struct Service {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Service {
+    pub fn start(args: &[&str]) -> Service {
+        Service::start_with(shrike().args(["service", "--listen", "127.0.0.1:0"]).args(args))
+    }
+
+    /// A service from a prepared `shrike service` command (extra environment, say).
+    pub fn start_with(cmd: &mut Command) -> Service {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shrike service");
+        let mut addr = String::new();
+        BufReader::new(child.stdout.take().expect("stdout piped"))
+            .read_line(&mut addr)
+            .expect("the service printed its address");
+        Service { child, addr: addr.trim().to_string() }
+    }
+
+    /// The address as Nighthawk's flags take it.
+    pub fn uri(&self) -> String {
+        format!("grpc://{}", self.addr)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
