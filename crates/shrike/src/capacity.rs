@@ -3,7 +3,6 @@
 //! level and duration varied (`LoadSpec::vary`), run through the engine's library call with
 //! the same signal handling as `run`, and judged with the client's own CPU.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -198,15 +197,15 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         shrike_output::OutputFormat::Json => json_text()?,
         _ => report.human(),
     };
-    write_stdout(&stdout_text)?;
     // -o FILE: JSON when its extension says so, else the text report, written whole or not
-    // at all.
+    // at all, and before stdout, so a closed pipe loses nothing.
     if let Some(path) = file {
         let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         let text = if is_json { json_text()? } else { report.human() };
         crate::atomic::write(&path, |w| w.write_all(text.as_bytes()))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
+    crate::out::print(&stdout_text)?;
     drop(load);
     if !complete {
         return Ok(ExitCode::from(130));
@@ -253,11 +252,4 @@ fn log_trial(n: usize, t: &Trial, dimension: Dimension) {
 /// This process's CPU time (user + system) in seconds.
 pub(crate) fn process_cpu_seconds() -> Option<f64> {
     shrike_plan::sweep::resources::cpu_seconds(std::process::id())
-}
-
-fn write_stdout(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(())
 }

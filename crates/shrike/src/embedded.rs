@@ -39,7 +39,7 @@ impl EmbeddedServer {
                     let listener = match tokio::net::TcpListener::from_std(std_listener) {
                         Ok(l) => l,
                         Err(e) => {
-                            eprintln!("[shrike] built-in server failed to start: {e}");
+                            crate::log::warning!("the built-in server failed to start: {e}");
                             return;
                         }
                     };
@@ -47,7 +47,7 @@ impl EmbeddedServer {
                         let _ = rx.await;
                     };
                     if let Err(e) = shrike_server::run(listener, Arc::new(config), shutdown).await {
-                        eprintln!("[shrike] built-in server stopped with an error: {e}");
+                        crate::log::warning!("the built-in server stopped with an error: {e}");
                     }
                 });
             })

@@ -61,13 +61,14 @@ pub fn line(tag: Tag, msg: &str) {
         Tag::Error => ("error", "error: ", "31"),
         Tag::Done => ("info", "[shrike] ", "32"),
     };
-    if JSON.load(Ordering::Relaxed) {
-        eprintln!("{}", serde_json::json!({ "log": json_level, "message": msg }));
+    let line = if JSON.load(Ordering::Relaxed) {
+        serde_json::json!({ "log": json_level, "message": msg }).to_string()
     } else if !ansi.is_empty() && colour() {
-        eprintln!("\x1b[{ansi}m{prefix}{msg}\x1b[0m");
+        format!("\x1b[{ansi}m{prefix}{msg}\x1b[0m")
     } else {
-        eprintln!("{prefix}{msg}");
-    }
+        format!("{prefix}{msg}")
+    };
+    crate::out::eprintln(&line);
 }
 
 macro_rules! info {

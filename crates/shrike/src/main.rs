@@ -15,6 +15,7 @@ mod jobs;
 mod load;
 mod log;
 mod nighthawk_args;
+mod out;
 mod remote;
 mod replay;
 mod report;
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => match suggest::rewrite(&e, &args) {
             Some(msg) => {
-                eprintln!("{msg}");
+                out::eprintln(&msg);
                 return ExitCode::from(2);
             }
             None => e.exit(),
@@ -110,6 +111,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if e.downcast_ref::<out::ClosedPipe>().is_some() => {
+            ExitCode::from(out::CLOSED_PIPE_STATUS)
+        }
         Err(e) if e.downcast_ref::<UsageError>().is_some() => {
             log::line(log::Tag::Error, &format!("{e:#}"));
             ExitCode::from(2)

@@ -5,7 +5,6 @@
 //! summary's ratios compare against. A file that cannot be read or is not a Shrike result is a
 //! usage error (exit 2) naming the file and, for bad JSON, the field.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -145,12 +144,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write the report to {}", path.display()))?;
             info!("wrote {} ({} result(s))", path.display(), inputs.len());
         }
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(page.as_bytes())
-                .and_then(|()| out.flush())
-                .context("cannot write the report to stdout")?;
-        }
+        None => crate::out::print(&page)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,6 @@
 //! call → a sink. The flags only say which options the user gave; the spec holds the defaults
 //! and every rule, so a flag, a spec file and a stored result are validated the same way.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -425,11 +424,7 @@ pub(crate) fn finish(
         crate::atomic::write(path, |out| shrike_output::write(*f, result, out))
             .with_context(|| format!("cannot write the result to {}", path.display()))
     });
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    shrike_output::write(format, result, &mut out)
-        .and_then(|()| out.flush())
-        .context("cannot write the result to stdout")?;
+    crate::out::stdout(|out| shrike_output::write(format, result, out))?;
     if let Some(saved) = saved {
         saved?;
     }

@@ -132,8 +132,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             let c = crate::envoy_config::read(path)?;
             if !c.ignored.is_empty() {
-                eprintln!(
-                    "[shrike] --config-path {}: ignored (no meaning for Shrike's server): {}",
+                crate::log::warning!(
+                    "--config-path {}: ignored (no meaning for Shrike's server): {}",
                     path.display(),
                     c.ignored.join(", ")
                 );
@@ -275,37 +275,34 @@ async fn serve(
     // read the address still gets a graceful shutdown.
     let signals = Signals::install()?;
     let generated = tls.as_ref().and_then(|t| t.generated.as_deref());
-    {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{addr}")
-            .and_then(|()| match generated {
-                Some(path) => writeln!(stdout, "tls-ca: {}", path.display()),
-                None => Ok(()),
-            })
-            .and_then(|()| stdout.flush())
-            .context("cannot write to stdout")?;
-    }
+    crate::out::stdout(|out| {
+        writeln!(out, "{addr}")?;
+        match generated {
+            Some(path) => writeln!(out, "tls-ca: {}", path.display()),
+            None => Ok(()),
+        }
+    })?;
     if http3 {
-        eprintln!(
-            "[shrike] serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr}, and HTTP/3 on \
+        crate::log::info!(
+            "serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr}, and HTTP/3 on \
              udp/{}, with {workers} worker thread(s)",
             addr.port()
         );
     } else if tls.is_some() {
-        eprintln!(
-            "[shrike] serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr} with {workers} \
+        crate::log::info!(
+            "serving HTTP/2 and HTTP/1.1 (by ALPN) on https://{addr} with {workers} \
              worker thread(s)"
         );
     } else {
-        eprintln!(
-            "[shrike] serving HTTP/1.1 and HTTP/2 (prior knowledge) on http://{addr} with \
+        crate::log::info!(
+            "serving HTTP/1.1 and HTTP/2 (prior knowledge) on http://{addr} with \
              {workers} worker thread(s)"
         );
     }
     if let Some(path) = generated {
         let path = path.display();
-        eprintln!(
-            "[shrike] self-signed certificate for {}: {path} (trust it with --tls-ca {path} or \
+        crate::log::info!(
+            "self-signed certificate for {}: {path} (trust it with --tls-ca {path} or \
              curl --cacert {path})",
             SelfSignedCert::LOOPBACK_NAMES.join(", ")
         );
@@ -317,7 +314,8 @@ async fn serve(
     tokio::select! {
         served = shrike_server::run_with_udp(listener, udp, Arc::new(config), shutdown) => {
             let totals = served.context("the server failed")?;
-            eprintln!("[shrike] stopped: {}", summary(&totals, with_tls, http3));
+            crate::log::info!(
+            "stopped: {}", summary(&totals, with_tls, http3));
             Ok(ExitCode::SUCCESS)
         }
         Ok(()) = force_rx => Ok(ExitCode::FAILURE),
@@ -472,10 +470,10 @@ impl Signals {
         let (force_tx, force_rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let signal = self.recv().await;
-            eprintln!("[shrike] {signal}: {first} (signal again to exit at once)");
+            crate::log::info!("{signal}: {first} (signal again to exit at once)");
             let _ = stop_tx.send(());
             let signal = self.recv().await;
-            eprintln!("[shrike] {signal}: {second}");
+            crate::log::info!("{signal}: {second}");
             let _ = force_tx.send(());
         });
         (

@@ -7,7 +7,6 @@
 //! listens beyond loopback must authenticate its clients (a bearer token or mTLS), and every
 //! service needs a target allowlist: a load generator must never become an open relay.
 
-use std::io::Write as _;
 use std::net::IpAddr;
 use std::process::ExitCode;
 
@@ -137,8 +136,8 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
         let listener = bind(&args.listen).await?;
         let addr = listener.local_addr().context("cannot read the bound address")?;
         if !addr.ip().is_loopback() && security.token.is_some() && security.tls.is_none() {
-            eprintln!(
-                "[shrike] warning: the bearer token travels in plaintext; serve TLS \
+            crate::log::warning!(
+                "the bearer token travels in plaintext; serve TLS \
                  (--tls-cert/--tls-key) on networks you do not trust"
             );
         }
@@ -148,14 +147,9 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
                 format!("cannot write --listener-address-file {}", path.display())
             })?;
         }
-        {
-            let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "{addr}")
-                .and_then(|()| stdout.flush())
-                .context("cannot write to stdout")?;
-        }
-        eprintln!(
-            "[shrike] service {} on {}://{addr}: targets {}; {}",
+        crate::out::stdout(|out| writeln!(out, "{addr}"))?;
+        crate::log::info!(
+            "service {} on {}://{addr}: targets {}; {}",
             config.name,
             if security.tls.is_some() { "https" } else { "http" },
             config.allow.describe(),
@@ -207,8 +201,8 @@ fn request_source(args: &ServiceArgs) -> anyhow::Result<Source> {
         return Err(usage(format!("--request-file {}: no requests", path.display())));
     }
     if entries.iter().any(|e| !matches!(e.body(), shrike_engine::Body::Size(_))) {
-        eprintln!(
-            "[shrike] --request-file {}: bodies travel as their length only (Nighthawk's \
+        crate::log::warning!(
+            "--request-file {}: bodies travel as their length only (Nighthawk's \
              RequestSpecifier has no body); workers send that many 'a's",
             path.display()
         );

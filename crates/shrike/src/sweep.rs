@@ -5,7 +5,6 @@
 //! Each point's spec is the user's load varied (`LoadSpec::vary`), run through the engine's
 //! library call.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -384,10 +383,7 @@ fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
             _ => sweep.human(),
         })
     };
-    let text = render(args.load.output_format)?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
+    // The file first: if stdout is gone (a closed pipe), the sweep is still kept.
     if let Some(path) = &args.load.output_file {
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
         let f = match ext.as_str() {
@@ -399,5 +395,5 @@ fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
         crate::atomic::write(path, |w| w.write_all(text.as_bytes()))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
-    Ok(())
+    crate::out::print(&render(args.load.output_format)?)
 }

@@ -7,7 +7,7 @@
 //! as its statistics carry printed percentiles rather than histograms (exit 2 naming the
 //! statistic). Bad input is a usage error (exit 2) naming the file and the field at fault.
 
-use std::io::{IsTerminal as _, Read as _, Write};
+use std::io::{IsTerminal as _, Read as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -86,33 +86,19 @@ fn read_result(source: &str, text: &str) -> anyhow::Result<(RunResult, Value)> {
 }
 
 pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
+    // Rendered whole before anything is written: bad input writes nothing, to a file or stdout.
+    let text = transform(&args)?;
     match &args.output {
-        None => {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            // Bad input is a usage error as it is; only writing gets this context.
-            transform(&args, &mut out)?;
-            out.flush().context("cannot write the result to stdout")?;
-        }
-        Some(path) => {
-            let mut failure = None;
-            crate::atomic::write(path, |out| {
-                transform(&args, out).map_err(|e| {
-                    let io = std::io::Error::other(e.to_string());
-                    failure = Some(e);
-                    io
-                })
-            })
-            .map_err(|e| match failure.take() {
-                Some(f) => f,
-                None => anyhow::anyhow!("cannot write {}: {e}", path.display()),
-            })?;
-        }
+        None => crate::out::stdout(|out| out.write_all(&text))?,
+        Some(path) => crate::atomic::write(path, |out| out.write_all(&text))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn transform(args: &TransformArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
+    let mut text = Vec::new();
+    let out = &mut text;
     if args.merge.is_empty() {
         let mut stdin = std::io::stdin();
         if stdin.is_terminal() {
@@ -146,5 +132,5 @@ fn transform(args: &TransformArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         shrike_output::write(args.output_format, &merged.result, out)
             .context("cannot write the result")?;
     }
-    Ok(())
+    Ok(text)
 }

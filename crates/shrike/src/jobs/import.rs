@@ -88,7 +88,9 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         return Err(anyhow::anyhow!("{e}"));
     }
     writer.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
-    eprint!("{}", report.human().lines().map(|l| format!("[shrike] {l}\n")).collect::<String>());
+    crate::out::eprint(
+        &report.human().lines().map(|l| format!("[shrike] {l}\n")).collect::<String>(),
+    );
     if report.damage == Some(Damage::NotACapture) {
         let _ = std::fs::remove_file(&args.output);
         return Err(usage(format!("{}: not a pcap or pcapng capture", path.display())));

@@ -78,7 +78,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
     } else {
         human(&stats, &args, width, &rate)
     };
-    print!("{text}");
+    crate::out::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

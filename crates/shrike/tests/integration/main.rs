@@ -30,6 +30,7 @@ mod mysql_replay;
 mod nginx;
 mod nighthawk_api;
 mod nighthawk_flags;
+mod pipes;
 mod protocols;
 mod readme;
 mod replay;
