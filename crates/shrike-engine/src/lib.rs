@@ -55,8 +55,8 @@ pub use run::{run, Ready, Run, RunError};
 pub use runner::EngineError;
 pub use schedule::sessions::SessionPlan;
 pub use shrike_spec::{
-    AddressFamily, H1Reuse, IdleStrategy, Predicate, PredicateKind, Protocol, RunSpec, SpecError,
-    StreamLimits, TlsOptions, TlsVersion,
+    AddressFamily, Concurrency, H1Reuse, IdleStrategy, Predicate, PredicateKind, Protocol, RunSpec,
+    SpecEdit, SpecError, StreamLimits, TlsOptions, TlsVersion,
 };
 pub use stop::StopHandle;
 pub use target::Target;

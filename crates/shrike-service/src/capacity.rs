@@ -1,10 +1,9 @@
 //! The service's `Capacity`: `shrike capacity`'s search loop (shrike-plan) with every trial
 //! run here, each checked against the service's limits and allowlist before it is sent.
 
-use std::time::Instant;
-
-use shrike_engine::{Run, RunSpec, StopHandle};
-use shrike_plan::capacity::{CapacityOptions, ClientLoad, SearchError, Trial, TrialRun};
+use shrike_engine::{RunSpec, StopHandle};
+use shrike_plan::capacity::{CapacityOptions, SearchError, Trial};
+use shrike_plan::trial::LocalRunner;
 use tokio::sync::mpsc;
 use tonic::Status;
 
@@ -23,29 +22,16 @@ pub(crate) fn search(
     stop: &StopHandle,
     events: &Events,
 ) -> Result<proto::CapacityReport, Status> {
-    let workers = base.concurrency().workers().get();
-    let mut run = |spec: &RunSpec| -> Result<Option<TrialRun>, String> {
-        if stop.is_stopped() {
-            return Ok(None);
-        }
-        inner.config.limits.check(spec).map_err(|r| format!("the search's next trial: {r}"))?;
-        let ready = Run::new(spec).prepare().map_err(|e| format!("spec: {e}"))?;
-        inner.check_targets(&ready).map_err(|s| s.message().to_string())?;
-        let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
-        let result = ready.execute(stop).map_err(|e| e.to_string())?;
-        let cpu_cores =
-            process_cpu_seconds().zip(cpu0).map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64());
-        Ok(Some(TrialRun { result, client: ClientLoad { cpu_cores, workers } }))
-    };
+    let admit = |spec: &RunSpec, ready: &shrike_engine::Ready| inner.admit(spec, ready);
+    let mut runner = LocalRunner::new(stop).admitting(&admit);
     let mut seen = |n: usize, t: &Trial| {
         let _ = events.send(Ok(proto::CapacityEvent { event: Some(Event::Trial(trial(n, t))) }));
     };
-    let outcome = shrike_plan::capacity::run_search(base, options, &mut run, &mut seen).map_err(
-        |e| match e {
+    let outcome = shrike_plan::capacity::run_search(base, options, &mut runner, &mut seen)
+        .map_err(|e| match e {
             SearchError::Spec(e) => Status::invalid_argument(format!("spec: {e}")),
             e => Status::failed_precondition(e.to_string()),
-        },
-    )?;
+        })?;
     let json = serde_json::to_string_pretty(&outcome.json()).unwrap_or_default();
     Ok(proto::CapacityReport { json, complete: outcome.complete, failed: outcome.failed() })
 }
@@ -63,9 +49,4 @@ fn trial(n: usize, t: &Trial) -> proto::CapacityTrial {
         }),
         verdicts: t.verdicts.iter().map(|v| v.name().to_string()).collect(),
     }
-}
-
-/// This process's CPU time, for the trial's generator self-check.
-fn process_cpu_seconds() -> Option<f64> {
-    shrike_plan::sweep::resources::cpu_seconds(std::process::id())
 }

@@ -203,22 +203,19 @@ impl<'a> Coordinator<'a> {
         for g in 0..n {
             // A replay's share is its jobs (in its options below), not a rate.
             let shard = match work {
-                Work::Run => json!(format!("{g}/{n}")),
-                Work::Replay { .. } => json!(null),
+                Work::Run => shrike_spec::Shard::try_new(g as u32, n as u32),
+                Work::Replay { .. } => None,
             };
-            let patch = json!({
-                "shard": shard,
-                "start_at": shrike_stats::timestamp::format_rfc3339(start_at),
-                "failure_predicates": {},
-                "termination_predicates": {},
-                "no_default_failure_predicates": true,
-                "stats_interval": null,
-                "metrics_listen": null,
-                "statsd": [],
-                "stats_sinks": [],
-                "no_progress": true,
-            });
-            let s = spec.patched(&patch).map_err(|e| CoordinateError::Spec(e.to_string()))?;
+            // Generators run without predicates or telemetry of their own: the coordinator
+            // judges and shows the fleet's merged counters.
+            let s = spec
+                .edit()
+                .shard(shard)
+                .start_at(Some(start_at))
+                .no_predicates()
+                .no_telemetry()
+                .build()
+                .map_err(|e| CoordinateError::Spec(e.to_string()))?;
             specs.push(s.to_json());
         }
         let reports = fleet

@@ -4,6 +4,7 @@
 //! - [`service`]: the service (Run, Cancel) over the engine's library call.
 //! - [`server`]: serving it on a listener with health, reflection and authentication.
 //! - [`coordinator`]: one run on many services, merged exactly as it goes.
+//! - [`runners`]: the planners' trials run on a fleet or on a Nighthawk service.
 //! - [`policy`]: what a remote client may run: the target allowlist, per-run limits, options
 //!   refused remotely.
 //! - [`convert`]: between wire messages and Shrike's types (exact histograms both ways).
@@ -18,6 +19,7 @@ pub mod coordinator;
 pub mod jobs_stream;
 pub mod nighthawk;
 pub mod policy;
+pub mod runners;
 pub mod server;
 pub mod service;
 

@@ -132,7 +132,9 @@ impl Inner {
             .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         if let (Some(ip), None) = (self.config.bind_address, spec.bind_address()) {
             spec = spec
-                .patched(&serde_json::json!({ "bind_address": ip.to_string() }))
+                .edit()
+                .bind_address(Some(ip))
+                .build()
                 .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         }
         // A count (or a replay's jobs) without a duration ends by itself; the service's cap
@@ -140,9 +142,10 @@ impl Inner {
         // forever.
         let ends = ends_by_itself || spec.total_requests().is_some();
         if let (None, true, Some(max)) = (spec.duration(), ends, self.config.limits.duration) {
-            let cap = shrike_stats::duration::format_proto(max);
             spec = spec
-                .patched(&serde_json::json!({ "duration": cap, "no_duration": null }))
+                .edit()
+                .duration(max)
+                .build()
                 .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?;
         }
         check_remote_options(&spec).map_err(refused)?;
@@ -199,6 +202,13 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Whether a trial of a search (its spec, prepared) may run here: within the per-run
+    /// limits, and every address it connects to inside the allowlist.
+    pub(crate) fn admit(&self, spec: &RunSpec, ready: &Ready) -> Result<(), String> {
+        self.config.limits.check(spec).map_err(|r| format!("the search's next trial: {r}"))?;
+        self.check_targets(ready).map_err(|s| s.message().to_string())
     }
 
     /// Every address the prepared run would connect to is inside the allowlist.

@@ -2,12 +2,15 @@
 //!
 //! The CLI's flags, a spec file, a stored result's `options`, and the code of the commands
 //! built on the engine (capacity search, sweeps, replay, the service) all describe a run the
-//! same way: as a [`RunSpec`], read through one validator whose errors name the field. Its JSON
-//! form ([`RunSpec::to_json`]) is Nighthawk's `CommandLineOptions` in proto3 JSON plus
-//! Shrike's own options, and it is what a result stores as `options`, so any result can be
-//! re-run exactly and read back as typed data.
+//! same way. Code changes a spec through typed edits ([`RunSpec::edit`], [`SpecEdit`]: the
+//! command line maps each flag to one); JSON is only for files and the wire ([`json`]). Both
+//! end in one resolver and one validator ([`given`]) whose errors name the option, by the
+//! names of one table ([`names`]). The JSON form ([`RunSpec::to_json`]) is Nighthawk's
+//! `CommandLineOptions` in proto3 JSON plus Shrike's own options, and it is what a result
+//! stores as `options`, so any result can be re-run exactly and read back as typed data.
 //!
-//! - [`spec`]: [`RunSpec`] and its parts; [`json`]: reading and writing it.
+//! - [`spec`]: [`RunSpec`] and its parts; [`edit`]: typed changes; [`json`]: reading (proto
+//!   field names or lowerCamelCase) and writing (proto field names).
 //! - [`plan`]: rate plans (constant, ramp, stages) and their planned-count integral.
 //! - [`types`]: protocol, pool and pacing policies, TLS options, worker count, verbosity.
 //! - [`predicate`]: failure and termination predicates.
@@ -20,9 +23,12 @@
 // The canonical JSON form is one `json!` literal with every option in it.
 #![recursion_limit = "256"]
 
+pub mod edit;
 pub mod error;
 pub mod format;
+pub mod given;
 pub mod json;
+pub mod names;
 mod nighthawk;
 pub mod plan;
 pub mod predicate;
@@ -31,9 +37,11 @@ pub mod spec;
 pub mod types;
 pub mod url;
 
+pub use edit::SpecEdit;
 pub use error::SpecError;
 pub use format::{OutputFormat, UnknownFormat};
-pub use json::{is_token_byte, parse_header};
+pub use given::{is_token_byte, parse_header, IO_BACKEND_ENV};
+pub use names::Opt;
 pub use nighthawk::{grpc_authority, openssl_name, TLS13_SUITES};
 pub use plan::{Rate, RatePlan, Stage, StagesError};
 pub use predicate::{Predicate, PredicateError, PredicateKind};
@@ -44,3 +52,6 @@ pub use types::{
     StreamLimits, TlsOptions, TlsVersion, TraceSpec, Verbosity,
 };
 pub use url::{Scheme, Url, UrlError};
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,7 @@ use crate::error::SpecError;
 use crate::types::{Http3Options, TlsVersion, TraceSpec};
 
 /// What an `UpstreamTlsContext` sets; `None` leaves Shrike's option as it is.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct TlsPatch {
     pub sni: Option<String>,
     pub min_version: Option<TlsVersion>,

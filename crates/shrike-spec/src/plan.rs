@@ -98,16 +98,26 @@ impl RatePlan {
             }
             stages.push(Stage { duration, target });
         }
+        Self::check_stages(&stages)?;
+        Ok(stages)
+    }
+
+    /// Whether `stages` make a plan: at least one, some rate above 0, some time in all, and no
+    /// rate below 0 or not finite.
+    pub fn check_stages(stages: &[Stage]) -> Result<(), StagesError> {
+        if let Some(s) = stages.iter().find(|s| !(s.target.is_finite() && s.target >= 0.0)) {
+            return Err(StagesError::Rate(format!("{}:{}", format_short(s.duration), s.target)));
+        }
         if stages.is_empty() {
             return Err(StagesError::Empty);
         }
         if stages.iter().all(|s| s.target == 0.0) {
             return Err(StagesError::AllZero);
         }
-        if Self::stages_duration(&stages).is_zero() {
+        if Self::stages_duration(stages).is_zero() {
             return Err(StagesError::ZeroLength);
         }
-        Ok(stages)
+        Ok(())
     }
 
     /// The stages as `--stages` takes them, in the shortest exact units (`1s:100,500ms:200`).

@@ -1,20 +1,21 @@
 //! [`RunSpec`]: everything a run is, as one typed value.
 //!
-//! A spec is built only through [`RunSpec::from_json`] (a spec file, a stored result's
-//! `options`, or the CLI's flags written as JSON) or by changing an existing spec with
-//! [`RunSpec::patched`]; both end in the same field parsers and [`RunSpec::check`], so a
-//! `RunSpec` value is always valid. What needs I/O (resolving hosts, reading request files,
-//! loading CA certificates) is checked by the engine when it prepares a run.
+//! A spec is made only by resolving its options as given ([`crate::given::Given`]): read from
+//! JSON ([`RunSpec::from_json`]: a spec file, a stored result's `options`, the wire) or changed
+//! from another spec through typed edits ([`RunSpec::edit`]). Both end in the same field rules
+//! and [`RunSpec::check`], so a `RunSpec` value is always valid. What needs I/O (resolving
+//! hosts, reading request files, loading CA certificates) is checked by the engine when it
+//! prepares a run.
 
 use std::net::IpAddr;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
-
 use crate::error::SpecError;
 use crate::format::OutputFormat;
+use crate::msg;
+use crate::names as n;
 use crate::plan::{Rate, RatePlan, Stage};
 use crate::predicate::Predicate;
 use crate::shard::Shard;
@@ -24,7 +25,7 @@ use crate::types::{
 };
 use crate::url::{Scheme, Url};
 
-/// Nighthawk's default for `--max-requests-per-connection` (effectively unlimited).
+/// Nighthawk's default for `max_requests_per_connection` (effectively unlimited).
 pub const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 4_294_937_295;
 /// Nighthawk's default rate, per worker.
 pub const DEFAULT_RPS: f64 = 5.0;
@@ -41,7 +42,7 @@ const MAX_START_LATE: Duration = Duration::from_secs(1);
 pub fn check_start_at(t: SystemTime, now: SystemTime) -> Result<(), SpecError> {
     match t.duration_since(now) {
         Ok(ahead) if ahead > MAX_START_AHEAD => Err(SpecError::must(
-            "start_at",
+            n::START_AT,
             format!(
                 "is {:.0}s away; more than a day ahead is surely a mistake",
                 ahead.as_secs_f64()
@@ -49,7 +50,7 @@ pub fn check_start_at(t: SystemTime, now: SystemTime) -> Result<(), SpecError> {
         )),
         Ok(_) => Ok(()),
         Err(e) if e.duration() > MAX_START_LATE => Err(SpecError::must(
-            "start_at",
+            n::START_AT,
             format!(
                 "{} is in the past ({:.1}s ago)",
                 shrike_stats::timestamp::format_rfc3339(t),
@@ -214,6 +215,8 @@ pub struct RunSpec {
     /// The effective predicates: the defaults (unless turned off) with the user's replacing
     /// any default on the same counter.
     pub(crate) predicates: Vec<Predicate>,
+    /// The user's own predicates (what `predicates` holds beyond the defaults).
+    pub(crate) user_predicates: Vec<Predicate>,
     pub(crate) no_default_failure_predicates: bool,
     pub(crate) labels: Vec<String>,
     pub(crate) output_format: OutputFormat,
@@ -231,32 +234,29 @@ fn share(n: NonZeroU32, s: Shard) -> NonZeroU32 {
 impl RunSpec {
     /// A spec for `url` with every other option at its default.
     pub fn for_url(url: &str) -> Result<RunSpec, SpecError> {
-        RunSpec::from_json(&serde_json::json!({ "uri": url }))
+        crate::given::Given { uri: Some(url.to_string()), ..Default::default() }.resolve()
     }
 
-    /// This spec with `patch` (a JSON object of options, as [`RunSpec::from_json`] reads them)
-    /// applied over it: every field the patch names replaces this spec's; `null` resets a
-    /// field to its default. The result is validated as a whole.
-    pub fn patched(&self, patch: &Value) -> Result<RunSpec, SpecError> {
-        let mut base = self.to_json();
-        crate::json::merge(&mut base, patch);
-        RunSpec::from_json(&base)
+    /// Typed, validated changes to this spec: `spec.edit().connections(8).duration(d).build()?`.
+    pub fn edit(&self) -> crate::edit::SpecEdit {
+        crate::edit::SpecEdit::from_spec(self)
     }
 
-    /// Cross-field rules, checked after every field parsed on its own.
+    /// Cross-field rules, checked after every field was read on its own.
     pub(crate) fn check(self) -> Result<RunSpec, SpecError> {
+        self.check_read_coalesce()?;
         let urls = self.target.urls();
         if self.protocol == Protocol::Http3 {
             if let Some(u) = urls.iter().find(|u| u.scheme == Scheme::Http) {
                 return Err(SpecError::must(
-                    "protocol",
+                    n::PROTOCOL,
                     format!("http3 needs an https:// URL (QUIC always runs TLS), got {u}"),
                 ));
             }
         }
         if self.tls != TlsOptions::default() && urls.iter().all(|u| u.scheme == Scheme::Http) {
             return Err(SpecError::invalid(
-                "tls",
+                n::TLS,
                 format!(
                     "TLS options need an https:// target, got {}",
                     urls.first().map(Url::to_string).unwrap_or_default()
@@ -265,54 +265,79 @@ impl RunSpec {
         }
         if self.open_loop && self.rate == RateSpec::Max {
             return Err(SpecError::must(
-                "open_loop",
-                "needs a rate: requests_per_second \"max\" is a closed loop (a request goes out \
-                 when a connection frees up)",
+                n::OPEN_LOOP,
+                msg!(
+                    "needs a rate: ",
+                    n::REQUESTS_PER_SECOND,
+                    " \"max\" is a closed loop (a request goes out when a connection frees up)"
+                ),
             ));
         }
         let r = &self.requests;
         let single_changed =
             r.method != "GET" || r.body_size != 0 || r.body_file.is_some() || r.json_body.is_some();
-        for (set, name) in [
-            (r.request_file.is_some(), "request_file"),
-            (r.plugin_config.is_some(), "request_source_plugin_config"),
-            (r.remote_source.is_some(), "request_source"),
-        ] {
+        let sources = [
+            (n::REQUEST_FILE, r.request_file.is_some()),
+            (n::REQUEST_SOURCE_PLUGIN_CONFIG, r.plugin_config.is_some()),
+            (n::REQUEST_SOURCE, r.remote_source.is_some()),
+        ];
+        for (name, set) in sources {
             if set && single_changed {
                 return Err(SpecError::must(
                     name,
-                    "cannot be used with request_options' method or body (each entry sets its own)",
+                    msg!(
+                        "cannot be used with ",
+                        n::REQUEST_OPTIONS,
+                        "' method or body (each entry sets its own)"
+                    ),
                 ));
             }
         }
-        let sources = [
-            ("request_file", r.request_file.is_some()),
-            ("request_source_plugin_config", r.plugin_config.is_some()),
-            ("request_source", r.remote_source.is_some()),
-        ];
-        let mut given = sources.iter().filter(|(_, set)| *set).map(|(n, _)| *n);
+        let mut given = sources.iter().filter(|(_, set)| *set).map(|(o, _)| *o);
         if let (Some(a), Some(b)) = (given.next(), given.next()) {
-            return Err(SpecError::must(a, format!("cannot be used with {b}")));
+            return Err(SpecError::must(a, msg!("cannot be used with ", b)));
         }
         if self.http3 != Http3Options::default() && self.protocol != Protocol::Http3 {
             return Err(SpecError::must(
-                "http3_protocol_options",
-                "needs protocol http3 (QUIC's windows)",
+                n::HTTP3_PROTOCOL_OPTIONS,
+                msg!("needs ", n::PROTOCOL, " http3 (QUIC's windows)"),
             ));
         }
         if r.body_file.is_some() && (r.body_size != 0 || r.json_body.is_some()) {
             return Err(SpecError::must(
-                "request_options.request_body_file",
-                "cannot be used with request_body_size or json_body",
+                n::REQUEST_BODY_FILE,
+                msg!("cannot be used with ", n::REQUEST_BODY_SIZE, " or ", n::JSON_BODY),
             ));
         }
         if r.json_body.is_some() && r.body_size != 0 {
             return Err(SpecError::must(
-                "request_options.json_body",
-                "cannot be used with request_body_size",
+                n::JSON_BODY,
+                msg!("cannot be used with ", n::REQUEST_BODY_SIZE),
             ));
         }
         Ok(self)
+    }
+
+    /// `read_coalesce`: only where every response is timed by the kernel's receive stamp (TCP
+    /// receives, on epoll or io_uring), and where waking late delays nothing but reads. A paced
+    /// worker must wake at each release; an HTTP/3 stream (QUIC's own socket) is timed by the
+    /// thread's clock, which the wait would make late.
+    fn check_read_coalesce(&self) -> Result<(), SpecError> {
+        let Some(window) = self.read_coalesce else { return Ok(()) };
+        let why = if window > Duration::from_millis(1) {
+            msg!("must be at most 1ms: every response waits up to this long to be read")
+        } else if !matches!(self.rate, RateSpec::Max) {
+            msg!(
+                "needs an unpaced run (",
+                n::REQUESTS_PER_SECOND,
+                " max): a paced worker must wake at each release"
+            )
+        } else if self.protocol == Protocol::Http3 {
+            msg!("works with HTTP/1.1 and HTTP/2 only: HTTP/3 responses are not timed by the kernel's receive stamps")
+        } else {
+            return Ok(());
+        };
+        Err(SpecError::must(n::READ_COALESCE, why))
     }
 
     pub fn target(&self) -> &TargetSpec {

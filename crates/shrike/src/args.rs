@@ -56,3 +56,89 @@ pub fn flag_file(flag: &str, path: Option<&std::path::Path>) -> anyhow::Result<O
     path.map(|p| std::fs::read(p).map_err(|e| usage(format!("--{flag} {}: {e}", p.display()))))
         .transpose()
 }
+
+/// clap value parsers for typed flags: each flag's value is read into the type the spec's
+/// edit takes, so a malformed value is a usage error naming the flag (clap's), before any
+/// spec is made.
+pub mod parse {
+    use std::time::Duration;
+
+    use shrike_spec::{
+        AddressFamily, Concurrency, H1Reuse, IdleStrategy, IoBackend, Predicate, PredicateKind,
+        Protocol, RatePlan, Shard, Stage, TlsVersion,
+    };
+
+    /// `--rps`: a rate per worker, or `max`.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum Rps {
+        PerSecond(f64),
+        Max,
+    }
+
+    pub fn rps(s: &str) -> Result<Rps, String> {
+        if s.trim().eq_ignore_ascii_case("max") {
+            return Ok(Rps::Max);
+        }
+        match s.trim().parse::<f64>() {
+            Ok(r) if r.is_finite() && r > 0.0 => Ok(Rps::PerSecond(r)),
+            _ => Err("must be a number greater than 0 or 'max'".into()),
+        }
+    }
+
+    pub fn duration(s: &str) -> Result<Duration, String> {
+        shrike_stats::duration::parse_duration(s).map_err(|e| e.to_string())
+    }
+
+    pub fn concurrency(s: &str) -> Result<Concurrency, String> {
+        Concurrency::parse(s).ok_or_else(|| "expected a positive number or 'auto'".into())
+    }
+
+    pub fn protocol(s: &str) -> Result<Protocol, String> {
+        Protocol::parse(s).ok_or_else(|| "must be http1, http2 or http3".into())
+    }
+
+    pub fn idle_strategy(s: &str) -> Result<IdleStrategy, String> {
+        IdleStrategy::parse(s).ok_or_else(|| "must be spin, poll or sleep".into())
+    }
+
+    pub fn io_backend(s: &str) -> Result<IoBackend, String> {
+        IoBackend::parse(s).ok_or_else(|| "must be epoll or io_uring".into())
+    }
+
+    pub fn address_family(s: &str) -> Result<AddressFamily, String> {
+        AddressFamily::parse(s).ok_or_else(|| "must be auto, v4 or v6".into())
+    }
+
+    pub fn h1_reuse(s: &str) -> Result<H1Reuse, String> {
+        H1Reuse::parse(s).ok_or_else(|| "must be mru or lru".into())
+    }
+
+    pub fn tls_version(s: &str) -> Result<TlsVersion, String> {
+        TlsVersion::parse(s).ok_or_else(|| "must be 1.2 or 1.3".into())
+    }
+
+    pub fn stages(s: &str) -> Result<Vec<Stage>, String> {
+        RatePlan::parse_stages(s).map_err(|e| e.to_string())
+    }
+
+    pub fn shard(s: &str) -> Result<Shard, String> {
+        Shard::parse(s)
+    }
+
+    pub fn failure_predicate(s: &str) -> Result<Predicate, String> {
+        Predicate::parse(s, PredicateKind::Failure).map_err(|e| e.to_string())
+    }
+
+    pub fn termination_predicate(s: &str) -> Result<Predicate, String> {
+        Predicate::parse(s, PredicateKind::Termination).map_err(|e| e.to_string())
+    }
+
+    pub fn ip(s: &str) -> Result<std::net::IpAddr, String> {
+        let ip = s.trim().trim_start_matches('[').trim_end_matches(']');
+        ip.parse().map_err(|_| "must be an IP address".into())
+    }
+
+    pub fn output_format(s: &str) -> Result<shrike_output::OutputFormat, String> {
+        s.parse::<shrike_output::OutputFormat>().map_err(|e| e.to_string())
+    }
+}

@@ -1,23 +1,23 @@
 //! `shrike capacity`: the highest rate (or concurrency) that meets every SLO. The planner in
-//! shrike-plan picks each trial; this drives it: the trial's spec is the user's load with the
-//! level and duration varied (`LoadSpec::vary`), run through the engine's library call with
-//! the same signal handling as `run`, and judged with the client's own CPU.
+//! shrike-plan picks each trial and makes its spec; the trials run here, on a fleet
+//! (`--remote`) or on a Nighthawk service (`--nighthawk-service`), with the same signal
+//! handling as `run`, and are judged with the client's own CPU where it is known.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use shrike_plan::capacity::{
-    goals, CapacityOptions, ClientLoad, Dimension, SearchConfig, SearchError, Slo, Status, Trial,
-    TrialRun,
+    goals, CapacityAsk, CapacityOptions, Dimension, SearchError, Slo, Status, Trial,
 };
-use shrike_stats::duration::{format_human_ns, parse_duration};
+use shrike_stats::duration::format_human_ns;
 
-use crate::args::usage;
+use crate::args::{parse, usage};
 use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::log::{self, info, warning, Tag};
 use crate::run::RunArgs;
+use crate::trials::Trials;
 
 #[derive(Args, Debug)]
 pub struct CapacityArgs {
@@ -37,24 +37,24 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "LEVEL")]
     pub start: Option<f64>,
     /// Stop narrowing when the gap between the highest pass and the lowest fail is at most
-    /// this share of the pass.
-    #[arg(long, default_value = "2%", value_parser = parse_percent)]
-    pub precision: f64,
-    /// Length of each trial while searching.
-    #[arg(long, default_value = "2s", value_parser = parse_duration_arg)]
-    pub trial_duration: Duration,
-    /// Length of the confirmation trial at each answer.
-    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
-    pub final_duration: Duration,
-    /// Pause between trials, so one trial's backlog does not bleed into the next.
-    #[arg(long, default_value = "0s", value_parser = parse_duration_arg)]
-    pub cooldown: Duration,
-    /// Extra trials for a level that failed narrowly (within 10% of a bound).
-    #[arg(long, default_value_t = 1)]
-    pub trial_repeats: u32,
-    /// Give up after this many trials.
-    #[arg(long, default_value_t = 40)]
-    pub max_trials: usize,
+    /// this share of the pass [default: 2%].
+    #[arg(long, value_parser = parse_percent)]
+    pub precision: Option<f64>,
+    /// Length of each trial while searching [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub trial_duration: Option<Duration>,
+    /// Length of the confirmation trial at each answer [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub final_duration: Option<Duration>,
+    /// Pause between trials, so one trial's backlog does not bleed into the next [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub cooldown: Option<Duration>,
+    /// Extra trials for a level that failed narrowly (within 10% of a bound) [default: 1].
+    #[arg(long)]
+    pub trial_repeats: Option<u32>,
+    /// Give up after this many trials [default: 40].
+    #[arg(long)]
+    pub max_trials: Option<usize>,
     /// The load: `shrike run`'s flags (target, protocol, workers, connections, headers, TLS…).
     #[command(flatten)]
     pub load: RunArgs,
@@ -79,10 +79,6 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
 pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     let slos: Vec<Slo> = args
         .slos
@@ -90,9 +86,6 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         .map(|s| Slo::parse(s).map_err(|e| usage(e.to_string())))
         .collect::<anyhow::Result<_>>()?;
     let goals = goals(&slos);
-    if args.trial_duration.is_zero() || args.final_duration.is_zero() {
-        return Err(usage("--trial-duration and --final-duration must be longer than 0"));
-    }
     let format = match args.load.output_format {
         None => shrike_output::OutputFormat::Summary,
         Some(f) if f.is_text() || f == shrike_output::OutputFormat::Json => f,
@@ -104,89 +97,33 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     };
     let file = args.load.output_file.clone();
     let load = LoadSpec::from_args(&args.load)?;
-    let workers = load.spec.concurrency().workers().get();
-    let rate = args.search == SearchKind::Rate;
-    let dimension = Dimension::of(rate, load.spec.protocol());
-    let start = match args.start {
-        Some(s) if s > 0.0 => s,
-        Some(_) => return Err(usage("--start must be above 0")),
-        None if rate => match load.spec.plan().peak() {
-            Some(r) => r * workers as f64,
-            None => return Err(usage("--rps max has no rate to start a rate search from; give --start or --search concurrency")),
-        },
-        None => 1.0,
-    };
-    let options = CapacityOptions {
+    let ask = CapacityAsk {
         slos: slos.clone(),
-        dimension,
-        config: SearchConfig {
-            start,
-            precision: args.precision,
-            integer: !rate,
-            repeats: args.trial_repeats,
-            trial_duration: args.trial_duration,
-            final_duration: args.final_duration,
-            max_trials: args.max_trials,
-        },
+        rate: Some(args.search == SearchKind::Rate),
+        start: args.start,
+        precision: args.precision,
+        trial_duration: args.trial_duration,
+        final_duration: args.final_duration,
         cooldown: args.cooldown,
-        open_loop: args.load.open_loop.unwrap_or(true),
+        trial_repeats: args.trial_repeats,
+        max_trials: args.max_trials,
+        open_loop: args.load.open_loop,
     };
-    // --remote: every trial runs on the whole fleet, the level is the fleet's (its rate, or
-    // its connections: unpaced shards share them).
-    let fleet = match args.load.remote.is_remote() {
-        false => None,
-        true if load.server.is_some() => {
-            return Err(usage("--remote needs a target URL the generators can reach"))
-        }
-        true => Some(args.load.remote.fleet()?),
-    };
+    let options = CapacityOptions::new(&ask, &load.spec)
+        .map_err(|e| usage(format!("--{} {}", e.field.replace('_', "-"), e.reason)))?;
+    let dimension = options.dimension;
+    let trials = Trials::of(&args.load, &load)?;
     let interrupts = Interrupts::install(load.spec.timeout())
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
-    let mut run_trial = |spec: &shrike_spec::RunSpec| -> Result<Option<TrialRun>, String> {
-        if interrupts.interrupted() {
-            return Ok(None);
-        }
-        let (cpu0, t0) = (process_cpu_seconds(), Instant::now());
-        let result = match &fleet {
-            None => {
-                let ready = interrupts
-                    .preparing(|| shrike_engine::Run::new(spec).prepare())
-                    .map_err(|e| format!("{:#}", load.explain(e)))?;
-                interrupts.execute(ready).map_err(|e| e.to_string())?
-            }
-            Some(fleet) => {
-                let done = interrupts
-                    .execute_with(|stop| {
-                        shrike_service::coordinator::coordinate(spec, fleet, stop, None)
-                    })
-                    .map_err(|e| e.to_string())?;
-                for g in done.generators.iter().filter(|g| g.failure.is_some()) {
-                    warning!(
-                        "generator {} ({}): {}",
-                        g.name,
-                        g.address,
-                        g.failure.as_deref().unwrap_or("")
-                    );
-                }
-                done.result
-            }
-        };
-        // A fleet's CPU is on the generators: this process's says nothing of them.
-        let cpu = process_cpu_seconds()
-            .zip(cpu0)
-            .map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64())
-            .filter(|_| fleet.is_none());
-        Ok(Some(TrialRun { result, client: ClientLoad { cpu_cores: cpu, workers } }))
-    };
-    let outcome =
-        shrike_plan::capacity::run_search(&load.spec, &options, &mut run_trial, &mut |n, t| {
+    let outcome = trials.with_runner(&interrupts, |runner| {
+        shrike_plan::capacity::run_search(&load.spec, &options, runner, &mut |n, t| {
             log_trial(n, t, dimension)
         })
-        .map_err(|e| match e {
-            SearchError::Spec(e) => load.explain(e),
-            e => anyhow::Error::new(e),
-        })?;
-    let mut outcome = outcome;
+    });
+    let mut outcome = outcome.map_err(|e| match e {
+        SearchError::Spec(e) => load.explain(e),
+        e => anyhow::Error::new(e),
+    })?;
     outcome.complete = outcome.complete && !interrupts.interrupted();
     let complete = outcome.complete;
     let report = outcome.report();
@@ -247,9 +184,4 @@ fn log_trial(n: usize, t: &Trial, dimension: Dimension) {
     if let Some(why) = &t.invalid {
         warning!("trial {n} is invalid: {why}");
     }
-}
-
-/// This process's CPU time (user + system) in seconds.
-pub(crate) fn process_cpu_seconds() -> Option<f64> {
-    shrike_plan::sweep::resources::cpu_seconds(std::process::id())
 }

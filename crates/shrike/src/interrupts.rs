@@ -181,3 +181,22 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
         }
     });
 }
+
+/// The planners' trials stop as `run`'s run does: the first signal stops the trial in progress
+/// (its result is kept) and starts no other.
+impl shrike_plan::trial::Stopper for Interrupts {
+    fn stopped(&self) -> bool {
+        self.interrupted()
+    }
+
+    fn preparing(&self, now: bool) {
+        lock(&self.state).preparing = now;
+    }
+
+    fn run(
+        &self,
+        trial: &mut dyn FnMut(&StopHandle) -> Result<RunResult, String>,
+    ) -> Result<RunResult, String> {
+        self.execute_with(|stop| trial(stop))
+    }
+}

@@ -29,6 +29,7 @@ mod suggest;
 mod sweep;
 mod telemetry;
 mod transform;
+mod trials;
 
 use std::process::ExitCode;
 

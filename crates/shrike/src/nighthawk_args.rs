@@ -1,12 +1,12 @@
 //! The Nighthawk client flags that take Envoy configuration or name a service: TLS as an
 //! Envoy transport socket, HTTP/3 protocol options, tracing, a remote request source, and
-//! `--nighthawk-service`. Each becomes the run option of the same name, so the spec (one
-//! reader for flags, spec files and the gRPC API) holds every rule.
+//! `--nighthawk-service`. Each is the typed edit of the run option of the same name, so the spec
+//! (one set of rules for flags, spec files and the gRPC API) holds every rule.
 
 use clap::Args;
 
 use crate::args::usage;
-use crate::load::Patch;
+use shrike_spec::SpecEdit;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct NighthawkArgs {
@@ -50,28 +50,37 @@ pub struct NighthawkArgs {
 }
 
 impl NighthawkArgs {
-    pub fn patch(&self, p: &mut Patch) -> anyhow::Result<()> {
+    /// The Nighthawk flags given, each as its typed edit of the run's spec (those that take
+    /// Envoy JSON are read by the spec, which names what is wrong inside them).
+    pub fn edit(&self, mut e: SpecEdit) -> anyhow::Result<SpecEdit> {
         if !self.user_defined_plugin_config.is_empty() {
             return Err(usage(
                 "--user-defined-plugin-config is not implemented (Nighthawk rejects it as \
                  unimplemented too); results carry no user-defined outputs",
             ));
         }
-        p.opt("transport_socket", &self.transport_socket);
-        p.opt("tls_context", &self.tls_context);
-        p.opt("http3_protocol_options", &self.http3_protocol_options);
-        p.opt(
-            "experimental_h2_use_multiple_connections",
-            &self.experimental_h2_use_multiple_connections,
-        );
-        p.opt("trace", &self.trace);
-        p.opt("trace_sample_rate", &self.trace_sample_rate);
-        if let Some(s) = &self.request_source {
-            p.set("request_source", s.as_str());
-            p.clear("request_file");
-            p.clear("request_source_plugin_config");
+        if let Some(j) = &self.transport_socket {
+            e = e.transport_socket(j);
         }
-        Ok(())
+        if let Some(j) = &self.tls_context {
+            e = e.tls_context(j);
+        }
+        if let Some(j) = &self.http3_protocol_options {
+            e = e.http3_protocol_options(j);
+        }
+        if let Some(on) = self.experimental_h2_use_multiple_connections {
+            e = e.h2_use_multiple_connections(on);
+        }
+        if let Some(t) = &self.trace {
+            e = e.trace(t);
+        }
+        if let Some(r) = self.trace_sample_rate {
+            e = e.trace_sample_rate(r);
+        }
+        if let Some(s) = &self.request_source {
+            e = e.request_source(s);
+        }
+        Ok(e)
     }
 
     /// The service `--nighthawk-service` names, as `HOST:PORT`.

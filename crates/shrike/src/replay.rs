@@ -16,10 +16,11 @@ use shrike_engine::replay::{MysqlLogin, TcpFraming};
 use shrike_jobs::{JobProtocol, JobReader};
 use shrike_output::OutputFormat;
 use shrike_replay::{FeedEnd, FeedProgress, ReplayOptions, Shard, TimeOptions};
+use shrike_spec::{Concurrency, Predicate, Protocol};
 use shrike_stats::duration::parse_duration;
 use shrike_stats::{RunResult, StatId, Termination};
 
-use crate::args::usage;
+use crate::args::{parse, usage};
 use crate::driver::Driver;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
@@ -51,17 +52,17 @@ pub struct ReplayArgs {
     pub start_at: Option<String>,
     /// HTTP jobs: send the captured HTTP/1.1 requests as http1 (default), http2 (h2c on
     /// http://, ALPN h2 on https://) or http3 (https:// only).
-    #[arg(short = 'p', long, value_name = "http1|http2|http3")]
-    pub protocol: Option<String>,
+    #[arg(short = 'p', long, value_name = "http1|http2|http3", value_parser = parse::protocol)]
+    pub protocol: Option<Protocol>,
     /// Workers (threads); jobs are dealt to them in turn.
-    #[arg(long, value_name = "N")]
-    pub concurrency: Option<String>,
+    #[arg(long, value_name = "N", value_parser = parse::concurrency)]
+    pub concurrency: Option<Concurrency>,
     /// A request unanswered this long fails (upstream_rq_timeout) [default: 30s].
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub timeout: Option<Duration>,
     /// Stop after this long even if jobs remain [default: when every job is done].
-    #[arg(long, value_name = "DURATION")]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub duration: Option<Duration>,
     /// TCP: each answer ends with these bytes (escapes: \n, \r, \t, \0, \xNN) [default: \0].
     #[arg(long, value_name = "BYTES", conflicts_with_all = ["tcp_count", "tcp_no_answer"])]
     pub tcp_delimiter: Option<String>,
@@ -86,8 +87,12 @@ pub struct ReplayArgs {
     pub tls_insecure: bool,
     /// End the replay as failed when this counter passes a value (COUNTER:VALUE; repeatable).
     /// Replay has no default predicates: errors are tallied and it goes on.
-    #[arg(long = "failure-predicate", value_name = "COUNTER:VALUE")]
-    pub failure_predicates: Vec<String>,
+    #[arg(
+        long = "failure-predicate",
+        value_name = "COUNTER:VALUE",
+        value_parser = parse::failure_predicate
+    )]
+    pub failure_predicates: Vec<Predicate>,
     /// Output format on stdout [default: summary].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub output_format: Option<OutputFormat>,
@@ -231,10 +236,10 @@ fn run_args(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<RunArgs>
     }
     let mut r = RunArgs {
         url,
-        protocol: args.protocol.clone(),
-        concurrency: args.concurrency.clone(),
-        timeout: args.timeout.clone(),
-        duration: args.duration.clone(),
+        protocol: args.protocol,
+        concurrency: args.concurrency,
+        timeout: args.timeout,
+        duration: args.duration,
         no_duration: args.duration.is_none(),
         tls_ca: args.tls_ca.clone(),
         tls_insecure: args.tls_insecure.then_some(true),

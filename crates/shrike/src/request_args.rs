@@ -1,13 +1,11 @@
 //! What `shrike run` sends: the single request's flags (Nighthawk's), a request file, Nighthawk's
-//! request-source plugin, and what to read from responses. The flags become options of the run
-//! spec (`request_options`, `request_file`, …); the engine loads and checks them.
+//! request-source plugin, and what to read from responses. Each flag is a typed edit of the run
+//! spec (`request_options`, `request_file`, …); the engine loads and checks the files.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
-
-use crate::load::Patch;
+use shrike_spec::SpecEdit;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RequestArgs {
@@ -53,32 +51,32 @@ pub struct RequestArgs {
 }
 
 impl RequestArgs {
-    /// Writes the request flags given into the run's options.
-    pub fn patch(&self, p: &mut Patch) {
-        let o = "request_options";
+    /// The request flags given, each as its typed edit of the run's spec.
+    pub fn edit(&self, mut e: SpecEdit) -> SpecEdit {
         if let Some(m) = &self.request_method {
-            p.set_in(o, "request_method", m.as_str());
+            e = e.request_method(m);
         }
         if !self.request_headers.is_empty() {
-            p.set_in(o, "request_headers", self.request_headers.clone());
+            e = e.request_headers(&self.request_headers);
         }
         if let Some(n) = self.request_body_size {
-            p.set_in(o, "request_body_size", n);
+            e = e.request_body_size(n);
         }
         if let Some(f) = &self.request_body_file {
-            p.set_in(o, "request_body_file", f.display().to_string());
+            e = e.request_body_file(f.clone());
         }
         if let Some(j) = &self.json_body {
-            p.set_in(o, "json_body", j.as_str());
+            e = e.json_body(j);
         }
         if let Some(f) = &self.request_file {
-            p.set("request_file", json!(f.display().to_string()));
-            p.clear("request_source_plugin_config");
+            e = e.request_file(f.clone());
         }
         if let Some(c) = &self.request_source_plugin_config {
-            p.set("request_source_plugin_config", c.as_str());
-            p.clear("request_file");
+            e = e.request_source_plugin_config(c);
         }
-        p.opt("latency_response_header_name", &self.latency_response_header_name);
+        if let Some(h) = &self.latency_response_header_name {
+            e = e.latency_response_header_name(h);
+        }
+        e
     }
 }

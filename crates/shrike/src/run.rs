@@ -1,21 +1,24 @@
 //! `shrike run`: flags (over an optional `--spec` file) → a [`RunSpec`] → the engine's library
-//! call → a sink. The flags only say which options the user gave; the spec holds the defaults
-//! and every rule, so a flag, a spec file and a stored result are validated the same way.
+//! call → a sink. Each flag is one typed edit of the spec ([`shrike_spec::SpecEdit`]); the spec
+//! holds the defaults and every rule, so a flag, a spec file and a stored result are validated
+//! the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use serde_json::{json, Map, Value};
 use shrike_engine::RunSpec;
 use shrike_output::OutputFormat;
-use shrike_spec::{RatePlan, Verbosity};
+use shrike_spec::{
+    AddressFamily, Concurrency, H1Reuse, Predicate, Protocol, RatePlan, SpecEdit, TlsVersion,
+    Verbosity,
+};
 use shrike_stats::{Counter, RunResult, Termination};
 
-use crate::args::usage;
+use crate::args::{parse, usage};
 use crate::driver::Driver;
-use crate::load::{LoadSpec, Patch};
+use crate::load::LoadSpec;
 use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
 use crate::shaping::ShapingArgs;
@@ -40,9 +43,10 @@ pub struct RunArgs {
         short_alias = 'z',
         long,
         value_name = "DURATION",
-        conflicts_with = "no_duration"
+        conflicts_with = "no_duration",
+        value_parser = parse::duration
     )]
-    pub duration: Option<String>,
+    pub duration: Option<std::time::Duration>,
     /// Send exactly N requests in all (split over the workers), then stop once they are
     /// answered. Without --duration the run lasts as long as they take.
     #[arg(short = 'n', long = "requests", value_name = "N")]
@@ -52,12 +56,12 @@ pub struct RunArgs {
     pub no_duration: bool,
     /// Number of workers (one thread and event loop each), or 'auto' for one per usable CPU.
     /// Rates and connections are per worker [default: 1].
-    #[arg(long, value_name = "N|auto")]
-    pub concurrency: Option<String>,
+    #[arg(long, value_name = "N|auto", value_parser = parse::concurrency)]
+    pub concurrency: Option<Concurrency>,
     /// Connect timeout, request timeout, and the grace period for in-flight requests when the
     /// run stops [default: 30].
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub timeout: Option<std::time::Duration>,
 
     #[command(flatten)]
     pub request: RequestArgs,
@@ -75,8 +79,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub burst_size: Option<u32>,
     /// Uniform release jitter added to each scheduled time (e.g. .00001s or 10us).
-    #[arg(long, value_name = "DURATION")]
-    pub jitter_uniform: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub jitter_uniform: Option<std::time::Duration>,
     /// Open every connection before the run starts (HTTP/1 only, as in Nighthawk: HTTP/2
     /// opens connections as streams need them).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -96,8 +100,14 @@ pub struct RunArgs {
 
     /// HTTP version: http1, http2 (h2c with prior knowledge for http://, ALPN for https://) or
     /// http3 (QUIC, https:// only, on the URL's port over UDP).
-    #[arg(short = 'p', long, value_name = "http1|http2|http3", conflicts_with = "h2")]
-    pub protocol: Option<String>,
+    #[arg(
+        short = 'p',
+        long,
+        value_name = "http1|http2|http3",
+        conflicts_with = "h2",
+        value_parser = parse::protocol
+    )]
+    pub protocol: Option<Protocol>,
     /// Deprecated: same as --protocol http2.
     #[arg(long)]
     pub h2: bool,
@@ -110,12 +120,12 @@ pub struct RunArgs {
     pub max_active_requests: Option<u32>,
 
     /// Which resolved addresses to use: auto (IPv4 first, then IPv6), v4 or v6.
-    #[arg(long, value_name = "auto|v4|v6")]
-    pub address_family: Option<String>,
+    #[arg(long, value_name = "auto|v4|v6", value_parser = parse::address_family)]
+    pub address_family: Option<AddressFamily>,
     /// HTTP/1.1: which idle connection takes the next request: mru (most recently used, the
     /// default) or lru (least recently used, spreading requests over every connection).
-    #[arg(long, value_name = "mru|lru")]
-    pub experimental_h1_connection_reuse_strategy: Option<String>,
+    #[arg(long, value_name = "mru|lru", value_parser = parse::h1_reuse)]
+    pub experimental_h1_connection_reuse_strategy: Option<H1Reuse>,
 
     /// TLS: extra trust roots (PEM file), added to the system's.
     #[arg(long, value_name = "FILE")]
@@ -127,11 +137,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub tls_sni: Option<String>,
     /// TLS: lowest protocol version to offer (1.2 or 1.3).
-    #[arg(long, value_name = "1.2|1.3")]
-    pub tls_min_version: Option<String>,
+    #[arg(long, value_name = "1.2|1.3", value_parser = parse::tls_version)]
+    pub tls_min_version: Option<TlsVersion>,
     /// TLS: highest protocol version to offer (1.2 or 1.3).
-    #[arg(long, value_name = "1.2|1.3")]
-    pub tls_max_version: Option<String>,
+    #[arg(long, value_name = "1.2|1.3", value_parser = parse::tls_version)]
+    pub tls_max_version: Option<TlsVersion>,
     /// TLS: cipher suites to offer, comma separated rustls names (e.g.
     /// TLS13_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256).
     #[arg(long, value_name = "LIST")]
@@ -141,11 +151,15 @@ pub struct RunArgs {
     pub tls_no_session_resumption: Option<bool>,
 
     /// Fail the run (exit 1) when COUNTER exceeds N (repeatable), e.g. benchmark.http_5xx:0.
-    #[arg(long = "failure-predicate", value_name = "COUNTER:N")]
-    pub failure_predicates: Vec<String>,
+    #[arg(long = "failure-predicate", value_name = "COUNTER:N", value_parser = parse::failure_predicate)]
+    pub failure_predicates: Vec<Predicate>,
     /// End the run (successfully) when COUNTER exceeds N (repeatable).
-    #[arg(long = "termination-predicate", value_name = "COUNTER:N")]
-    pub termination_predicates: Vec<String>,
+    #[arg(
+        long = "termination-predicate",
+        value_name = "COUNTER:N",
+        value_parser = parse::termination_predicate
+    )]
+    pub termination_predicates: Vec<Predicate>,
     /// Do not add the default failure predicates (any 4xx, 5xx, connection failure or reset).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub no_default_failure_predicates: Option<bool>,
@@ -153,7 +167,7 @@ pub struct RunArgs {
     /// Output format written to stdout: summary (the default: outcome, rates and latency on
     /// one screen), human (the summary plus every statistic's table and the counters), json,
     /// yaml, dotted, fortio, csv or prometheus.
-    #[arg(long, value_parser = parse_output_format, value_name = "FORMAT")]
+    #[arg(long, value_parser = parse::output_format, value_name = "FORMAT")]
     pub output_format: Option<OutputFormat>,
     /// Also write the result to FILE (written whole or not at all), in the format its
     /// extension names (.json, .yaml, .yml, .csv, .prom, .txt for the full human report) or
@@ -161,7 +175,7 @@ pub struct RunArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output_file: Option<PathBuf>,
     /// The format of --output's file, when its extension does not say.
-    #[arg(long, value_parser = parse_output_format, value_name = "FORMAT", requires = "output_file")]
+    #[arg(long, value_parser = parse::output_format, value_name = "FORMAT", requires = "output_file")]
     pub output_file_format: Option<OutputFormat>,
     /// Log verbosity (logs go to stderr) [default: info].
     #[arg(short = 'v', long, value_enum)]
@@ -183,27 +197,23 @@ pub struct RunArgs {
     pub nighthawk: crate::nighthawk_args::NighthawkArgs,
 }
 
-fn parse_output_format(s: &str) -> Result<OutputFormat, String> {
-    s.parse::<OutputFormat>().map_err(|e| e.to_string())
-}
-
 impl RunArgs {
-    pub(crate) fn patch(&self) -> anyhow::Result<Patch> {
-        let mut p = Patch(Map::new());
+    /// The flags given, each as its typed edit of the spec (over a `--spec` file's options, or
+    /// the defaults). A flag replaces what it names, and what that makes meaningless: a URL
+    /// replaces multi-target endpoints, `--rps` replaces stages, and so on ([`SpecEdit`]).
+    pub(crate) fn edit(&self, mut e: SpecEdit) -> anyhow::Result<SpecEdit> {
         if let Some(u) = &self.url {
-            p.set("uri", u.as_str());
-            for f in ["multi_target_endpoints", "multi_target_path", "multi_target_use_https"] {
-                p.clear(f);
-            }
-            p.clear("built_in_server");
+            e = e.url(u);
         }
         if !self.multi_target_endpoints.is_empty() {
-            p.list("multi_target_endpoints", &self.multi_target_endpoints);
-            p.clear("uri");
-            p.clear("built_in_server");
+            e = e.multi_target_endpoints(self.multi_target_endpoints.clone());
         }
-        p.opt("multi_target_path", &self.multi_target_path);
-        p.opt("multi_target_use_https", &self.multi_target_use_https);
+        if let Some(p) = &self.multi_target_path {
+            e = e.multi_target_path(p);
+        }
+        if let Some(h) = self.multi_target_use_https {
+            e = e.multi_target_use_https(h);
+        }
         if let Some(c) = &self.connections {
             let n: u32 = c.trim().parse().map_err(|_| {
                 usage(format!(
@@ -211,83 +221,118 @@ impl RunArgs {
                      such as 1,4,16 is for shrike sweep)"
                 ))
             })?;
-            p.set("connections", n);
+            e = e.connections(n);
         }
         if let Some(n) = self.total_requests {
-            p.set("total_requests", n);
+            e = e.total_requests(Some(n));
             // A count without a duration runs as long as the count takes.
             if self.duration.is_none() {
-                p.set("no_duration", true);
-                p.clear("duration");
+                e = e.no_duration();
             }
         }
-        if let Some(d) = &self.duration {
-            p.set("duration", d.as_str());
-            p.clear("no_duration");
+        if let Some(d) = self.duration {
+            e = e.duration(d);
         }
         if self.no_duration {
-            p.set("no_duration", true);
-            p.clear("duration");
+            e = e.no_duration();
         }
-        p.opt("concurrency", &self.concurrency);
-        p.opt("timeout", &self.timeout);
-        self.request.patch(&mut p);
-        p.opt("max_pending_requests", &self.max_pending_requests);
-        p.opt("max_requests_per_connection", &self.max_requests_per_connection);
-        p.opt("open_loop", &self.open_loop);
-        p.opt("burst_size", &self.burst_size);
-        p.opt("jitter_uniform", &self.jitter_uniform);
-        p.opt("prefetch_connections", &self.prefetch_connections);
+        if let Some(c) = self.concurrency {
+            e = e.concurrency(c);
+        }
+        if let Some(t) = self.timeout {
+            e = e.timeout(t);
+        }
+        e = self.request.edit(e);
+        if let Some(n) = self.max_pending_requests {
+            e = e.max_pending_requests(n);
+        }
+        if let Some(n) = self.max_requests_per_connection {
+            e = e.max_requests_per_connection(n);
+        }
+        if let Some(on) = self.open_loop {
+            e = e.open_loop(on);
+        }
+        if let Some(n) = self.burst_size {
+            e = e.burst_size(n);
+        }
+        if let Some(j) = self.jitter_uniform {
+            e = e.jitter_uniform(j);
+        }
+        if let Some(on) = self.prefetch_connections {
+            e = e.prefetch_connections(on);
+        }
         if self.h2 {
-            p.set("protocol", "http2");
+            e = e.protocol(Protocol::Http2);
         }
-        p.opt("protocol", &self.protocol);
-        p.opt("max_concurrent_streams", &self.max_concurrent_streams);
-        p.opt("max_active_requests", &self.max_active_requests);
-        p.opt("address_family", &self.address_family);
-        p.opt(
-            "experimental_h1_connection_reuse_strategy",
-            &self.experimental_h1_connection_reuse_strategy,
-        );
-        let tls = [
-            ("ca", self.tls_ca.as_ref().map(|c| json!(c.display().to_string()))),
-            ("insecure", self.tls_insecure.map(Value::from)),
-            ("sni", self.tls_sni.as_ref().map(|s| json!(s))),
-            ("min_version", self.tls_min_version.as_ref().map(|s| json!(s))),
-            ("max_version", self.tls_max_version.as_ref().map(|s| json!(s))),
-            ("cipher_suites", self.tls_cipher_suites.as_ref().map(|s| json!(s))),
-            ("session_resumption", self.tls_no_session_resumption.map(|n| json!(!n))),
-        ];
-        for (k, v) in tls {
-            if let Some(v) = v {
-                p.set_in("tls", k, v);
-            }
+        if let Some(p) = self.protocol {
+            e = e.protocol(p);
         }
-        p.list("failure_predicates", &self.failure_predicates);
-        p.list("termination_predicates", &self.termination_predicates);
-        p.opt("no_default_failure_predicates", &self.no_default_failure_predicates);
+        if let Some(n) = self.max_concurrent_streams {
+            e = e.max_concurrent_streams(n);
+        }
+        if let Some(n) = self.max_active_requests {
+            e = e.max_active_requests(n);
+        }
+        if let Some(f) = self.address_family {
+            e = e.address_family(f);
+        }
+        if let Some(r) = self.experimental_h1_connection_reuse_strategy {
+            e = e.h1_reuse(r);
+        }
+        if let Some(ca) = &self.tls_ca {
+            e = e.tls_ca(ca.clone());
+        }
+        if let Some(on) = self.tls_insecure {
+            e = e.tls_insecure(on);
+        }
+        if let Some(sni) = &self.tls_sni {
+            e = e.tls_sni(sni);
+        }
+        if let Some(v) = self.tls_min_version {
+            e = e.tls_min_version(v);
+        }
+        if let Some(v) = self.tls_max_version {
+            e = e.tls_max_version(v);
+        }
+        if let Some(list) = &self.tls_cipher_suites {
+            let suites = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+            e = e.tls_cipher_suites(suites.map(String::from).collect());
+        }
+        if let Some(off) = self.tls_no_session_resumption {
+            e = e.tls_session_resumption(!off);
+        }
+        if !self.failure_predicates.is_empty() {
+            e = e.failure_predicates(self.failure_predicates.clone());
+        }
+        if !self.termination_predicates.is_empty() {
+            e = e.termination_predicates(self.termination_predicates.clone());
+        }
+        if let Some(off) = self.no_default_failure_predicates {
+            e = e.no_default_failure_predicates(off);
+        }
         if let Some(f) = self.output_format {
-            p.set("output_format", f.name());
+            e = e.output_format(f);
         }
         if let Some(v) = self.verbosity {
-            p.set("verbosity", level_name(v));
+            e = e.verbosity(verbosity(v));
         }
-        p.list("labels", &self.labels);
-        self.shaping.patch(&mut p)?;
-        self.telemetry.patch(&mut p);
-        self.nighthawk.patch(&mut p)?;
-        Ok(p)
+        if !self.labels.is_empty() {
+            e = e.labels(self.labels.clone());
+        }
+        e = self.shaping.edit(e)?;
+        e = self.telemetry.edit(e);
+        self.nighthawk.edit(e)
     }
 }
 
-fn level_name(l: Level) -> &'static str {
+fn verbosity(l: Level) -> Verbosity {
     match l {
-        Level::Trace => "trace",
-        Level::Debug => "debug",
-        Level::Info => "info",
-        Level::Warn => "warn",
-        Level::Error => "error",
-        Level::Critical => "critical",
+        Level::Trace => Verbosity::Trace,
+        Level::Debug => Verbosity::Debug,
+        Level::Info => Verbosity::Info,
+        Level::Warn => Verbosity::Warn,
+        Level::Error => Verbosity::Error,
+        Level::Critical => Verbosity::Critical,
     }
 }
 

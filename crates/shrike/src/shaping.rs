@@ -1,13 +1,14 @@
 //! Load-shaping flags of `shrike run`: the rate plan (constant, unpaced, ramp, stages), how a
-//! worker idles between releases, warm-up, a scheduled start and the source address. They
-//! become options of the run spec, which validates them.
+//! worker idles between releases, warm-up, a scheduled start and the source address. Each is
+//! a typed edit of the run spec, which validates the whole.
 
+use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
+use shrike_spec::{IdleStrategy, IoBackend, Shard, SpecEdit};
 
-use crate::args::{flag_duration, usage};
-use crate::load::Patch;
+use crate::args::{flag_duration, parse, usage};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ShapingArgs {
@@ -19,12 +20,13 @@ pub struct ShapingArgs {
         short_alias = 'q',
         long,
         value_name = "RATE|max",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = parse::rps
     )]
-    pub rps: Option<String>,
+    pub rps: Option<parse::Rps>,
     /// Ramp the rate linearly from 0 to --rps over this long, then hold it.
-    #[arg(long, value_name = "DURATION", conflicts_with = "stages")]
-    pub ramp_duration: Option<String>,
+    #[arg(long, value_name = "DURATION", conflicts_with = "stages", value_parser = parse::duration)]
+    pub ramp_duration: Option<Duration>,
     /// Rate stages, per worker: DURATION:RATE,… Each stage moves the rate linearly from the
     /// previous stage's rate (0 at first) to RATE over DURATION (0s: a step). The run lasts
     /// the sum of the stages. Example: 10s:1000,30s:5000,10s:0.
@@ -33,22 +35,22 @@ pub struct ShapingArgs {
     /// How a worker waits for its next release: spin (busy-wait: tightest timing, burns a core
     /// per worker), poll (timerfd in epoll armed early, then a short spin: ~10 µs late, no idle
     /// CPU; the default) or sleep (tokio's 1 ms timer: fewest wake-ups, coarse).
-    #[arg(long, value_name = "spin|poll|sleep")]
-    pub sequencer_idle_strategy: Option<String>,
+    #[arg(long, value_name = "spin|poll|sleep", value_parser = parse::idle_strategy)]
+    pub sequencer_idle_strategy: Option<IdleStrategy>,
     /// How connections do their I/O: epoll (a system call per read and write; the default)
     /// or io_uring (each loop turn's sends and receives, across connections, in one system
     /// call; Linux 5.19+). Applies to HTTP/1.1, HTTP/2 and raw TCP, plain or TLS. The JSON
     /// result's environment names the backend used; SHRIKE_IO_BACKEND sets the default.
-    #[arg(long, value_name = "epoll|io_uring")]
-    pub io_backend: Option<String>,
+    #[arg(long, value_name = "epoll|io_uring", value_parser = parse::io_backend)]
+    pub io_backend: Option<IoBackend>,
     /// Unpaced HTTP/1.1 and HTTP/2 only (--rps max): an idle worker waits this long (at most
     /// 1ms; 50us is a good start) before reading what has arrived, so one wake-up reads many
     /// responses and each costs less client CPU. On io_uring the wait ends early once every
     /// response in flight is in. Responses are still timed when they reached the socket, by
     /// the kernel's receive timestamps; a connection's next request leaves up to this much
     /// later.
-    #[arg(long, value_name = "DURATION")]
-    pub read_coalesce: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub read_coalesce: Option<Duration>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
     /// Nighthawk; not in latency statistics).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -61,11 +63,11 @@ pub struct ShapingArgs {
     /// Send shard i of N (0-based: 0/N … N-1/N) of this run: 1/N of the rate and of -n, with
     /// pacer phases that interleave with the other shards'. N processes (with a common
     /// --start-at) make the run; `shrike transform --merge` joins their results exactly.
-    #[arg(long, value_name = "i/N")]
-    pub shard: Option<String>,
+    #[arg(long, value_name = "i/N", value_parser = parse::shard)]
+    pub shard: Option<Shard>,
     /// Source IP address for outgoing connections (the port is chosen by the kernel).
-    #[arg(long, value_name = "IP", conflicts_with = "upstream_bind_config")]
-    pub bind_address: Option<String>,
+    #[arg(long, value_name = "IP", conflicts_with = "upstream_bind_config", value_parser = parse::ip)]
+    pub bind_address: Option<IpAddr>,
     /// Nighthawk's BindConfig JSON; its source_address.address is used as --bind-address, e.g.
     /// {source_address:{address:"127.0.0.1",port_value:0}}.
     #[arg(long, value_name = "JSON")]
@@ -73,47 +75,46 @@ pub struct ShapingArgs {
 }
 
 impl ShapingArgs {
-    /// Writes the shaping flags given into the run's options. A rate replaces stages and
-    /// stages replace a rate, a ramp and a duration: each is the whole plan.
-    pub fn patch(&self, p: &mut Patch) -> anyhow::Result<()> {
-        if let Some(r) = &self.rps {
-            match r.trim().parse::<f64>() {
-                Ok(n) if n.is_finite() => p.set("requests_per_second", n),
-                _ => p.set("requests_per_second", r.trim()),
-            }
-            p.clear("stages");
+    /// The shaping flags given, each as its typed edit. A rate replaces stages and stages
+    /// replace a rate, a ramp and a duration: each is the whole plan.
+    pub fn edit(&self, mut e: SpecEdit) -> anyhow::Result<SpecEdit> {
+        match self.rps {
+            Some(parse::Rps::PerSecond(r)) => e = e.rate(r),
+            Some(parse::Rps::Max) => e = e.unpaced(),
+            None => {}
         }
-        if let Some(r) = &self.ramp_duration {
-            p.set("ramp_duration", r.as_str());
+        if let Some(d) = self.ramp_duration {
+            e = e.ramp(Some(d));
         }
-        if let Some(s) = &self.stages {
-            p.set("stages", s.as_str());
-            for f in ["requests_per_second", "ramp_duration", "duration", "no_duration"] {
-                p.clear(f);
-            }
+        if let Some(list) = &self.stages {
+            let stages = parse::stages(list).map_err(|why| usage(format!("--stages: {why}")))?;
+            e = e.stages(stages);
         }
-        p.opt("sequencer_idle_strategy", &self.sequencer_idle_strategy);
-        p.opt("io_backend", &self.io_backend);
-        p.opt("read_coalesce", &self.read_coalesce);
-        p.opt("simple_warmup", &self.simple_warmup);
+        if let Some(s) = self.sequencer_idle_strategy {
+            e = e.idle_strategy(s);
+        }
+        if let Some(b) = self.io_backend {
+            e = e.io_backend(b);
+        }
+        if let Some(d) = self.read_coalesce {
+            e = e.read_coalesce(Some(d));
+        }
+        if let Some(on) = self.simple_warmup {
+            e = e.simple_warmup(on);
+        }
         if let Some(s) = &self.start_at {
-            let t = parse_start_at(s)?;
-            p.set("start_at", shrike_output::timestamp::format_rfc3339(t));
-            p.clear("scheduled_start");
+            e = e.start_at(Some(parse_start_at(s)?));
         }
-        if let Some(sh) = &self.shard {
-            let sh = shrike_spec::Shard::parse(sh).map_err(|e| usage(format!("--shard {e}")))?;
-            p.set("shard", sh.to_string());
+        if let Some(s) = self.shard {
+            e = e.shard(Some(s));
         }
-        if let Some(a) = &self.bind_address {
-            p.set("bind_address", a.as_str());
-            p.clear("upstream_bind_config");
+        if let Some(ip) = self.bind_address {
+            e = e.bind_address(Some(ip));
         }
         if let Some(c) = &self.upstream_bind_config {
-            p.set("upstream_bind_config", c.as_str());
-            p.clear("bind_address");
+            e = e.upstream_bind_config(c);
         }
-        Ok(())
+        Ok(e)
     }
 }
 

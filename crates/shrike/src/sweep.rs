@@ -2,25 +2,24 @@
 //! wrk runs) or over rate (open loop), `--iterations` times per point, sampling the server's
 //! resources over each point's measuring window. With two instances (`--compare` or two
 //! `--server-cmd`) runs are interleaved, the first alternating, so drift hits both alike.
-//! Each point's spec is the user's load varied (`LoadSpec::vary`), run through the engine's
-//! library call.
+//! The loop is shrike-plan's (`sweep::run`); this command starts the servers it is told to,
+//! picks where the runs go (here, `--remote`, `--nighthawk-service`) and writes the report.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use serde_json::json;
-use shrike_plan::sweep::{grid, resources, Iteration, Point, Sampler, Sweep};
+use shrike_plan::sweep::{self, grid, resources, Collect, Placement, Sweep, SweepOptions};
+use shrike_plan::trial::Dimension;
 use shrike_spec::Protocol;
-use shrike_stats::duration::parse_duration;
-use shrike_stats::Termination;
 
-use crate::args::usage;
+use crate::args::{parse, usage};
 use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
 use crate::server_cmd::{ServerCmd, StartError};
+use crate::trials::Trials;
 
 #[derive(Args, Debug)]
 pub struct SweepArgs {
@@ -32,7 +31,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 3)]
     pub iterations: usize,
     /// Pause between runs, so one run's connections and backlog do not bleed into the next.
-    #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
+    #[arg(long, default_value = "1s", value_parser = parse::duration)]
     pub wait: Duration,
     /// Sample this running server's process tree (CPU, RSS, VMS, open files, context
     /// switches). With --compare, once for both or twice: the baseline's, then the candidate's.
@@ -43,7 +42,7 @@ pub struct SweepArgs {
     #[arg(long = "server-cmd", value_name = "CMD")]
     pub server_cmds: Vec<String>,
     /// How long --server-cmd's server gets to print its listen address.
-    #[arg(long, default_value = "15s", value_parser = parse_duration_arg)]
+    #[arg(long, default_value = "15s", value_parser = parse::duration)]
     pub server_start_timeout: Duration,
     /// Restart --server-cmd's server before every run (no state carried between points).
     #[arg(long)]
@@ -55,7 +54,7 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub collect_stats: Vec<String>,
     /// Time between resource samples.
-    #[arg(long, default_value = "250ms", value_parser = parse_duration_arg)]
+    #[arg(long, default_value = "250ms", value_parser = parse::duration)]
     pub collect_stats_interval: Duration,
     /// The load: `shrike run`'s flags; --connections takes a grid (1,4,16:256:16,512). Over
     /// HTTP/2 and HTTP/3 each connection carries --max-concurrent-streams streams (1 unless
@@ -63,12 +62,6 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub load: RunArgs,
 }
-
-fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
-const STATS: [&str; 5] = ["cpu", "rss", "vms", "fds", "ctx-switches"];
 
 /// One thing swept: a name, its target and how its server is found.
 struct Instance {
@@ -80,29 +73,60 @@ struct Instance {
     pid: Option<u32>,
 }
 
-pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
-    for s in &args.collect_stats {
-        if !STATS.contains(&s.as_str()) {
-            return Err(usage(format!(
-                "--collect-stats {s:?}: expected any of {}",
-                STATS.join(", ")
-            )));
-        }
+/// The instances as the sweep loop sees them: each run goes to its instance's server,
+/// restarted first if asked, and a server that died ends the sweep.
+struct Servers<'a> {
+    list: Vec<Instance>,
+    args: &'a SweepArgs,
+    interrupts: &'a Interrupts,
+}
+
+impl sweep::Instances for Servers<'_> {
+    fn names(&self) -> Vec<String> {
+        self.list.iter().map(|i| i.name.clone()).collect()
     }
+
+    fn place(&mut self, k: usize) -> Result<Option<Placement>, String> {
+        if self.interrupts.interrupted() {
+            return Ok(None);
+        }
+        let inst = &mut self.list[k];
+        if self.args.restart_server_between_runs && inst.cmd.is_some() {
+            inst.server = None;
+            match start(inst, self.args, self.interrupts, false) {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(format!("{e:#}")),
+            }
+        }
+        if let Some(s) = inst.server.as_mut() {
+            if !s.alive() {
+                return Err(format!("{}: the server exited during the sweep", inst.name));
+            }
+        }
+        let pid = inst.server.as_ref().map(ServerCmd::pid).or(inst.pid);
+        Ok(Some(Placement { url: inst.url.clone(), pid }))
+    }
+}
+
+pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
+    let collect = Collect::parse(&args.collect_stats).map_err(|s| {
+        usage(format!("--collect-stats {s:?}: expected any of {}", Collect::NAMES.join(", ")))
+    })?;
     if args.iterations == 0 {
         return Err(usage("--iterations must be at least 1"));
     }
-    let (axis, levels) = match (&args.rates, &args.load.connections) {
-        (Some(r), _) => ("rate", grid::parse(r).map_err(|e| usage(format!("--rates: {e}")))?),
+    let (rate, levels) = match (&args.rates, &args.load.connections) {
+        (Some(r), _) => (true, grid::parse(r).map_err(|e| usage(format!("--rates: {e}")))?),
         (None, Some(c)) => {
-            ("connections", grid::parse(c).map_err(|e| usage(format!("--connections: {e}")))?)
+            (false, grid::parse(c).map_err(|e| usage(format!("--connections: {e}")))?)
         }
         (None, None) => {
             return Err(usage("give the grid: --connections 1,4,16:64:16 or --rates 100,200,400"))
         }
     };
     // The grid is ours: the load's own connections flag must read as one number (or none).
-    if axis == "connections" {
+    if !rate {
         args.load.connections = None;
     } else if let Some(c) = &args.load.connections {
         if c.contains([',', ':']) {
@@ -154,129 +178,53 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let load = LoadSpec::from_args(&args.load)?;
-    let workers = load.spec.concurrency().workers().get();
-    // HTTP/2 and HTTP/3 multiplex: a connection point carries this many streams per connection.
-    let streams = match load.spec.protocol() {
-        Protocol::Http1 => None,
-        Protocol::Http2 | Protocol::Http3 => Some(args.load.max_concurrent_streams.unwrap_or(1)),
-    };
     interrupts.set_grace(load.spec.timeout());
-    let mut sweep = Sweep {
-        axis: axis.into(),
-        workers: workers as u64,
-        instances: instances.iter().map(|i| i.name.clone()).collect(),
-        points: Vec::new(),
-        server_cores: None,
-        complete: true,
+    let dimension = match (rate, load.spec.protocol()) {
+        (true, _) => Dimension::Rate,
+        (false, Protocol::Http1) => Dimension::Connections { streams: None },
+        // As h2load's -m: each connection carries this many streams (1 unless given).
+        (false, Protocol::Http2 | Protocol::Http3) => {
+            Dimension::Connections { streams: Some(args.load.max_concurrent_streams.unwrap_or(1)) }
+        }
     };
-    'grid: for &level in &levels {
-        for inst in &instances {
-            sweep.points.push(Point { instance: inst.name.clone(), level, iterations: Vec::new() });
-        }
-        for i in 0..args.iterations {
-            // Two instances alternate who goes first (AB, BA, AB…), so a drift within an
-            // iteration, or an advantage of going first or second, falls on both alike.
-            let order: Vec<usize> = if i % 2 == 1 {
-                (0..instances.len()).rev().collect()
-            } else {
-                (0..instances.len()).collect()
-            };
-            for k in order {
-                let inst = &mut instances[k];
-                if interrupts.interrupted() {
-                    sweep.complete = false;
-                    break 'grid;
-                }
-                if args.restart_server_between_runs {
-                    inst.server = None;
-                    if !start(inst, &args, &interrupts, false)? {
-                        sweep.complete = false;
-                        break 'grid;
-                    }
-                }
-                let pid = inst.server.as_mut().map(|s| (s.alive(), s.pid()));
-                if let Some((false, _)) = pid {
-                    return Err(anyhow::anyhow!(
-                        "{}: the server exited during the sweep",
-                        inst.name
-                    ));
-                }
-                let pid = pid.map(|p| p.1).or(inst.pid);
-                if sweep.server_cores.is_none() {
-                    sweep.server_cores = pid.and_then(allowed_cores);
-                }
-                let mut patch = json!({
-                    "duration": format!("{}s", load.spec.duration().unwrap_or(Duration::from_secs(5)).as_secs_f64()),
-                    "no_duration": false,
-                    "total_requests": null,
-                    "no_default_failure_predicates": true,
-                });
-                if let Some(url) = &inst.url {
-                    patch["uri"] = json!(url);
-                    patch["built_in_server"] = json!(false);
-                }
-                if axis == "connections" {
-                    patch["connections"] = json!(level);
-                    patch["requests_per_second"] = json!("max");
-                    if let Some(streams) = streams {
-                        // As h2load's -c N -m M: N connections of M streams each. Without the
-                        // stream limit the pool would put every request on one connection.
-                        patch["max_concurrent_streams"] = json!(streams);
-                        patch["max_active_requests"] = json!(level * u64::from(streams));
-                    }
-                } else {
-                    patch["requests_per_second"] = json!(level as f64 / workers as f64);
-                    patch["open_loop"] = json!(args.load.open_loop.unwrap_or(true));
-                }
-                let spec = load.vary(&patch)?;
-                let ready = interrupts
-                    .preparing(|| shrike_engine::Run::new(&spec).prepare())
-                    .map_err(|e| load.explain(e))?;
-                let (cpu0, t0) = (crate::capacity::process_cpu_seconds(), Instant::now());
-                let sampler = Sampler::start(pid, args.collect_stats_interval);
-                let result = interrupts
-                    .execute(ready)
-                    .map_err(|e| anyhow::Error::new(e).context("a run could not start"))?;
-                let window = keep_selected(sampler.finish(), &args.collect_stats);
-                let client = crate::capacity::process_cpu_seconds()
-                    .zip(cpu0)
-                    .map(|(b, a)| (b - a) / t0.elapsed().as_secs_f64());
-                if result.termination == Termination::Interrupted {
-                    sweep.complete = false;
-                    break 'grid;
-                }
-                let it = Iteration::of(&result, window, client);
-                info!(
-                    "{}{} {level}: {:.1} responses/s, p99 {:.2}ms{}",
-                    if instances_len(&sweep) > 1 {
-                        format!("{}: ", inst.name)
-                    } else {
-                        String::new()
-                    },
-                    axis,
-                    it.throughput,
-                    it.latency[2] * 1e3,
-                    it.server
-                        .cpu_cores
-                        .map_or(String::new(), |c| format!(", server CPU {c:.2} cores"))
-                );
-                let at = sweep.points.len() - instances_len(&sweep) + k;
-                sweep.points[at].iterations.push(it);
-                if !args.wait.is_zero() {
-                    std::thread::sleep(args.wait);
-                }
-            }
-        }
-    }
-    sweep.points.retain(|p| !p.iterations.is_empty());
+    let options = SweepOptions {
+        dimension,
+        levels,
+        iterations: args.iterations,
+        length: load.spec.duration().unwrap_or(Duration::from_secs(5)),
+        wait: args.wait,
+        open_loop: args.load.open_loop.unwrap_or(true),
+        collect,
+        sample_every: args.collect_stats_interval,
+    };
+    let trials = Trials::of(&args.load, &load)?;
+    let several = instances.len() > 1;
+    let axis = if rate { "rate" } else { "connections" };
+    let mut servers = Servers { list: instances, args: &args, interrupts: &interrupts };
+    let swept = trials.with_runner(&interrupts, |runner| {
+        sweep::run(&load.spec, &options, &mut servers, runner, &mut |m| {
+            info!(
+                "{}{axis} {}: {:.1} responses/s, p99 {:.2}ms{}",
+                if several { format!("{}: ", m.instance) } else { String::new() },
+                m.level,
+                m.run.throughput,
+                m.run.latency[2] * 1e3,
+                m.run
+                    .server
+                    .cpu_cores
+                    .map_or(String::new(), |c| format!(", server CPU {c:.2} cores"))
+            );
+        })
+    });
+    let mut sweep = swept.map_err(|e| match e {
+        sweep::SweepError::Spec(e) => load.explain(e),
+        e => anyhow::Error::new(e),
+    })?;
+    sweep.complete = sweep.complete && !interrupts.interrupted();
     write(&args, &sweep)?;
-    drop(instances);
+    drop(servers);
     drop(load);
     Ok(if sweep.complete { ExitCode::SUCCESS } else { ExitCode::from(130) })
-}
-
-fn instances_len(s: &Sweep) -> usize {
-    s.instances.len()
 }
 
 impl SweepArgs {
@@ -317,28 +265,6 @@ fn instances(args: &SweepArgs) -> anyhow::Result<Vec<Instance>> {
     })
 }
 
-/// The window with only the statistics `--collect-stats` chose (all when it chose none).
-fn keep_selected(mut w: resources::Window, chosen: &[String]) -> resources::Window {
-    let on = |s: &str| chosen.is_empty() || chosen.iter().any(|c| c == s);
-    if !on("cpu") {
-        w.cpu_cores = None;
-    }
-    if !on("rss") {
-        w.rss_max_bytes = None;
-        w.rss_mean_bytes = None;
-    }
-    if !on("vms") {
-        w.vms_max_bytes = None;
-    }
-    if !on("fds") {
-        w.fds_max = None;
-    }
-    if !on("ctx-switches") {
-        w.ctx_switches_per_sec = None;
-    }
-    w
-}
-
 /// Starts an instance's server and points the instance at it (its address may change from
 /// one start to the next: port 0). False when a signal interrupted the wait.
 fn start(
@@ -358,20 +284,6 @@ fn start(
     inst.url = Some(format!("http://{}/", s.addr));
     inst.server = Some(s);
     Ok(true)
-}
-
-/// The CPUs a process may run on (its affinity), from /proc/PID/status.
-fn allowed_cores(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim();
-    let mut n = 0u32;
-    for part in list.split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => n += b.trim().parse::<u32>().ok()? - a.trim().parse::<u32>().ok()? + 1,
-            None => n += 1,
-        }
-    }
-    Some(f64::from(n))
 }
 
 fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {

@@ -36,8 +36,13 @@ fn two_specs_run_one_after_another_in_one_process() {
     let a = RunSpec::from_json(&json!({"uri": uri, "requests_per_second": 40, "duration": "0.5s"}))
         .expect("spec a");
     let b = a
-        .patched(&json!({"concurrency": "2", "requests_per_second": 10, "duration": "1s",
-                          "request_options": {"request_method": "POST", "request_body_size": 7}}))
+        .edit()
+        .concurrency(shrike_engine::Concurrency::Workers(2.try_into().expect("2")))
+        .rate(10.0)
+        .duration(std::time::Duration::from_secs(1))
+        .request_method("POST")
+        .request_body_size(7)
+        .build()
         .expect("spec b");
     for (spec, want) in [(&a, 20), (&b, 20), (&a, 20)] {
         let r = shrike_engine::run(spec, &StopHandle::new(), None).expect("run");

@@ -1,49 +1,51 @@
 //! The search loop, for every caller (`shrike capacity`, the service's `Capacity`): each
-//! trial is the user's load with the level and duration patched in, run by the caller (on
-//! this machine, on a fleet, on a service), judged, and recorded until the search is done.
+//! trial is the user's load at the search's level and length ([`trial_spec`]), run by the
+//! caller's [`TrialRunner`] (this machine, a fleet, a Nighthawk service), judged, and recorded
+//! until the search is done.
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use shrike_spec::{Protocol, RunSpec, SpecError};
-use shrike_stats::{RunResult, Termination};
+use serde_json::Value;
+use shrike_spec::{RunSpec, SpecError};
+use shrike_stats::Termination;
 
 use super::search::{Answer, Next, Search, SearchConfig, Status};
 use super::slo::{goals, Slo};
-use super::trial::{ClientLoad, Trial};
+use super::trial::Trial;
 use super::Report;
+use crate::trial::{trial_spec, Dimension, TrialError, TrialRun, TrialRunner};
 
-/// What a trial's level sets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dimension {
-    /// Requests per second, all workers together.
-    Rate,
-    /// Connections per worker (HTTP/1.1: one request in flight each).
-    Connections,
-    /// Requests in flight per worker (HTTP/2, HTTP/3).
-    ActiveRequests,
+/// `shrike capacity`'s defaults, for every caller.
+pub const DEFAULT_PRECISION: f64 = 0.02;
+pub const DEFAULT_TRIAL_DURATION: Duration = Duration::from_secs(2);
+pub const DEFAULT_FINAL_DURATION: Duration = Duration::from_secs(10);
+pub const DEFAULT_TRIAL_REPEATS: u32 = 1;
+pub const DEFAULT_MAX_TRIALS: usize = 40;
+
+/// Why a search cannot be made: which of its options (`start`, `precision`, …), and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {reason}")]
+pub struct AskError {
+    pub field: &'static str,
+    pub reason: String,
 }
 
-impl Dimension {
-    /// A rate search, or concurrency in the protocol's own terms: over HTTP/2 and HTTP/3 the
-    /// requests in flight, not the connections, are the concurrency (one connection carries
-    /// them all unless the user limits its streams).
-    pub fn of(rate: bool, protocol: Protocol) -> Dimension {
-        match (rate, protocol) {
-            (true, _) => Dimension::Rate,
-            (false, Protocol::Http1) => Dimension::Connections,
-            (false, Protocol::Http2 | Protocol::Http3) => Dimension::ActiveRequests,
-        }
-    }
-
-    /// What a level counts.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Dimension::Rate => "/s",
-            Dimension::Connections => "connections",
-            Dimension::ActiveRequests => "active requests",
-        }
-    }
+/// A search as asked for: `None` takes the default.
+#[derive(Clone, Debug, Default)]
+pub struct CapacityAsk {
+    pub slos: Vec<Slo>,
+    /// Search the rate (the default) or the concurrency.
+    pub rate: Option<bool>,
+    pub start: Option<f64>,
+    /// A share (0.02 for 2%).
+    pub precision: Option<f64>,
+    pub trial_duration: Option<Duration>,
+    pub final_duration: Option<Duration>,
+    pub cooldown: Option<Duration>,
+    pub trial_repeats: Option<u32>,
+    pub max_trials: Option<usize>,
+    /// Rate trials run open loop unless this says otherwise.
+    pub open_loop: Option<bool>,
 }
 
 /// A search, apart from the load it varies.
@@ -59,79 +61,104 @@ pub struct CapacityOptions {
 }
 
 impl CapacityOptions {
-    /// Reads a search from JSON (the service's `Capacity`): `slos` (["p99<=20ms", …]),
-    /// `search` ("rate" or "concurrency"), `start`, `precision` (0.02), `trial_duration`,
-    /// `final_duration`, `cooldown` ("2s"), `trial_repeats`, `max_trials`, `open_loop`. The
-    /// defaults are `shrike capacity`'s; `base` is the load the trials vary. Errors name the
-    /// field.
-    pub fn from_json(v: &Value, base: &RunSpec) -> Result<CapacityOptions, String> {
-        let slos = v
-            .get("slos")
-            .and_then(Value::as_array)
-            .filter(|a| !a.is_empty())
-            .ok_or("search.slos: give at least one objective, e.g. [\"p99<=20ms\"]")?
-            .iter()
-            .map(|s| {
-                let s = s.as_str().ok_or("search.slos: objectives are strings")?;
-                Slo::parse(s).map_err(|e| format!("search.slos: {e}"))
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        let rate = match v.get("search").and_then(Value::as_str).unwrap_or("rate") {
-            "rate" => true,
-            "concurrency" => false,
-            other => return Err(format!("search.search: {other:?} is not rate or concurrency")),
-        };
+    /// The search `ask` describes over the load `base`, with the defaults for what it leaves
+    /// out; errors name the option (`start`, `precision`, …).
+    pub fn new(ask: &CapacityAsk, base: &RunSpec) -> Result<CapacityOptions, AskError> {
+        let err = |field, reason: &str| AskError { field, reason: reason.to_string() };
+        if ask.slos.is_empty() {
+            return Err(err("slos", "give at least one objective, e.g. p99<=20ms"));
+        }
+        let rate = ask.rate.unwrap_or(true);
         let dimension = Dimension::of(rate, base.protocol());
         let workers = base.concurrency().workers().get() as f64;
-        let num = |k: &str| v.get(k).and_then(Value::as_f64);
-        let start = match num("start") {
-            Some(s) if s > 0.0 => s,
-            Some(_) => return Err("search.start: must be above 0".into()),
-            None if rate => base.plan().peak().map(|r| r * workers).ok_or(
-                "search.start: the load's rate is \"max\"; give a start for a rate search",
-            )?,
+        let start = match ask.start {
+            Some(s) if s > 0.0 && s.is_finite() => s,
+            Some(_) => return Err(err("start", "must be above 0")),
+            None if rate => base.plan().peak().map(|r| r * workers).ok_or_else(|| {
+                err(
+                    "start",
+                    "is needed: the load's rate is \"max\", which gives a rate search nowhere \
+                     to start (or search the concurrency)",
+                )
+            })?,
             None => 1.0,
         };
-        let precision = num("precision").unwrap_or(0.02);
+        let precision = ask.precision.unwrap_or(DEFAULT_PRECISION);
         if !(precision > 0.0 && precision < 1.0) {
-            return Err("search.precision: a share between 0 and 1, e.g. 0.02".into());
+            return Err(err("precision", "must be a share between 0% and 100%, e.g. 2%"));
         }
-        let dur = |k: &str, d: Duration| -> Result<Duration, String> {
-            match v.get(k).and_then(Value::as_str) {
-                None => Ok(d),
-                Some(t) => shrike_stats::duration::parse_duration(t)
-                    .map_err(|e| format!("search.{k}: {e}")),
-            }
-        };
-        let trial_duration = dur("trial_duration", Duration::from_secs(2))?;
-        let final_duration = dur("final_duration", Duration::from_secs(10))?;
+        let trial_duration = ask.trial_duration.unwrap_or(DEFAULT_TRIAL_DURATION);
+        let final_duration = ask.final_duration.unwrap_or(DEFAULT_FINAL_DURATION);
         if trial_duration.is_zero() || final_duration.is_zero() {
-            return Err("search.trial_duration and final_duration must be longer than 0".into());
+            let field = if trial_duration.is_zero() { "trial_duration" } else { "final_duration" };
+            return Err(err(field, "must be longer than 0"));
         }
-        let whole = |k: &str, d: u64| v.get(k).and_then(Value::as_u64).unwrap_or(d);
         Ok(CapacityOptions {
-            slos,
+            slos: ask.slos.clone(),
             dimension,
             config: SearchConfig {
                 start,
                 precision,
                 integer: !rate,
-                repeats: u32::try_from(whole("trial_repeats", 1)).unwrap_or(u32::MAX),
+                repeats: ask.trial_repeats.unwrap_or(DEFAULT_TRIAL_REPEATS),
                 trial_duration,
                 final_duration,
-                max_trials: usize::try_from(whole("max_trials", 40)).unwrap_or(usize::MAX),
+                max_trials: ask.max_trials.unwrap_or(DEFAULT_MAX_TRIALS),
             },
-            cooldown: dur("cooldown", Duration::ZERO)?,
-            open_loop: v.get("open_loop").and_then(Value::as_bool).unwrap_or(true),
+            cooldown: ask.cooldown.unwrap_or_default(),
+            open_loop: ask.open_loop.unwrap_or(true),
         })
     }
-}
 
-/// One trial as the caller ran it; `None` from the caller means it was interrupted.
-#[derive(Debug)]
-pub struct TrialRun {
-    pub result: RunResult,
-    pub client: ClientLoad,
+    /// Reads a search from JSON (the service's `Capacity`): `slos` (["p99<=20ms", …]),
+    /// `search` ("rate" or "concurrency"), `start`, `precision` (0.02), `trial_duration`,
+    /// `final_duration`, `cooldown` ("2s"), `trial_repeats`, `max_trials`, `open_loop`, each
+    /// with `shrike capacity`'s default. `base` is the load the trials vary. Errors name the
+    /// field.
+    pub fn from_json(v: &Value, base: &RunSpec) -> Result<CapacityOptions, String> {
+        let slos = match v.get("slos") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|s| {
+                    let s = s.as_str().ok_or("search.slos: objectives are strings")?;
+                    Slo::parse(s).map_err(|e| format!("search.slos: {e}"))
+                })
+                .collect::<Result<Vec<_>, String>>()?,
+            Some(_) => return Err("search.slos: a list of objectives, e.g. [\"p99<=20ms\"]".into()),
+        };
+        let rate = match v.get("search").and_then(Value::as_str) {
+            None => None,
+            Some("rate") => Some(true),
+            Some("concurrency") => Some(false),
+            Some(other) => {
+                return Err(format!("search.search: {other:?} is not rate or concurrency"))
+            }
+        };
+        let num = |k: &str| v.get(k).and_then(Value::as_f64);
+        let dur = |k: &str| -> Result<Option<Duration>, String> {
+            match v.get(k).and_then(Value::as_str) {
+                None => Ok(None),
+                Some(t) => shrike_stats::duration::parse_duration(t)
+                    .map(Some)
+                    .map_err(|e| format!("search.{k}: {e}")),
+            }
+        };
+        let whole = |k: &str| v.get(k).and_then(Value::as_u64);
+        let ask = CapacityAsk {
+            slos,
+            rate,
+            start: num("start"),
+            precision: num("precision"),
+            trial_duration: dur("trial_duration")?,
+            final_duration: dur("final_duration")?,
+            cooldown: dur("cooldown")?,
+            trial_repeats: whole("trial_repeats").map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            max_trials: whole("max_trials").map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            open_loop: v.get("open_loop").and_then(Value::as_bool),
+        };
+        CapacityOptions::new(&ask, base).map_err(|e| format!("search.{e}"))
+    }
 }
 
 /// A finished (or interrupted) search.
@@ -151,7 +178,7 @@ pub struct Outcome {
 impl Outcome {
     pub fn report(&self) -> Report<'_> {
         Report {
-            search: if self.dimension == Dimension::Rate { "rate" } else { "concurrency" },
+            search: if self.dimension.is_rate() { "rate" } else { "concurrency" },
             unit: self.dimension.unit(),
             slos: &self.slos,
             goals: &self.goals,
@@ -180,34 +207,38 @@ impl Outcome {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SearchError {
-    /// A trial's spec is invalid (the base load with a level patched in).
+    /// A trial's spec is invalid (the base load at a level).
     #[error(transparent)]
     Spec(#[from] SpecError),
-    /// The caller could not run a trial.
+    /// The runner could not run a trial.
     #[error("a trial could not run: {0}")]
-    Trial(String),
+    Trial(TrialError),
 }
 
-/// Runs the search: `run` runs each trial's spec (returning `None` when interrupted, which
+/// Runs the search: `runner` runs each trial (a trial it did not start, because a stop came,
 /// ends the search with what it has), `seen` hears of each judged trial as it comes.
 pub fn search(
     base: &RunSpec,
     options: &CapacityOptions,
-    run: &mut dyn FnMut(&RunSpec) -> Result<Option<TrialRun>, String>,
+    runner: &mut dyn TrialRunner,
     seen: &mut dyn FnMut(usize, &Trial),
 ) -> Result<Outcome, SearchError> {
     let goals = goals(&options.slos);
-    let workers = base.concurrency().workers().get();
     let mut search = Search::new(options.config.clone(), goals.len());
     let mut results = Vec::new();
     let mut complete = true;
+    let rate = options.dimension.is_rate();
     while let Next::Trial { level, duration, confirmation } = search.next() {
-        let spec = base.patched(&trial_patch(options, level, duration, workers))?;
-        let Some(TrialRun { result, client }) = run(&spec).map_err(SearchError::Trial)? else {
+        let spec = trial_spec(base, options.dimension, level, duration, options.open_loop)?;
+        let run = match runner.run(&spec) {
+            Ok(r) => r,
+            Err(TrialError::Spec(e)) => return Err(SearchError::Spec(e)),
+            Err(e) => return Err(SearchError::Trial(e)),
+        };
+        let Some(TrialRun { result, client }) = run else {
             complete = false;
             break;
         };
-        let rate = options.dimension == Dimension::Rate;
         let trial = Trial::judge(level, rate, confirmation, &result, client, &goals);
         seen(search.trials().len() + 1, &trial);
         if result.termination == Termination::Interrupted {
@@ -230,40 +261,4 @@ pub fn search(
         results,
         complete,
     })
-}
-
-/// The user's load at `level` for `duration`: trials run their full length (no default
-/// failure predicates end them at the first error: errors are what the objectives judge).
-pub fn trial_patch(
-    options: &CapacityOptions,
-    level: f64,
-    duration: Duration,
-    workers: usize,
-) -> Value {
-    let mut p = json!({
-        "duration": format!("{}s", duration.as_secs_f64()),
-        "no_duration": false,
-        "total_requests": null,
-        "no_default_failure_predicates": true,
-        "stages": null,
-        "ramp_duration": null,
-    });
-    match options.dimension {
-        Dimension::Rate => {
-            p["requests_per_second"] = json!(level / workers as f64);
-            // Open loop unless the user chose otherwise: a closed loop at a rate above
-            // capacity waits instead of offering the load, which hides the very limit being
-            // searched.
-            p["open_loop"] = json!(options.open_loop);
-        }
-        Dimension::Connections => {
-            p["requests_per_second"] = json!("max");
-            p["connections"] = json!(level as u64);
-        }
-        Dimension::ActiveRequests => {
-            p["requests_per_second"] = json!("max");
-            p["max_active_requests"] = json!(level as u64);
-        }
-    }
-    p
 }

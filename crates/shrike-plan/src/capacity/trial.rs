@@ -8,6 +8,7 @@ use std::time::Duration;
 use shrike_stats::{Counter, RunResult, StatId, Statistic};
 
 use super::slo::{Latency, Metric, Slo};
+use crate::trial::ClientLoad;
 
 /// The client was saturated at this share of its workers' cores.
 pub const CPU_SATURATED: f64 = 0.9;
@@ -43,15 +44,6 @@ impl Verdict {
             Verdict::Invalid => "invalid",
         }
     }
-}
-
-/// What the caller measured about the client during the trial.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ClientLoad {
-    /// CPU time the client process used over the trial's wall time, in cores.
-    pub cpu_cores: Option<f64>,
-    /// The workers (threads) the client ran; what `cpu_cores` saturates at.
-    pub workers: usize,
 }
 
 /// One trial's figures, kept with the histograms the objectives are judged on.

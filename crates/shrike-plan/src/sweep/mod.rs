@@ -7,13 +7,17 @@
 //! - [`usl`]: the Universal Scalability Law fit and its predicted peak.
 //! - [`stats`]: mean ± deviation over iterations; changes with Welch's 95% interval.
 //! - [`report`]: points, peak, comparison; human, CSV and JSON.
+//! - [`mod@run`]: the loop every caller runs (each run made by [`crate::trial::trial_spec`],
+//!   run by the caller's [`crate::trial::TrialRunner`]).
 
 pub mod grid;
 pub mod report;
 pub mod resources;
+mod run;
 pub mod stats;
 pub mod usl;
 
 pub use report::{Iteration, Point, Sweep};
 pub use resources::{Sampler, Window};
+pub use run::{run, Collect, Instances, Measured, Placement, SweepError, SweepOptions, Targets};
 pub use usl::Usl;

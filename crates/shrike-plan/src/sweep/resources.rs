@@ -30,6 +30,21 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     read_one(pid).map(|u| u.cpu_seconds)
 }
 
+/// The CPUs a process may run on (its affinity), from /proc/PID/status: what its CPU use is
+/// judged against.
+pub fn allowed_cores(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim();
+    let mut n = 0u32;
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => n += b.trim().parse::<u32>().ok()? - a.trim().parse::<u32>().ok()? + 1,
+            None => n += 1,
+        }
+    }
+    Some(f64::from(n))
+}
+
 /// Whether `pid` names a live process.
 pub fn exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}/stat")).exists()

@@ -15,9 +15,8 @@ use shrike_engine::{Observer, Telemetry, TelemetryConfig};
 use shrike_output::OutputFormat;
 
 use crate::args::usage;
-use crate::load::Patch;
 use crate::log::info;
-use shrike_spec::TelemetrySpec;
+use shrike_spec::{SpecEdit, TelemetrySpec};
 
 /// Stored intervals default to this period when telemetry is on without `--stats-interval`.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -31,8 +30,8 @@ pub struct TelemetryArgs {
     pub no_progress: bool,
     /// Report every DURATION on stderr (text, or one JSON object per line with a machine
     /// output format) and store the series in the result.
-    #[arg(long, value_name = "DURATION")]
-    pub stats_interval: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse::duration)]
+    pub stats_interval: Option<Duration>,
     /// Serve Prometheus metrics (GET /metrics) on ADDR during the run, e.g. 127.0.0.1:9090
     /// (port 0 picks one; the bound address is logged).
     #[arg(long, value_name = "ADDR")]
@@ -47,25 +46,43 @@ pub struct TelemetryArgs {
     #[arg(long = "stats-sinks", value_name = "SINK")]
     pub stats_sinks: Vec<String>,
     /// Time between flushes to the statsd sinks (seconds, or with a unit) [default: 5].
-    #[arg(long, value_name = "DURATION", conflicts_with = "stats_flush_interval_duration")]
-    pub stats_flush_interval: Option<String>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        conflicts_with = "stats_flush_interval_duration",
+        value_parser = crate::args::parse::duration
+    )]
+    pub stats_flush_interval: Option<Duration>,
     /// Nighthawk's spelling of the flush interval as a duration ('1s', '1.000000001s').
-    #[arg(long, value_name = "DURATION")]
-    pub stats_flush_interval_duration: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse::duration)]
+    pub stats_flush_interval_duration: Option<Duration>,
 }
 
 impl TelemetryArgs {
-    /// Writes the telemetry flags given into the run's options.
-    pub fn patch(&self, p: &mut Patch) {
+    /// The telemetry flags given, each as its typed edit of the run's spec.
+    pub fn edit(&self, mut e: SpecEdit) -> SpecEdit {
         if self.no_progress {
-            p.set("no_progress", true);
+            e = e.no_progress(true);
         }
-        p.opt("stats_interval", &self.stats_interval);
-        p.opt("metrics_listen", &self.metrics_listen);
-        p.list("statsd", &self.statsd);
-        p.list("stats_sinks", &self.stats_sinks);
-        p.opt("stats_flush_interval", &self.stats_flush_interval);
-        p.opt("stats_flush_interval_duration", &self.stats_flush_interval_duration);
+        if let Some(d) = self.stats_interval {
+            e = e.stats_interval(Some(d));
+        }
+        if let Some(a) = &self.metrics_listen {
+            e = e.metrics_listen(Some(a.clone()));
+        }
+        if !self.statsd.is_empty() {
+            e = e.statsd(self.statsd.clone());
+        }
+        if !self.stats_sinks.is_empty() {
+            e = e.stats_sinks(self.stats_sinks.clone());
+        }
+        if let Some(d) = self.stats_flush_interval {
+            e = e.stats_flush_interval(d);
+        }
+        if let Some(d) = self.stats_flush_interval_duration {
+            e = e.stats_flush_interval_duration(d);
+        }
+        e
     }
 }
 

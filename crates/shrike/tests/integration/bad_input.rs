@@ -23,7 +23,7 @@ fn usage_errors_exit_2_with_a_clear_message() {
     expect(&["run", "ftp://127.0.0.1/"], 2, "scheme must be http");
     expect(&["run", "http://127.0.0.1:99999/"], 2, "port");
     expect(&["run", "http://no-such-host.invalid/"], 2, "cannot resolve");
-    expect(&["run", u, "--rps", "0"], 2, "--rps must be");
+    expect(&["run", u, "--rps", "0"], 2, "'--rps <RATE|max>': must be a number greater than 0");
     expect(&["run", u, "--rps", "-5"], 2, "rps");
     expect(&["run", u, "--rps", "abc"], 2, "rps");
     expect(&["run", u, "--connections", "0"], 2, "--connections");

@@ -228,7 +228,10 @@ fn bad_objectives_and_flags_are_usage_errors() {
             vec!["--slo", "p99<=1ms", "--output-format", "csv"],
             "capacity writes summary, human or json",
         ),
-        (vec!["--slo", "p99<=1ms", "--rps", "max"], "--rps max has no rate"),
+        (
+            vec!["--slo", "p99<=1ms", "--rps", "max"],
+            "--start is needed: the load's rate is \"max\"",
+        ),
     ] {
         let out = run(&[&["capacity", "http://127.0.0.1:1/"][..], &args].concat(), LIMIT);
         assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
@@ -445,4 +448,45 @@ fn a_capacity_search_draws_latency_against_offered_load() {
         out.stderr
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Errors are what an errors<= objective judges, so a trial with errors runs its whole length:
+/// the run's default failure predicates (which end a run at its first 5xx) are off in trials.
+/// (Before trial specs were typed edits, a JSON patch meant to turn them off left them on,
+/// and each such trial ended after its first request.)
+#[test]
+fn a_trial_with_errors_runs_its_whole_length() {
+    let _quiet = quiet();
+    let server = Server::start(&[]);
+    let out = run(
+        &[
+            "capacity",
+            &server.url("/"),
+            "--slo",
+            "errors<=50%",
+            "--start",
+            "40",
+            "--trial-duration",
+            "0.5s",
+            "--max-trials",
+            "1",
+            "--output-format",
+            "json",
+            "-H",
+            r#"x-nighthawk-test-server-config: {"response_status": 503}"#,
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let trial = &v["capacity"]["trials"][0];
+    let requests = trial["result"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "global")
+        .map(|g| counter(g, "benchmark.http_5xx"))
+        .unwrap();
+    // 40/s for 0.5 s: 20 requests, every one a 503.
+    assert!((19..=20).contains(&requests), "{requests} requests in the trial: {trial}");
 }

@@ -7,7 +7,7 @@ use shrike_stats::{Counter, RunResult, StatId, Termination, WorkerResult};
 
 use super::*;
 use crate::capacity::slo::{goals, Slo};
-use crate::capacity::trial::ClientLoad;
+use crate::trial::ClientLoad;
 
 /// A queue with service time `m + c·f` at concurrency `c`: latency `m / (1 − λf)`.
 fn latency_ns(rate: f64, m: f64, f: f64) -> f64 {

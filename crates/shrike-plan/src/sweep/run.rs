@@ -1,0 +1,230 @@
+//! The sweep loop, for every caller (`shrike sweep`, the service's `Sweep`): a grid of levels,
+//! `iterations` runs of each level on each instance, every run the user's load at that level
+//! ([`trial_spec`]) run by the caller's [`TrialRunner`], with the instance's server sampled
+//! over exactly the run's window. Two instances (a baseline and a candidate) alternate who
+//! goes first (AB, BA, AB…), so drift within an iteration, or an advantage of going first or
+//! second, falls on both alike.
+
+use std::time::Duration;
+
+use shrike_spec::{RunSpec, SpecError};
+use shrike_stats::Termination;
+
+use super::report::{Iteration, Point, Sweep};
+use super::resources::{self, Sampler, Window};
+use crate::trial::{trial_spec, Dimension, TrialError, TrialRun, TrialRunner};
+
+/// Which server statistics a sweep keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collect {
+    pub cpu: bool,
+    pub rss: bool,
+    pub vms: bool,
+    pub fds: bool,
+    pub ctx_switches: bool,
+}
+
+impl Collect {
+    pub const ALL: Collect =
+        Collect { cpu: true, rss: true, vms: true, fds: true, ctx_switches: true };
+    /// The names `--collect-stats` takes, in order.
+    pub const NAMES: [&'static str; 5] = ["cpu", "rss", "vms", "fds", "ctx-switches"];
+
+    /// The statistics `names` choose (all when none); an unknown name is returned as the error.
+    pub fn parse(names: &[String]) -> Result<Collect, String> {
+        if names.is_empty() {
+            return Ok(Collect::ALL);
+        }
+        let mut c = Collect { cpu: false, rss: false, vms: false, fds: false, ctx_switches: false };
+        for n in names {
+            match n.trim() {
+                "cpu" => c.cpu = true,
+                "rss" => c.rss = true,
+                "vms" => c.vms = true,
+                "fds" => c.fds = true,
+                "ctx-switches" => c.ctx_switches = true,
+                other => return Err(other.to_string()),
+            }
+        }
+        Ok(c)
+    }
+
+    /// The window with only the chosen statistics.
+    fn keep(self, mut w: Window) -> Window {
+        if !self.cpu {
+            w.cpu_cores = None;
+        }
+        if !self.rss {
+            w.rss_max_bytes = None;
+            w.rss_mean_bytes = None;
+        }
+        if !self.vms {
+            w.vms_max_bytes = None;
+        }
+        if !self.fds {
+            w.fds_max = None;
+        }
+        if !self.ctx_switches {
+            w.ctx_switches_per_sec = None;
+        }
+        w
+    }
+}
+
+/// A sweep, apart from the load it varies and the instances it runs on.
+#[derive(Clone, Debug)]
+pub struct SweepOptions {
+    /// What a level sets: connections per worker (unpaced) or the rate of all workers.
+    pub dimension: Dimension,
+    pub levels: Vec<u64>,
+    /// Measured runs per point (their spread gives the error bars and intervals).
+    pub iterations: usize,
+    /// Each run's length.
+    pub length: Duration,
+    /// Pause after each run, so one run's connections and backlog do not bleed into the next.
+    pub wait: Duration,
+    /// Rate points run open loop unless this is false.
+    pub open_loop: bool,
+    pub collect: Collect,
+    /// Time between resource samples.
+    pub sample_every: Duration,
+}
+
+/// Where one run of an instance goes, and which server it samples.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The target URL (`None`: the load's own).
+    pub url: Option<String>,
+    /// The server process whose tree is sampled (`None`: only the machine's CPU).
+    pub pid: Option<u32>,
+}
+
+/// The instances a sweep runs on: one, or a baseline and a candidate.
+pub trait Instances {
+    fn names(&self) -> Vec<String>;
+    /// Instance `k` is about to run: where to, and what to sample (a server may be restarted
+    /// here). `Ok(None)`: a stop came while it was readied; the sweep ends with what it has.
+    fn place(&mut self, k: usize) -> Result<Option<Placement>, String>;
+}
+
+/// Fixed targets: a name and URL each (`--compare`, the service's instances).
+#[derive(Clone, Debug)]
+pub struct Targets(pub Vec<(String, Option<String>)>);
+
+impl Instances for Targets {
+    fn names(&self) -> Vec<String> {
+        self.0.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    fn place(&mut self, k: usize) -> Result<Option<Placement>, String> {
+        let url = self.0.get(k).and_then(|(_, u)| u.clone());
+        Ok(Some(Placement { url, pid: None }))
+    }
+}
+
+/// One measured run, as a sweep reports it while it goes.
+#[derive(Debug)]
+pub struct Measured<'a> {
+    pub instance: &'a str,
+    pub level: u64,
+    /// Which of the point's iterations (0-based).
+    pub iteration: usize,
+    pub run: &'a Iteration,
+    /// The run's full result.
+    pub result: &'a shrike_stats::RunResult,
+}
+
+/// Why a sweep could not go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SweepError {
+    /// A point's spec is invalid (the base load at a level).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("a run could not start: {0}")]
+    Trial(TrialError),
+    /// An instance could not run (its server exited).
+    #[error("{0}")]
+    Instance(String),
+}
+
+/// Runs the sweep: every level, `iterations` times on every instance, in alternating order.
+/// A stop (the runner starts no more, or a run was interrupted) ends it with what it
+/// measured, marked incomplete.
+pub fn run(
+    base: &RunSpec,
+    options: &SweepOptions,
+    instances: &mut dyn Instances,
+    runner: &mut dyn TrialRunner,
+    seen: &mut dyn FnMut(Measured),
+) -> Result<Sweep, SweepError> {
+    let names = instances.names();
+    let n = names.len();
+    let mut sweep = Sweep {
+        axis: if options.dimension.is_rate() { "rate" } else { "connections" }.into(),
+        workers: base.concurrency().workers().get() as u64,
+        instances: names.clone(),
+        points: Vec::new(),
+        server_cores: None,
+        complete: true,
+    };
+    'grid: for &level in &options.levels {
+        let first = sweep.points.len();
+        for name in &names {
+            sweep.points.push(Point { instance: name.clone(), level, iterations: Vec::new() });
+        }
+        for i in 0..options.iterations {
+            let order: Vec<usize> =
+                if i % 2 == 1 { (0..n).rev().collect() } else { (0..n).collect() };
+            for k in order {
+                let Some(place) = instances.place(k).map_err(SweepError::Instance)? else {
+                    sweep.complete = false;
+                    break 'grid;
+                };
+                if sweep.server_cores.is_none() {
+                    sweep.server_cores = place.pid.and_then(resources::allowed_cores);
+                }
+                let load = match &place.url {
+                    Some(url) => base.edit().url(url).build()?,
+                    None => base.clone(),
+                };
+                let spec = trial_spec(
+                    &load,
+                    options.dimension,
+                    level as f64,
+                    options.length,
+                    options.open_loop,
+                )?;
+                let sampler = Sampler::start(place.pid, options.sample_every);
+                let ran = runner.run(&spec);
+                let window = options.collect.keep(sampler.finish());
+                let Some(TrialRun { result, client }) = ran.map_err(|e| match e {
+                    TrialError::Spec(e) => SweepError::Spec(e),
+                    e => SweepError::Trial(e),
+                })?
+                else {
+                    sweep.complete = false;
+                    break 'grid;
+                };
+                if result.termination == Termination::Interrupted {
+                    sweep.complete = false;
+                    break 'grid;
+                }
+                let it = Iteration::of(&result, window, client.cpu_cores);
+                seen(Measured {
+                    instance: &names[k],
+                    level,
+                    iteration: i,
+                    run: &it,
+                    result: &result,
+                });
+                sweep.points[first + k].iterations.push(it);
+                if !options.wait.is_zero() {
+                    std::thread::sleep(options.wait);
+                }
+            }
+        }
+    }
+    sweep.points.retain(|p| !p.iterations.is_empty());
+    Ok(sweep)
+}

@@ -1,0 +1,62 @@
+//! Where `capacity` and `sweep` run their trials: here, on a fleet of `shrike service`
+//! generators (`--remote`), or on a service speaking Nighthawk's API (`--nighthawk-service`),
+//! as `run` runs its one run. Each is a [`TrialRunner`] of the planners' library, so the
+//! search or sweep itself is the same wherever its trials run.
+
+use shrike_plan::trial::{LocalRunner, TrialRunner};
+use shrike_service::coordinator::{ClientSecurity, Fleet};
+use shrike_service::runners::{FleetRunner, NighthawkRunner};
+
+use crate::args::usage;
+use crate::interrupts::Interrupts;
+use crate::load::LoadSpec;
+use crate::log::warning;
+use crate::run::RunArgs;
+
+/// Where the trials run, with what reaching it takes.
+pub(crate) enum Trials {
+    Local,
+    Fleet(Fleet),
+    Nighthawk { address: String, security: ClientSecurity },
+}
+
+impl Trials {
+    /// Where `args` say the trials run. A fleet or a service must be able to reach the
+    /// target: the built-in server runs here.
+    pub fn of(args: &RunArgs, load: &LoadSpec) -> anyhow::Result<Trials> {
+        let service = args.nighthawk.service()?;
+        let remote = args.remote.is_remote();
+        if remote && service.is_some() {
+            return Err(usage("--nighthawk-service cannot be used with --remote"));
+        }
+        if (remote || service.is_some()) && load.server.is_some() {
+            let flag = if remote { "--remote" } else { "--nighthawk-service" };
+            return Err(usage(format!(
+                "{flag} needs a target URL it can reach (the built-in server runs here)"
+            )));
+        }
+        if remote {
+            return Ok(Trials::Fleet(args.remote.fleet()?));
+        }
+        Ok(match service {
+            Some(address) => Trials::Nighthawk { address, security: args.remote.security()? },
+            None => Trials::Local,
+        })
+    }
+
+    /// Runs `f` with the runner, its trials stopped by `interrupts`.
+    pub fn with_runner<T>(
+        &self,
+        interrupts: &Interrupts,
+        f: impl FnOnce(&mut dyn TrialRunner) -> T,
+    ) -> T {
+        let note = |w: &str| warning!("{w}");
+        match self {
+            Trials::Local => f(&mut LocalRunner::new(interrupts)),
+            Trials::Fleet(fleet) => f(&mut FleetRunner::new(fleet, interrupts, &note)),
+            Trials::Nighthawk { address, security } => {
+                f(&mut NighthawkRunner::new(address, security, interrupts))
+            }
+        }
+    }
+}
