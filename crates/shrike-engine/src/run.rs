@@ -7,7 +7,7 @@
 //! `options`, the merged statistics, how the run ended and the errors it saw.
 
 use shrike_spec::{RunSpec, SpecError};
-use shrike_stats::RunResult;
+use shrike_stats::{RunResult, Unanswered};
 
 use crate::replay::{Feed, ReplayProtocol};
 use crate::runner::{self, EngineError, Sessions};
@@ -156,10 +156,18 @@ impl Ready {
     /// Runs until the spec's end or `stop`, blocking the calling thread.
     pub fn execute(self, stop: &StopHandle) -> Result<RunResult, RunError> {
         let Ready { run, cfg, requests } = self;
+        // A replay has no default failure predicates (errors are tallied and it goes on), but
+        // one in which nothing completed still failed.
+        let replay = matches!(run.sessions, Some(Sessions::Fed(..)));
+        let unanswered = match run.spec.tolerates_failures() && !replay {
+            true => Unanswered::Tolerated,
+            false => Unanswered::Fails,
+        };
         let out = runner::execute(cfg, requests, run.sessions, stop.clone(), run.telemetry)?;
         let mut result = RunResult::new(run.spec.to_json(), out.workers, out.termination);
         result.intervals = out.intervals;
         result.errors = out.errors;
+        result.judge(unanswered);
         Ok(result)
     }
 }

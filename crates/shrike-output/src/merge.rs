@@ -161,10 +161,19 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
     for (msg, n) in inputs.iter().flat_map(|i| &i.result.errors) {
         *errors.entry(msg.clone()).or_insert(0) += n;
     }
-    Ok(Merged {
-        result: RunResult { timestamp, options, workers, global, termination, intervals, errors },
-        warnings,
-    })
+    let mut result = RunResult {
+        timestamp,
+        options,
+        workers,
+        global,
+        termination,
+        intervals,
+        errors,
+        verdict: Default::default(),
+    };
+    // The merged run is judged as one run: on its merged counters, by its options' rules.
+    result.judge(crate::json::unanswered(&result.options));
+    Ok(Merged { result, warnings })
 }
 
 /// `Some(N)` when the inputs are exactly shards 0..N of one run, each once.

@@ -198,7 +198,8 @@ pub fn to_result(r: &RunResult) -> proto::Result {
     proto::Result {
         json: String::from_utf8_lossy(&json).into_owned(),
         termination: termination_name(&r.termination),
-        failed: r.termination.is_failure(),
+        failed: r.verdict.is_failure(),
+        verdict: r.verdict.describe(),
     }
 }
 

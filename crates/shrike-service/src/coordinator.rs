@@ -489,6 +489,29 @@ impl<'a> Coordinator<'a> {
             // the generators' own ("interrupted" by the coordinator's cancel).
             result.termination = t;
         }
+        // The fleet's verdict, on its merged counters, by the run's rules, as one run's would
+        // be: generators run without predicates, so their own verdicts say nothing.
+        let replay = matches!(self.work, Work::Replay { .. });
+        result.judge(match self.spec.tolerates_failures() && !replay {
+            true => shrike_stats::Unanswered::Tolerated,
+            false => shrike_stats::Unanswered::Fails,
+        });
+        if self.aborted {
+            let failed: Vec<String> = self
+                .reports
+                .iter()
+                .filter(|r| r.failure.is_some())
+                .map(|r| r.name.clone())
+                .collect();
+            // The coordinator's own cancel interrupted the others: the fleet failed.
+            result.verdict = shrike_stats::Verdict::Failed {
+                why: shrike_stats::Failure::Other(format!(
+                    "generator {} failed and --remote-failure abort stopped the others",
+                    failed.join(", ")
+                )),
+                first_error: None,
+            };
+        }
         Ok(Coordinated { result, generators: self.reports, aborted: self.aborted, warnings })
     }
 }

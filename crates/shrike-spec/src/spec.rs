@@ -473,6 +473,11 @@ impl RunSpec {
     pub fn predicates(&self) -> &[Predicate] {
         &self.predicates
     }
+    /// The run has no failure predicate at all (the user turned the defaults off and gave
+    /// none): an error is then no failure, not even when nothing completes.
+    pub fn tolerates_failures(&self) -> bool {
+        self.predicates.iter().all(|p| p.kind != crate::predicate::PredicateKind::Failure)
+    }
     pub fn labels(&self) -> &[String] {
         &self.labels
     }

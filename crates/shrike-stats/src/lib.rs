@@ -19,6 +19,7 @@ pub mod relaxed;
 pub mod result;
 pub mod statistic;
 pub mod timestamp;
+pub mod verdict;
 
 pub use batched::BatchedStats;
 pub use counters::{Counter, Counters, StatusCodes};
@@ -26,3 +27,4 @@ pub use counters::{Counter, Counters, StatusCodes};
 pub use hdrhistogram::Histogram;
 pub use result::{ForeignStatistic, Interval, IntervalStat, RunResult, Termination, WorkerResult};
 pub use statistic::{HistogramDecodeError, Percentile, StatId, StatKind, Statistic, Stats};
+pub use verdict::{Failure, Unanswered, Verdict};

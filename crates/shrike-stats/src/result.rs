@@ -151,6 +151,9 @@ pub struct RunResult {
     /// Distinct error messages seen by any worker, with how often each occurred (bounded per
     /// worker, so a misbehaving server cannot grow it).
     pub errors: BTreeMap<String, u64>,
+    /// Whether it succeeded, failed or was interrupted ([`RunResult::judge`] decides it where
+    /// the result is made; until then, what its termination alone says).
+    pub verdict: crate::Verdict,
 }
 
 impl RunResult {
@@ -160,7 +163,7 @@ impl RunResult {
         termination: Termination,
     ) -> Self {
         let global = WorkerResult::merge_all("global", &workers);
-        RunResult {
+        let mut r = RunResult {
             timestamp: SystemTime::now(),
             options,
             workers,
@@ -168,7 +171,10 @@ impl RunResult {
             termination,
             intervals: Vec::new(),
             errors: BTreeMap::new(),
-        }
+            verdict: crate::Verdict::Succeeded,
+        };
+        r.judge(crate::Unanswered::Tolerated);
+        r
     }
 }
 

@@ -147,14 +147,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     report_feed(&result, &end, &progress);
     // A soft stop ends the replay as the file's end would: it was still interrupted.
     if driver.interrupts.interrupted() && result.termination == Termination::Completed {
-        result.termination = Termination::Interrupted;
+        result.mark_interrupted();
     }
     // How the sessions were played, beside the options of the load: formatters read it (a
     // replay has no rate plan to be judged against).
     let name = args.file.display().to_string();
     result.options["replay"] = shrike_replay::record(&name, &options, protocol, &progress, &end);
-    // Failures do not end a replay, but one in which nothing completed failed.
-    let code = crate::run::finish(&result, spec.output_format(), file.as_ref(), false)?;
+    let code = crate::run::finish(&result, spec.output_format(), file.as_ref())?;
     drop(load);
     // A bad line ended the feed: the jobs before it played and their result is written, but
     // the file is not what it should be.
@@ -189,8 +188,7 @@ fn replay_remote(
     );
     let work = shrike_service::coordinator::Work::Replay { file: args.file.clone(), options };
     let done = driver.coordinate(&load.spec, &work, &fleet)?;
-    let code = crate::run::finish(&done.result, load.spec.output_format(), file, false)?;
-    Ok(if done.aborted { ExitCode::from(1) } else { code })
+    crate::run::finish(&done.result, load.spec.output_format(), file)
 }
 
 /// How to play the file, from the flags.

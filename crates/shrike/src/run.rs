@@ -14,7 +14,7 @@ use shrike_spec::{
     AddressFamily, Concurrency, H1Reuse, Predicate, Protocol, RatePlan, SpecEdit, TlsVersion,
     Verbosity,
 };
-use shrike_stats::{Counter, RunResult, Termination};
+use shrike_stats::{RunResult, Verdict};
 
 use crate::args::{parse, usage};
 use crate::driver::Driver;
@@ -371,7 +371,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let format = spec.output_format();
-    let tolerate = spec.predicates().iter().all(|p| p.kind != shrike_spec::PredicateKind::Failure);
     if args.remote.is_remote() {
         if load.server.is_some() {
             return Err(usage(
@@ -387,8 +386,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             fleet.generators.join(", ")
         );
         let done = driver.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
-        let code = finish(&done.result, format, file.as_ref(), tolerate)?;
-        return Ok(if done.aborted { ExitCode::from(1) } else { code });
+        return finish(&done.result, format, file.as_ref());
     }
     if let Some(address) = args.nighthawk.service()? {
         if args.remote.is_remote() {
@@ -404,13 +402,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let mut driver = Driver::start(spec, "run")?;
         info!("sending the run to the Nighthawk service at {address}");
         let answered = driver.nighthawk(spec, &address, &security)?;
-        if let Some(e) = &answered.error {
-            warning!("the service reports: {e}");
-        }
-        let code = finish(&answered.result, format, file.as_ref(), tolerate)?;
-        // A failed run whose result reads as completed (Nighthawk's Output does not say how a
-        // run ended) still fails here.
-        return Ok(if answered.error.is_some() { ExitCode::from(1) } else { code });
+        return finish(&answered.result, format, file.as_ref());
     }
     let mut driver = Driver::start(spec, "run")?;
     let mut run = shrike_engine::Run::new(spec);
@@ -423,7 +415,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let ready = driver.interrupts.preparing(|| run.prepare()).map_err(|e| load.explain(e))?;
     announce(spec);
     let result = driver.execute(&load, ready)?;
-    let code = finish(&result, format, file.as_ref(), tolerate);
+    let code = finish(&result, format, file.as_ref());
     // The built-in server stops only now: nothing of the run outlives it.
     drop(load);
     code
@@ -452,14 +444,14 @@ pub(crate) fn file_format(
     }
 }
 
-/// Reports the errors seen, writes the result to stdout (and the output file), and picks the
-/// exit code: 1 for a failed run, 130 for an interrupted one (as shells report Ctrl-C), so a
-/// script can tell an interrupted run from a complete one although its result was written.
+/// Reports the errors seen, writes the result to the output file and stdout, and exits as
+/// the result's verdict says: 1 for a failed run, 130 for an interrupted one (as shells report
+/// Ctrl-C), so a script can tell an interrupted run from a complete one although its result
+/// was written. The verdict is the library's, the same a gRPC client or a fleet gets.
 pub(crate) fn finish(
     result: &RunResult,
     format: OutputFormat,
     file: Option<&(PathBuf, OutputFormat)>,
-    tolerate_failures: bool,
 ) -> anyhow::Result<ExitCode> {
     for (msg, n) in &result.errors {
         warning!("{n} × {msg}");
@@ -473,36 +465,19 @@ pub(crate) fn finish(
     if let Some(saved) = saved {
         saved?;
     }
-    // A run that sent requests and got no answer to any measured nothing: it failed, even
-    // where no default predicate fired (Nighthawk's defaults ignore timeouts), unless the user
-    // turned the default failure predicates off, asking for failures to be tolerated.
-    let g = &result.global;
-    let answered = g.counters.responses();
-    let tried = g.counters.get(Counter::RqTotal) + g.counters.get(Counter::PoolConnectionFailure);
-    if answered == 0 && tried > 0 && !tolerate_failures && !result.termination.is_failure() {
-        let first = result.errors.keys().next().map(|e| format!(": {e}")).unwrap_or_default();
-        log::line(Tag::Error, &format!("run failed: no request completed{first}"));
-        return Ok(ExitCode::from(1));
-    }
-    match &result.termination {
-        Termination::FailurePredicate(p) => {
-            log::line(Tag::Error, &format!("run failed: failure predicate {p} fired"));
-            if let Some((msg, _)) = result.errors.iter().next() {
-                log::line(Tag::Error, &format!("first error: {msg}"));
-            }
-            Ok(ExitCode::from(1))
+    match &result.verdict {
+        Verdict::Failed { .. } => {
+            let why = result.verdict.reason().unwrap_or_default();
+            log::line(Tag::Error, &format!("run failed: {why}"));
         }
-        Termination::Interrupted => {
-            info!("done: {}", result.termination.describe());
-            Ok(ExitCode::from(130))
-        }
-        t => {
+        Verdict::Interrupted => info!("done: {}", result.termination.describe()),
+        Verdict::Succeeded => {
             if log::enabled(Level::Info) {
-                log::line(Tag::Done, &format!("done: {}", t.describe()));
+                log::line(Tag::Done, &format!("done: {}", result.termination.describe()));
             }
-            Ok(ExitCode::SUCCESS)
         }
     }
+    Ok(ExitCode::from(result.verdict.exit_code()))
 }
 
 fn announce(spec: &RunSpec) {

@@ -90,7 +90,8 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "overflow": g.counters.get(Counter::PoolOverflow),
         "termination": {
             "description": r.termination.describe(),
-            "failure": r.termination.is_failure(),
+            "failure": r.verdict.is_failure(),
+            "verdict": r.verdict.describe(),
         },
         "latency": latency,
         "status_codes": g.status_codes.non_zero(),

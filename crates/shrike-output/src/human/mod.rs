@@ -200,7 +200,7 @@ mod tests {
 #[cfg(test)]
 mod outcome_tests {
     use super::summary::outcome;
-    use shrike_stats::{Counter, WorkerResult};
+    use shrike_stats::{Counter, Failure, Verdict, WorkerResult};
     use std::time::SystemTime;
 
     fn worker() -> WorkerResult {
@@ -213,11 +213,24 @@ mod outcome_tests {
         g.counters.add(Counter::RqTotal, 1000);
         g.status_codes.add(200, 800);
         g.status_codes.add(503, 200);
-        assert_eq!(outcome(&g, 1000), "800 of 1000 requests succeeded (80.0%); 503 × 200");
+        assert_eq!(
+            outcome(&g, 1000, &Verdict::Succeeded),
+            "800 of 1000 requests succeeded (80.0%); 503 × 200"
+        );
+        // A failed run says so before its counts, however good they look.
+        let failed = Verdict::Failed {
+            why: Failure::Predicate("benchmark.http_5xx:0".into()),
+            first_error: None,
+        };
+        assert_eq!(
+            outcome(&g, 1000, &failed),
+            "FAILED (failure predicate benchmark.http_5xx:0 fired): 800 of 1000 requests \
+             succeeded (80.0%); 503 × 200"
+        );
         g.counters.add(Counter::RqTimeout, 3);
         g.counters.add(Counter::StreamResets, 2);
         assert_eq!(
-            outcome(&g, 1000),
+            outcome(&g, 1000, &Verdict::Succeeded),
             "800 of 1000 requests succeeded (80.0%); 503 × 200, timed out × 3, reset or broken × 2"
         );
     }
@@ -227,10 +240,13 @@ mod outcome_tests {
         let mut g = worker();
         g.counters.add(Counter::RqTotal, 25);
         g.counters.add(Counter::RqTimeout, 25);
-        assert_eq!(outcome(&g, 25), "NO REQUEST COMPLETED: timed out × 25");
+        assert_eq!(outcome(&g, 25, &Verdict::Succeeded), "NO REQUEST COMPLETED: timed out × 25");
         let mut refused = worker();
         refused.counters.add(Counter::PoolConnectionFailure, 4);
-        assert_eq!(outcome(&refused, 0), "NO REQUEST COMPLETED: could not connect × 4");
-        assert_eq!(outcome(&worker(), 0), "no request was sent");
+        assert_eq!(
+            outcome(&refused, 0, &Verdict::Succeeded),
+            "NO REQUEST COMPLETED: could not connect × 4"
+        );
+        assert_eq!(outcome(&worker(), 0, &Verdict::Succeeded), "no request was sent");
     }
 }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 use shrike_stats::duration::format_human_ns;
-use shrike_stats::{Counter, StatId, Statistic, WorkerResult};
+use shrike_stats::{Counter, Failure, StatId, Statistic, Verdict, WorkerResult};
 
 use super::facts::{bytes, Facts};
 use super::notes;
@@ -37,7 +37,7 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     if let Some(target) = target(&f.result.options) {
         rows.push(("Target:", target));
     }
-    rows.push(("Outcome:", outcome(g, f.sent)));
+    rows.push(("Outcome:", outcome(g, f.sent, &f.result.verdict)));
     rows.push(("Rate:", f.rate_line()));
     if let Some(l) = replay_lateness(f) {
         rows.push(("Lateness:", l));
@@ -104,7 +104,7 @@ fn target(options: &Value) -> Option<String> {
 /// What came of the requests, before any rate: how many succeeded (a 1xx–3xx answer), and every
 /// kind of error with its count, exact status codes included. A run in which nothing
 /// completed says so in as many words.
-pub(super) fn outcome(g: &WorkerResult, sent: u64) -> String {
+pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String {
     let c = &g.counters;
     let codes = g.status_codes.non_zero();
     // Exact codes where the result has them; results without them (older ones, other tools')
@@ -151,14 +151,25 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64) -> String {
         }
     }
     let errors = if errors.is_empty() { "no errors".to_string() } else { errors.join(", ") };
-    if answered == 0 {
-        return match sent + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow) {
+    let counts = if answered == 0 {
+        match sent + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow) {
             0 => "no request was sent".into(),
             _ => format!("NO REQUEST COMPLETED: {errors}"),
-        };
+        }
+    } else {
+        let pct = 100.0 * ok as f64 / sent.max(answered) as f64;
+        format!("{ok} of {} requests succeeded ({pct:.1}%); {errors}", sent.max(answered))
+    };
+    // A failed run says so first, whatever its counts look like.
+    match verdict {
+        Verdict::Failed { why: Failure::Predicate(p), .. } => {
+            format!("FAILED (failure predicate {p} fired): {counts}")
+        }
+        Verdict::Failed { why: Failure::Other(why), .. } => format!("FAILED ({why}): {counts}"),
+        // The counts say it in as many words.
+        Verdict::Failed { why: Failure::NothingCompleted, .. } => counts,
+        Verdict::Succeeded | Verdict::Interrupted => counts,
     }
-    let pct = 100.0 * ok as f64 / sent.max(answered) as f64;
-    format!("{ok} of {} requests succeeded ({pct:.1}%); {errors}", sent.max(answered))
 }
 
 /// `1000 sent in 10.00s (+1.2ms draining), 2 workers`.

@@ -28,7 +28,7 @@
 mod read;
 mod write;
 
-pub use read::{from_json, ReadError};
+pub use read::{from_json, unanswered, ReadError};
 pub use write::{to_json_value, write, write_value};
 
 /// Version of the `shrike` extension schema. Bump it when a reader of the old schema would

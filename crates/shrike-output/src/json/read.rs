@@ -22,13 +22,14 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value};
 use shrike_stats::duration::parse_proto;
 use shrike_stats::{
-    Counters, ForeignStatistic, Histogram, HistogramDecodeError, Interval, IntervalStat,
+    Counters, Failure, ForeignStatistic, Histogram, HistogramDecodeError, Interval, IntervalStat,
     Percentile, RunResult, StatId, StatKind, Statistic, Stats, StatusCodes, Termination,
-    WorkerResult,
+    Unanswered, Verdict, WorkerResult,
 };
 
 use super::write::{
-    KIND_COMPLETED, KIND_FAILURE_PREDICATE, KIND_INTERRUPTED, KIND_TERMINATION_PREDICATE,
+    FAILURE_NOTHING_COMPLETED, FAILURE_OTHER, FAILURE_PREDICATE, KIND_COMPLETED,
+    KIND_FAILURE_PREDICATE, KIND_INTERRUPTED, KIND_TERMINATION_PREDICATE,
 };
 use super::SCHEMA_VERSION;
 use crate::timestamp::parse_rfc3339;
@@ -139,7 +140,7 @@ pub fn from_json(input: &str) -> Result<RunResult> {
             .map(|(i, e)| error(e, &format!("shrike.errors[{i}]")))
             .collect::<Result<_>>()?,
     };
-    Ok(RunResult {
+    let mut result = RunResult {
         timestamp,
         options: options.clone(),
         workers,
@@ -147,7 +148,59 @@ pub fn from_json(input: &str) -> Result<RunResult> {
         termination,
         intervals,
         errors,
-    })
+        verdict: Verdict::Succeeded,
+    };
+    match shrike.get("verdict") {
+        Some(v) => result.verdict = verdict(v, "shrike.verdict")?,
+        // Written before verdicts were stored, or by Nighthawk: judged as the run would be.
+        None => result.judge(unanswered(options)),
+    }
+    Ok(result)
+}
+
+/// How a stored run treats requests none of which completed, from its options: it tolerated
+/// it only with no failure predicate at all, and never as a replay.
+pub fn unanswered(options: &Value) -> Unanswered {
+    let none =
+        options.get("failure_predicates").and_then(Value::as_object).is_some_and(|m| m.is_empty());
+    match none && options.get("replay").is_none() {
+        true => Unanswered::Tolerated,
+        false => Unanswered::Fails,
+    }
+}
+
+fn verdict(v: &Value, path: &str) -> Result<Verdict> {
+    let o = object(v, path)?;
+    let text =
+        |k: &str| -> Result<String> { Ok(string(field(o, path, k)?, &join(path, k))?.to_string()) };
+    let outcome = text("outcome")?;
+    match outcome.as_str() {
+        "succeeded" => Ok(Verdict::Succeeded),
+        "interrupted" => Ok(Verdict::Interrupted),
+        "failed" => {
+            let detail = text("detail")?;
+            let first_error = Some(text("first_error")?).filter(|e| !e.is_empty());
+            let why = match text("failure")?.as_str() {
+                FAILURE_PREDICATE => Failure::Predicate(detail),
+                FAILURE_NOTHING_COMPLETED => Failure::NothingCompleted,
+                FAILURE_OTHER => Failure::Other(detail),
+                other => {
+                    return Err(invalid(
+                        join(path, "failure"),
+                        format!(
+                            "unknown failure {other:?} (expected {FAILURE_PREDICATE}, \
+                             {FAILURE_NOTHING_COMPLETED} or {FAILURE_OTHER})"
+                        ),
+                    ))
+                }
+            };
+            Ok(Verdict::Failed { why, first_error })
+        }
+        other => Err(invalid(
+            join(path, "outcome"),
+            format!("unknown outcome {other:?} (expected succeeded, failed or interrupted)"),
+        )),
+    }
 }
 
 fn check_schema(shrike: &Map<String, Value>) -> Result<()> {

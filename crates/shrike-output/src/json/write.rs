@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 use shrike_stats::duration::{format_proto, format_proto_ns};
 use shrike_stats::{
-    Interval, IntervalStat, RunResult, StatKind, Statistic, Termination, WorkerResult,
+    Failure, Interval, IntervalStat, RunResult, StatKind, Statistic, Termination, Verdict,
+    WorkerResult,
 };
 
 use super::SCHEMA_VERSION;
@@ -104,6 +105,8 @@ struct ShrikeDoc {
     schema_version: u64,
     tool_version: &'static str,
     termination: TerminationDoc,
+    /// Whether the run succeeded, failed (and why) or was interrupted, as Shrike judged it.
+    verdict: VerdictDoc,
     environment: EnvironmentDoc,
     /// The time series (`--stats-interval`); always present, empty when not sampled.
     intervals: Vec<IntervalDoc>,
@@ -145,6 +148,19 @@ struct TerminationDoc {
     kind: &'static str,
     /// The predicate that fired, empty for other kinds (kept so the shape is fixed).
     detail: String,
+    description: String,
+}
+
+#[derive(Serialize)]
+struct VerdictDoc {
+    /// `succeeded`, `failed` or `interrupted`.
+    outcome: &'static str,
+    /// Why it failed: `predicate`, `nothing_completed` or `other`; empty otherwise.
+    failure: &'static str,
+    /// The predicate that fired, or the other reason; empty otherwise.
+    detail: String,
+    /// The run's most frequent error, when it failed; empty otherwise.
+    first_error: String,
     description: String,
 }
 
@@ -194,6 +210,7 @@ fn document(result: &RunResult) -> OutputDoc<'_> {
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION"),
             termination: termination_doc(&result.termination),
+            verdict: verdict_doc(&result.verdict),
             environment: EnvironmentDoc {
                 os: std::env::consts::OS,
                 arch: std::env::consts::ARCH,
@@ -221,6 +238,26 @@ fn error_docs(errors: &std::collections::BTreeMap<String, u64>) -> Vec<ErrorDoc>
     let mut v: Vec<(&String, &u64)> = errors.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
     v.into_iter().map(|(m, n)| ErrorDoc { message: m.clone(), count: n.to_string() }).collect()
+}
+
+/// The `failure` names [`super::from_json`] accepts back.
+pub(super) const FAILURE_PREDICATE: &str = "predicate";
+pub(super) const FAILURE_NOTHING_COMPLETED: &str = "nothing_completed";
+pub(super) const FAILURE_OTHER: &str = "other";
+
+fn verdict_doc(v: &Verdict) -> VerdictDoc {
+    let (failure, detail, first_error) = match v {
+        Verdict::Failed { why, first_error } => {
+            let (kind, detail) = match why {
+                Failure::Predicate(p) => (FAILURE_PREDICATE, p.clone()),
+                Failure::NothingCompleted => (FAILURE_NOTHING_COMPLETED, String::new()),
+                Failure::Other(why) => (FAILURE_OTHER, why.clone()),
+            };
+            (kind, detail, first_error.clone().unwrap_or_default())
+        }
+        _ => ("", String::new(), String::new()),
+    };
+    VerdictDoc { outcome: v.outcome(), failure, detail, first_error, description: v.describe() }
 }
 
 fn termination_doc(t: &Termination) -> TerminationDoc {

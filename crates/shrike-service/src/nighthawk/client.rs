@@ -64,7 +64,22 @@ pub fn execute(
         .enable_all()
         .build()
         .map_err(|e| NighthawkError::Connect { address: address.into(), why: e.to_string() })?;
-    runtime.block_on(run(options, address, security, stop))
+    let mut answered = runtime.block_on(run(options, address, security, stop))?;
+    // Nighthawk's Output does not say how a run ended: it is judged here, as the run would be
+    // judged where it ran, and a failure the service reports fails it.
+    let r = &mut answered.result;
+    if let Some(t) = stop.reason() {
+        // Cancelled here: the Output reads as complete, but the run was stopped.
+        r.termination = t;
+    }
+    r.judge(match spec.tolerates_failures() {
+        true => shrike_stats::Unanswered::Tolerated,
+        false => shrike_stats::Unanswered::Fails,
+    });
+    if let Some(e) = &answered.error {
+        r.fail(format!("the service reports: {e}"));
+    }
+    Ok(answered)
 }
 
 async fn run(

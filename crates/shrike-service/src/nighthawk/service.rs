@@ -207,13 +207,8 @@ impl Session {
                         Ok(o) => o,
                         Err(e) => return error_response(Code::Internal, &e, &id),
                     };
-                    let failed = match &result.termination {
-                        Termination::FailurePredicate(p) => {
-                            Some(format!("the run failed: failure predicate {p} fired"))
-                        }
-                        t if t.is_failure() => Some(format!("the run failed: {}", t.describe())),
-                        _ => None,
-                    };
+                    let failed =
+                        result.verdict.reason().map(|why| format!("the run failed: {why}"));
                     response(Some(output), failed.map(|m| (Code::Internal, m)), &id)
                 }
             }

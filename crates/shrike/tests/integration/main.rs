@@ -54,3 +54,4 @@ mod telemetry;
 mod tls;
 mod tracing;
 mod transform;
+mod verdict;

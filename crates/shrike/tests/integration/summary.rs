@@ -70,7 +70,12 @@ fn plain_http_to_a_tls_port_says_so_and_states_no_rate() {
     let out = run(&["run", &url, "-d", "1", "--output-format", "human"], LIMIT);
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("the server answered in TLS (is it an https:// port?)"));
-    assert_eq!(line(&out, "Outcome:"), "NO REQUEST COMPLETED: reset or broken × 1");
+    // The verdict first (the default predicate on resets fired), then what happened.
+    assert_eq!(
+        line(&out, "Outcome:"),
+        "FAILED (failure predicate benchmark.stream_resets:0 fired): NO REQUEST COMPLETED: \
+         reset or broken × 1"
+    );
     // No rate extrapolated from a run that ended in well under a millisecond.
     assert_eq!(line(&out, "Rate:"), "5/s requested; none measured: no request completed");
     assert!(!out.stdout.contains('%'), "{}", out.stdout);
