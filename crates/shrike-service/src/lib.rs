@@ -13,11 +13,11 @@
 //!
 //! The proto is `proto/shrike/v1/shrike.proto` at the workspace root, compiled at build time.
 
-mod capacity;
 pub mod convert;
 pub mod coordinator;
 pub mod jobs_stream;
 pub mod nighthawk;
+mod plans;
 pub mod policy;
 pub mod runners;
 pub mod server;

@@ -18,6 +18,7 @@ use shrike_engine::{
     Observer, Ready, Run, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig,
 };
 use shrike_plan::capacity::CapacityOptions;
+use shrike_plan::sweep::SweepOptions;
 use shrike_replay::ReplayOptions;
 use shrike_stats::RunResult;
 use shrike_stats::Termination;
@@ -207,7 +208,7 @@ impl Inner {
     /// Whether a trial of a search (its spec, prepared) may run here: within the per-run
     /// limits, and every address it connects to inside the allowlist.
     pub(crate) fn admit(&self, spec: &RunSpec, ready: &Ready) -> Result<(), String> {
-        self.config.limits.check(spec).map_err(|r| format!("the search's next trial: {r}"))?;
+        self.config.limits.check(spec).map_err(|r| format!("the next trial: {r}"))?;
         self.check_targets(ready).map_err(|s| s.message().to_string())
     }
 
@@ -284,7 +285,7 @@ impl Inner {
         Ok((id, stop))
     }
 
-    fn started(&self, id: &str, spec: &RunSpec) -> proto::Started {
+    pub(crate) fn started(&self, id: &str, spec: &RunSpec) -> proto::Started {
         proto::Started {
             run_id: id.to_string(),
             generator: self.config.name.clone(),
@@ -346,12 +347,24 @@ impl Final for proto::CapacityEvent {
     }
 }
 
+impl Final for proto::SweepEvent {
+    fn is_final(&self) -> bool {
+        matches!(self.event, Some(proto::sweep_event::Event::Report(_)))
+    }
+}
+
 /// A response stream. It owns the run: dropped before its final event (the client cancelled
 /// or went away), it stops the run.
 pub struct EventStream<T> {
     rx: mpsc::UnboundedReceiver<Result<T, Status>>,
     stop: StopHandle,
     done: bool,
+}
+
+impl<T> EventStream<T> {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Result<T, Status>>, stop: StopHandle) -> Self {
+        EventStream { rx, stop, done: false }
+    }
 }
 
 pub type RunStream = EventStream<proto::RunEvent>;
@@ -460,25 +473,41 @@ impl Shrike for ShrikeService {
         let permit = self.inner.permit()?;
         // The targets are checked before the first trial (and again for each).
         drop(self.inner.prepare(&base).await?);
-        let (id, stop) = self.inner.register(&req.run_id)?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let started = self.inner.started(&id, &base);
-        let event = |e| proto::CapacityEvent { event: Some(e) };
-        let _ = tx.send(Ok(event(proto::capacity_event::Event::Started(started))));
-        let (inner, run_stop, thread_id) = (self.inner.clone(), stop.clone(), id.clone());
-        std::thread::Builder::new()
-            .name(format!("capacity {id}"))
-            .spawn(move || {
-                let end = crate::capacity::search(&inner, &base, &options, &run_stop, &tx);
-                let _ = tx.send(end.map(|r| event(proto::capacity_event::Event::Report(r))));
-                inner.runs().remove(&thread_id);
-                drop(permit);
-            })
-            .map_err(|e| {
-                self.inner.runs().remove(&id);
-                Status::internal(format!("starting the search: {e}"))
-            })?;
-        Ok(Response::new(EventStream { rx, stop, done: false }))
+        let started =
+            |s| proto::CapacityEvent { event: Some(proto::capacity_event::Event::Started(s)) };
+        crate::plans::launch(&self.inner, &req.run_id, base, permit, started, move |i, b, s, e| {
+            crate::plans::capacity(i, b, &options, s, e)
+        })
+    }
+
+    type SweepStream = EventStream<proto::SweepEvent>;
+
+    async fn sweep(
+        &self,
+        request: Request<proto::SweepRequest>,
+    ) -> Result<Response<Self::SweepStream>, Status> {
+        let req = request.into_inner();
+        let base = self.inner.base_spec(req.spec.as_ref(), false)?;
+        let sweep = req.sweep.as_ref().map(convert::from_struct).unwrap_or_default();
+        let options = SweepOptions::from_json(&sweep, &base).map_err(Status::invalid_argument)?;
+        let targets = crate::plans::targets(&sweep, &base)?;
+        let permit = self.inner.permit()?;
+        // Every instance's targets are checked before the first run (and again for each).
+        for (_, url) in &targets.0 {
+            let spec = match url {
+                Some(u) => base
+                    .edit()
+                    .url(u)
+                    .build()
+                    .map_err(|e| Status::invalid_argument(format!("spec: {e}")))?,
+                None => base.clone(),
+            };
+            drop(self.inner.prepare(&spec).await?);
+        }
+        let started = |s| proto::SweepEvent { event: Some(proto::sweep_event::Event::Started(s)) };
+        crate::plans::launch(&self.inner, &req.run_id, base, permit, started, move |i, b, s, e| {
+            crate::plans::sweep(i, b, (options, targets), s, e)
+        })
     }
 
     async fn cancel(

@@ -122,6 +122,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     });
     let mut outcome = outcome.map_err(|e| match e {
         SearchError::Spec(e) => load.explain(e),
+        SearchError::Trial(e) => crate::trials::explain(e),
         e => anyhow::Error::new(e),
     })?;
     outcome.complete = outcome.complete && !interrupts.interrupted();

@@ -9,9 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use shrike_plan::sweep::{self, grid, resources, Collect, Placement, Sweep, SweepOptions};
-use shrike_plan::trial::Dimension;
-use shrike_spec::Protocol;
+use shrike_plan::sweep::{self, resources, Placement, Sweep, SweepAsk, SweepOptions};
 
 use crate::args::{parse, usage};
 use crate::interrupts::Interrupts;
@@ -27,12 +25,13 @@ pub struct SweepArgs {
     /// point is an open loop at that rate with --connections (one number) per worker.
     #[arg(long, value_name = "GRID")]
     pub rates: Option<String>,
-    /// Measured runs per point (their spread gives the error bars and intervals).
-    #[arg(long, default_value_t = 3)]
-    pub iterations: usize,
-    /// Pause between runs, so one run's connections and backlog do not bleed into the next.
-    #[arg(long, default_value = "1s", value_parser = parse::duration)]
-    pub wait: Duration,
+    /// Measured runs per point (their spread gives the error bars and intervals) [default: 3].
+    #[arg(long)]
+    pub iterations: Option<usize>,
+    /// Pause between runs, so one run's connections and backlog do not bleed into the next
+    /// [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub wait: Option<Duration>,
     /// Sample this running server's process tree (CPU, RSS, VMS, open files, context
     /// switches). With --compare, once for both or twice: the baseline's, then the candidate's.
     #[arg(long = "server-pid", value_name = "PID", conflicts_with = "server_cmds")]
@@ -53,9 +52,9 @@ pub struct SweepArgs {
     /// What to sample: cpu, rss, vms, fds, ctx-switches (all by default).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub collect_stats: Vec<String>,
-    /// Time between resource samples.
-    #[arg(long, default_value = "250ms", value_parser = parse::duration)]
-    pub collect_stats_interval: Duration,
+    /// Time between resource samples [default: 250ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub collect_stats_interval: Option<Duration>,
     /// The load: `shrike run`'s flags; --connections takes a grid (1,4,16:256:16,512). Over
     /// HTTP/2 and HTTP/3 each connection carries --max-concurrent-streams streams (1 unless
     /// given, as h2load's -m), so a point's requests in flight are connections × streams.
@@ -110,29 +109,31 @@ impl sweep::Instances for Servers<'_> {
 }
 
 pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
-    let collect = Collect::parse(&args.collect_stats).map_err(|s| {
-        usage(format!("--collect-stats {s:?}: expected any of {}", Collect::NAMES.join(", ")))
-    })?;
-    if args.iterations == 0 {
-        return Err(usage("--iterations must be at least 1"));
-    }
-    let (rate, levels) = match (&args.rates, &args.load.connections) {
-        (Some(r), _) => (true, grid::parse(r).map_err(|e| usage(format!("--rates: {e}")))?),
-        (None, Some(c)) => {
-            (false, grid::parse(c).map_err(|e| usage(format!("--connections: {e}")))?)
+    // The grid is the sweep's: with --rates, the load's own connections flag must read as one
+    // number (or none); without, it is the grid.
+    let rate = args.rates.is_some();
+    let grid = match rate {
+        true => {
+            if args.load.connections.as_ref().is_some_and(|c| c.contains([',', ':'])) {
+                return Err(usage("--rates sweeps the rate: give --connections as one number"));
+            }
+            None
         }
-        (None, None) => {
-            return Err(usage("give the grid: --connections 1,4,16:64:16 or --rates 100,200,400"))
-        }
+        false => args.load.connections.take(),
     };
-    // The grid is ours: the load's own connections flag must read as one number (or none).
-    if !rate {
-        args.load.connections = None;
-    } else if let Some(c) = &args.load.connections {
-        if c.contains([',', ':']) {
-            return Err(usage("--rates sweeps the rate: give --connections as one number"));
-        }
+    if !rate && grid.is_none() {
+        return Err(usage("give the grid: --connections 1,4,16:64:16 or --rates 100,200,400"));
     }
+    let ask = SweepAsk {
+        connections: grid,
+        rates: args.rates.clone(),
+        iterations: args.iterations,
+        wait: args.wait,
+        open_loop: args.load.open_loop,
+        streams: args.load.max_concurrent_streams,
+        collect: Some(args.collect_stats.clone()),
+        sample_every: args.collect_stats_interval,
+    };
     let mut instances = instances(&args)?;
     for &p in &args.server_pids {
         if !resources::exists(p) {
@@ -179,24 +180,8 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     }
     let load = LoadSpec::from_args(&args.load)?;
     interrupts.set_grace(load.spec.timeout());
-    let dimension = match (rate, load.spec.protocol()) {
-        (true, _) => Dimension::Rate,
-        (false, Protocol::Http1) => Dimension::Connections { streams: None },
-        // As h2load's -m: each connection carries this many streams (1 unless given).
-        (false, Protocol::Http2 | Protocol::Http3) => {
-            Dimension::Connections { streams: Some(args.load.max_concurrent_streams.unwrap_or(1)) }
-        }
-    };
-    let options = SweepOptions {
-        dimension,
-        levels,
-        iterations: args.iterations,
-        length: load.spec.duration().unwrap_or(Duration::from_secs(5)),
-        wait: args.wait,
-        open_loop: args.load.open_loop.unwrap_or(true),
-        collect,
-        sample_every: args.collect_stats_interval,
-    };
+    let options = SweepOptions::new(&ask, &load.spec)
+        .map_err(|e| usage(format!("--{} {}", e.field.replace('_', "-"), e.reason)))?;
     let trials = Trials::of(&args.load, &load)?;
     let several = instances.len() > 1;
     let axis = if rate { "rate" } else { "connections" };
@@ -218,6 +203,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     });
     let mut sweep = swept.map_err(|e| match e {
         sweep::SweepError::Spec(e) => load.explain(e),
+        sweep::SweepError::Trial(e) => crate::trials::explain(e),
         e => anyhow::Error::new(e),
     })?;
     sweep.complete = sweep.complete && !interrupts.interrupted();

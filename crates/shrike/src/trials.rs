@@ -3,7 +3,7 @@
 //! as `run` runs its one run. Each is a [`TrialRunner`] of the planners' library, so the
 //! search or sweep itself is the same wherever its trials run.
 
-use shrike_plan::trial::{LocalRunner, TrialRunner};
+use shrike_plan::trial::{LocalRunner, TrialError, TrialRunner};
 use shrike_service::coordinator::{ClientSecurity, Fleet};
 use shrike_service::runners::{FleetRunner, NighthawkRunner};
 
@@ -12,6 +12,15 @@ use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::log::warning;
 use crate::run::RunArgs;
+
+/// A trial that could not run, for the command line: one its runner refused (a service's
+/// allowlist or limits, a spec it cannot take) is a usage error, as `run`'s would be.
+pub(crate) fn explain(e: TrialError) -> anyhow::Error {
+    match e {
+        TrialError::Refused(why) => usage(format!("a trial was refused: {why}")),
+        e => anyhow::Error::new(e).context("a trial could not run"),
+    }
+}
 
 /// Where the trials run, with what reaching it takes.
 pub(crate) enum Trials {

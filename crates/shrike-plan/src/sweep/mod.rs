@@ -19,5 +19,8 @@ pub mod usl;
 
 pub use report::{Iteration, Point, Sweep};
 pub use resources::{Sampler, Window};
-pub use run::{run, Collect, Instances, Measured, Placement, SweepError, SweepOptions, Targets};
+pub use run::{
+    run, Collect, Instances, Measured, Placement, SweepAsk, SweepError, SweepOptions, Targets,
+    DEFAULT_ITERATIONS, DEFAULT_LENGTH, DEFAULT_SAMPLE_EVERY, DEFAULT_WAIT,
+};
 pub use usl::Usl;

@@ -28,6 +28,9 @@ pub struct Iteration {
     pub server: Window,
     /// The client's CPU in cores over the window.
     pub client_cpu_cores: Option<f64>,
+    /// Who sent it, and the responses each got: the workers of a run here, the generators of
+    /// a fleet's (`--remote`), whose sum is the iteration's.
+    pub parts: Vec<(String, u64)>,
 }
 
 const QS: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 1.0];
@@ -42,7 +45,13 @@ impl Iteration {
             QS.map(|q| if s.count() == 0 { f64::NAN } else { s.clamped_quantile(q) as f64 / 1e9 })
         };
         let errors = crate::counts::failed(&g.counters);
+        let parts = result
+            .workers
+            .iter()
+            .map(|w| (w.name.clone(), w.status_codes.total().max(w.counters.responses())))
+            .collect();
         Iteration {
+            parts,
             throughput: if window > 0.0 { responses as f64 / window } else { 0.0 },
             latency: q(StatId::ScheduledToResponse),
             service: q(StatId::RequestToResponse),
@@ -303,6 +312,9 @@ impl Sweep {
                         "service_s": lat(&i.service),
                         "errors": i.errors,
                         "client_cpu_cores": i.client_cpu_cores,
+                        "parts": i.parts.iter()
+                            .map(|(name, responses)| json!({"name": name, "responses": responses}))
+                            .collect::<Vec<_>>(),
                         "server": {
                             "pid": i.server.pid,
                             "cpu_cores": i.server.cpu_cores,

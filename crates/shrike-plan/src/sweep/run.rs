@@ -7,11 +7,13 @@
 
 use std::time::Duration;
 
-use shrike_spec::{RunSpec, SpecError};
+use shrike_spec::{Protocol, RunSpec, SpecError};
 use shrike_stats::Termination;
 
+use super::grid;
 use super::report::{Iteration, Point, Sweep};
 use super::resources::{self, Sampler, Window};
+use crate::capacity::AskError;
 use crate::trial::{trial_spec, Dimension, TrialError, TrialRun, TrialRunner};
 
 /// Which server statistics a sweep keeps.
@@ -68,6 +70,126 @@ impl Collect {
             w.ctx_switches_per_sec = None;
         }
         w
+    }
+}
+
+/// `shrike sweep`'s defaults, for every caller.
+pub const DEFAULT_ITERATIONS: usize = 3;
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(1);
+pub const DEFAULT_SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// A run's length when the load has none (it runs until stopped).
+pub const DEFAULT_LENGTH: Duration = Duration::from_secs(5);
+
+/// A sweep as asked for: `None` takes the default.
+#[derive(Clone, Debug, Default)]
+pub struct SweepAsk {
+    /// A grid of connections per worker (`1,4,16:256:16`), or of rates (requests per second
+    /// of all workers together): one of the two.
+    pub connections: Option<String>,
+    pub rates: Option<String>,
+    pub iterations: Option<usize>,
+    pub wait: Option<Duration>,
+    pub open_loop: Option<bool>,
+    /// Streams per connection over HTTP/2 and HTTP/3 (h2load's `-m`; default 1).
+    pub streams: Option<u32>,
+    pub collect: Option<Vec<String>>,
+    pub sample_every: Option<Duration>,
+}
+
+impl SweepOptions {
+    /// The sweep `ask` describes over the load `base`, with the defaults for what it leaves
+    /// out; errors name the option (`connections`, `iterations`, …).
+    pub fn new(ask: &SweepAsk, base: &RunSpec) -> Result<SweepOptions, AskError> {
+        let err = |field, reason: String| AskError { field, reason };
+        let (rate, levels) = match (&ask.rates, &ask.connections) {
+            (Some(_), Some(_)) => {
+                return Err(err("rates", "cannot be used with a connections grid".into()))
+            }
+            (Some(r), None) => (true, grid::parse(r).map_err(|e| err("rates", e.to_string()))?),
+            (None, Some(c)) => {
+                (false, grid::parse(c).map_err(|e| err("connections", e.to_string()))?)
+            }
+            (None, None) => {
+                return Err(err(
+                    "connections",
+                    "or rates: give the grid, e.g. 1,4,16:64:16 (connections) or 100,200,400 \
+                     (rates)"
+                        .into(),
+                ))
+            }
+        };
+        let iterations = ask.iterations.unwrap_or(DEFAULT_ITERATIONS);
+        if iterations == 0 {
+            return Err(err("iterations", "must be at least 1".into()));
+        }
+        let dimension = match (rate, base.protocol()) {
+            (true, _) => Dimension::Rate,
+            (false, Protocol::Http1) => Dimension::Connections { streams: None },
+            // As h2load's -m: each connection carries this many streams.
+            (false, Protocol::Http2 | Protocol::Http3) => {
+                Dimension::Connections { streams: Some(ask.streams.unwrap_or(1).max(1)) }
+            }
+        };
+        let collect = Collect::parse(ask.collect.as_deref().unwrap_or_default()).map_err(|s| {
+            err("collect_stats", format!("{s:?}: expected any of {}", Collect::NAMES.join(", ")))
+        })?;
+        Ok(SweepOptions {
+            dimension,
+            levels,
+            iterations,
+            length: base.duration().unwrap_or(DEFAULT_LENGTH),
+            wait: ask.wait.unwrap_or(DEFAULT_WAIT),
+            open_loop: ask.open_loop.unwrap_or(true),
+            collect,
+            sample_every: ask.sample_every.unwrap_or(DEFAULT_SAMPLE_EVERY),
+        })
+    }
+
+    /// Reads a sweep from JSON (the service's `Sweep`): `connections` or `rates` (a grid such
+    /// as "1,4,16:64:16"), `iterations`, `wait` ("1s"), `open_loop`, `streams`,
+    /// `collect_stats` (["cpu", …]), `collect_stats_interval` ("250ms"), each with `shrike
+    /// sweep`'s default. Errors name the field.
+    pub fn from_json(v: &serde_json::Value, base: &RunSpec) -> Result<SweepOptions, String> {
+        use serde_json::Value;
+        let text = |k: &str| -> Result<Option<String>, String> {
+            match v.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(Value::Number(n)) => Ok(Some(n.to_string())),
+                Some(_) => Err(format!("sweep.{k}: a grid such as \"1,4,16:64:16\"")),
+            }
+        };
+        let dur = |k: &str| -> Result<Option<Duration>, String> {
+            match v.get(k).and_then(Value::as_str) {
+                None => Ok(None),
+                Some(t) => shrike_stats::duration::parse_duration(t)
+                    .map(Some)
+                    .map_err(|e| format!("sweep.{k}: {e}")),
+            }
+        };
+        let collect = match v.get("collect_stats") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .map(|s| s.as_str().map(String::from).ok_or("sweep.collect_stats: names"))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Some(_) => return Err("sweep.collect_stats: a list of names".into()),
+        };
+        let ask = SweepAsk {
+            connections: text("connections")?,
+            rates: text("rates")?,
+            iterations: v.get("iterations").and_then(Value::as_u64).map(|n| n as usize),
+            wait: dur("wait")?,
+            open_loop: v.get("open_loop").and_then(Value::as_bool),
+            streams: v
+                .get("streams")
+                .and_then(Value::as_u64)
+                .map(|n| n.min(u64::from(u32::MAX)) as u32),
+            collect,
+            sample_every: dur("collect_stats_interval")?,
+        };
+        SweepOptions::new(&ask, base).map_err(|e| format!("sweep.{e}"))
     }
 }
 

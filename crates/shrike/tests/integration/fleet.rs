@@ -130,6 +130,56 @@ fn three_generators_make_one_run_merged_exactly() {
     assert!(switches > log.len() / 3, "{switches} switches in {} requests", log.len());
 }
 
+/// `sweep --remote`: every run of every point is one coordinated run on the fleet, and each
+/// iteration records what each generator sent, which adds up to the point's whole, as nginx
+/// saw it.
+#[test]
+fn a_sweep_on_two_generators_merges_every_point_exactly() {
+    let target = Nginx::start_logged(Listen::Http1);
+    let fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.0/8"]);
+    let out = run(
+        &[
+            "sweep",
+            &format!("http://127.0.0.1:{}/file", target.port),
+            "--rates",
+            "40,80",
+            "--iterations",
+            "2",
+            "--wait",
+            "0s",
+            "-d",
+            "0.5s",
+            "--remote",
+            &addrs(&fleet),
+            "--remote-start-delay",
+            "0.3s",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    let points = v["sweep"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{v}");
+    let mut total = 0;
+    for p in points {
+        let level = p["level"].as_u64().unwrap();
+        for it in p["iterations"].as_array().unwrap() {
+            let parts = it["parts"].as_array().unwrap();
+            let names: Vec<&str> = parts.iter().map(|x| x["name"].as_str().unwrap()).collect();
+            assert_eq!(names, ["gen-127.0.0.2", "gen-127.0.0.3"], "{it}");
+            let each: Vec<u64> = parts.iter().map(|x| x["responses"].as_u64().unwrap()).collect();
+            // Half the point's rate each, for half a second: the shards split it exactly.
+            let want = level / 2 / 2;
+            assert!(each.iter().all(|&n| n.abs_diff(want) <= 1), "{level}/s: {each:?}");
+            total += each.iter().sum::<u64>();
+        }
+    }
+    // What the generators reported is what the server answered, request for request.
+    assert_eq!(target.access_log().len() as u64, total);
+}
+
 #[test]
 fn a_predicate_on_the_merged_counters_stops_every_generator() {
     let target = Server::start(&["--response-status", "500"]);

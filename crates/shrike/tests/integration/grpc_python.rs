@@ -1,6 +1,6 @@
 //! A real third-party gRPC client: Python's grpcio, with stubs generated from the proto in
-//! the test, drives `shrike service` (run, stream samples, cancel, busy, refusals, health,
-//! reflection). `.ci/run` installs grpcio, grpcio-tools, grpcio-health-checking and
+//! the test, drives `shrike service` (run, stream samples, cancel, busy, refusals, capacity,
+//! sweep, health, reflection). `.ci/run` installs grpcio, grpcio-tools, grpcio-health-checking and
 //! grpcio-reflection from PyPI.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -45,6 +45,9 @@ fn a_python_grpcio_client_drives_the_service() {
         "run:",
         "closed stream: run stopped",
         "refusals:",
+        "capacity:",
+        "sweep: 4 runs streamed over 2 points",
+        "sweep: a run over --max-rps is refused",
         "all ok",
     ] {
         assert!(out.stdout.contains(line), "{line}: {}", out.stdout);

@@ -166,3 +166,54 @@ fn the_nighthawk_api_needs_the_services_token() {
     let v = run_json_ok(&[&base[..], &[&service.uri(), "--remote-token-file", token]].concat());
     assert_eq!(counter(global(&v), "benchmark.http_2xx"), 5);
 }
+
+/// `--nighthawk-service` works wherever `run` takes it: a capacity search and a sweep send
+/// every trial to the service. A service whose allowlist leaves the target out refuses the
+/// first trial by name, which only a trial sent there could be.
+#[test]
+fn capacity_and_sweep_run_their_trials_on_the_service() {
+    let target = Server::start(&[]);
+    let url = target.url("/");
+    let service = service(&[]);
+    let nighthawk = ["--nighthawk-service", service.uri().leak()];
+    let capacity = [
+        "capacity",
+        &url,
+        "--slo",
+        "p99<=1s",
+        "--start",
+        "20",
+        "--trial-duration",
+        "0.3s",
+        "--final-duration",
+        "0.3s",
+        "--max-trials",
+        "2",
+        "--output-format",
+        "json",
+    ];
+    let out = run(&[&capacity[..], &nighthawk].concat(), Duration::from_secs(60));
+    // Two trials at most: no answer was confirmed above the first pass, but trials ran.
+    let v = json(&out);
+    let trials = v["capacity"]["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "{}", out.stderr);
+    assert_eq!(trials[0]["verdicts"][0], "pass", "{}", out.stderr);
+    let sweep = ["sweep", &url, "--rates", "30", "--iterations", "1", "-d", "0.3s", "--wait", "0s"];
+    let out = run(
+        &[&sweep[..], &nighthawk, &["--output-format", "json"]].concat(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        json(&out)["sweep"]["points"][0]["iterations"][0]["throughput_rps"].as_f64().unwrap()
+            > 20.0
+    );
+
+    let elsewhere = Service::start(&["--allow-target", "127.0.0.2/32"]);
+    let nighthawk = ["--nighthawk-service", elsewhere.uri().leak()];
+    for args in [&capacity[..], &sweep[..]] {
+        let out = run(&[args, &nighthawk].concat(), Duration::from_secs(60));
+        assert_eq!(out.code(), 2, "a refusal is a usage error: {args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("outside this service's allowlist"), "{}", out.stderr);
+    }
+}

@@ -28,6 +28,15 @@ fn head_1(args: &[&str]) -> (String, Output) {
     (line, wait_unpiped(child, LIMIT))
 }
 
+/// A pipe whose reader is gone before the child starts: its first write to it fails, however
+/// fast it writes (a reader closed after the spawn races with a quick command's output,
+/// which fits the pipe's buffer).
+fn closed_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
 /// Waits for a child whose stdout is not ours to read (closed, or on a pipe of the test's),
 /// collecting its stderr if it is piped.
 fn wait_unpiped(mut child: std::process::Child, limit: Duration) -> Output {
@@ -74,16 +83,14 @@ fn a_closed_stdout_keeps_the_result_file_and_says_nothing() {
     let server = Server::start(&[]);
     let dir = scratch("pipes-file");
     let file = dir.join("r.json");
-    let mut child = shrike()
+    let child = shrike()
         .args(["run", &server.url("/"), "-n", "20", "--output-format", "json", "-o"])
         .arg(&file)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(closed_pipe())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Closed before the run writes a byte of its result.
-    drop(child.stdout.take());
     let out = wait_unpiped(child, LIMIT);
     assert_eq!(out.code(), 141, "{}", out.stderr);
     assert!(!out.stderr.contains("panicked") && !out.stderr.contains("error"), "{}", out.stderr);
@@ -132,14 +139,13 @@ fn every_command_that_prints_data_ends_quietly_on_a_closed_stdout() {
         &["serve", "--listen", "127.0.0.1:0", "--tls"],
     ];
     for args in commands {
-        let mut child = shrike()
+        let child = shrike()
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(closed_pipe())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        drop(child.stdout.take());
         let out = wait_unpiped(child, LIMIT);
         assert_eq!(out.code(), 141, "{args:?}: {}", out.stderr);
         assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);

@@ -165,4 +165,33 @@ try:
 except grpc.RpcError as e:
     assert e.code() == grpc.StatusCode.FAILED_PRECONDITION and "--max-rps" in e.details(), e
 print("capacity: a trial over --max-rps is refused")
+
+# A sweep run by the service: each measured run streams as it ends, then the report.
+runs, report = [], None
+for event in stub.Sweep(pb.SweepRequest(
+        spec=spec(uri=target, duration="300ms"), run_id="py-sweep",
+        sweep=search(rates="50,100", iterations=2, wait="0s")), metadata=auth):
+    kind = event.WhichOneof("event")
+    if kind == "run":
+        runs.append(event.run)
+    elif kind == "report":
+        report = event.report
+assert report is not None and report.complete, report
+doc = json.loads(report.json)
+points = doc["sweep"]["points"]
+assert [p["level"] for p in points] == [50, 100], points
+assert all(len(p["iterations"]) == 2 for p in points), points
+assert [(r.level, r.iteration) for r in runs] == [(50, 0), (50, 1), (100, 0), (100, 1)], runs
+assert all(r.throughput_rps > 0 and r.errors == 0 for r in runs), runs
+assert doc["peak"]["rate"] == 100, doc["peak"]
+print(f"sweep: {len(runs)} runs streamed over 2 points, peak at {doc['peak']['rate']}/s")
+# A grid beyond the service's limits ends the sweep, naming the limit.
+try:
+    list(stub.Sweep(pb.SweepRequest(
+        spec=spec(uri=target, duration="300ms"), run_id="py-sweep2",
+        sweep=search(rates="500,5000", iterations=1)), metadata=auth))
+    raise AssertionError("a run over --max-rps ran")
+except grpc.RpcError as e:
+    assert e.code() == grpc.StatusCode.FAILED_PRECONDITION and "--max-rps" in e.details(), e
+print("sweep: a run over --max-rps is refused")
 print("all ok")
