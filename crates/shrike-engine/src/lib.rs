@@ -27,13 +27,13 @@
 //! (`request_to_response`) and coordinated-omission-free latency (`scheduled_to_response`).
 
 pub mod config;
+pub mod feed;
 pub mod h1;
 mod idle;
 pub mod pacer;
 pub mod pool;
 mod prepare;
-pub(crate) mod protocol;
-pub mod replay;
+pub mod protocol;
 pub mod requests;
 mod run;
 pub mod runner;

@@ -9,7 +9,7 @@
 use shrike_spec::{RunSpec, SpecError};
 use shrike_stats::{RunResult, Unanswered};
 
-use crate::replay::{Feed, ReplayProtocol};
+use crate::feed::{FedProtocol, Feed};
 use crate::runner::{self, EngineError, Sessions};
 use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
@@ -69,11 +69,11 @@ impl Run {
         self
     }
 
-    /// Replays sessions fed while the run goes on ([`crate::replay`]), each request sending
+    /// Plays sessions fed while the run goes on ([`crate::feed`]: replay), each request sending
     /// its own payload in `protocol` to the spec's target. Build the feed for the spec's
     /// worker count. The spec's duration still bounds the run; with `no_duration` it ends when
     /// the feed is spent and every session done.
-    pub fn replay(mut self, feed: Feed, protocol: ReplayProtocol) -> Run {
+    pub fn fed(mut self, feed: Feed, protocol: FedProtocol) -> Run {
         self.sessions = Some(Sessions::Fed(feed, protocol));
         self
     }

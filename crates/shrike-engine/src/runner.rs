@@ -9,10 +9,10 @@ use std::time::{Instant, SystemTime};
 use shrike_stats::{Interval, Termination, WorkerResult};
 
 use crate::config::{EngineConfig, IdleStrategy, IoBackend, Protocol};
+use crate::feed::{FedProtocol, Feed};
 use crate::h1;
 use crate::pool::h2::RequestTemplate;
 use crate::pool::PoolRequests;
-use crate::replay::{Feed, ReplayProtocol};
 use crate::requests::{H1Entry, H1Request, H1Template};
 use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
@@ -64,7 +64,7 @@ pub(crate) enum Sessions {
     /// Known up front, each request a request-source entry.
     Planned(Vec<SessionPlan>),
     /// Fed while the run goes on, each request with its own payload in this protocol.
-    Fed(Feed, ReplayProtocol),
+    Fed(Feed, FedProtocol),
     /// The rate plan over requests a source streams to each worker.
     Streamed(Vec<crate::requests::remote::RemoteStream>),
 }
@@ -147,7 +147,7 @@ pub(crate) fn execute(
             let target =
                 Arc::new(cfg.endpoints.first().ok_or(EngineError::NoEndpoint)?.target.clone());
             // Streamed requests bring their own bytes, as replayed ones do.
-            replay = Some(ReplayProtocol::Http1);
+            replay = Some(FedProtocol::Http);
             streams
                 .into_iter()
                 .map(|stream| Plan::Remote { stream, base: base.clone(), target: target.clone() })
@@ -233,7 +233,7 @@ pub(crate) fn execute(
                 // Worker-local copies: the hot path reads them without touching shared memory.
                 let requests: Vec<PoolRequests> = match &*w_replay {
                     // Replayed requests bring their own bytes; one pool per endpoint still.
-                    Some(p) => w_requests.iter().map(|_| PoolRequests::Replay(p.clone())).collect(),
+                    Some(p) => w_requests.iter().map(|_| PoolRequests::Fed(p.clone())).collect(),
                     None => w_requests.iter().map(Prepared::for_worker).collect(),
                 };
                 let out = local.block_on(

@@ -22,10 +22,14 @@ use crate::pool::cx::PoolCx;
 use crate::stamped::StampedTcp;
 use crate::tls::TlsClient;
 
-/// A connected stream, plain or TLS. An enum rather than a boxed trait object so the h1 hot
+/// A connected stream, plain or TLS, on the run's I/O backend: what a protocol reads and
+/// writes, as any tokio stream. An enum inside rather than a boxed trait object so the h1 hot
 /// path stays statically dispatched.
 #[derive(Debug)]
-pub(crate) enum Transport {
+pub struct Transport(Stream);
+
+#[derive(Debug)]
+enum Stream {
     Plain(Socket),
     Tls(Box<TlsStream<Socket>>),
 }
@@ -43,9 +47,9 @@ impl Transport {
     /// When the last bytes read arrived, by the kernel's stamp, on a stream that has them
     /// (`--read-coalesce`); `None` elsewhere, where the caller's clock read is the arrival.
     pub fn arrival(&self) -> Option<Instant> {
-        let socket = match self {
-            Transport::Plain(s) => s,
-            Transport::Tls(t) => t.get_ref().0,
+        let socket = match &self.0 {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => t.get_ref().0,
         };
         match socket {
             Socket::Stamped(s) => s.arrival(),
@@ -112,7 +116,47 @@ macro_rules! delegate_io {
     };
 }
 
-delegate_io!(Transport { Plain, Tls });
+delegate_io!(Stream { Plain, Tls });
+
+impl AsyncRead for Transport {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Transport {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
 delegate_io!(Socket { Tcp, Stamped, Uring });
 
 /// `stream` on the worker's io_uring when it has one (`--io-backend io_uring`), else on
@@ -165,7 +209,7 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
             }
         };
         let Some(tls) = &endpoint.tls else {
-            return Some(Transport::Plain(stream));
+            return Some(Transport(Stream::Plain(stream)));
         };
         return tls_handshake(cx, tls, addr, stream).await;
     }
@@ -319,5 +363,5 @@ async fn tls_handshake(
     if resumed {
         st.counters.inc(Counter::SslSessionReused);
     }
-    Some(Transport::Tls(Box::new(stream)))
+    Some(Transport(Stream::Tls(Box::new(stream))))
 }

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant, SystemTime};
 use shrike_stats::{Counter, StatId, WorkerResult};
 
 use crate::config::EngineConfig;
+use crate::feed::{Admission, FedSession, Payloads};
 use crate::idle::Idle;
 use crate::pacer::Pacer;
 use crate::pool::cx::{ConnectOptions, PoolCx};
 use crate::pool::{self, PoolRequests, Pools};
-use crate::replay::{Admission, FedSession, Payloads};
 use crate::requests::{Renderer, RequestCursor};
 use crate::schedule::rate::RateSchedule;
 use crate::schedule::remote::RemoteSchedule;

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shrike_engine::replay::{FedRequest, FedSession, FeedSender, Payload};
+use shrike_engine::feed::{FedRequest, FedSession, FeedSender, HttpMeta, Payload};
 use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError};
 
 use crate::timeline::{TimeOptions, Timeline};
@@ -135,8 +135,9 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
                 let mut data = Vec::with_capacity(prev.payload.data.len() + payload.data.len());
                 data.extend_from_slice(&prev.payload.data);
                 data.extend_from_slice(&payload.data);
-                prev.payload.data = Bytes::from(data);
-                prev.payload.pipelined_heads.push(payload.head);
+                let mut meta = prev.payload.extra::<HttpMeta>().cloned().unwrap_or_default();
+                meta.pipelined_heads.push(payload.extra::<HttpMeta>().is_some_and(|m| m.head));
+                prev.payload = Payload::with(data, meta);
             }
             _ => requests.push(FedRequest { at, payload }),
         }
@@ -148,23 +149,19 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
     }
 }
 
+/// A request's payload: its bytes, and what its protocol needs beyond them (HTTP/1.1: whether
+/// it is HEAD; TCP: the captured answer's size; MySQL: the command itself).
 fn payload(body: &Body, options: &FeedOptions) -> Payload {
-    let raw = |data: Vec<u8>, head, response_bytes| Payload {
-        data: Bytes::from(data),
-        head,
-        response_bytes,
-        mysql: None,
-        pipelined_heads: Vec::new(),
-    };
     match body {
-        Body::Raw { data, response_bytes } if options.protocol == JobProtocol::Http => {
+        Body::Raw { data, .. } if options.protocol == JobProtocol::Http => {
             let (data, head) = crate::http::for_target(data, options.authority.as_deref());
-            raw(data, head, *response_bytes)
+            Payload::with(data, HttpMeta { head, pipelined_heads: Vec::new() })
         }
-        Body::Raw { data, response_bytes } => raw(data.clone(), false, *response_bytes),
-        Body::Mysql(c) => {
-            Payload { mysql: Some(Arc::new(c.clone())), ..raw(Vec::new(), false, None) }
+        Body::Raw { data, response_bytes: Some(n) } => {
+            Payload::with(data.clone(), crate::protocols::AnswerSize(*n))
         }
+        Body::Raw { data, response_bytes: None } => Payload::bytes(data.clone()),
+        Body::Mysql(c) => Payload::with(Bytes::new(), c.clone()),
     }
 }
 

@@ -1,12 +1,15 @@
 //! Shrike's replay of jobs files on the engine: [`timeline`] says when each job and request is
-//! due (scaled, idle gaps shrunk, sharded), [`http`] fits captured requests to the target, and
+//! due (scaled, idle gaps shrunk, sharded), [`http`] fits captured requests to the target,
 //! [`feeder`] reads the file lazily on a thread of its own and feeds the engine's workers
-//! ([`shrike_engine::replay`]); [`prepare`] sets a replay up on the engine for every caller. The engine does the rest as for any run: one worker loop, the
-//! same pools, statistics from the scheduled time.
+//! ([`shrike_engine::feed`]), and [`protocols`] are what non-HTTP jobs speak (raw TCP and
+//! MySQL, on the engine's public `Protocol` seam); [`prepare`] sets a replay up on the engine
+//! for every caller. The engine does the rest as for any run: one worker loop, the same
+//! pools, statistics from the scheduled time. The engine knows nothing of jobs files or MySQL.
 
 pub mod feeder;
 pub mod http;
 pub mod prepare;
+pub mod protocols;
 pub mod timeline;
 
 pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};

@@ -4,11 +4,12 @@
 //! or a stream.
 
 use serde_json::{json, Value};
-use shrike_engine::replay::{AdmissionHandle, MysqlLogin, ReplayProtocol, TcpFraming};
+use shrike_engine::feed::{AdmissionHandle, FedProtocol, SerialProtocol};
 use shrike_engine::{Ready, RunSpec, SpecError};
 use shrike_jobs::{JobProtocol, JobReader};
 
 use crate::feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
+use crate::protocols::{Mysql, MysqlLogin, RawTcp, TcpFraming};
 use crate::{Shard, TimeOptions};
 
 /// Sessions queued per worker ahead of their time: the feeder stays only this far ahead.
@@ -40,12 +41,16 @@ impl Default for ReplayOptions {
 }
 
 impl ReplayOptions {
-    /// What the engine speaks for jobs of `protocol`.
-    pub fn engine_protocol(&self, protocol: JobProtocol) -> ReplayProtocol {
+    /// What the engine speaks for jobs of `protocol`: its own HTTP, or one of replay's.
+    pub fn engine_protocol(&self, protocol: JobProtocol) -> FedProtocol {
         match protocol {
-            JobProtocol::Http => ReplayProtocol::Http1,
-            JobProtocol::Tcp => ReplayProtocol::Tcp(self.tcp.clone()),
-            JobProtocol::Mysql => ReplayProtocol::Mysql(self.mysql.clone()),
+            JobProtocol::Http => FedProtocol::Http,
+            JobProtocol::Tcp => {
+                FedProtocol::Serial(SerialProtocol::new(RawTcp::new(self.tcp.clone())))
+            }
+            JobProtocol::Mysql => {
+                FedProtocol::Serial(SerialProtocol::new(Mysql::new(self.mysql.clone())))
+            }
         }
     }
 
@@ -136,7 +141,7 @@ pub struct Prepared {
     pub protocol: JobProtocol,
     /// Closing it starts no new job (the first Ctrl-C, a cancelled replay).
     pub admission: AdmissionHandle,
-    feeder: (JobReader, shrike_engine::replay::FeedSender, FeedOptions),
+    feeder: (JobReader, shrike_engine::feed::FeedSender, FeedOptions),
 }
 
 impl std::fmt::Debug for Prepared {
@@ -158,11 +163,10 @@ pub fn prepare(
     };
     let feed_options =
         FeedOptions { protocol, time: options.time, shard: options.shard, authority };
-    let (sender, feed) =
-        shrike_engine::replay::feed(spec.concurrency().workers().get(), FEED_DEPTH);
+    let (sender, feed) = shrike_engine::feed::feed(spec.concurrency().workers().get(), FEED_DEPTH);
     let admission = sender.admission();
     let ready =
-        shrike_engine::Run::new(spec).replay(feed, options.engine_protocol(protocol)).prepare()?;
+        shrike_engine::Run::new(spec).fed(feed, options.engine_protocol(protocol)).prepare()?;
     Ok(Prepared { ready, protocol, admission, feeder: (reader, sender, feed_options) })
 }
 

@@ -12,9 +12,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use shrike_engine::replay::{MysqlLogin, TcpFraming};
 use shrike_jobs::{JobProtocol, JobReader};
 use shrike_output::OutputFormat;
+use shrike_replay::protocols::{MysqlLogin, TcpFraming};
 use shrike_replay::{FeedEnd, FeedProgress, ReplayOptions, Shard, TimeOptions};
 use shrike_spec::{Concurrency, Predicate, Protocol};
 use shrike_stats::duration::parse_duration;

@@ -15,7 +15,7 @@ use shrike_stats::{BatchedStats, Counter, Counters, StatusCodes, Termination};
 use tokio::sync::Notify;
 
 use crate::config::Protocol;
-use crate::replay::Payloads;
+use crate::feed::{Payload, Payloads};
 use crate::requests::Renderer;
 use crate::schedule::Ticket;
 use crate::stop::StopHandle;
@@ -68,39 +68,63 @@ pub(crate) struct ConnectOptions {
 }
 
 /// The narrow context pools and protocols work in. Single-threaded: cells, never locks.
-pub(crate) struct PoolCx {
-    pub state: RefCell<WorkerState>,
+pub struct PoolCx {
+    pub(crate) state: RefCell<WorkerState>,
     /// Signalled when a connection goes idle while the pacer is blocked (closed loop).
-    pub capacity: Notify,
-    pub pacer_blocked: Cell<bool>,
+    pub(crate) capacity: Notify,
+    pub(crate) pacer_blocked: Cell<bool>,
     /// Signalled when `outstanding` drops to zero.
-    pub drained: Notify,
+    pub(crate) drained: Notify,
     /// Sessions whose request finished since the worker loop last looked, and the signal
     /// that there are some.
-    pub finished_sessions: RefCell<Vec<u32>>,
-    pub session_finished: Notify,
+    pub(crate) finished_sessions: RefCell<Vec<u32>>,
+    pub(crate) session_finished: Notify,
     /// Wakes the worker loop when the run is stopping.
-    pub wake: Notify,
+    pub(crate) wake: Notify,
     /// No new requests are released once set.
-    pub stopping: Cell<bool>,
-    pub stop: StopHandle,
-    pub connect: ConnectOptions,
+    pub(crate) stopping: Cell<bool>,
+    pub(crate) stop: StopHandle,
+    pub(crate) connect: ConnectOptions,
     /// A request unanswered this long is abandoned (`upstream_rq_timeout`).
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// Template state shared by every pool of the worker (sequence numbers stay unique).
-    pub renderer: Renderer,
+    pub(crate) renderer: Renderer,
     /// Fed sessions' payloads (replay), keyed by their tickets' request numbers.
-    pub payloads: Rc<Payloads>,
+    pub(crate) payloads: Rc<Payloads>,
     /// Every ticket's request number is a key into `payloads` (requests streamed from a
     /// source), not a request-source entry.
-    pub payload_requests: bool,
+    pub(crate) payload_requests: bool,
     /// Zipkin tracing: the worker's sampler and its channel to the span collector.
-    pub tracing: Option<crate::trace::Tracing>,
+    pub(crate) tracing: Option<crate::trace::Tracing>,
     predicates: Box<[Predicate]>,
 }
 
+/// What a [`crate::protocol::Protocol`] of the caller's may do with its context.
 impl PoolCx {
-    pub fn new(
+    /// The fed payload of request `request` (a ticket's number), while its request is in
+    /// flight.
+    pub fn payload(&self, request: u32) -> Option<Payload> {
+        self.payloads.get(request)
+    }
+
+    /// Adds `n` to `counter`.
+    pub fn count(&self, counter: Counter, n: u64) {
+        self.state.borrow_mut().counters.add(counter, n);
+    }
+
+    /// Counts an error by its message in the run's error summary (built only when needed).
+    pub fn note_error(&self, msg: impl FnOnce() -> String) {
+        self.state.borrow_mut().note_error(msg);
+    }
+
+    /// How long opening a connection (and its handshakes) may take.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect.timeout
+    }
+}
+
+impl PoolCx {
+    pub(crate) fn new(
         stop: StopHandle,
         connect: ConnectOptions,
         request_timeout: Duration,
@@ -131,7 +155,7 @@ impl PoolCx {
     /// Requests that fail while the run drains (after its deadline, or once a count is spent)
     /// still count: only a stop already requested (its reason wins) skips the check, so a run
     /// whose last requests all failed never reads as completed.
-    pub fn check_predicates(&self, counters: &mut Counters) {
+    pub(crate) fn check_predicates(&self, counters: &mut Counters) {
         if self.stop.is_stopped() {
             return;
         }
@@ -152,7 +176,7 @@ impl PoolCx {
         self.begin_stopping();
     }
 
-    pub fn begin_stopping(&self) {
+    pub(crate) fn begin_stopping(&self) {
         if !self.stopping.replace(true) {
             self.wake.notify_one();
         }
@@ -160,7 +184,7 @@ impl PoolCx {
 
     /// A request left the pools (answered, failed or abandoned): its session may go on.
     #[inline]
-    pub fn request_finished(&self, ticket: &Ticket) {
+    pub(crate) fn request_finished(&self, ticket: &Ticket) {
         if ticket.session.is_none() && self.payload_requests {
             self.payloads.remove(ticket.request);
         }

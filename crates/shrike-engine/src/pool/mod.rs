@@ -10,13 +10,15 @@
 //! round robin, skipping an endpoint that has no capacity left.
 //!
 //! Pools receive a narrow context ([`cx::PoolCx`]: the recorder, capacity and drain notifiers,
-//! timeouts), never the worker; what a connection speaks is a [`crate::protocol::Protocol`].
+//! timeouts), never the worker; what a serial connection speaks is a
+//! [`crate::protocol::Protocol`].
 //!
 //! - [`serial`]: one exchange at a time per connection, up to `connections` per worker, for
-//!   any serial protocol (HTTP/1.1), plus connections owned by sessions.
+//!   any serial protocol (HTTP/1.1, or a caller's), plus connections owned by sessions.
 //! - [`mux`]: multiplexed streams over up to `connections` per worker, bounded by
 //!   `max_concurrent_streams` per connection and `max_active_requests` per worker; one policy
-//!   for both protocols that multiplex: [`h2`] (the `h2` crate) and [`h3`] (quinn + h3).
+//!   for both protocols that multiplex: [`h2`] (a hand-written HTTP/2 codec) and [`h3`]
+//!   (quinn + h3).
 
 pub(crate) mod cx;
 pub mod h2;
@@ -33,15 +35,13 @@ use std::time::Instant;
 use shrike_stats::{BatchedStats, Counter, Counters, StatId};
 
 use crate::config::{EngineConfig, Protocol};
+use crate::feed::FedProtocol;
 use crate::protocol::http1::Http1;
-use crate::protocol::mysql::Mysql;
-use crate::protocol::tcp::RawTcp;
-use crate::replay::ReplayProtocol;
 use crate::requests::{H1Entry, OriginLatency};
 use crate::schedule::Ticket;
 use crate::worker::nanos;
 use cx::PoolCx;
-use serial::SerialPool;
+use serial::{DynSerial, SerialPool};
 
 /// What one completed exchange looked like, for [`record_response`].
 #[derive(Clone, Copy, Debug)]
@@ -93,8 +93,7 @@ impl Pools {
         for p in self.list.iter() {
             match p {
                 Pool::Http1(p) => p.start(self).await,
-                Pool::Tcp(p) => p.start(self).await,
-                Pool::Mysql(p) => p.start(self).await,
+                Pool::Serial(p) => p.clone().start(self.clone()).await,
                 Pool::H2(_) | Pool::H3(_) => {}
             }
         }
@@ -112,11 +111,11 @@ impl Pools {
 
 /// Enum dispatch rather than `dyn`: the h1 hot path stays a direct, inlinable call. The h2
 /// and h3 pools are boxed because they are several times larger and only their pointer is
-/// touched per call.
+/// touched per call. A caller's protocol (`Serial`) is the one reached through a pointer:
+/// the engine does not know its type.
 pub(crate) enum Pool {
     Http1(Rc<SerialPool<Http1>>),
-    Tcp(Rc<SerialPool<RawTcp>>),
-    Mysql(Rc<SerialPool<Mysql>>),
+    Serial(Rc<dyn DynSerial>),
     H2(Box<mux::MuxPool<h2::H2>>),
     H3(Box<mux::MuxPool<h3::H3>>),
 }
@@ -135,22 +134,17 @@ impl Pool {
                 let http1 = Http1::new(r, cfg.requests.latency_header());
                 Pool::Http1(Rc::new(SerialPool::new(cfg, index, http1)))
             }
-            (Protocol::Http1, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+            (Protocol::Http1, PoolRequests::Fed(FedProtocol::Http)) => {
                 Pool::Http1(Rc::new(SerialPool::new(cfg, index, Http1::replayed())))
             }
             // Captured HTTP/1.1 requests, sent as HTTP/2 or HTTP/3 when the run asks for it.
-            (Protocol::Http2, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+            (Protocol::Http2, PoolRequests::Fed(FedProtocol::Http)) => {
                 Pool::H2(Box::new(mux::MuxPool::replayed(cfg, index)))
             }
-            (Protocol::Http3, PoolRequests::Replay(ReplayProtocol::Http1)) => {
+            (Protocol::Http3, PoolRequests::Fed(FedProtocol::Http)) => {
                 Pool::H3(Box::new(mux::MuxPool::replayed(cfg, index)))
             }
-            (_, PoolRequests::Replay(ReplayProtocol::Tcp(framing))) => {
-                Pool::Tcp(Rc::new(SerialPool::new(cfg, index, RawTcp::new(framing))))
-            }
-            (_, PoolRequests::Replay(ReplayProtocol::Mysql(login))) => {
-                Pool::Mysql(Rc::new(SerialPool::new(cfg, index, Mysql::new(login))))
-            }
+            (_, PoolRequests::Fed(FedProtocol::Serial(p))) => Pool::Serial(p.pool(cfg, index)),
         }
     }
 
@@ -159,8 +153,7 @@ impl Pool {
     fn try_start(&self, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
         match self {
             Pool::Http1(p) => p.try_start(pools, ticket),
-            Pool::Tcp(p) => p.try_start(pools, ticket),
-            Pool::Mysql(p) => p.try_start(pools, ticket),
+            Pool::Serial(p) => p.clone().try_start(pools, ticket),
             Pool::H2(p) => p.try_start(pools, ticket),
             Pool::H3(p) => p.try_start(pools, ticket),
         }
@@ -169,8 +162,7 @@ impl Pool {
     fn close(&self) {
         match self {
             Pool::Http1(p) => p.close(),
-            Pool::Tcp(p) => p.close(),
-            Pool::Mysql(p) => p.close(),
+            Pool::Serial(p) => p.close(),
             Pool::H2(p) => p.close(),
             Pool::H3(p) => p.close(),
         }
@@ -179,7 +171,7 @@ impl Pool {
     /// Adds what the pool counted outside the worker's counters.
     pub fn flush_counters(&self, counters: &mut Counters) {
         match self {
-            Pool::Http1(_) | Pool::Tcp(_) | Pool::Mysql(_) => {}
+            Pool::Http1(_) | Pool::Serial(_) => {}
             Pool::H2(p) => p.flush_counters(counters),
             Pool::H3(p) => p.flush_counters(counters),
         }
@@ -190,8 +182,9 @@ impl Pool {
 pub(crate) enum PoolRequests {
     H1(Box<[H1Entry]>),
     H2(Box<[h2::RequestTemplate]>),
-    /// Replay: every request brings its own payload, in this protocol.
-    Replay(ReplayProtocol),
+    /// Fed sessions (replay) and streamed requests: every request brings its own payload, in
+    /// this protocol.
+    Fed(FedProtocol),
 }
 
 /// Starts the request on the next endpoint in round-robin order that has capacity (or on its

@@ -1,5 +1,5 @@
 //! The serial pool: connections that carry one exchange at a time, for any [`Protocol`]
-//! (HTTP/1.1 today; replay's raw TCP and MySQL next). Up to `connections` shared connections
+//! (HTTP/1.1, and the caller's own: replay's raw TCP and MySQL). Up to `connections` shared connections
 //! per worker open lazily (or up front with prefetch); idle ones are reused most recently used
 //! first by default, so a lightly loaded run keeps few sockets hot, or least recently used first
 //! to spread requests over every connection.
@@ -11,7 +11,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::num::NonZeroU64;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
@@ -87,6 +89,29 @@ pub(crate) struct SerialPool<P: Protocol> {
     sessions: RefCell<HashMap<u32, Rc<Slot>>>,
     /// Connections exit once set.
     closing: Cell<bool>,
+}
+
+/// A serial pool of a caller's protocol, behind a pointer: the engine does not know its type,
+/// so it reaches it through this. HTTP/1.1's pool is called directly (no dynamic dispatch on
+/// the h1 hot path).
+pub(crate) trait DynSerial {
+    fn try_start(self: Rc<Self>, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket>;
+    fn start(self: Rc<Self>, pools: Rc<Pools>) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn close(&self);
+}
+
+impl<P: Protocol> DynSerial for SerialPool<P> {
+    fn try_start(self: Rc<Self>, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
+        SerialPool::try_start(&self, pools, ticket)
+    }
+
+    fn start(self: Rc<Self>, pools: Rc<Pools>) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move { SerialPool::start(&self, &pools).await })
+    }
+
+    fn close(&self) {
+        SerialPool::close(self);
+    }
 }
 
 /// An open connection and how many exchanges it carried.

@@ -10,6 +10,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::{After, Answer, Failure, FailureClass, Io, MoreAnswer, Protocol};
 use crate::config::Endpoint;
+use crate::feed::HttpMeta;
 use crate::h1::{ReadError, ResponseReader};
 use crate::pool::cx::PoolCx;
 use crate::requests::{H1Entry, H1Request};
@@ -84,10 +85,15 @@ impl Protocol for Http1 {
         let Conn { stream, reader, out, body } = conn;
         let replayed;
         let (bytes, head, more_heads): (&[u8], bool, &[bool]) = if self.replayed {
-            replayed = super::fed(cx, request, || {
-                ReadError::Io(std::io::Error::other("the replayed payload is missing"))
+            // A payload lives until its request finished, so only a bug could make it missing.
+            replayed = cx.payload(request).ok_or_else(|| Failure {
+                class: FailureClass::Protocol,
+                error: ReadError::Io(std::io::Error::other("the replayed payload is missing")),
             })?;
-            (&replayed.data, replayed.head, &replayed.pipelined_heads)
+            match replayed.extra::<HttpMeta>() {
+                Some(m) => (&replayed.data, m.head, &m.pipelined_heads),
+                None => (&replayed.data, false, &[]),
+            }
         } else {
             let entry = &self.requests[request as usize];
             match &entry.request {

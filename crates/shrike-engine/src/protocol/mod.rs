@@ -1,26 +1,29 @@
 //! Protocols: what a connection speaks. A [`Protocol`] connects, runs one exchange at a time on
 //! a connection, and says what became of it in protocol-neutral terms ([`Answer`] or
 //! [`Failure`], bytes each way, and an HTTP status only where there is one). The serial pool
-//! ([`crate::pool::serial`]) owns everything else: which connection, queueing, recycling,
-//! retries, timeouts and recording. HTTP/1.1 is [`http1::Http1`]; replay's raw TCP and MySQL
-//! plug in the same way. The multiplexed protocols (h2, h3) run many exchanges per connection
-//! and have their own seam ([`crate::pool::mux::Mux`]).
+//! owns everything else: which connection, queueing, recycling, retries, timeouts and
+//! recording. HTTP/1.1 is [`http1::Http1`]; a protocol of the caller's (replay's raw TCP and
+//! MySQL, in shrike-replay) plugs in the same way through [`crate::feed::SerialProtocol`],
+//! working in the narrow context a pool gives it ([`PoolCx`]: counters, errors, the connect
+//! timeout, the fed payloads). The multiplexed protocols (h2, h3) run many exchanges per
+//! connection and have their own seam (`pool::mux`).
 
 pub mod http1;
-pub mod mysql;
-pub mod tcp;
 
 use std::fmt;
 use std::time::Instant;
 
-use crate::config::Endpoint;
-use crate::pool::cx::PoolCx;
-use crate::replay::Payload;
-use crate::requests::OriginLatency;
+pub use crate::config::Endpoint;
+pub use crate::pool::cx::PoolCx;
+pub use crate::requests::OriginLatency;
+pub use crate::transport::Transport;
 
 /// One protocol, as the serial pool drives it. Implementations are cheap to share: a pool
 /// holds one, and its connection tasks borrow it.
-pub(crate) trait Protocol: 'static {
+// A worker's runtime is single-threaded: the futures are never sent, so the `Send` bound the
+// lint asks about would cost every implementation for nothing.
+#[allow(async_fn_in_trait)]
+pub trait Protocol: 'static {
     /// An open connection.
     type Conn: 'static;
     /// Why an exchange failed; shown only when the run's error summary first sees it.
@@ -45,21 +48,16 @@ pub(crate) trait Protocol: 'static {
     ) -> Result<Answer, Failure<Self::Error>>;
 }
 
-/// The fed payload of replayed request `request`, or a protocol failure made of `missing()`.
-/// A payload lives until its request finished, so only a bug could make it missing.
-pub(crate) fn fed<E>(
-    cx: &PoolCx,
-    request: u32,
-    missing: impl FnOnce() -> E,
-) -> Result<Payload, Failure<E>> {
-    cx.payloads
-        .get(request)
-        .ok_or_else(|| Failure { class: FailureClass::Protocol, error: missing() })
+/// Opens a TCP connection to `endpoint` (and TLS, for an `https://` target) on the run's I/O
+/// backend, counting it as every connection of the run is counted; a failure is counted and
+/// described in `cx` and gives `None`.
+pub async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transport> {
+    crate::transport::connect(cx, endpoint).await
 }
 
 /// What moved in one exchange.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Io {
+pub struct Io {
     /// When the request went out; `None` until it did (no clock read before: the hot path
     /// reads the clock once per send).
     pub sent: Option<Instant>,
@@ -69,12 +67,12 @@ pub(crate) struct Io {
     /// (`--read-coalesce`); `None` where the caller's clock read after the exchange is it.
     pub arrived: Option<Instant>,
     /// A traced request: the protocol adds its B3 headers (HTTP/1.1; others have none).
-    pub trace: Option<crate::trace::TraceIds>,
+    pub(crate) trace: Option<crate::trace::TraceIds>,
 }
 
 /// A complete answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Answer {
+pub struct Answer {
     /// The HTTP status, for protocols that have one.
     pub status: Option<u16>,
     pub header_bytes: u64,
@@ -92,7 +90,7 @@ pub(crate) struct Answer {
 
 /// One more answer of a pipelined exchange.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct MoreAnswer {
+pub struct MoreAnswer {
     pub status: u16,
     pub header_bytes: u64,
     pub body_bytes: u64,
@@ -102,7 +100,7 @@ pub(crate) struct MoreAnswer {
 
 /// The connection after an answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum After {
+pub enum After {
     /// Ready for the next exchange.
     Keep,
     /// The server announced it closes the connection (`connection: close`).
@@ -113,13 +111,13 @@ pub(crate) enum After {
 
 /// A failed exchange, classed for counting; `error` says what happened.
 #[derive(Debug)]
-pub(crate) struct Failure<E> {
+pub struct Failure<E> {
     pub class: FailureClass,
     pub error: E,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FailureClass {
+pub enum FailureClass {
     /// The connection closed before any byte of the answer: nothing was processed, so the
     /// request may be retried once on a new connection (a keep-alive connection the server
     /// closed while idle).

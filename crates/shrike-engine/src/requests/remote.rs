@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use crate::config::{Body, RequestSpec};
-use crate::replay::Payload;
+use crate::feed::{HttpMeta, Payload};
 use crate::target::Target;
 
 /// One request as a source describes it; what it leaves out comes from the run's request.
@@ -79,12 +79,9 @@ pub(crate) fn encode(r: &RemoteRequest, base: &RequestSpec, target: &Target) -> 
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    Payload {
-        data: Bytes::from(out),
-        head: method.eq_ignore_ascii_case("HEAD"),
-        response_bytes: None,
-        mysql: None,
-        pipelined_heads: Vec::new(),
+    match method.eq_ignore_ascii_case("HEAD") {
+        true => Payload::with(out, HttpMeta { head: true, pipelined_heads: Vec::new() }),
+        false => Payload::bytes(Bytes::from(out)),
     }
 }
 

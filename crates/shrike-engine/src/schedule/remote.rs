@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::{Due, Peek, Schedule};
 use crate::config::RequestSpec;
+use crate::feed::Payloads;
 use crate::pacer::{Pacer, Release};
-use crate::replay::Payloads;
 use crate::requests::remote::{encode, RemoteRequest, RemoteStream};
 use crate::target::Target;
 

@@ -2,7 +2,7 @@
 //! at most one in flight. A heap holds the sessions whose next request is ready, keyed by its
 //! due time; a session leaves the heap while its request is in flight and comes back when it
 //! finishes. Programs and tests hand-make [`SessionPlan`]s; replay feeds its jobs while the
-//! run goes on ([`crate::replay`]), one session ahead, so only running sessions are in memory.
+//! run goes on ([`crate::feed`]), one session ahead, so only running sessions are in memory.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{Due, Peek, Schedule, SessionRef};
-use crate::replay::{Admission, FedSession, Payload, Payloads};
+use crate::feed::{Admission, FedSession, Payload, Payloads};
 
 /// One session's plan.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,22 +1,37 @@
-//! Raw TCP as a [`Protocol`], for replaying captured non-HTTP traffic: each request's bytes
-//! (its fed payload) are written as they are, and its answer is read as the run's
-//! [`TcpFraming`] says: up to a delimiter, a byte count (the size the captured server sent),
-//! or not at all.
+//! Raw TCP as the engine's [`Protocol`], for replaying captured non-HTTP traffic: each
+//! request's bytes (its fed payload) are written as they are, and its answer is read as the
+//! replay's [`TcpFraming`] says: up to a delimiter, a byte count (the size the captured server
+//! sent: the payload's [`AnswerSize`]), or not at all.
 
 use std::time::Instant;
 
 use shrike_stats::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{After, Answer, Failure, FailureClass, Io, Protocol};
-use crate::config::Endpoint;
-use crate::pool::cx::PoolCx;
-use crate::replay::TcpFraming;
-use crate::requests::OriginLatency;
-use crate::transport::{self, Transport};
+use shrike_engine::protocol::{
+    self, After, Answer, Endpoint, Failure, FailureClass, Io, OriginLatency, PoolCx, Protocol,
+    Transport,
+};
+
+/// How a raw TCP answer ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TcpFraming {
+    /// At the first occurrence of these bytes (kept in the answer).
+    Delimiter(Vec<u8>),
+    /// After the request's [`AnswerSize`] (no answer is read for a request without one).
+    Count,
+    /// Not at all: the request is sent and the next one follows; nothing is read.
+    None,
+}
+
+/// How many bytes the captured server answered a TCP message with: a payload's extra, for
+/// [`TcpFraming::Count`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerSize(pub u64);
 
 /// Raw TCP to one endpoint.
-pub(crate) struct RawTcp {
+#[derive(Clone, Debug)]
+pub struct RawTcp {
     framing: TcpFraming,
 }
 
@@ -27,7 +42,7 @@ impl RawTcp {
 }
 
 #[derive(Debug)]
-pub(crate) struct Conn {
+pub struct Conn {
     stream: Transport,
     /// Bytes read and not yet part of an answer.
     buf: Vec<u8>,
@@ -35,7 +50,7 @@ pub(crate) struct Conn {
 
 /// Why a TCP exchange failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TcpError {
+pub enum TcpError {
     #[error("connection closed by the server{}", if *received { " mid-answer" } else { " before answering" })]
     Closed { received: bool },
     #[error("{0}")]
@@ -50,7 +65,7 @@ impl Protocol for RawTcp {
     const CONNECTION_COUNTER: Counter = Counter::CxTcpTotal;
 
     async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
-        let stream = transport::connect(cx, endpoint).await?;
+        let stream = protocol::connect(cx, endpoint).await?;
         Some(Conn { stream, buf: Vec::new() })
     }
 
@@ -62,7 +77,10 @@ impl Protocol for RawTcp {
         io: &mut Io,
     ) -> Result<Answer, Failure<TcpError>> {
         let broken = |error| Failure { class: FailureClass::Broken, error };
-        let payload = super::fed(cx, request, || TcpError::Missing)?;
+        // A payload lives until its request finished, so only a bug could make it missing.
+        let payload = cx
+            .payload(request)
+            .ok_or(Failure { class: FailureClass::Protocol, error: TcpError::Missing })?;
         io.sent = Some(Instant::now());
         let written = async {
             conn.stream.write_all(&payload.data).await?;
@@ -72,7 +90,7 @@ impl Protocol for RawTcp {
         io.tx = payload.data.len() as u64;
         let want = match &self.framing {
             TcpFraming::None => Some(0),
-            TcpFraming::Count => Some(payload.response_bytes.unwrap_or(0) as usize),
+            TcpFraming::Count => Some(payload.extra::<AnswerSize>().map_or(0, |n| n.0) as usize),
             TcpFraming::Delimiter(_) => None,
         };
         // Where the delimiter search resumes: bytes already searched are not searched again

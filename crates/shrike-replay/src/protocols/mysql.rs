@@ -1,14 +1,15 @@
-//! MySQL as a [`Protocol`], for replaying captured database sessions: each connection logs in
+//! MySQL as the engine's [`Protocol`], for replaying captured database sessions: each connection logs in
 //! with the replay's own credentials (the capture's authentication cannot be replayed), then
 //! runs each fed command as captured, reading every result set to its end. A server error is
 //! an answer (the connection stays, as it did for the captured client), tallied by its error
 //! code and SQLSTATE class; a broken connection fails the exchange.
 //!
 //! The client is `mysql_async`, maintained and complete (prepared statements, multiple result
-//! sets); its connection does its own TCP connect, so counting and error notes mirror
-//! [`crate::transport::connect`].
+//! sets); its connection does its own TCP connect, so counting and error notes mirror the
+//! engine's own connect. Each request's command is its payload's extra (`MysqlCommand`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use mysql_async::prelude::Queryable;
@@ -16,13 +17,21 @@ use mysql_async::{Conn as Client, OptsBuilder, Params, Statement, Value};
 use shrike_jobs::{MysqlCommand, MysqlValue};
 use shrike_stats::Counter;
 
-use super::{After, Answer, Failure, FailureClass, Io, Protocol};
-use crate::config::Endpoint;
-use crate::pool::cx::PoolCx;
-use crate::replay::MysqlLogin;
-use crate::requests::OriginLatency;
+use shrike_engine::protocol::{
+    After, Answer, Endpoint, Failure, FailureClass, Io, OriginLatency, PoolCx, Protocol,
+};
 
-pub(crate) struct Mysql {
+/// Who a MySQL replay logs in as (the captured logins cannot be replayed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MysqlLogin {
+    pub user: String,
+    pub password: Option<String>,
+    /// The database each connection starts in.
+    pub database: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Mysql {
     login: MysqlLogin,
 }
 
@@ -32,7 +41,7 @@ impl Mysql {
     }
 }
 
-pub(crate) struct Conn {
+pub struct Conn {
     client: Client,
     /// Prepared statements by the id the captured server gave them.
     statements: HashMap<u32, Statement>,
@@ -40,7 +49,7 @@ pub(crate) struct Conn {
 
 /// Why a MySQL exchange failed (server errors are answers, not failures).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum MysqlError {
+pub enum MysqlError {
     #[error("MySQL: {0}")]
     Client(mysql_async::Error),
     #[error("the replayed command is missing")]
@@ -62,21 +71,20 @@ impl Protocol for Mysql {
                 .user(Some(self.login.user.clone()))
                 .pass(self.login.password.clone())
                 .db_name(self.login.database.clone());
-            match tokio::time::timeout(cx.connect.timeout, Client::new(opts)).await {
+            match tokio::time::timeout(cx.connect_timeout(), Client::new(opts)).await {
                 Ok(Ok(client)) => {
-                    cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+                    cx.count(Counter::CxTotal, 1);
                     return Some(Conn { client, statements: HashMap::new() });
                 }
                 Ok(Err(e)) => last_err = format!("MySQL login to {addr}: {e}"),
                 Err(_) => {
-                    let t = cx.connect.timeout.as_secs_f64();
+                    let t = cx.connect_timeout().as_secs_f64();
                     last_err = format!("MySQL login to {addr}: timed out after {t}s");
                 }
             }
         }
-        let mut st = cx.state.borrow_mut();
-        st.counters.inc(Counter::CxConnectFail);
-        st.note_error(|| last_err);
+        cx.count(Counter::CxConnectFail, 1);
+        cx.note_error(|| last_err);
         None
     }
 
@@ -87,13 +95,17 @@ impl Protocol for Mysql {
         request: u32,
         io: &mut Io,
     ) -> Result<Answer, Failure<MysqlError>> {
-        let payload = super::fed(cx, request, || MysqlError::Missing)?
-            .mysql
-            .ok_or(Failure { class: FailureClass::Protocol, error: MysqlError::Missing })?;
+        // A payload lives until its request finished, so only a bug could make it missing.
+        let missing = || Failure { class: FailureClass::Protocol, error: MysqlError::Missing };
+        let payload = cx.payload(request).ok_or_else(missing)?;
+        let command: Arc<MysqlCommand> = match payload.extra.clone() {
+            Some(e) => e.downcast().map_err(|_| missing())?,
+            None => return Err(missing()),
+        };
         io.sent = Some(Instant::now());
-        let error = match run(conn, &payload).await {
+        let error = match run(conn, &command).await {
             Ok(rows) => {
-                cx.state.borrow_mut().counters.add(Counter::MysqlRows, rows);
+                cx.count(Counter::MysqlRows, rows);
                 None
             }
             Err(Ran::Server { code, state }) => Some(server_error(code, &state)),

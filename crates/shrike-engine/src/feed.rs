@@ -1,24 +1,32 @@
-//! Replay's seam into the engine: sessions fed while the run goes on, each request carrying
-//! its own payload, and the protocols those payloads speak.
+//! Sessions fed while the run goes on, each request carrying its own payload: replay's seam
+//! into the engine (shrike-replay feeds a jobs file's sessions), and the protocols those
+//! payloads speak ([`FedProtocol`]).
 //!
 //! A replay can hold more sessions than fit in memory, so they are not handed over up front
-//! (as [`crate::SessionPlan`]s are) but fed: a feeder thread (the caller's: it reads the jobs
-//! file) sends [`FedSession`]s in start order through a bounded channel per worker
-//! ([`feed`]), and each worker's schedule takes the next one only when it falls due. Memory
-//! is then the sessions running plus the channels' depth, whatever the file's size.
+//! (as [`crate::SessionPlan`]s are) but fed: a feeder thread (the caller's) sends
+//! [`FedSession`]s in start order through a bounded channel per worker ([`feed`]), and each
+//! worker's schedule takes the next one only when it falls due. Memory is then the sessions
+//! running plus the channels' depth, whatever the file's size.
 //!
 //! The payload of a request travels with its session, and from the schedule to the protocol
 //! through a per-worker store ([`Payloads`]) keyed by the ticket's request number, so the
-//! tickets on the hot path stay small and `Copy`.
+//! tickets on the hot path stay small and `Copy`. A payload is bytes plus whatever its
+//! protocol needs beyond them ([`Payload::extra`]): the engine knows HTTP/1.1's
+//! ([`HttpMeta`]); a protocol of the caller's downcasts to its own.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::any::Any;
+
 use bytes::Bytes;
-use shrike_jobs::MysqlCommand;
 use tokio::sync::{mpsc, Notify};
+
+use crate::pool::serial::DynSerial;
+use crate::protocol::Protocol;
 
 /// One session to replay.
 #[derive(Clone, Debug)]
@@ -41,50 +49,89 @@ pub struct FedRequest {
 }
 
 /// What a request sends, and what its protocol needs to read the answer.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Payload {
-    /// The bytes sent (HTTP/1.1 or TCP), or the protocol's encoding of a command (MySQL).
+    /// The bytes sent: an HTTP/1.1 request (and any pipelined behind it), a TCP message; empty
+    /// where the protocol sends a value of its own (in `extra`).
     pub data: Bytes,
-    /// HTTP: the request is HEAD, so its answer has no body whatever its headers say.
+    /// What the protocol needs beyond the bytes: [`HttpMeta`] for HTTP/1.1, a caller's
+    /// protocol's own type (shared: payloads are cloned from the store per exchange).
+    pub extra: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Payload {
+    /// Bytes alone.
+    pub fn bytes(data: impl Into<Bytes>) -> Payload {
+        Payload { data: data.into(), extra: None }
+    }
+
+    /// Bytes and what their protocol needs beyond them.
+    pub fn with(data: impl Into<Bytes>, extra: impl Any + Send + Sync) -> Payload {
+        Payload { data: data.into(), extra: Some(Arc::new(extra)) }
+    }
+
+    /// The extra of type `T`, if this payload has one.
+    pub fn extra<T: Any>(&self) -> Option<&T> {
+        self.extra.as_deref()?.downcast_ref()
+    }
+}
+
+/// HTTP/1.1's extra: what reading the answers needs that the bytes do not say cheaply.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpMeta {
+    /// The request is HEAD: its answer has no body whatever its headers say.
     pub head: bool,
-    /// TCP: read this many bytes of answer (when the framing is by count).
-    pub response_bytes: Option<u64>,
-    /// MySQL: the command (`data` is then empty).
-    pub mysql: Option<Arc<MysqlCommand>>,
-    /// HTTP: requests pipelined behind this one, whose bytes follow its own in `data`: whether
+    /// Requests pipelined behind this one, whose bytes follow its own in the payload: whether
     /// each is HEAD. Their answers are read after this one's, on the same connection.
     pub pipelined_heads: Vec<bool>,
 }
 
 /// What fed payloads speak.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ReplayProtocol {
-    /// HTTP/1.1 requests, sent as they are; responses read fully.
-    Http1,
-    /// Raw TCP messages; each answer framed as given.
-    Tcp(TcpFraming),
-    /// MySQL commands, each connection logged in with these credentials.
-    Mysql(MysqlLogin),
+#[derive(Clone)]
+pub enum FedProtocol {
+    /// HTTP/1.1 requests as they are, in the run's HTTP version (HTTP/2 and HTTP/3 translate
+    /// them); responses read fully.
+    Http,
+    /// A serial protocol of the caller's: one exchange at a time per connection, on the
+    /// engine's serial pool (a captured TCP connection's session keeps its own).
+    Serial(SerialProtocol),
 }
 
-/// Who a MySQL replay logs in as (the captured logins cannot be replayed).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MysqlLogin {
-    pub user: String,
-    pub password: Option<String>,
-    /// The database each connection starts in.
-    pub database: Option<String>,
+impl std::fmt::Debug for FedProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FedProtocol::Http => f.write_str("Http"),
+            FedProtocol::Serial(_) => f.write_str("Serial"),
+        }
+    }
 }
 
-/// How a raw TCP answer ends.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TcpFraming {
-    /// At the first occurrence of these bytes (kept in the answer).
-    Delimiter(Vec<u8>),
-    /// After the request's `response_bytes` (no answer is read for a request without one).
-    Count,
-    /// Not at all: the request is sent and the next one follows; nothing is read.
-    None,
+/// Makes endpoint `index`'s pool of a caller's protocol, on the worker that calls it.
+type MakePool = dyn Fn(&crate::config::EngineConfig, usize) -> Rc<dyn DynSerial> + Send + Sync;
+
+/// A caller's [`Protocol`], ready to give each worker's pool its own copy.
+#[derive(Clone)]
+pub struct SerialProtocol {
+    make: Arc<MakePool>,
+}
+
+impl SerialProtocol {
+    pub fn new<P: Protocol + Clone + Send + Sync>(protocol: P) -> SerialProtocol {
+        SerialProtocol {
+            make: Arc::new(move |cfg, index| {
+                Rc::new(crate::pool::serial::SerialPool::new(cfg, index, protocol.clone()))
+            }),
+        }
+    }
+
+    /// Endpoint `index`'s pool, on the calling worker.
+    pub(crate) fn pool(
+        &self,
+        cfg: &crate::config::EngineConfig,
+        index: usize,
+    ) -> Rc<dyn DynSerial> {
+        (self.make)(cfg, index)
+    }
 }
 
 /// The sending side of a feed, for the caller's feeder thread.
