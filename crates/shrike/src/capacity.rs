@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use shrike_output::OutputFormat as F;
 use shrike_plan::capacity::{
     goals, CapacityAsk, CapacityOptions, Dimension, SearchError, Slo, Status, Trial,
 };
+use shrike_spec::Protocol;
 use shrike_stats::duration::format_human_ns;
 
 use crate::args::{parse, usage};
@@ -87,16 +89,36 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<_>>()?;
     let goals = goals(&slos);
     let format = match args.load.output_format {
-        None => shrike_output::OutputFormat::Summary,
-        Some(f) if f.is_text() || f == shrike_output::OutputFormat::Json => f,
+        None => F::Summary,
+        Some(f) if f.is_text() || f == F::Json => f,
         Some(f) => {
             return Err(usage(format!(
                 "--output-format {f}: capacity writes summary, human or json"
             )))
         }
     };
-    let file = args.load.output_file.clone();
-    let load = LoadSpec::from_args(&args.load)?;
+    // -o FILE: JSON when --output-file-format or its extension says so, else the text report.
+    let file = match (&args.load.output_file, args.load.output_file_format) {
+        (None, _) => None,
+        (Some(p), Some(F::Json)) => Some((p.clone(), F::Json)),
+        (Some(p), Some(f)) if f.is_text() => Some((p.clone(), f)),
+        (Some(_), Some(f)) => {
+            return Err(usage(format!(
+                "--output-file-format {f}: capacity writes summary, human or json"
+            )))
+        }
+        (Some(p), None) => {
+            let json = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+            Some((p.clone(), if json { F::Json } else { F::Human }))
+        }
+    };
+    // A concurrency search's trials all run unpaced: so is the load they vary.
+    let load = match args.search {
+        SearchKind::Rate => LoadSpec::from_args(&args.load)?,
+        SearchKind::Concurrency => LoadSpec::with(&args.load, |e| e.unpaced())?,
+    };
+    log::set_level(crate::run::level(load.spec.verbosity()));
+    refuse_in_mode(&args, &load)?;
     let ask = CapacityAsk {
         slos: slos.clone(),
         rate: Some(args.search == SearchKind::Rate),
@@ -113,6 +135,15 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| usage(format!("--{} {}", e.field.replace('_', "-"), e.reason)))?;
     let dimension = options.dimension;
     let trials = Trials::of(&args.load, &load)?;
+    if args.load.dry_run {
+        return crate::dry_run::print(serde_json::json!({
+            "command": "capacity",
+            "spec": load.spec.to_json(),
+            "search": options.to_json(),
+            "trials": trials.plan(&args.load)?,
+            "output": crate::dry_run::output(format, file.as_ref()),
+        }));
+    }
     let interrupts = Interrupts::install(load.spec.timeout())
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
     let outcome = trials.with_runner(&interrupts, |runner| {
@@ -132,14 +163,12 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     let doc = outcome.json();
     let json_text = || -> anyhow::Result<String> { Ok(serde_json::to_string_pretty(&doc)? + "\n") };
     let stdout_text = match format {
-        shrike_output::OutputFormat::Json => json_text()?,
+        F::Json => json_text()?,
         _ => report.human(),
     };
-    // -o FILE: JSON when its extension says so, else the text report, written whole or not
-    // at all, and before stdout, so a closed pipe loses nothing.
-    if let Some(path) = file {
-        let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        let text = if is_json { json_text()? } else { report.human() };
+    // Written whole or not at all, and before stdout, so a closed pipe loses nothing.
+    if let Some((path, f)) = file {
+        let text = if f == F::Json { json_text()? } else { report.human() };
         crate::atomic::write(&path, |w| w.write_all(text.as_bytes()))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
@@ -160,6 +189,35 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The load's flags a concurrency search sets itself: the rate (trials are unpaced), and the
+/// concurrency it searches (connections over HTTP/1.1, requests in flight over HTTP/2 and 3).
+fn refuse_in_mode(args: &CapacityArgs, load: &LoadSpec) -> anyhow::Result<()> {
+    if args.search == SearchKind::Rate {
+        return Ok(());
+    }
+    let l = &args.load;
+    let refused = |flag: &str, why: &str| Err(crate::refuse::in_mode("capacity", flag, why));
+    if l.shaping.rps.is_some() {
+        return refused("--rps", "a concurrency search runs every trial unpaced");
+    }
+    if l.open_loop.is_some() {
+        return refused(
+            "--open-loop",
+            "a concurrency search runs every trial unpaced, closed loop",
+        );
+    }
+    match load.spec.protocol() {
+        Protocol::Http1 if l.connections.is_some() => {
+            refused("--connections", "over HTTP/1.1 the connections are what it searches")
+        }
+        Protocol::Http2 | Protocol::Http3 if l.max_active_requests.is_some() => refused(
+            "--max-active-requests",
+            "over HTTP/2 and HTTP/3 the requests in flight are what it searches",
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn log_trial(n: usize, t: &Trial, dimension: Dimension) {

@@ -28,17 +28,31 @@ pub(crate) struct LoadSpec {
 impl LoadSpec {
     /// The load `args` describe, exactly as `shrike run` would run it.
     pub fn from_args(args: &RunArgs) -> anyhow::Result<LoadSpec> {
+        LoadSpec::with(args, |e| e)
+    }
+
+    /// The load `args` describe, with `planned` (what a planner's trials all do to it, such as
+    /// running unpaced) applied before it is checked, so rules that hold only for the trials'
+    /// load (`--read-coalesce` needs an unpaced run) are checked against it.
+    pub fn with(
+        args: &RunArgs,
+        planned: impl FnOnce(SpecEdit) -> SpecEdit,
+    ) -> anyhow::Result<LoadSpec> {
         let file = args.spec.clone();
         let base = match &file {
             Some(path) => SpecEdit::from_json(&read_spec_file(path)?)
                 .map_err(|e| explain(e, &[], Some(path)))?,
             None => SpecEdit::new(),
         };
-        let mut edit = args.edit(base)?;
+        let mut edit = planned(args.edit(base)?);
         // The built-in server: when nothing names a target, or a spec recorded a run against
         // it (whose port is gone) and no URL replaces it.
         let built_in = edit.targets_built_in_server() && args.url.is_none();
-        let server = if !edit.has_target() || built_in {
+        let server = if (!edit.has_target() || built_in) && args.dry_run {
+            // A dry run starts nothing: it names where the built-in server would be.
+            edit = edit.built_in_server(crate::dry_run::BUILT_IN);
+            None
+        } else if !edit.has_target() || built_in {
             let server = EmbeddedServer::start()?;
             edit = edit.built_in_server(&format!("http://{}/", server.addr));
             Some(server)

@@ -8,6 +8,7 @@ mod args;
 mod atomic;
 mod capacity;
 mod driver;
+mod dry_run;
 mod embedded;
 mod envoy_config;
 mod interrupts;
@@ -16,6 +17,7 @@ mod load;
 mod log;
 mod nighthawk_args;
 mod out;
+mod refuse;
 mod remote;
 mod replay;
 mod report;
@@ -33,7 +35,7 @@ mod trials;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches as _, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -89,8 +91,11 @@ fn main() -> ExitCode {
     let args_os: Vec<std::ffi::OsString> =
         std::env::args_os().map(|a| if a == "--ignore_rest" { "--".into() } else { a }).collect();
     let args: Vec<String> = args_os.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let cli = match Cli::try_parse_from(&args_os) {
-        Ok(cli) => cli,
+    let parsed = refuse::command()
+        .try_get_matches_from(&args_os)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (m, cli)));
+    let (matches, cli) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => match suggest::rewrite(&e, &args) {
             Some(msg) => {
                 out::eprintln(&msg);
@@ -99,6 +104,10 @@ fn main() -> ExitCode {
             None => e.exit(),
         },
     };
+    if let Err(msg) = refuse::check(&matches) {
+        log::line(log::Tag::Error, &msg);
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
         Command::Capacity(args) => capacity::run(*args),

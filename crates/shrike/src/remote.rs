@@ -4,7 +4,24 @@
 use clap::Args;
 use shrike_service::coordinator::{ClientSecurity, Fleet, OnFailure};
 
-use crate::args::{flag_duration, flag_file, token, usage};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::args::{flag_file, parse, token, usage};
+
+/// How long `--remote-expect` waits for its generators unless `--remote-wait` says.
+const DEFAULT_WAIT: Duration = Duration::from_secs(120);
+/// How far ahead the generators' common start is unless `--remote-start-delay` says.
+const DEFAULT_START_DELAY: Duration = Duration::from_secs(2);
+
+fn on_failure(s: &str) -> Result<OnFailure, String> {
+    match s {
+        "continue" => Ok(OnFailure::Continue),
+        "abort" => Ok(OnFailure::Abort),
+        _ => Err("expected continue or abort".into()),
+    }
+}
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
@@ -16,11 +33,11 @@ pub struct RemoteArgs {
     pub remote: Vec<String>,
     /// With dns: generators, wait until at least N resolve (pods still starting) before the
     /// run starts; give up after --remote-wait.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", requires = "remote")]
     pub remote_expect: Option<usize>,
-    /// How long to wait for --remote-expect generators.
-    #[arg(long, value_name = "DURATION", default_value = "2m")]
-    pub remote_wait: String,
+    /// How long to wait for --remote-expect generators [default: 2m].
+    #[arg(long, value_name = "DURATION", requires = "remote_expect", value_parser = parse::duration)]
+    pub remote_wait: Option<Duration>,
     /// The generators' bearer token, from this file.
     #[arg(long, value_name = "FILE", conflicts_with = "remote_token_env")]
     pub remote_token_file: Option<std::path::PathBuf>,
@@ -39,14 +56,14 @@ pub struct RemoteArgs {
     /// The name on the generators' certificates, when not the host of ADDR.
     #[arg(long, value_name = "NAME")]
     pub remote_server_name: Option<String>,
-    /// When a generator fails: continue (report it, keep its partial result) or abort (stop
-    /// the others; exit 1).
-    #[arg(long, value_name = "continue|abort", default_value = "continue")]
-    pub remote_failure: String,
+    /// When a generator fails: continue (report it, keep its partial result; the default) or
+    /// abort (stop the others; exit 1).
+    #[arg(long, value_name = "continue|abort", requires = "remote", value_parser = on_failure)]
+    pub remote_failure: Option<OnFailure>,
     /// How long after the command the generators start together (time for each to check
-    /// and prepare the run), unless --start-at says when.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
-    pub remote_start_delay: String,
+    /// and prepare the run), unless --start-at says when [default: 2s].
+    #[arg(long, value_name = "DURATION", requires = "remote", value_parser = parse::duration)]
+    pub remote_start_delay: Option<Duration>,
 }
 
 impl RemoteArgs {
@@ -80,6 +97,45 @@ impl RemoteArgs {
         !self.remote.is_empty()
     }
 
+    /// Whether any flag of how to reach a service was given (token, TLS, client certificate).
+    fn reaches_somewhere(&self) -> bool {
+        self.remote_token_file.is_some()
+            || self.remote_token_env.is_some()
+            || self.remote_ca.is_some()
+            || self.remote_cert.is_some()
+            || self.remote_server_name.is_some()
+    }
+
+    /// Refuses the flags of how to reach a service when nothing is reached: `services` names
+    /// what would use them (`--remote`, `--nighthawk-service`, `--request-source`).
+    pub fn check_used(&self, used: bool, services: &str) -> anyhow::Result<()> {
+        if self.reaches_somewhere() && !used {
+            return Err(usage(format!(
+                "--remote-token-*, --remote-ca, --remote-cert, --remote-key and \
+                 --remote-server-name say how to reach a service: give {services}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the flags ask of the fleet, checked but not yet looked up (`--dry-run`).
+    pub fn plan(&self) -> anyhow::Result<Value> {
+        let security = self.security()?;
+        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        Ok(json!({
+            "generators": self.remote,
+            "expect": self.remote_expect,
+            "wait": self.remote_expect.map(|_| format!("{:?}", self.remote_wait.unwrap_or(DEFAULT_WAIT))),
+            "failure": format!("{:?}", self.remote_failure.unwrap_or(OnFailure::Continue)),
+            "start_delay": format!("{:?}", self.remote_start_delay.unwrap_or(DEFAULT_START_DELAY)),
+            "token": security.token.is_some(),
+            "ca": path(&self.remote_ca),
+            "cert": path(&self.remote_cert),
+            "key": path(&self.remote_key),
+            "server_name": self.remote_server_name,
+        }))
+    }
+
     /// The fleet the flags describe (dns: entries resolved, waiting for --remote-expect).
     /// How to reach the services: token, TLS and client certificate (also for
     /// `--nighthawk-service`).
@@ -101,7 +157,7 @@ impl RemoteArgs {
     }
 
     pub fn fleet(&self) -> anyhow::Result<Fleet> {
-        let wait = flag_duration("remote-wait", &self.remote_wait)?;
+        let wait = self.remote_wait.unwrap_or(DEFAULT_WAIT);
         let deadline = std::time::Instant::now() + wait;
         let generators = loop {
             let found = self.discover()?;
@@ -109,9 +165,9 @@ impl RemoteArgs {
                 Some(n) if found.len() < n => {
                     if std::time::Instant::now() >= deadline {
                         return Err(anyhow::anyhow!(
-                            "--remote-expect {n}: found {} generator(s) after {} ({})",
+                            "--remote-expect {n}: found {} generator(s) after {:?} ({})",
                             found.len(),
-                            self.remote_wait,
+                            wait,
                             found.join(", ")
                         ));
                     }
@@ -123,21 +179,12 @@ impl RemoteArgs {
         if generators.is_empty() {
             return Err(usage("--remote names no generator"));
         }
-        let on_failure = match self.remote_failure.as_str() {
-            "continue" => OnFailure::Continue,
-            "abort" => OnFailure::Abort,
-            other => {
-                return Err(usage(format!(
-                    "--remote-failure {other:?}: expected continue or abort"
-                )))
-            }
-        };
         let security = self.security()?;
         Ok(Fleet {
             generators,
             security,
-            on_failure,
-            start_delay: flag_duration("remote-start-delay", &self.remote_start_delay)?,
+            on_failure: self.remote_failure.unwrap_or(OnFailure::Continue),
+            start_delay: self.remote_start_delay.unwrap_or(DEFAULT_START_DELAY),
         })
     }
 }

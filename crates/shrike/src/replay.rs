@@ -73,9 +73,9 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub tcp_no_answer: bool,
     /// MySQL: the user every connection logs in as (the password comes from MYSQL_PWD, as the
-    /// mysql client reads it; the captured logins cannot be replayed).
-    #[arg(long, default_value = "root", value_name = "USER")]
-    pub mysql_user: String,
+    /// mysql client reads it; the captured logins cannot be replayed) [default: root].
+    #[arg(long, value_name = "USER")]
+    pub mysql_user: Option<String>,
     /// MySQL: the database each connection starts in (captured USE and COM_INIT_DB still run).
     #[arg(long, value_name = "DB")]
     pub mysql_db: Option<String>,
@@ -103,6 +103,10 @@ pub struct ReplayArgs {
     pub telemetry: crate::telemetry::TelemetryArgs,
     #[command(flatten)]
     pub remote: crate::remote::RemoteArgs,
+    /// Check every flag and the jobs file's header and print what would run as JSON (the
+    /// load, how the jobs would be played), without sending a request or starting anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -110,6 +114,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
     // The header's protocol is every job's default; jobs of another are skipped (and counted).
     let protocol = shrike_replay::protocol_of(&reader);
+    refuse_for(&args, protocol)?;
     let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
     let spec = &load.spec;
     let file = args
@@ -117,6 +122,20 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map(|p| crate::run::file_format(p, None).map(|f| (p.clone(), f)))
         .transpose()?;
+    args.remote.check_used(args.remote.is_remote(), "--remote")?;
+    if args.dry_run {
+        let mut played = options.to_json();
+        // The password is the generator's to log in with, not a dry run's to print.
+        played["mysql_password"] = serde_json::json!(options.mysql.password.is_some());
+        return crate::dry_run::print(serde_json::json!({
+            "command": "replay",
+            "spec": spec.to_json(),
+            "jobs": {"file": args.file.display().to_string(), "protocol": protocol.name()},
+            "replay": played,
+            "output": crate::dry_run::output(spec.output_format(), file.as_ref()),
+            "remote": if args.remote.is_remote() { Some(args.remote.plan()?) } else { None },
+        }));
+    }
     let mut driver = Driver::start(spec, "replay")?;
     // Rate and lateness over time are what a replay's report plots: always keep the series.
     driver.keep_series(Duration::from_secs(1));
@@ -191,6 +210,27 @@ fn replay_remote(
     crate::run::finish(&done.result, load.spec.output_format(), file)
 }
 
+/// The flags of another protocol's jobs than the file's: a replay that would ignore them
+/// refuses them.
+fn refuse_for(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<()> {
+    let given = [
+        (JobProtocol::Tcp, "--tcp-delimiter", args.tcp_delimiter.is_some()),
+        (JobProtocol::Tcp, "--tcp-count", args.tcp_count),
+        (JobProtocol::Tcp, "--tcp-no-answer", args.tcp_no_answer),
+        (JobProtocol::Mysql, "--mysql-user", args.mysql_user.is_some()),
+        (JobProtocol::Mysql, "--mysql-db", args.mysql_db.is_some()),
+        (JobProtocol::Http, "--keep-host", args.keep_host),
+    ];
+    match given.iter().find(|(p, _, set)| *set && *p != protocol) {
+        Some((p, flag, _)) => Err(crate::refuse::in_mode(
+            "replay",
+            flag,
+            &format!("it is for {} jobs; these are {}", p.name(), protocol.name()),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// How to play the file, from the flags.
 fn replay_options(args: &ReplayArgs) -> anyhow::Result<ReplayOptions> {
     if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
@@ -212,7 +252,7 @@ fn replay_options(args: &ReplayArgs) -> anyhow::Result<ReplayOptions> {
         keep_host: args.keep_host,
         tcp: framing(args)?,
         mysql: MysqlLogin {
-            user: args.mysql_user.clone(),
+            user: args.mysql_user.clone().unwrap_or_else(|| "root".into()),
             password: std::env::var("MYSQL_PWD").ok(),
             database: args.mysql_db.clone(),
         },

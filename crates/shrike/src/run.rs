@@ -183,6 +183,10 @@ pub struct RunArgs {
     /// Label stored in structured output (repeatable).
     #[arg(long = "label")]
     pub labels: Vec<String>,
+    /// Check every flag and print what would run as JSON (the spec, where the result goes,
+    /// where the run would go), without sending a request or starting anything.
+    #[arg(long)]
+    pub dry_run: bool,
 
     #[command(flatten)]
     pub shaping: ShapingArgs,
@@ -336,7 +340,7 @@ fn verbosity(l: Level) -> Verbosity {
     }
 }
 
-fn level(v: Verbosity) -> Level {
+pub(crate) fn level(v: Verbosity) -> Level {
     match v {
         Verbosity::Trace => Level::Trace,
         Verbosity::Debug => Level::Debug,
@@ -358,6 +362,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Some((path.clone(), file_format(path, args.output_file_format)?)),
     };
     log::set_level(level(spec.verbosity()));
+    let service = args.nighthawk.service()?;
+    let reaches = args.remote.is_remote() || service.is_some();
+    args.remote.check_used(
+        reaches || spec.requests().remote_source.is_some(),
+        "--remote, --nighthawk-service or --request-source",
+    )?;
+    if args.dry_run {
+        // A run here is prepared as it would be (hosts resolved, files read, TLS built), so
+        // what cannot run is said now. A fleet's or a service's run is prepared there.
+        let here = !reaches && !spec.built_in_server() && spec.requests().remote_source.is_none();
+        if here {
+            shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
+        }
+        return crate::dry_run::print(serde_json::json!({
+            "command": "run",
+            "spec": spec.to_json(),
+            "output": crate::dry_run::output(spec.output_format(), file.as_ref()),
+            "remote": if args.remote.is_remote() { Some(args.remote.plan()?) } else { None },
+            "nighthawk_service": service,
+        }));
+    }
     if let (Some(_), Some(url)) = (&load.server, spec.urls().first()) {
         info!("no URL given: benchmarking the built-in test server at {url}");
     }
@@ -388,7 +413,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let done = driver.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
         return finish(&done.result, format, file.as_ref());
     }
-    if let Some(address) = args.nighthawk.service()? {
+    if let Some(address) = service {
         if args.remote.is_remote() {
             return Err(usage("--nighthawk-service cannot be used with --remote"));
         }

@@ -98,6 +98,10 @@ pub struct ServeArgs {
     pub http3: bool,
     #[command(flatten)]
     pub tls: Box<TlsArgs>,
+    /// Check every flag and print the server's configuration as JSON, without listening (or
+    /// writing a certificate).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// The TLS flags, boxed so `ServeArgs` stays small next to the other subcommands' arguments.
@@ -122,7 +126,8 @@ pub struct TlsArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let workers = parse_concurrency(&args.concurrency)?;
     let tls = tls_setup(&args)?;
-    if args.http3 && tls.is_none() {
+    let tls_on = args.tls.enabled || args.tls.tls_cert.is_some();
+    if args.http3 && !tls_on {
         return Err(usage(
             "--http3 needs TLS: add --tls (self-signed) or --tls-cert/--tls-key \
              (QUIC has no plaintext form)",
@@ -149,6 +154,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let defaults = envoy.map(|c| serde_json::Value::Object(c.defaults).to_string());
     let config = build_config(&args, defaults, tls.as_ref().map(|t| t.config.clone()))?;
+    if args.dry_run {
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let t = &*args.tls;
+        return crate::dry_run::print(serde_json::json!({
+            "command": "serve",
+            "listen": listen,
+            "listener_address_file": path(&args.listener_address_file),
+            "workers": workers.get(),
+            "http3": args.http3,
+            "tls": {
+                "on": tls_on,
+                "cert": path(&t.tls_cert),
+                "key": path(&t.tls_key),
+                "self_signed": t.enabled && t.tls_cert.is_none(),
+                "cert_out": path(&t.tls_cert_out),
+            },
+            "config_path": path(&args.config_path),
+            "server": format!("{config:?}"),
+        }));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.get())
         .thread_name("shrike-serve")
@@ -182,7 +207,10 @@ impl Drop for TempDir {
     }
 }
 
+/// TLS as the flags ask (certificate files read, or one generated and written); a dry run
+/// checks the flags and writes nothing.
 fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
+    let dry = args.dry_run;
     let args = &*args.tls;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let config = TlsConfig::from_pem_files(cert, key)
@@ -195,6 +223,9 @@ fn tls_setup(args: &ServeArgs) -> anyhow::Result<Option<TlsSetup>> {
                 "--tls-cert-out needs --tls (it names where the generated certificate goes)",
             ));
         }
+        return Ok(None);
+    }
+    if dry {
         return Ok(None);
     }
     let cert = SelfSignedCert::generate(&SelfSignedCert::LOOPBACK_NAMES)

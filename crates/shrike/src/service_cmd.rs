@@ -77,15 +77,15 @@ pub struct ServiceArgs {
     /// Require client certificates signed by this CA (PEM): mutual TLS. Needs --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub client_ca: Option<std::path::PathBuf>,
-    /// Most runs at once; a run beyond them is refused with RESOURCE_EXHAUSTED.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub max_concurrent_runs: usize,
+    /// Most runs at once; a run beyond them is refused with RESOURCE_EXHAUSTED [default: 1].
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_runs: Option<usize>,
     /// Per-run cap on requests per second, all workers together (unpaced runs are refused).
     #[arg(long, value_name = "RPS")]
     pub max_rps: Option<f64>,
-    /// Per-run cap on duration (runs without end are refused).
-    #[arg(long, default_value = "1h", value_name = "DURATION")]
-    pub max_duration: String,
+    /// Per-run cap on duration (runs without end are refused) [default: 1h].
+    #[arg(long, value_name = "DURATION")]
+    pub max_duration: Option<String>,
     /// Per-run cap on connections, all workers together.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<u64>,
@@ -98,6 +98,9 @@ pub struct ServiceArgs {
     /// Runs that name no source address send from this one (a generator with several).
     #[arg(long, value_name = "IP")]
     pub bind_address: Option<IpAddr>,
+    /// Check every flag and print the service's configuration as JSON, without listening.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
@@ -110,9 +113,44 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             }
             None
         }
-        Which::DummyRequestSource => Some(request_source(&args)?),
+        Which::DummyRequestSource => {
+            // What runs load, and how much, means nothing to a request source.
+            let runs = [
+                ("--allow-target", !args.allow_target.is_empty()),
+                ("--max-concurrent-runs", args.max_concurrent_runs.is_some()),
+                ("--max-rps", args.max_rps.is_some()),
+                ("--max-duration", args.max_duration.is_some()),
+                ("--max-connections", args.max_connections.is_some()),
+                ("--max-workers", args.max_workers.is_some()),
+                ("--name", args.name.is_some()),
+                ("--bind-address", args.bind_address.is_some()),
+            ];
+            if let Some((flag, _)) = runs.iter().find(|(_, given)| *given) {
+                return Err(crate::refuse::in_mode(
+                    "service",
+                    flag,
+                    "it is for --service traffic-generator-service (a request source runs no load)",
+                ));
+            }
+            Some(request_source(&args)?)
+        }
     };
     let (config, security) = configure(&args, source.is_none())?;
+    if args.dry_run {
+        return crate::dry_run::print(serde_json::json!({
+            "command": "service",
+            "service": format!("{:?}", args.service),
+            "listen": args.listen,
+            "listener_address_file": args.listener_address_file.as_ref().map(|p| p.display().to_string()),
+            "name": config.name,
+            "allow": config.allow.describe(),
+            "limits": format!("{:?}", config.limits),
+            "max_concurrent_runs": config.max_concurrent_runs,
+            "bind_address": config.bind_address.map(|a| a.to_string()),
+            "security": format!("{security:?}"),
+            "request_source": source.as_ref().map(|s| format!("{s:?}")),
+        }));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("shrike-service")
@@ -224,7 +262,8 @@ fn configure(args: &ServiceArgs, runs_load: bool) -> anyhow::Result<(ServiceConf
              127.0.0.0/8): a service with no allowlist would load anything",
         ));
     }
-    if args.max_concurrent_runs == 0 {
+    let max_concurrent_runs = args.max_concurrent_runs.unwrap_or(1);
+    if max_concurrent_runs == 0 {
         return Err(usage("--max-concurrent-runs must be at least 1"));
     }
     if args.max_rps.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
@@ -232,7 +271,10 @@ fn configure(args: &ServiceArgs, runs_load: bool) -> anyhow::Result<(ServiceConf
     }
     let limits = Limits {
         rps: args.max_rps,
-        duration: Some(flag_duration("max-duration", &args.max_duration)?),
+        duration: Some(flag_duration(
+            "max-duration",
+            args.max_duration.as_deref().unwrap_or("1h"),
+        )?),
         connections: args.max_connections,
         workers: args.max_workers,
     };
@@ -247,13 +289,8 @@ fn configure(args: &ServiceArgs, runs_load: bool) -> anyhow::Result<(ServiceConf
     let client_ca = flag_file("client-ca", args.client_ca.as_deref())?;
     let security = Security { token, tls, client_ca };
     let name = args.name.clone().unwrap_or_else(host_name);
-    let config = ServiceConfig {
-        name,
-        allow,
-        limits,
-        max_concurrent_runs: args.max_concurrent_runs,
-        bind_address: args.bind_address,
-    };
+    let config =
+        ServiceConfig { name, allow, limits, max_concurrent_runs, bind_address: args.bind_address };
     Ok((config, security))
 }
 

@@ -160,8 +160,8 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     // stops it rather than leaving it running in its own process group.
     let interrupts = Interrupts::install(Duration::ZERO)
         .map_err(|e| anyhow::Error::new(e).context("the sweep could not start"))?;
-    // Servers start before the load is read: a spec needs a target.
-    for inst in &mut instances {
+    // Servers start before the load is read: a spec needs a target. A dry run starts none.
+    for inst in instances.iter_mut().filter(|_| !args.load.dry_run) {
         if inst.cmd.is_some() && !start(inst, &args, &interrupts, true)? {
             return Ok(ExitCode::from(130));
         }
@@ -170,7 +170,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = instances.first().and_then(|i| i.url.clone()) {
         args.load.url = Some(url);
     }
-    if args.load.url.is_none() {
+    if args.load.url.is_none() && args.server_cmds.is_empty() {
         // No target: the built-in server, as `run` does. It shares this process, so its CPU
         // cannot be told from the client's: no server statistics then.
         warning!(
@@ -178,11 +178,38 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
              server statistics"
         );
     }
-    let load = LoadSpec::from_args(&args.load)?;
+    // A connections sweep's runs are all unpaced: so is the load they vary.
+    let load = match rate {
+        true => LoadSpec::from_args(&args.load)?,
+        false => LoadSpec::with(&args.load, |e| e.unpaced())?,
+    };
+    crate::log::set_level(crate::run::level(load.spec.verbosity()));
     interrupts.set_grace(load.spec.timeout());
     let options = SweepOptions::new(&ask, &load.spec)
         .map_err(|e| usage(format!("--{} {}", e.field.replace('_', "-"), e.reason)))?;
+    refuse_in_mode(&args, &load, &options)?;
     let trials = Trials::of(&args.load, &load)?;
+    if args.load.dry_run {
+        let list: Vec<serde_json::Value> = instances
+            .iter()
+            .map(|i| serde_json::json!({"name": i.name, "url": i.url, "server_cmd": i.cmd, "server_pid": i.pid}))
+            .collect();
+        return crate::dry_run::print(serde_json::json!({
+            "command": "sweep",
+            "spec": load.spec.to_json(),
+            "sweep": options.to_json(),
+            "instances": list,
+            "servers": {
+                "start_timeout": format!("{:?}", args.server_start_timeout),
+                "restart_between_runs": args.restart_server_between_runs,
+            },
+            "trials": trials.plan(&args.load)?,
+            "output": crate::dry_run::output(
+                args.load.output_format.unwrap_or(shrike_output::OutputFormat::Summary),
+                file_format(&args)?.as_ref(),
+            ),
+        }));
+    }
     let several = instances.len() > 1;
     let axis = if rate { "rate" } else { "connections" };
     let mut servers = Servers { list: instances, args: &args, interrupts: &interrupts };
@@ -272,6 +299,55 @@ fn start(
     Ok(true)
 }
 
+/// The load's flags a connections sweep sets itself: it runs unpaced, closed loop, and over
+/// HTTP/2 and HTTP/3 its requests in flight are the level's connections × their streams.
+fn refuse_in_mode(args: &SweepArgs, load: &LoadSpec, options: &SweepOptions) -> anyhow::Result<()> {
+    if options.dimension.is_rate() {
+        return Ok(());
+    }
+    let refused = |flag: &str, why: &str| Err(crate::refuse::in_mode("sweep", flag, why));
+    if args.load.open_loop.is_some() {
+        return refused("--open-loop", "a connections sweep runs unpaced, closed loop");
+    }
+    match load.spec.protocol() {
+        shrike_spec::Protocol::Http2 | shrike_spec::Protocol::Http3
+            if args.load.max_active_requests.is_some() =>
+        {
+            refused(
+                "--max-active-requests",
+                "a connections sweep keeps connections × --max-concurrent-streams in flight",
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Where `-o FILE` goes and in which format: `--output-file-format`, else its extension
+/// (`.json`, `.csv`), else the text report.
+fn file_format(
+    args: &SweepArgs,
+) -> anyhow::Result<Option<(std::path::PathBuf, shrike_output::OutputFormat)>> {
+    use shrike_output::OutputFormat as F;
+    let Some(path) = &args.load.output_file else { return Ok(None) };
+    let f = match args.load.output_file_format {
+        Some(f) if f.is_text() || f == F::Json || f == F::Csv => f,
+        Some(f) => {
+            return Err(usage(format!(
+                "--output-file-format {f}: sweep writes summary, human, json or csv"
+            )))
+        }
+        None => {
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+            match ext.as_str() {
+                "json" => F::Json,
+                "csv" => F::Csv,
+                _ => F::Human,
+            }
+        }
+    };
+    Ok(Some((path.clone(), f)))
+}
+
 fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
     use shrike_output::OutputFormat as F;
     let render = |f: Option<F>| -> anyhow::Result<String> {
@@ -282,15 +358,9 @@ fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
         })
     };
     // The file first: if stdout is gone (a closed pipe), the sweep is still kept.
-    if let Some(path) = &args.load.output_file {
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-        let f = match ext.as_str() {
-            "json" => Some(F::Json),
-            "csv" => Some(F::Csv),
-            _ => None,
-        };
-        let text = render(f)?;
-        crate::atomic::write(path, |w| w.write_all(text.as_bytes()))
+    if let Some((path, f)) = file_format(args)? {
+        let text = render(Some(f))?;
+        crate::atomic::write(&path, |w| w.write_all(text.as_bytes()))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     crate::out::print(&render(args.load.output_format)?)

@@ -44,12 +44,34 @@ impl Trials {
                 "{flag} needs a target URL it can reach (the built-in server runs here)"
             )));
         }
+        args.remote.check_used(remote || service.is_some(), "--remote or --nighthawk-service")?;
+        if remote && args.dry_run {
+            // Checked, not looked up: a dry run resolves no generator.
+            let fleet = Fleet {
+                generators: args.remote.remote.clone(),
+                security: args.remote.security()?,
+                on_failure: shrike_service::coordinator::OnFailure::Continue,
+                start_delay: std::time::Duration::ZERO,
+            };
+            return Ok(Trials::Fleet(fleet));
+        }
         if remote {
             return Ok(Trials::Fleet(args.remote.fleet()?));
         }
         Ok(match service {
             Some(address) => Trials::Nighthawk { address, security: args.remote.security()? },
             None => Trials::Local,
+        })
+    }
+
+    /// Where the trials would run, as `--dry-run` shows it.
+    pub fn plan(&self, args: &RunArgs) -> anyhow::Result<serde_json::Value> {
+        Ok(match self {
+            Trials::Local => serde_json::json!({"on": "here"}),
+            Trials::Fleet(_) => serde_json::json!({"on": "fleet", "fleet": args.remote.plan()?}),
+            Trials::Nighthawk { address, .. } => {
+                serde_json::json!({"on": "nighthawk_service", "address": address})
+            }
         })
     }
 

@@ -110,6 +110,24 @@ impl CapacityOptions {
         })
     }
 
+    /// The search as JSON, every option with its value (what `--dry-run` shows).
+    pub fn to_json(&self) -> Value {
+        let c = &self.config;
+        serde_json::json!({
+            "slos": self.slos.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "search": if self.dimension.is_rate() { "rate" } else { "concurrency" },
+            "levels": self.dimension.unit(),
+            "start": c.start,
+            "precision": c.precision,
+            "trial_duration": shrike_stats::duration::format_proto(c.trial_duration),
+            "final_duration": shrike_stats::duration::format_proto(c.final_duration),
+            "cooldown": shrike_stats::duration::format_proto(self.cooldown),
+            "trial_repeats": c.repeats,
+            "max_trials": c.max_trials,
+            "open_loop": self.open_loop,
+        })
+    }
+
     /// Reads a search from JSON (the service's `Capacity`): `slos` (["p99<=20ms", …]),
     /// `search` ("rate" or "concurrency"), `start`, `precision` (0.02), `trial_duration`,
     /// `final_duration`, `cooldown` ("2s"), `trial_repeats`, `max_trials`, `open_loop`, each

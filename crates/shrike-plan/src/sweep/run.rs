@@ -145,6 +145,32 @@ impl SweepOptions {
         })
     }
 
+    /// The sweep as JSON, every option with its value (what `--dry-run` shows).
+    pub fn to_json(&self) -> serde_json::Value {
+        let fmt = shrike_stats::duration::format_proto;
+        let c = self.collect;
+        let collected: Vec<&str> = Collect::NAMES
+            .iter()
+            .zip([c.cpu, c.rss, c.vms, c.fds, c.ctx_switches])
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| *n)
+            .collect();
+        serde_json::json!({
+            "axis": if self.dimension.is_rate() { "rate" } else { "connections" },
+            "streams_per_connection": match self.dimension {
+                Dimension::Connections { streams } => streams,
+                _ => None,
+            },
+            "levels": self.levels,
+            "iterations": self.iterations,
+            "length": fmt(self.length),
+            "wait": fmt(self.wait),
+            "open_loop": self.open_loop,
+            "collect_stats": collected,
+            "collect_stats_interval": fmt(self.sample_every),
+        })
+    }
+
     /// Reads a sweep from JSON (the service's `Sweep`): `connections` or `rates` (a grid such
     /// as "1,4,16:64:16"), `iterations`, `wait` ("1s"), `open_loop`, `streams`,
     /// `collect_stats` (["cpu", …]), `collect_stats_interval` ("250ms"), each with `shrike

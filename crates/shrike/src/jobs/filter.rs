@@ -38,8 +38,9 @@ pub struct FilterArgs {
     /// Keep this share of jobs (e.g. 10%), the same ones every time for the same --seed.
     #[arg(long, value_name = "PERCENT")]
     pub sample: Option<String>,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// With --sample: which sample (the same seed keeps the same jobs) [default: 0].
+    #[arg(long, value_name = "N", requires = "sample")]
+    pub seed: Option<u64>,
     /// Keep every N-th job from the i-th (0-based, 0/N … N-1/N): N shards partition the file.
     #[arg(long, value_name = "i/N")]
     pub shard: Option<String>,
@@ -95,7 +96,7 @@ fn describe(args: &FilterArgs) -> String {
         parts.push("--match-requests".into());
     }
     if args.sample.is_some() {
-        parts.push(format!("--seed {}", args.seed));
+        parts.push(format!("--seed {}", args.seed.unwrap_or(0)));
     }
     parts.join(" ")
 }
@@ -151,7 +152,7 @@ fn filter(args: &FilterArgs) -> anyhow::Result<Filter> {
         pattern: args.pattern.clone(),
         match_requests: args.match_requests,
         sample,
-        seed: args.seed,
+        seed: args.seed.unwrap_or(0),
         shard,
     })
 }

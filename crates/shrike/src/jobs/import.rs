@@ -24,10 +24,10 @@ pub struct ImportArgs {
     /// from the file's first bytes).
     #[arg(required = true, num_args = 1..=2, value_name = "[FORMAT] FILE")]
     pub inputs: Vec<String>,
-    /// What the capture's connections speak: http, tcp (messages by --delimiter or
-    /// --frame-length) or mysql.
-    #[arg(long, default_value = "http", value_name = "http|tcp|mysql")]
-    pub protocol: String,
+    /// What the capture's connections speak: http (the default), tcp (messages by
+    /// --delimiter or --frame-length) or mysql.
+    #[arg(long, value_name = "http|tcp|mysql")]
+    pub protocol: Option<String>,
     /// The server's port (its side of each connection); without it, the side the SYN went to,
     /// or the lower port.
     #[arg(long, value_name = "PORT")]
@@ -57,6 +57,20 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         None => sniff(&path)?,
     };
     if format == "har" {
+        // A HAR recording is HTTP with its own framing: the capture flags mean nothing to it.
+        let capture_only = [
+            ("--protocol", args.protocol.is_some()),
+            ("--port", args.port.is_some()),
+            ("--delimiter", args.delimiter.is_some()),
+            ("--frame-length", args.frame_length.is_some()),
+        ];
+        if let Some((flag, _)) = capture_only.iter().find(|(_, given)| *given) {
+            return Err(crate::refuse::in_mode(
+                "jobs import",
+                flag,
+                "it is for packet captures; a HAR recording holds HTTP requests as its browser sent them",
+            ));
+        }
         return super::har::import(&path, &args.output);
     }
     let splitter = splitter(&args)?;
@@ -104,7 +118,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
 
 fn splitter(args: &ImportArgs) -> anyhow::Result<Splitter> {
     let tcp_only = args.delimiter.is_some() || args.frame_length.is_some();
-    match args.protocol.as_str() {
+    match args.protocol.as_deref().unwrap_or("http") {
         "http" | "mysql" if tcp_only => {
             Err(usage("--delimiter and --frame-length are for --protocol tcp"))
         }

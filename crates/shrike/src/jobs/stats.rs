@@ -49,6 +49,14 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
         f => return Err(usage(format!("--output-format {f:?}: expected human or json"))),
     };
     let reader = JobReader::open(&args.file).map_err(|e| usage(e.to_string()))?;
+    let protocol = shrike_replay::protocol_of(&reader);
+    if args.keep_query && protocol != shrike_jobs::JobProtocol::Http {
+        return Err(crate::refuse::in_mode(
+            "jobs stats",
+            "--keep-query",
+            &format!("it counts HTTP paths; these are {} jobs", protocol.name()),
+        ));
+    }
     let mut stats = Stats::new(args.keep_query);
     for job in reader {
         stats.add(&job.map_err(|e| usage(e.to_string()))?);

@@ -16,6 +16,7 @@ mod capture_replay;
 mod cli_habits;
 mod client_options;
 mod deploy;
+mod every_flag;
 mod fleet;
 mod grpc_python;
 mod h2_codec;
