@@ -13,12 +13,15 @@
 //! - [`schedule`]: what is due next, as (due time, session, request): the rate plan's
 //!   [`schedule::rate`] (over the [`pacer`]) or timed sessions ([`schedule::sessions`]), a
 //!   session optionally holding a connection of its own.
-//! - `protocol/`: what a connection speaks (connect, one exchange, close, with a
-//!   protocol-neutral outcome); HTTP/1.1 today ([`h1`] is its hand-written codec).
+//! - [`protocol`]: the seam for one-request-at-a-time protocols (connect, one exchange,
+//!   close, with a protocol-neutral outcome). HTTP/1.1 is the engine's own ([`h1`] is its
+//!   hand-written codec); raw TCP and MySQL replay implement it in shrike-replay, fed through
+//!   [`feed`].
 //! - [`pool`]: which connection carries each request, and what happens when none can (closed
 //!   loop waits and records `sequencer.blocking`; open loop counts overflow). `pool/cx.rs` is
 //!   the narrow context pools and protocols get; `pool/serial.rs` serves any one-at-a-time
-//!   protocol; `pool/mux.rs` multiplexes h2 (the `h2` crate) and h3 (`h3` over `quinn`).
+//!   protocol; `pool/mux.rs` multiplexes HTTP/2 (`pool/h2`, a hand-written client codec: the
+//!   `h2` crate cost measurably more per request) and HTTP/3 (`h3` over `quinn`).
 //! - [`requests`]: what each request sends (one request or a list, templates rendered only
 //!   where they appear); [`tls`] and `transport.rs`: TCP and TLS (rustls) connections.
 //! - [`stop`]: the stop signal; [`telemetry`]: observers of a run, which never change it.

@@ -131,7 +131,7 @@ impl Run {
 pub struct Ready {
     run: Run,
     cfg: crate::config::EngineConfig,
-    requests: Vec<runner::Prepared>,
+    requests: Vec<runner::EncodedRequests>,
 }
 
 impl std::fmt::Debug for Ready {

@@ -18,7 +18,7 @@ use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
 use crate::target::Scheme;
 use crate::telemetry::{self, recorder::Msg, Link, Telemetry};
-use crate::worker::{run_worker, Plan, WorkerOutput};
+use crate::worker::{run_worker, WorkerOutput, Workload};
 
 /// What a run produced.
 #[derive(Debug)]
@@ -95,7 +95,7 @@ impl StartGate {
 /// the intervals are returned in [`RunOutput::intervals`].
 pub(crate) fn execute(
     cfg: EngineConfig,
-    requests: Vec<Prepared>,
+    requests: Vec<EncodedRequests>,
     sessions: Option<Sessions>,
     stop: StopHandle,
     telemetry: Option<Telemetry>,
@@ -130,14 +130,14 @@ pub(crate) fn execute(
     // Sessions are dealt to the workers in turn: session k plays on worker k mod N (a feed
     // deals them so as it sends).
     let mut replay = None;
-    let plans: Vec<Plan> = match sessions {
-        None => (0..n).map(|_| Plan::Rate).collect(),
+    let plans: Vec<Workload> = match sessions {
+        None => (0..n).map(|_| Workload::Rate).collect(),
         Some(Sessions::Planned(all)) => {
             let mut shares: Vec<Vec<SessionPlan>> = (0..n).map(|_| Vec::new()).collect();
             for (k, s) in all.into_iter().enumerate() {
                 shares[k % n].push(s);
             }
-            shares.into_iter().map(Plan::Sessions).collect()
+            shares.into_iter().map(Workload::Sessions).collect()
         }
         Some(Sessions::Streamed(streams)) => {
             if streams.len() != n {
@@ -150,7 +150,11 @@ pub(crate) fn execute(
             replay = Some(FedProtocol::Http);
             streams
                 .into_iter()
-                .map(|stream| Plan::Remote { stream, base: base.clone(), target: target.clone() })
+                .map(|stream| Workload::Remote {
+                    stream,
+                    base: base.clone(),
+                    target: target.clone(),
+                })
                 .collect()
         }
         Some(Sessions::Fed(feed, protocol)) => {
@@ -159,7 +163,7 @@ pub(crate) fn execute(
             }
             replay = Some(protocol);
             let admission = feed.admission;
-            feed.receivers.into_iter().map(|rx| Plan::Fed(rx, admission.clone())).collect()
+            feed.receivers.into_iter().map(|rx| Workload::Fed(rx, admission.clone())).collect()
         }
     };
     let replay = Arc::new(replay);
@@ -217,11 +221,11 @@ pub(crate) fn execute(
                     // The ring's task submits each loop turn's sends and receives, and
                     // collects completions, in one system call (see shrike-uring).
                     match local.block_on(&rt, async { shrike_uring::install() }) {
-                        Ok(driver) => {
+                        Ok(ring) => {
                             if w_cfg.read_coalesce.is_some() {
-                                driver.coalesce();
+                                ring.coalesce();
                             }
-                            drop(local.spawn_local(shrike_uring::drive(driver)));
+                            drop(local.spawn_local(shrike_uring::drive(ring)));
                         }
                         Err(e) => {
                             w_stop.request(Termination::Interrupted);
@@ -234,7 +238,7 @@ pub(crate) fn execute(
                 let requests: Vec<PoolRequests> = match &*w_replay {
                     // Replayed requests bring their own bytes; one pool per endpoint still.
                     Some(p) => w_requests.iter().map(|_| PoolRequests::Fed(p.clone())).collect(),
-                    None => w_requests.iter().map(Prepared::for_worker).collect(),
+                    None => w_requests.iter().map(EncodedRequests::for_worker).collect(),
                 };
                 let out = local.block_on(
                     &rt,
@@ -318,7 +322,7 @@ fn span_names(cfg: &EngineConfig) -> Vec<(String, String)> {
 
 /// One endpoint's requests (one per request-source entry), encoded for the run's protocol;
 /// shared by the workers, which each take their own copy.
-pub(crate) enum Prepared {
+pub(crate) enum EncodedRequests {
     /// HTTP/1.1: the fixed bytes, or the template of a request with placeholders; and whether
     /// it is a HEAD request.
     H1(Vec<(PreparedH1, bool)>),
@@ -328,10 +332,10 @@ pub(crate) enum Prepared {
 /// Fixed bytes (`Ok`) or the template of a request with placeholders (`Err`).
 type PreparedH1 = Result<Arc<[u8]>, H1Template>;
 
-impl Prepared {
+impl EncodedRequests {
     fn for_worker(&self) -> PoolRequests {
         match self {
-            Prepared::H1(entries) => PoolRequests::H1(
+            EncodedRequests::H1(entries) => PoolRequests::H1(
                 entries
                     .iter()
                     .map(|(r, head)| H1Entry {
@@ -345,13 +349,13 @@ impl Prepared {
                     })
                     .collect(),
             ),
-            Prepared::H2(t) => PoolRequests::H2(t.clone().into_boxed_slice()),
+            EncodedRequests::H2(t) => PoolRequests::H2(t.clone().into_boxed_slice()),
         }
     }
 }
 
 /// Encodes every endpoint's requests for the run's protocol, once.
-pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
+pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<EncodedRequests>, EngineError> {
     if cfg.endpoints.is_empty() {
         return Err(EngineError::NoEndpoint);
     }
@@ -377,7 +381,7 @@ pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
         }
         // Encoded once per run, per endpoint (the host header / :authority differ).
         requests.push(match cfg.protocol {
-            Protocol::Http1 => Prepared::H1(
+            Protocol::Http1 => EncodedRequests::H1(
                 entries
                     .iter()
                     .map(|spec| {
@@ -391,7 +395,7 @@ pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<Prepared>, EngineError> {
                     })
                     .collect(),
             ),
-            Protocol::Http2 | Protocol::Http3 => Prepared::H2(
+            Protocol::Http2 | Protocol::Http3 => EncodedRequests::H2(
                 entries
                     .iter()
                     .map(|spec| {

@@ -30,7 +30,7 @@ const DRAIN_MARGIN: Duration = Duration::from_millis(50);
 
 /// What a worker plays.
 #[derive(Debug)]
-pub(crate) enum Plan {
+pub(crate) enum Workload {
     /// The run's rate plan over its request source.
     Rate,
     /// Its share of timed sessions.
@@ -66,7 +66,7 @@ pub(crate) async fn run_worker(
     index: usize,
     cfg: Arc<EngineConfig>,
     requests: Vec<PoolRequests>,
-    plan: Plan,
+    plan: Workload,
     stop: StopHandle,
     start_gate: impl FnOnce() -> Instant,
     watch: Watch,
@@ -82,7 +82,7 @@ pub(crate) async fn run_worker(
     let payloads: Rc<Payloads> = Rc::default();
     let mut cx = PoolCx::new(stop, connect, cfg.timeout, renderer, &cfg.predicates);
     cx.payloads = payloads.clone();
-    cx.payload_requests = matches!(plan, Plan::Remote { .. });
+    cx.payload_requests = matches!(plan, Workload::Remote { .. });
     cx.tracing = tracing;
     let pools = Rc::new(Pools::new(cx, cfg.clone(), requests));
     let pacer = || {
@@ -98,20 +98,20 @@ pub(crate) async fn run_worker(
     };
     let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
     match plan {
-        Plan::Rate => {
+        Workload::Rate => {
             let cursor = RequestCursor::new(index, &cfg.requests, share);
             let schedule = RateSchedule::new(pacer(), cursor);
             drive(index, pools, schedule, start_gate, telemetry).await
         }
-        Plan::Remote { stream, base, target } => {
+        Workload::Remote { stream, base, target } => {
             let schedule = RemoteSchedule::new(pacer(), stream, payloads, base, target, share);
             drive(index, pools, schedule, start_gate, telemetry).await
         }
-        Plan::Sessions(plans) => {
+        Workload::Sessions(plans) => {
             let schedule = SessionSchedule::new(plans);
             drive(index, pools, schedule, start_gate, telemetry).await
         }
-        Plan::Fed(rx, admission) => {
+        Workload::Fed(rx, admission) => {
             let schedule = SessionSchedule::fed(rx, admission, payloads);
             drive(index, pools, schedule, start_gate, telemetry).await
         }

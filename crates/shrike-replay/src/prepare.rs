@@ -136,7 +136,7 @@ pub fn protocol_of(reader: &JobReader) -> JobProtocol {
 }
 
 /// A replay ready to go: the engine's prepared run, and the feeder to start beside it.
-pub struct Prepared {
+pub struct ReadyReplay {
     pub ready: Ready,
     pub protocol: JobProtocol,
     /// Closing it starts no new job (the first Ctrl-C, a cancelled replay).
@@ -144,9 +144,9 @@ pub struct Prepared {
     feeder: (JobReader, shrike_engine::feed::FeedSender, FeedOptions),
 }
 
-impl std::fmt::Debug for Prepared {
+impl std::fmt::Debug for ReadyReplay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared").field("protocol", &self.protocol).finish_non_exhaustive()
+        f.debug_struct("ReadyReplay").field("protocol", &self.protocol).finish_non_exhaustive()
     }
 }
 
@@ -155,7 +155,7 @@ pub fn prepare(
     spec: &RunSpec,
     options: &ReplayOptions,
     reader: JobReader,
-) -> Result<Prepared, SpecError> {
+) -> Result<ReadyReplay, SpecError> {
     let protocol = protocol_of(&reader);
     let authority = match options.keep_host {
         true => None,
@@ -167,10 +167,10 @@ pub fn prepare(
     let admission = sender.admission();
     let ready =
         shrike_engine::Run::new(spec).fed(feed, options.engine_protocol(protocol)).prepare()?;
-    Ok(Prepared { ready, protocol, admission, feeder: (reader, sender, feed_options) })
+    Ok(ReadyReplay { ready, protocol, admission, feeder: (reader, sender, feed_options) })
 }
 
-impl Prepared {
+impl ReadyReplay {
     /// Starts the feeder thread and hands back the run to execute.
     pub fn start(self) -> std::io::Result<(Ready, Feeder)> {
         let (reader, sender, options) = self.feeder;

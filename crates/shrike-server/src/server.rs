@@ -19,8 +19,8 @@ use crate::{conn, h1, http2, http3, ServerConfig};
 pub(crate) struct Shared {
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) state: ServerState,
-    pub(crate) h1: h1::Prepared,
-    pub(crate) h2: http2::Prepared,
+    pub(crate) h1: h1::FixedParts,
+    pub(crate) h2: http2::FixedParts,
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
@@ -79,8 +79,8 @@ pub async fn run_with_udp(
         }
     };
     let shared = Arc::new(Shared {
-        h1: h1::Prepared::new(&config),
-        h2: http2::Prepared::new(&config),
+        h1: h1::FixedParts::new(&config),
+        h2: http2::FixedParts::new(&config),
         tls: config.tls().map(|tls| tls.acceptor()),
         state: ServerState::new(),
         config,

@@ -1,7 +1,9 @@
 //! Shrike beyond one machine: the `shrike.v1` gRPC execution service and the coordinator
 //! that runs one test on many services.
 //!
-//! - [`service`]: the service (Run, Cancel) over the engine's library call.
+//! - [`service`]: the service's RPCs (Run, Cancel, Replay, Capacity, Sweep) over the engine's
+//!   and the planners' library calls; `plans.rs` runs Capacity and Sweep.
+//! - [`jobs_stream`]: a Replay call's streamed jobs file, read as the replay goes.
 //! - [`server`]: serving it on a listener with health, reflection and authentication.
 //! - [`coordinator`]: one run on many services, merged exactly as it goes.
 //! - [`runners`]: the planners' trials run on a fleet or on a Nighthawk service.

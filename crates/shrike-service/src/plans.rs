@@ -62,8 +62,8 @@ pub(crate) fn capacity(
     let mut seen = |n: usize, t: &Trial| {
         let _ = events.send(Ok(event(capacity_event::Event::Trial(trial(n, t)))));
     };
-    let outcome = shrike_plan::capacity::run_search(base, options, &mut runner, &mut seen)
-        .map_err(|e| match e {
+    let outcome =
+        shrike_plan::capacity::run(base, options, &mut runner, &mut seen).map_err(|e| match e {
             SearchError::Spec(e) => Status::invalid_argument(format!("spec: {e}")),
             e => Status::failed_precondition(e.to_string()),
         })?;

@@ -13,7 +13,7 @@
 //! Timestamps: by default nothing here waits to fill a batch. The thread sleeps exactly when it
 //! would on epoll (no task ready), and a completion wakes it as a readable socket would, so
 //! responses are seen, and stamped by the caller, as promptly as on epoll. Under
-//! `--read-coalesce` ([`Driver::coalesce`]) the idle thread waits in the ring for a batch
+//! `--read-coalesce` ([`Ring::coalesce`]) the idle thread waits in the ring for a batch
 //! ([`park`]), and a stream opened with `stamp` receives with `recvmsg` so that the kernel's
 //! receive timestamp says when each response arrived. A send goes to the kernel at
 //! the end of the loop turn that queued it rather than at once: that delay (the rest of the
@@ -36,13 +36,13 @@ mod ring;
 mod stamp;
 mod stream;
 
-pub use ring::Driver;
+pub use ring::Ring;
 pub use stamp::{arrival_instant, enable_rx_timestamps, read_clocks, recv_stamped};
 pub use stream::UringStream;
 
 thread_local! {
-    /// This thread's driver, for streams opened on it.
-    static CURRENT: RefCell<Option<Rc<Driver>>> = const { RefCell::new(None) };
+    /// This thread's ring, for streams opened on it.
+    static CURRENT: RefCell<Option<Rc<Ring>>> = const { RefCell::new(None) };
 }
 
 /// Sets up this thread's ring (must be called inside the tokio runtime that will drive it:
@@ -50,25 +50,25 @@ thread_local! {
 /// thread. An error means
 /// the kernel refused io_uring (too old, or disabled by `kernel.io_uring_disabled` or a
 /// seccomp filter).
-pub fn install() -> io::Result<Rc<Driver>> {
-    let driver = Rc::new(Driver::new()?);
-    CURRENT.with(|c| *c.borrow_mut() = Some(driver.clone()));
-    Ok(driver)
+pub fn install() -> io::Result<Rc<Ring>> {
+    let ring = Rc::new(Ring::new()?);
+    CURRENT.with(|c| *c.borrow_mut() = Some(ring.clone()));
+    Ok(ring)
 }
 
-/// Whether the kernel grants io_uring with the flags the driver uses, checked without
+/// Whether the kernel grants io_uring with the flags the ring uses, checked without
 /// installing anything: a run asks before starting its workers, so a refusal is one clear
 /// error rather than one per worker.
 pub fn available() -> io::Result<()> {
-    Driver::probe()
+    Ring::probe()
 }
 
-/// This thread's driver, if [`install`] was called here.
-pub fn current() -> Option<Rc<Driver>> {
+/// This thread's ring, if [`install`] was called here.
+pub fn current() -> Option<Rc<Ring>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// Ends this thread's driver: every operation still in flight is cancelled and waited for
+/// Ends this thread's ring: every operation still in flight is cancelled and waited for
 /// (briefly), so no buffer is freed while the kernel may still write into it. Streams must
 /// be dropped first.
 pub fn uninstall() {
@@ -79,7 +79,7 @@ pub fn uninstall() {
 
 /// The thread is about to sleep with nothing to run (`--read-coalesce`, from the runtime's
 /// park hook): waits in this thread's ring, at most `window`, for a batch of responses
-/// ([`Driver::park`]). Returns false when the thread has no ring.
+/// ([`Ring::park`]). Returns false when the thread has no ring.
 pub fn park(window: std::time::Duration) -> bool {
     CURRENT.with(|c| match &*c.borrow() {
         Some(d) => {
@@ -90,15 +90,15 @@ pub fn park(window: std::time::Duration) -> bool {
     })
 }
 
-/// The driver task: spawn it on the driver's thread (a `LocalSet`); it runs until the runtime
+/// The driver task: spawn it on the ring's thread (a `LocalSet`); it runs until the runtime
 /// drops it. It is woken by the first entry a loop turn queues, and runs after the tasks that
 /// were already ready, so their entries join the submission; and by the eventfd, which the
 /// kernel rings when completions wait while the thread sleeps in epoll. Either way it does one
 /// turn (submit, collect, wake the tasks concerned) per poll, then yields.
-pub async fn drive(driver: Rc<Driver>) {
+pub async fn drive(ring: Rc<Ring>) {
     std::future::poll_fn(|cx| {
-        driver.set_task(cx.waker());
-        let rang = match driver.eventfd().poll_read_ready(cx) {
+        ring.set_task(cx.waker());
+        let rang = match ring.eventfd().poll_read_ready(cx) {
             Poll::Ready(Ok(mut ready)) => {
                 ready.clear_ready();
                 // Polled again later to re-arm the readiness, after the tasks this turn wakes.
@@ -108,8 +108,8 @@ pub async fn drive(driver: Rc<Driver>) {
             Poll::Ready(Err(_)) => return Poll::Ready(()),
             Poll::Pending => false,
         };
-        if rang || driver.has_queued() {
-            driver.turn(rang || driver.collects_eagerly());
+        if rang || ring.has_queued() {
+            ring.turn(rang || ring.collects_eagerly());
         }
         Poll::Pending
     })

@@ -3,7 +3,7 @@
 //! allocated and unmoved until its completion arrives. Each buffer lives in its stream's slot
 //! here, is never resized while an operation on it is in flight, and a slot whose stream was
 //! dropped stays allocated (its operations cancelled) until the last completion comes back;
-//! what is still in flight when the driver ends is leaked rather than freed.
+//! what is still in flight when the ring ends is leaked rather than freed.
 #![allow(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
@@ -47,11 +47,11 @@ const MAX_QUEUED: usize = 256 * 1024;
 
 /// One thread's io_uring and the streams on it. Not `Send`: a ring set up with
 /// `SINGLE_ISSUER` belongs to the thread that created it.
-pub struct Driver {
+pub struct Ring {
     inner: RefCell<Inner>,
     /// Entries pushed since the last submit.
     queued: Cell<bool>,
-    /// The thread waits for batches in [`Driver::park`] (`--read-coalesce`): a turn that only
+    /// The thread waits for batches in [`Ring::park`] (`--read-coalesce`): a turn that only
     /// submits leaves the kernel's completion work for the next wait.
     coalescing: Cell<bool>,
     /// The driver task ([`crate::drive`]), woken when the first entry of a turn is queued.
@@ -60,9 +60,9 @@ pub struct Driver {
     eventfd: AsyncFd<OwnedFd>,
 }
 
-impl std::fmt::Debug for Driver {
+impl std::fmt::Debug for Ring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").finish_non_exhaustive()
+        f.debug_struct("Ring").finish_non_exhaustive()
     }
 }
 
@@ -142,7 +142,7 @@ struct Send {
     waker: Option<Waker>,
 }
 
-/// The ring with the flags the driver wants, or plainer ones on an older kernel:
+/// The ring with the flags the ring wants, or plainer ones on an older kernel:
 /// `DEFER_TASKRUN` runs completion work only inside our own enter (no interrupting the
 /// thread mid-turn), which needs `SINGLE_ISSUER` (6.1+).
 fn build_ring() -> io::Result<IoUring> {
@@ -154,14 +154,14 @@ fn build_ring() -> io::Result<IoUring> {
         .or_else(|_| IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES))
 }
 
-impl Driver {
+impl Ring {
     /// Probes the kernel without touching a runtime.
     pub(crate) fn probe() -> io::Result<()> {
         build_ring().map(drop)
     }
 
     /// Must be called inside the tokio runtime that will drive it.
-    pub(crate) fn new() -> io::Result<Driver> {
+    pub(crate) fn new() -> io::Result<Ring> {
         let ring = build_ring()?;
         let flags = rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
         let efd = rustix::event::eventfd(0, flags)?;
@@ -178,7 +178,7 @@ impl Driver {
             receiving: 0,
             wake: Vec::new(),
         };
-        Ok(Driver {
+        Ok(Ring {
             inner: RefCell::new(inner),
             queued: Cell::new(false),
             coalescing: Cell::new(false),
@@ -195,7 +195,7 @@ impl Driver {
         self.queued.get()
     }
 
-    /// From now on the thread collects completions in batches, in [`Driver::park`] (which the
+    /// From now on the thread collects completions in batches, in [`Ring::park`] (which the
     /// runtime's park hook must call): a turn that only submits leaves them to it, and the
     /// eventfd rings only while the thread sleeps after a wait that found nothing.
     pub fn coalesce(&self) {
@@ -204,7 +204,7 @@ impl Driver {
     }
 
     /// Whether a turn that only submits should also collect completions: always, except when
-    /// the thread collects them in batches ([`Driver::park`]).
+    /// the thread collects them in batches ([`Ring::park`]).
     pub(crate) fn collects_eagerly(&self) -> bool {
         !self.coalescing.get()
     }
@@ -230,7 +230,7 @@ impl Driver {
     /// Takes over a connected socket; the returned slot names it from now on. The socket is
     /// made blocking: the ring tries each operation without blocking first and waits for
     /// readiness itself, and a blocking socket never hands back EAGAIN to retry. `stamp`: the
-    /// kernel stamps its receives with their arrival ([`Driver::arrival`]).
+    /// kernel stamps its receives with their arrival ([`Ring::arrival`]).
     pub(crate) fn open(&self, sock: TcpStream, stamp: bool) -> io::Result<u32> {
         sock.set_nonblocking(false)?;
         if stamp {

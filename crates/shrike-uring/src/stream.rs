@@ -1,4 +1,4 @@
-//! A connected TCP stream on the thread's [`Driver`], as tokio's `AsyncRead` + `AsyncWrite`,
+//! A connected TCP stream on the thread's [`Ring`], as tokio's `AsyncRead` + `AsyncWrite`,
 //! so codecs and TLS run over it unchanged.
 
 use std::io::{self, IoSlice};
@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::Driver;
+use crate::Ring;
 
 /// Writes are accepted into the stream's own buffer and sent at the end of the loop turn
 /// (see the crate docs); a send's failure is returned by the next write, flush or shutdown.
@@ -18,26 +18,26 @@ use crate::Driver;
 /// let go of it.
 #[derive(Debug)]
 pub struct UringStream {
-    driver: Rc<Driver>,
+    ring: Rc<Ring>,
     id: u32,
 }
 
 impl UringStream {
-    /// Moves a connected socket onto `driver` (this thread's, from [`crate::install`]).
+    /// Moves a connected socket onto `ring` (this thread's, from [`crate::install`]).
     /// `stamp`: the kernel stamps each receive with its arrival ([`UringStream::arrival`]).
-    pub fn new(driver: Rc<Driver>, sock: TcpStream, stamp: bool) -> io::Result<UringStream> {
-        let id = driver.open(sock, stamp)?;
-        Ok(UringStream { driver, id })
+    pub fn new(ring: Rc<Ring>, sock: TcpStream, stamp: bool) -> io::Result<UringStream> {
+        let id = ring.open(sock, stamp)?;
+        Ok(UringStream { ring, id })
     }
 
     /// When the bytes of the last read arrived, on the monotonic clock, for a stream opened
     /// with `stamp`; `None` when the receive was unstamped (the caller's clock read stands).
     pub fn arrival(&self) -> Option<Instant> {
-        self.driver.arrival(self.id).and_then(crate::arrival_instant)
+        self.ring.arrival(self.id).and_then(crate::arrival_instant)
     }
 
     fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        budgeted(cx, |cx| self.driver.poll_write(self.id, cx, bufs))
+        budgeted(cx, |cx| self.ring.poll_write(self.id, cx, bufs))
     }
 }
 
@@ -55,7 +55,7 @@ fn budgeted<T>(cx: &mut Context<'_>, op: impl FnOnce(&mut Context<'_>) -> Poll<T
 
 impl Drop for UringStream {
     fn drop(&mut self) {
-        self.driver.close(self.id);
+        self.ring.close(self.id);
     }
 }
 
@@ -65,7 +65,7 @@ impl AsyncRead for UringStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        budgeted(cx, |cx| self.driver.poll_read(self.id, cx, buf))
+        budgeted(cx, |cx| self.ring.poll_read(self.id, cx, buf))
     }
 }
 
@@ -91,10 +91,10 @@ impl AsyncWrite for UringStream {
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.driver.poll_flush(self.id)
+        self.ring.poll_flush(self.id)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.driver.poll_shutdown(self.id)
+        self.ring.poll_shutdown(self.id)
     }
 }

@@ -147,7 +147,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     let interrupts = Interrupts::install(load.spec.timeout())
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
     let outcome = trials.with_runner(&interrupts, |runner| {
-        shrike_plan::capacity::run_search(&load.spec, &options, runner, &mut |n, t| {
+        shrike_plan::capacity::run(&load.spec, &options, runner, &mut |n, t| {
             log_trial(n, t, dimension)
         })
     });

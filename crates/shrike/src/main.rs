@@ -7,10 +7,10 @@
 mod args;
 mod atomic;
 mod capacity;
-mod driver;
 mod dry_run;
 mod embedded;
 mod envoy_config;
+mod harness;
 mod interrupts;
 mod jobs;
 mod load;
@@ -24,8 +24,8 @@ mod report;
 mod request_args;
 mod run;
 mod serve;
-mod server_cmd;
-mod service_cmd;
+mod server_process;
+mod service;
 mod shaping;
 mod suggest;
 mod sweep;
@@ -68,7 +68,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run tests for remote clients over gRPC (shrike.v1): `shrike run --remote` and any
     /// gRPC client; health and reflection included.
-    Service(service_cmd::ServiceArgs),
+    Service(service::ServiceArgs),
     /// Render JSON results (one, or several overlaid) as a self-contained HTML report.
     Report(report::ReportArgs),
     /// Stored JSON result on stdin -> any output format on stdout; --merge combines results.
@@ -112,7 +112,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Capacity(args) => capacity::run(*args),
         Command::Serve(args) => serve::run(args),
-        Command::Service(args) => service_cmd::run(args),
+        Command::Service(args) => service::run(args),
         Command::Sweep(args) => sweep::run(*args),
         Command::Report(args) => report::run(args),
         Command::Jobs(args) => jobs::run(args),

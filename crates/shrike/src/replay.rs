@@ -21,7 +21,7 @@ use shrike_stats::duration::parse_duration;
 use shrike_stats::{RunResult, StatId, Termination};
 
 use crate::args::{parse, usage};
-use crate::driver::Driver;
+use crate::harness::Harness;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
@@ -136,18 +136,18 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             "remote": if args.remote.is_remote() { Some(args.remote.plan()?) } else { None },
         }));
     }
-    let mut driver = Driver::start(spec, "replay")?;
+    let mut harness = Harness::start(spec, "replay")?;
     // Rate and lateness over time are what a replay's report plots: always keep the series.
-    driver.keep_series(Duration::from_secs(1));
+    harness.keep_series(Duration::from_secs(1));
     if args.remote.is_remote() {
-        return replay_remote(&args, &load, options, &mut driver, file.as_ref());
+        return replay_remote(&args, &load, options, &mut harness, file.as_ref());
     }
-    let prepared = driver
+    let prepared = harness
         .interrupts
         .preparing(|| shrike_replay::prepare(spec, &options, reader))
         .map_err(|e| load.explain(e))?;
     let admission = prepared.admission.clone();
-    driver
+    harness
         .interrupts
         .soften(move || admission.close(), "starting no new job; the running ones go on");
     let (ready, feeder) =
@@ -159,13 +159,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         spec.urls().first().map_or("-".into(), |u| format!("{}:{}", u.host, u.port)),
         args.time_scale
     );
-    let result = driver.execute(&load, ready);
+    let result = harness.execute(&load, ready);
     let progress = feeder.progress.clone();
     let end = feeder.finish();
     let mut result = result?;
     report_feed(&result, &end, &progress);
     // A soft stop ends the replay as the file's end would: it was still interrupted.
-    if driver.interrupts.interrupted() && result.termination == Termination::Completed {
+    if harness.interrupts.interrupted() && result.termination == Termination::Completed {
         result.mark_interrupted();
     }
     // How the sessions were played, beside the options of the load: formatters read it (a
@@ -189,7 +189,7 @@ fn replay_remote(
     args: &ReplayArgs,
     load: &LoadSpec,
     options: ReplayOptions,
-    driver: &mut Driver,
+    harness: &mut Harness,
     file: Option<&(PathBuf, OutputFormat)>,
 ) -> anyhow::Result<ExitCode> {
     if args.shard.is_some() {
@@ -206,7 +206,7 @@ fn replay_remote(
         fleet.generators.join(", ")
     );
     let work = shrike_service::coordinator::Work::Replay { file: args.file.clone(), options };
-    let done = driver.coordinate(&load.spec, &work, &fleet)?;
+    let done = harness.coordinate(&load.spec, &work, &fleet)?;
     crate::run::finish(&done.result, load.spec.output_format(), file)
 }
 

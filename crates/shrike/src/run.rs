@@ -17,7 +17,7 @@ use shrike_spec::{
 use shrike_stats::{RunResult, Verdict};
 
 use crate::args::{parse, usage};
-use crate::driver::Driver;
+use crate::harness::Harness;
 use crate::load::LoadSpec;
 use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
@@ -404,13 +404,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         let fleet = args.remote.fleet()?;
-        let mut driver = Driver::start(spec, "coordinated run")?;
+        let mut harness = Harness::start(spec, "coordinated run")?;
         info!(
             "running on {} generator(s): {}",
             fleet.generators.len(),
             fleet.generators.join(", ")
         );
-        let done = driver.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
+        let done = harness.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
         return finish(&done.result, format, file.as_ref());
     }
     if let Some(address) = service {
@@ -424,12 +424,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         let security = args.remote.security()?;
-        let mut driver = Driver::start(spec, "run")?;
+        let mut harness = Harness::start(spec, "run")?;
         info!("sending the run to the Nighthawk service at {address}");
-        let answered = driver.nighthawk(spec, &address, &security)?;
+        let answered = harness.nighthawk(spec, &address, &security)?;
         return finish(&answered.result, format, file.as_ref());
     }
-    let mut driver = Driver::start(spec, "run")?;
+    let mut harness = Harness::start(spec, "run")?;
     let mut run = shrike_engine::Run::new(spec);
     if spec.requests().remote_source.is_some() {
         let streams =
@@ -437,9 +437,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .map_err(anyhow::Error::msg)?;
         run = run.request_streams(streams);
     }
-    let ready = driver.interrupts.preparing(|| run.prepare()).map_err(|e| load.explain(e))?;
+    let ready = harness.interrupts.preparing(|| run.prepare()).map_err(|e| load.explain(e))?;
     announce(spec);
-    let result = driver.execute(&load, ready)?;
+    let result = harness.execute(&load, ready)?;
     let code = finish(&result, format, file.as_ref());
     // The built-in server stops only now: nothing of the run outlives it.
     drop(load);

@@ -16,7 +16,7 @@ use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
-use crate::server_cmd::{ServerCmd, StartError};
+use crate::server_process::{ServerProcess, StartError};
 use crate::trials::Trials;
 
 #[derive(Args, Debug)]
@@ -67,7 +67,7 @@ struct Instance {
     name: String,
     url: Option<String>,
     cmd: Option<String>,
-    server: Option<ServerCmd>,
+    server: Option<ServerProcess>,
     /// A running server to sample (`--server-pid`).
     pid: Option<u32>,
 }
@@ -103,7 +103,7 @@ impl sweep::Instances for Servers<'_> {
                 return Err(format!("{}: the server exited during the sweep", inst.name));
             }
         }
-        let pid = inst.server.as_ref().map(ServerCmd::pid).or(inst.pid);
+        let pid = inst.server.as_ref().map(ServerProcess::pid).or(inst.pid);
         Ok(Some(Placement { url: inst.url.clone(), pid }))
     }
 }
@@ -287,11 +287,12 @@ fn start(
     first: bool,
 ) -> anyhow::Result<bool> {
     let Some(cmd) = inst.cmd.clone() else { return Ok(true) };
-    let s = match ServerCmd::start(&cmd, args.server_start_timeout, &|| interrupts.interrupted()) {
-        Ok(s) => s,
-        Err(StartError::Interrupted) => return Ok(false),
-        Err(StartError::Failed(e)) => return Err(e),
-    };
+    let s =
+        match ServerProcess::start(&cmd, args.server_start_timeout, &|| interrupts.interrupted()) {
+            Ok(s) => s,
+            Err(StartError::Interrupted) => return Ok(false),
+            Err(StartError::Failed(e)) => return Err(e),
+        };
     let what = if first { format!("started {cmd:?}") } else { "restarted the server".into() };
     info!("{}: {what} (pid {}) at {}", inst.name, s.pid(), s.addr);
     inst.url = Some(format!("http://{}/", s.addr));

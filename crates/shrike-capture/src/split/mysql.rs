@@ -59,7 +59,7 @@ fn packets(stream: &crate::stream::Stream, first: Duration) -> (Vec<Packet>, boo
 
 /// A prepared statement as the capture showed it.
 #[derive(Default)]
-struct Prepared {
+struct CapturedStatement {
     params: usize,
     /// The parameter types last bound: (type, unsigned).
     types: Vec<(u8, bool)>,
@@ -83,7 +83,7 @@ pub fn split(flow: &Flow, report: &mut Report) -> Vec<Found> {
     }
     let answers: Vec<&Packet> = server.iter().filter(|p| p.seq == 1).collect();
     let mut next_answer = 0usize;
-    let mut statements: HashMap<u32, Prepared> = HashMap::new();
+    let mut statements: HashMap<u32, CapturedStatement> = HashMap::new();
     let mut out = Vec::new();
     for p in client.iter().filter(|p| p.seq == 0) {
         // The answer to this command: the first server packet of sequence 1 after it.
@@ -141,7 +141,7 @@ fn query(rest: &[u8], caps: u32) -> Result<String, String> {
 fn prepare(
     rest: &[u8],
     answer: Option<&Packet>,
-    statements: &mut HashMap<u32, Prepared>,
+    statements: &mut HashMap<u32, CapturedStatement>,
 ) -> Result<MysqlCommand, String> {
     let sql = String::from_utf8_lossy(rest).into_owned();
     // COM_STMT_PREPARE_OK: 0x00, statement id (4), columns (2), parameters (2), …
@@ -149,7 +149,7 @@ fn prepare(
         Some([0x00, a, b, c, d, _, _, p0, p1, ..]) => {
             let id = u32::from_le_bytes([*a, *b, *c, *d]);
             let params = usize::from(u16::from_le_bytes([*p0, *p1]));
-            statements.insert(id, Prepared { params, types: Vec::new() });
+            statements.insert(id, CapturedStatement { params, types: Vec::new() });
             Ok(MysqlCommand::Prepare { id, sql })
         }
         Some([0xff, ..]) => Err("a COM_STMT_PREPARE the server refused skipped".into()),
@@ -157,7 +157,10 @@ fn prepare(
     }
 }
 
-fn execute(rest: &[u8], statements: &mut HashMap<u32, Prepared>) -> Result<MysqlCommand, String> {
+fn execute(
+    rest: &[u8],
+    statements: &mut HashMap<u32, CapturedStatement>,
+) -> Result<MysqlCommand, String> {
     let short = || "a short COM_STMT_EXECUTE".to_string();
     let id = u32::from_le_bytes(rest.get(..4).ok_or_else(short)?.try_into().map_err(|_| short())?);
     let Some(st) = statements.get_mut(&id) else {

@@ -40,7 +40,9 @@ use crate::requests::Renderer;
 use crate::trace::TraceIds;
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
-type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
+/// The connection half that owns the QUIC connection (h3 calls it the driver): polled until
+/// the connection closes.
+type H3Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
 
 /// QPACK's per-entry overhead (RFC 9204 §3.2.1), used to size response headers as h2 does.
 const QPACK_ENTRY_OVERHEAD: u64 = 32;
@@ -175,7 +177,7 @@ impl Mux for H3 {
 }
 
 /// Runs the QUIC handshake against each resolved address in turn, then sets up HTTP/3.
-async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(Driver, SendRequest)> {
+async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(H3Driver, SendRequest)> {
     let endpoint = &pools.cfg.endpoints[conn.pool];
     let fail = |msg: String, protocol_error: bool, timed_out: bool| {
         let mut st = pools.cx.state.borrow_mut();

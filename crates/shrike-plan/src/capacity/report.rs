@@ -13,7 +13,7 @@ use shrike_stats::duration::format_human_ns;
 
 use super::search::{Answer, Status};
 use super::slo::{Latency, Metric, Slo};
-use super::trial::{Trial, Verdict};
+use super::trial::{Trial, TrialVerdict};
 
 /// Everything a finished (or interrupted) search says.
 pub struct Report<'a> {
@@ -241,11 +241,11 @@ fn status(s: &Status) -> &'static str {
     }
 }
 
-fn verdict(v: Verdict) -> &'static str {
+fn verdict(v: TrialVerdict) -> &'static str {
     match v {
-        Verdict::Pass => "pass",
-        Verdict::Fail { .. } => "fail",
-        Verdict::Invalid => "invalid",
+        TrialVerdict::Pass => "pass",
+        TrialVerdict::Fail { .. } => "fail",
+        TrialVerdict::Invalid => "invalid",
     }
 }
 

@@ -24,7 +24,7 @@ pub const NARROW: f64 = 0.1;
 
 /// How one trial stood against one goal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum TrialVerdict {
     Pass,
     /// `narrow`: every failed objective missed by less than [`NARROW`].
     Fail {
@@ -34,14 +34,14 @@ pub enum Verdict {
     Invalid,
 }
 
-impl Verdict {
+impl TrialVerdict {
     /// How reports and streams say it.
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail { narrow: true } => "fail (narrowly)",
-            Verdict::Fail { narrow: false } => "fail",
-            Verdict::Invalid => "invalid",
+            TrialVerdict::Pass => "pass",
+            TrialVerdict::Fail { narrow: true } => "fail (narrowly)",
+            TrialVerdict::Fail { narrow: false } => "fail",
+            TrialVerdict::Invalid => "invalid",
         }
     }
 }
@@ -69,7 +69,7 @@ pub struct Trial {
     pub invalid: Option<String>,
     /// Open-loop overflow share of the offered requests.
     pub overflow_share: f64,
-    pub verdicts: Vec<Verdict>,
+    pub verdicts: Vec<TrialVerdict>,
 }
 
 impl Trial {
@@ -113,7 +113,7 @@ impl Trial {
         trial.verdicts = goals.iter().map(|goal| trial.verdict(goal)).collect();
         if trial.invalid.is_none()
             && !trial.verdicts.is_empty()
-            && trial.verdicts.iter().all(|v| *v == Verdict::Invalid)
+            && trial.verdicts.iter().all(|v| *v == TrialVerdict::Invalid)
         {
             // Only overflow makes a verdict invalid without a self-check reason: say so, so no
             // invalid trial goes unexplained.
@@ -182,9 +182,9 @@ impl Trial {
         }
     }
 
-    fn verdict(&self, goal: &[Slo]) -> Verdict {
+    fn verdict(&self, goal: &[Slo]) -> TrialVerdict {
         if self.invalid.is_some() {
-            return Verdict::Invalid;
+            return TrialVerdict::Invalid;
         }
         // Open-loop overflow: requests due with every connection busy. If the server answered
         // within every latency bound, the connections were too few for the rate (Little's law),
@@ -197,7 +197,7 @@ impl Trial {
                 _ => true,
             });
             if server_fast {
-                return Verdict::Invalid;
+                return TrialVerdict::Invalid;
             }
         }
         let misses: Vec<f64> = goal
@@ -206,8 +206,8 @@ impl Trial {
             .map(|s| s.margin(self.value(s.metric)))
             .collect();
         match misses.is_empty() {
-            true => Verdict::Pass,
-            false => Verdict::Fail { narrow: misses.iter().all(|m| *m < NARROW) },
+            true => TrialVerdict::Pass,
+            false => TrialVerdict::Fail { narrow: misses.iter().all(|m| *m < NARROW) },
         }
     }
 }

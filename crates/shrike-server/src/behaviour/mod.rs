@@ -3,7 +3,7 @@
 //!
 //! This is the protocol-neutral half of the server. A front end (HTTP/1.1, HTTP/2 or HTTP/3)
 //! hands over the values of the request's `x-nighthawk-test-server-config` headers and gets a
-//! [`Plan`] back ([`Plan::for_request`]); it then only has to put the plan on its wire. Config
+//! [`ResponsePlan`] back ([`ResponsePlan::for_request`]); it then only has to put the plan on its wire. Config
 //! merging (the server's defaults, then each header field by field), the dice for faults and
 //! random delays, arrival bookkeeping and the texts of server-generated errors live here, so
 //! the front ends cannot drift apart.
@@ -161,29 +161,29 @@ impl StatsHeaders {
 
 /// The resolved response for one request.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Plan<'a> {
+pub(crate) struct ResponsePlan<'a> {
     pub(crate) status: u16,
     pub(crate) headers: Headers<'a>,
     pub(crate) body: Body,
     pub(crate) delay: Delay,
-    /// Drawn into `delay` by [`Plan::for_request`].
+    /// Drawn into `delay` by [`ResponsePlan::for_request`].
     pub(crate) random_delay: Option<Distribution>,
     /// Name of the header that carries the nanoseconds since the previous request arrived.
     pub(crate) delta_header: Option<Cow<'a, str>>,
     pub(crate) chunking: Option<Chunking>,
     pub(crate) faults: Faults,
-    /// The faults that fired, decided by [`Plan::for_request`].
+    /// The faults that fired, decided by [`ResponsePlan::for_request`].
     pub(crate) rolled: Rolled,
     pub(crate) stats_headers: bool,
-    /// Set by [`Plan::for_request`] when `stats_headers` is on.
+    /// Set by [`ResponsePlan::for_request`] when `stats_headers` is on.
     pub(crate) stats: Option<StatsHeaders>,
     pub(crate) seed: Option<u64>,
 }
 
-impl<'a> Plan<'a> {
+impl<'a> ResponsePlan<'a> {
     pub(crate) fn defaults(config: &'a ServerConfig) -> Self {
         let b = config.behaviour();
-        Plan {
+        ResponsePlan {
             status: config.response_status(),
             headers: Headers::Default,
             body: if config.echo_request_headers() {
@@ -222,7 +222,7 @@ impl<'a> Plan<'a> {
         let stats = state.stats();
         stats.request();
         let mut plan = match config_headers {
-            None => Plan::defaults(config),
+            None => ResponsePlan::defaults(config),
             Some(values) => match Self::from_config_headers(config, values) {
                 Ok(plan) => plan,
                 Err(e) => {

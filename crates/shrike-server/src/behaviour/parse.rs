@@ -9,7 +9,7 @@ use serde::Deserialize;
 use shrike_stats::duration::parse_duration;
 
 use super::faults::{probability, Distribution, Reset, ResetScope, Stall};
-use super::{Body, Chunking, Delay, Headers, Plan, CONFIG_HEADER};
+use super::{Body, Chunking, Delay, Headers, ResponsePlan, CONFIG_HEADER};
 use crate::config::{validate_body_size, validate_status, ConfigError, ServerConfig};
 use crate::headers::{self, HeaderList};
 use shrike_stats::relaxed;
@@ -40,7 +40,7 @@ impl RequestConfigError {
 pub(super) fn plan<'a, I>(
     config: &'a ServerConfig,
     values: I,
-) -> Result<Plan<'a>, RequestConfigError>
+) -> Result<ResponsePlan<'a>, RequestConfigError>
 where
     I: IntoIterator<Item = &'a [u8]>,
 {
@@ -445,8 +445,8 @@ impl<'a> Overrides<'a> {
         Ok(())
     }
 
-    fn resolve(self, config: &'a ServerConfig) -> Plan<'a> {
-        let mut plan = Plan::defaults(config);
+    fn resolve(self, config: &'a ServerConfig) -> ResponsePlan<'a> {
+        let mut plan = ResponsePlan::defaults(config);
         if self.echo_request_headers.unwrap_or(config.echo_request_headers()) {
             plan.body = Body::Echo;
         } else {

@@ -1,15 +1,15 @@
 //! The config JSON: every field, merge rules, and error texts.
 use super::*;
 
-fn plan<'a>(config: &'a ServerConfig, values: &[&'a str]) -> Result<Plan<'a>, String> {
-    Plan::from_config_headers(config, values.iter().map(|v| v.as_bytes()))
+fn plan<'a>(config: &'a ServerConfig, values: &[&'a str]) -> Result<ResponsePlan<'a>, String> {
+    ResponsePlan::from_config_headers(config, values.iter().map(|v| v.as_bytes()))
         .map_err(|e| e.to_string())
 }
 
 #[test]
 fn defaults_without_header() {
     let config = ServerConfig::default();
-    let p = Plan::defaults(&config);
+    let p = ResponsePlan::defaults(&config);
     assert_eq!(p.status, 200);
     assert_eq!(p.body, Body::Filler(10));
     assert_eq!(p.headers, Headers::Default);
@@ -109,7 +109,7 @@ fn header_overrides_server_defaults_field_by_field() {
         )
         .build()
         .unwrap();
-    let d = Plan::defaults(&base);
+    let d = ResponsePlan::defaults(&base);
     assert_eq!(d.status, 503);
     assert_eq!(d.faults.reset.map(|r| r.probability), Some(0.5));
     // Only the named fields change: probability 0 turns the reset off, the chunk delay
@@ -207,7 +207,7 @@ fn arbitrary_input_never_panics() {
                 _ => input.insert(at, alphabet[next(alphabet.len())]),
             }
         }
-        let _ = Plan::from_config_headers(&config, [&input[..]]);
+        let _ = ResponsePlan::from_config_headers(&config, [&input[..]]);
         let _ = std::str::from_utf8(&input).map(relaxed::to_json);
     }
 }

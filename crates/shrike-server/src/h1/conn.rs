@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::chunked::{ChunkedDecoder, ChunkedError};
 use super::request::{self, BodyFraming, Reject};
 use super::response::{self, ConnectionHeader, Exchange, CONTINUE};
-use crate::behaviour::{self, Pacing, Plan, CONFIG_HEADER, FILLER};
+use crate::behaviour::{self, Pacing, ResponsePlan, CONFIG_HEADER, FILLER};
 use crate::conn::Abort;
 use crate::http2::response::Payload;
 use crate::limits::MAX_REQUEST_HEADERS_LIMIT;
@@ -544,23 +544,24 @@ fn prepare(
     }
     let values = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
     let values = framing.has_config.then(|| values.map(|h| h.value));
-    let (pacing, encoded) = match Plan::for_request(config, &shared.state, values, framing.head) {
-        Ok((plan, delta_ns)) => {
-            let exchange = Exchange {
-                request_headers: req.headers,
-                head_only: framing.head,
-                connection,
-                delta_ns,
-                http10: framing.http10,
-            };
-            (plan.pacing(), response::encode(wbuf, &shared.h1, &plan, &exchange))
-        }
-        Err(e) => {
-            let message = e.to_string();
-            let encoded = response::encode_text(wbuf, 500, &message, framing.head, connection);
-            (Pacing::default(), encoded)
-        }
-    };
+    let (pacing, encoded) =
+        match ResponsePlan::for_request(config, &shared.state, values, framing.head) {
+            Ok((plan, delta_ns)) => {
+                let exchange = Exchange {
+                    request_headers: req.headers,
+                    head_only: framing.head,
+                    connection,
+                    delta_ns,
+                    http10: framing.http10,
+                };
+                (plan.pacing(), response::encode(wbuf, &shared.h1, &plan, &exchange))
+            }
+            Err(e) => {
+                let message = e.to_string();
+                let encoded = response::encode_text(wbuf, 500, &message, framing.head, connection);
+                (Pacing::default(), encoded)
+            }
+        };
     Step::Request(Pending {
         head_len,
         body: framing.body,

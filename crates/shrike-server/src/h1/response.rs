@@ -1,7 +1,7 @@
-//! Response encoding: a [`Plan`] onto the HTTP/1.1 wire, appended to the connection's write
+//! Response encoding: a [`ResponsePlan`] onto the HTTP/1.1 wire, appended to the connection's write
 //! buffer so pipelined responses leave in one write.
 
-use crate::behaviour::{Body, Headers, Plan, ACTIVE_HEADER, FILLER, SERVICE_TIME_HEADER};
+use crate::behaviour::{Body, Headers, ResponsePlan, ACTIVE_HEADER, FILLER, SERVICE_TIME_HEADER};
 use crate::date;
 use crate::http2::response::Payload;
 use crate::status;
@@ -12,14 +12,14 @@ pub(crate) const INLINE_BODY_MAX: u64 = 16 * 1024;
 
 /// The parts of a default response that never change, encoded once per server.
 #[derive(Debug)]
-pub(crate) struct Prepared {
+pub(crate) struct FixedParts {
     status: u16,
     status_line: Vec<u8>,
     headers: Vec<u8>,
     date: bool,
 }
 
-impl Prepared {
+impl FixedParts {
     pub(crate) fn new(config: &ServerConfig) -> Self {
         let mut status_line = Vec::new();
         write_status_line(&mut status_line, config.response_status());
@@ -87,8 +87,8 @@ pub(crate) fn fill_service_time(out: &mut [u8], at: usize, value: u64) {
 /// Appends the response head (and the body when it is small) to `out`.
 pub(crate) fn encode(
     out: &mut Vec<u8>,
-    prepared: &Prepared,
-    plan: &Plan<'_>,
+    prepared: &FixedParts,
+    plan: &ResponsePlan<'_>,
     x: &Exchange<'_, '_>,
 ) -> Encoded {
     if plan.status == prepared.status {
@@ -286,9 +286,9 @@ mod tests {
     #[test]
     fn default_response() {
         let config = ServerConfig::default();
-        let prepared = Prepared::new(&config);
+        let prepared = FixedParts::new(&config);
         let mut out = Vec::new();
-        let encoded = encode(&mut out, &prepared, &Plan::defaults(&config), &exchange(&[]));
+        let encoded = encode(&mut out, &prepared, &ResponsePlan::defaults(&config), &exchange(&[]));
         assert_eq!(encoded.deferred_body, 0);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\ndate: "), "{text}");
@@ -301,8 +301,8 @@ mod tests {
     #[test]
     fn large_bodies_are_deferred_and_204_has_no_length() {
         let config = ServerConfig::default();
-        let prepared = Prepared::new(&config);
-        let mut plan = Plan::defaults(&config);
+        let prepared = FixedParts::new(&config);
+        let mut plan = ResponsePlan::defaults(&config);
         plan.body = Body::Filler(INLINE_BODY_MAX + 1);
         let mut out = Vec::new();
         let encoded = encode(&mut out, &prepared, &plan, &exchange(&[]));
@@ -320,13 +320,13 @@ mod tests {
     #[test]
     fn echo_body_matches_its_length() {
         let config = ServerConfig::builder().echo_request_headers(true).build().unwrap();
-        let prepared = Prepared::new(&config);
+        let prepared = FixedParts::new(&config);
         let headers = [
             httparse::Header { name: "Host", value: b"x" },
             httparse::Header { name: "a", value: b"b c" },
         ];
         let mut out = Vec::new();
-        encode(&mut out, &prepared, &Plan::defaults(&config), &exchange(&headers));
+        encode(&mut out, &prepared, &ResponsePlan::defaults(&config), &exchange(&headers));
         let text = String::from_utf8(out).unwrap();
         assert!(text.ends_with("content-length: 15\r\n\r\nHost: x\na: b c\n"), "{text}");
     }

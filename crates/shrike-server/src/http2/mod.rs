@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-pub(crate) use response::Prepared;
+pub(crate) use response::FixedParts;
 
 use crate::server::Shared;
 use crate::stats::LimitKind;

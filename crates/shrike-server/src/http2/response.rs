@@ -1,4 +1,4 @@
-//! Response heads and payloads as `http` types: a [`Plan`] as an `http::Response`, plus the body
+//! Response heads and payloads as `http` types: a [`ResponsePlan`] as an `http::Response`, plus the body
 //! to stream after it. HTTP/2 and HTTP/3 share them, so both encode a plan the same way.
 
 use std::cell::RefCell;
@@ -8,7 +8,7 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::behaviour::{
-    Body, Headers, Pacing, Plan, StatsHeaders, ACTIVE_HEADER, CONFIG_HEADER, FILLER,
+    Body, Headers, Pacing, ResponsePlan, StatsHeaders, ACTIVE_HEADER, CONFIG_HEADER, FILLER,
     SERVICE_TIME_HEADER,
 };
 use crate::server::Shared;
@@ -16,12 +16,12 @@ use crate::{date, status, ServerConfig};
 
 /// The server-wide response headers, converted once per server.
 #[derive(Debug)]
-pub(crate) struct Prepared {
+pub(crate) struct FixedParts {
     headers: HeaderMap,
     date: bool,
 }
 
-impl Prepared {
+impl FixedParts {
     pub(crate) fn new(config: &ServerConfig) -> Self {
         let mut headers = HeaderMap::new();
         for (name, value) in config.response_headers() {
@@ -81,7 +81,7 @@ pub(crate) struct Exchange<'r> {
 }
 
 /// The response the request's configuration asks for, and how to send it. Records the
-/// request's arrival (see [`Plan::for_request`]). The statistics endpoint, when the request
+/// request's arrival (see [`ResponsePlan::for_request`]). The statistics endpoint, when the request
 /// names it, is answered here too.
 pub(crate) fn for_request(
     parts: &http::request::Parts,
@@ -101,7 +101,7 @@ pub(crate) fn for_request(
     }
     let values = parts.headers.get_all(CONFIG_HEADER);
     let values = values.iter().next().is_some().then(|| values.iter().map(|v| v.as_bytes()));
-    match Plan::for_request(&shared.config, &shared.state, values, head_only) {
+    match ResponsePlan::for_request(&shared.config, &shared.state, values, head_only) {
         Ok((plan, delta_ns)) => {
             let x = Exchange { request: parts, head_only, delta_ns };
             (planned(&shared.h2, &plan, &x), plan.pacing())
@@ -128,7 +128,7 @@ pub(crate) fn declared_length(parts: &http::request::Parts) -> Option<u64> {
 
 /// The response a plan describes. A configured header `http` cannot encode would be a bug in
 /// validation; it becomes a 500 naming it rather than a panic.
-pub(crate) fn planned(prepared: &Prepared, plan: &Plan<'_>, x: &Exchange<'_>) -> Reply {
+pub(crate) fn planned(prepared: &FixedParts, plan: &ResponsePlan<'_>, x: &Exchange<'_>) -> Reply {
     match try_planned(prepared, plan, x) {
         Ok(reply) => reply,
         Err(e) => text(500, &format!("cannot encode the configured response: {e}"), x.head_only),
@@ -136,8 +136,8 @@ pub(crate) fn planned(prepared: &Prepared, plan: &Plan<'_>, x: &Exchange<'_>) ->
 }
 
 fn try_planned(
-    prepared: &Prepared,
-    plan: &Plan<'_>,
+    prepared: &FixedParts,
+    plan: &ResponsePlan<'_>,
     x: &Exchange<'_>,
 ) -> Result<Reply, http::Error> {
     let mut head = Response::new(());
@@ -263,9 +263,9 @@ mod tests {
     #[test]
     fn default_and_head_responses() {
         let config = ServerConfig::default();
-        let prepared = Prepared::new(&config);
+        let prepared = FixedParts::new(&config);
         let request = http::Request::get("http://x/").body(()).unwrap().into_parts().0;
-        let plan = Plan::defaults(&config);
+        let plan = ResponsePlan::defaults(&config);
         let x = Exchange { request: &request, head_only: false, delta_ns: None };
         let reply = planned(&prepared, &plan, &x);
         assert_eq!(reply.head.status(), 200);

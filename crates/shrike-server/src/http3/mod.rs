@@ -1,7 +1,7 @@
 //! The HTTP/3 front end: QUIC on `quinn`, HTTP/3 framing on `h3`. One task accepts QUIC
 //! connections on the UDP socket; each connection is a task that accepts request streams, and
 //! each request is a task of its own (see [`stream`]). Responses are built by the same code as
-//! HTTP/2's, from the same [`Plan`](crate::behaviour::Plan), so the two cannot drift apart.
+//! HTTP/2's, from the same [`ResponsePlan`](crate::behaviour::ResponsePlan), so the two cannot drift apart.
 //!
 //! Shutdown mirrors HTTP/2's: each connection sends GOAWAY naming the first request it will not
 //! serve, finishes the requests already accepted, then closes with H3_NO_ERROR. The endpoint

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::trial::{Trial, Verdict};
+use super::trial::{Trial, TrialVerdict};
 
 /// How the search runs.
 #[derive(Clone, Debug)]
@@ -105,19 +105,19 @@ impl Search {
     }
 
     fn level_verdict(&self, goal: usize, level: f64) -> LevelVerdict {
-        let at: Vec<Verdict> = self
+        let at: Vec<TrialVerdict> = self
             .trials
             .iter()
             .filter(|t| !t.confirmation && t.level == level)
             .filter_map(|t| t.verdicts.get(goal).copied())
-            .filter(|v| *v != Verdict::Invalid)
+            .filter(|v| *v != TrialVerdict::Invalid)
             .collect();
         if at.is_empty() {
             return LevelVerdict::Invalid;
         }
-        let passes = at.iter().filter(|v| **v == Verdict::Pass).count();
+        let passes = at.iter().filter(|v| **v == TrialVerdict::Pass).count();
         let fails = at.len() - passes;
-        let all_narrow = at.iter().all(|v| !matches!(v, Verdict::Fail { narrow: false }));
+        let all_narrow = at.iter().all(|v| !matches!(v, TrialVerdict::Fail { narrow: false }));
         if fails > 0 && all_narrow && at.len() < 1 + self.cfg.repeats as usize {
             return LevelVerdict::Undecided;
         }
@@ -132,7 +132,9 @@ impl Search {
     fn generator_limit(&self) -> Option<f64> {
         self.trials
             .iter()
-            .filter(|t| t.invalid.is_some() || t.verdicts.iter().all(|v| *v == Verdict::Invalid))
+            .filter(|t| {
+                t.invalid.is_some() || t.verdicts.iter().all(|v| *v == TrialVerdict::Invalid)
+            })
             .map(|t| t.level)
             .reduce(f64::min)
     }
@@ -147,7 +149,7 @@ impl Search {
         }
         // A failed confirmation is a failure at its level, whatever the short trials said.
         for t in self.trials.iter().filter(|t| t.confirmation) {
-            if matches!(t.verdicts.get(goal), Some(Verdict::Fail { .. })) {
+            if matches!(t.verdicts.get(goal), Some(TrialVerdict::Fail { .. })) {
                 fail = Some(fail.map_or(t.level, |f: f64| f.min(t.level)));
             }
         }
@@ -162,7 +164,7 @@ impl Search {
 
     fn confirmed(&self, goal: usize, level: f64) -> bool {
         self.trials.iter().any(|t| {
-            t.confirmation && t.level == level && t.verdicts.get(goal) == Some(&Verdict::Pass)
+            t.confirmation && t.level == level && t.verdicts.get(goal) == Some(&TrialVerdict::Pass)
         })
     }
 

@@ -100,7 +100,10 @@ fn the_generators_limit_is_never_the_servers() {
     let invalid: Vec<f64> =
         s.trials().iter().filter(|t| t.invalid.is_some()).map(|t| t.level).collect();
     assert!(!invalid.is_empty());
-    assert!(s.trials().iter().all(|t| t.invalid.is_none() || t.verdicts == [Verdict::Invalid]));
+    assert!(s
+        .trials()
+        .iter()
+        .all(|t| t.invalid.is_none() || t.verdicts == [TrialVerdict::Invalid]));
     let a = &s.answers()[0];
     match a.status {
         Status::GeneratorBound { limit } => assert!(limit > 300.0 && limit <= 640.0, "{limit}"),
@@ -141,7 +144,7 @@ fn overflow_with_a_fast_server_is_invalid_and_says_why() {
     workers[0].counters.add(Counter::PoolOverflow, 100);
     let r = RunResult::new(serde_json::json!({}), workers, Termination::Completed);
     let t = Trial::judge(1000.0, true, false, &r, client, &goals);
-    assert_eq!(t.verdicts, [Verdict::Invalid]);
+    assert_eq!(t.verdicts, [TrialVerdict::Invalid]);
     let why = t.invalid.expect("an invalid trial says why");
     assert!(why.contains("too few connections") && why.contains("9.1%"), "{why}");
 }

@@ -75,14 +75,14 @@ pub(crate) async fn drive<T: AsyncRead + AsyncWrite + Arrival + Unpin>(
     conn: &Rc<Conn>,
     mut io: T,
 ) -> Ended {
-    let mut d = Driver { rd: ReadBuffer::new(), written: 0, unflushed: false, closing: None };
+    let mut d = DriverState { rd: ReadBuffer::new(), written: 0, unflushed: false, closing: None };
     let ended = poll_fn(|cx| d.poll(conn, &mut io, cx)).await;
     conn.inner.borrow_mut().end(&ended);
     ended
 }
 
 /// The driver's own state between polls.
-struct Driver {
+struct DriverState {
     rd: ReadBuffer,
     /// Bytes of the queued frames already written.
     written: usize,
@@ -92,7 +92,7 @@ struct Driver {
     closing: Option<Ended>,
 }
 
-impl Driver {
+impl DriverState {
     /// One poll of the driver: up to [`DRIVER_BUDGET`] rounds of writing and reading.
     fn poll<T: AsyncRead + AsyncWrite + Arrival + Unpin>(
         &mut self,
@@ -100,7 +100,7 @@ impl Driver {
         io: &mut T,
         cx: &mut Context<'_>,
     ) -> Poll<Ended> {
-        let Driver { rd, written, unflushed, closing } = self;
+        let DriverState { rd, written, unflushed, closing } = self;
         let mut io = Pin::new(io);
         for _ in 0..DRIVER_BUDGET {
             let mut i = conn.inner.borrow_mut();

@@ -57,18 +57,18 @@ impl From<anyhow::Error> for StartError {
     }
 }
 
-pub(crate) struct ServerCmd {
+pub(crate) struct ServerProcess {
     child: Child,
     pub addr: SocketAddr,
 }
 
-impl ServerCmd {
+impl ServerProcess {
     /// Starts `cmd` and waits up to `wait` for its address, checking `interrupted` meanwhile.
     pub fn start(
         cmd: &str,
         wait: Duration,
         interrupted: &dyn Fn() -> bool,
-    ) -> Result<ServerCmd, StartError> {
+    ) -> Result<ServerProcess, StartError> {
         use std::os::unix::process::CommandExt as _;
         let child = Command::new("sh")
             .args(["-c", cmd])
@@ -80,7 +80,7 @@ impl ServerCmd {
             .spawn()
             .with_context(|| format!("--server-cmd {cmd:?}: cannot start sh"))?;
         started().push(child.id());
-        let mut server = ServerCmd { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
+        let mut server = ServerProcess { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
         let stdout = server.child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -149,7 +149,7 @@ impl ServerCmd {
     }
 }
 
-impl Drop for ServerCmd {
+impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.stop();
     }

@@ -235,7 +235,7 @@ pub enum SearchError {
 
 /// Runs the search: `runner` runs each trial (a trial it did not start, because a stop came,
 /// ends the search with what it has), `seen` hears of each judged trial as it comes.
-pub fn search(
+pub fn run(
     base: &RunSpec,
     options: &CapacityOptions,
     runner: &mut dyn TrialRunner,

@@ -11,17 +11,17 @@ use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::telemetry::Session;
 
-pub(crate) struct Driver {
+pub(crate) struct Harness {
     session: Session,
     pub interrupts: Interrupts,
     /// Names the command in errors ("the replay could not start").
     what: &'static str,
 }
 
-impl Driver {
+impl Harness {
     /// Before preparing the run: telemetry's listeners and the signal handlers exist first, so
     /// a bad flag fails before any load and an early Ctrl-C is not lost.
-    pub fn start(spec: &RunSpec, what: &'static str) -> anyhow::Result<Driver> {
+    pub fn start(spec: &RunSpec, what: &'static str) -> anyhow::Result<Harness> {
         let format = spec.output_format();
         // Interval reports as JSON lines on stderr: log lines there must be JSON too, so the
         // stream parses as one format.
@@ -29,7 +29,7 @@ impl Driver {
         let session = crate::telemetry::start(spec.telemetry(), format, spec.duration())?;
         let interrupts = Interrupts::install(spec.timeout())
             .map_err(|e| anyhow::Error::new(e).context(format!("the {what} could not start")))?;
-        Ok(Driver { session, interrupts, what })
+        Ok(Harness { session, interrupts, what })
     }
 
     /// Keeps the run's interval series (every `every`) even when no observer asked for one.
