@@ -84,7 +84,9 @@ fn a_stamped_read_carries_when_the_bytes_arrived() {
                 s.write_all(b"ping").await.unwrap();
             }
             // The answers arrive now and wait in their sockets; no receive is in flight.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // The wait is long so that a peer thread delayed on a loaded CI machine still
+            // answers well before the read.
+            tokio::time::sleep(Duration::from_millis(200)).await;
             let mut back = [0; 4];
             plain.read_exact(&mut back).await.unwrap();
             assert_eq!(plain.arrival(), None, "an unstamped stream has no arrival");
@@ -92,9 +94,10 @@ fn a_stamped_read_carries_when_the_bytes_arrived() {
             let read = Instant::now();
             assert_eq!(&back, b"ping");
             if let Some(arrived) = stamped.arrival() {
-                // Read 50 ms after it was sent; its arrival is the answer's, well before.
+                // Read 200 ms after it was sent; its arrival is the answer's, well before
+                // (a stamp taken at the read would be microseconds before it).
                 let waited = read - arrived;
-                assert!(waited >= Duration::from_millis(40), "arrival only {waited:?} before");
+                assert!(waited >= Duration::from_millis(50), "arrival only {waited:?} before");
                 assert!(waited < Duration::from_secs(2), "arrival {waited:?} before the read");
                 break;
             }
@@ -108,8 +111,9 @@ fn a_stamped_read_carries_when_the_bytes_arrived() {
 
 #[test]
 fn park_waits_for_every_receive_in_flight_or_the_window() {
-    // Connection 0 is answered at once, connection 1 after 60 ms.
-    let slow = Duration::from_millis(60);
+    // Connection 0 is answered at once, connection 1 after 200 ms: long enough that a peer
+    // thread delayed on a loaded CI machine still answers the fast one well before the slow.
+    let slow = Duration::from_millis(200);
     let (listener, server) = peer(vec![Duration::ZERO, slow]);
     on_coalescing_ring(Duration::from_secs(5), || async move {
         let mut fast = connect(&listener, true);
