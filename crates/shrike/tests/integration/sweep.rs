@@ -396,7 +396,10 @@ fn over_http2_each_connection_carries_its_streams() {
         let n = p["level"].as_f64().unwrap() * streams;
         let want = n / (m + n * f);
         let got = p["throughput_rps"]["mean"].as_f64().unwrap();
-        assert!((got - want).abs() <= 0.15 * want, "{n} in flight: {got} vs {want}");
+        // A busy machine (CI runs tests side by side) stretches the server's timed delays,
+        // which only lowers throughput: the bound below is wide, the bound above is not, and
+        // the wrong concurrency (100 in flight) would be 3.3× and 1.5× above.
+        assert!(got <= 1.15 * want && got >= 0.7 * want, "{n} in flight: {got} vs {want}");
     }
 }
 
