@@ -8,8 +8,10 @@
 //! - [`capacity`]: the highest rate (or concurrency) that meets every SLO.
 //! - [`sweep`]: a grid over connections or rate with iterations, server resource samples,
 //!   the throughput peak, a Universal Scalability Law fit, and baseline vs candidate.
+//! - [`cause`]: why a trial or point got no successful response, and what to do about it.
 
 pub mod capacity;
+pub mod cause;
 mod counts;
 pub mod sweep;
 mod text;

@@ -60,7 +60,7 @@ pub(crate) fn capacity(
     let mut runner = LocalRunner::new(stop).admitting(&admit);
     let event = |e| proto::CapacityEvent { event: Some(e) };
     let mut seen = |n: usize, t: &Trial| {
-        let _ = events.send(Ok(event(capacity_event::Event::Trial(trial(n, t)))));
+        let _ = events.send(Ok(event(capacity_event::Event::Trial(trial(n, t, options)))));
     };
     let outcome =
         shrike_plan::capacity::run(base, options, &mut runner, &mut seen).map_err(|e| match e {
@@ -104,7 +104,8 @@ pub(crate) fn sweep(
         })?;
     let complete = swept.complete && !stop.is_stopped();
     let json = serde_json::to_string_pretty(&swept.json()).unwrap_or_default();
-    Ok(event(sweep_event::Event::Report(proto::SweepReport { json, complete })))
+    let failed = swept.failure().is_some();
+    Ok(event(sweep_event::Event::Report(proto::SweepReport { json, complete, failed })))
 }
 
 /// A sweep's instances from its `compare` (`{"baseline": URL, "candidate": URL}`), each
@@ -132,8 +133,11 @@ pub(crate) fn targets(sweep: &serde_json::Value, base: &RunSpec) -> Result<Targe
     Ok(Targets(out))
 }
 
-fn trial(n: usize, t: &Trial) -> proto::CapacityTrial {
+fn trial(n: usize, t: &Trial, options: &CapacityOptions) -> proto::CapacityTrial {
     proto::CapacityTrial {
+        summary: shrike_plan::capacity::report::progress(n, t, options.dimension, &options.slos),
+        invalid: t.invalid.clone().unwrap_or_default(),
+        cause: t.cause.as_ref().map(ToString::to_string).unwrap_or_default(),
         number: u32::try_from(n).unwrap_or(u32::MAX),
         level: t.level,
         confirmation: t.confirmation,

@@ -9,10 +9,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use shrike_output::OutputFormat as F;
 use shrike_plan::capacity::{
-    goals, CapacityAsk, CapacityOptions, Dimension, SearchError, Slo, Status, Trial,
+    goals, CapacityAsk, CapacityOptions, Dimension, SearchError, Slo, Trial,
 };
 use shrike_spec::Protocol;
-use shrike_stats::duration::format_human_ns;
 
 use crate::args::{parse, usage};
 use crate::interrupts::Interrupts;
@@ -51,7 +50,10 @@ pub struct CapacityArgs {
     /// Pause between trials, so one trial's backlog does not bleed into the next [default: 0s].
     #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
     pub cooldown: Option<Duration>,
-    /// Extra trials for a level that failed narrowly (within 10% of a bound) [default: 1].
+    /// How many failures beyond one, and more than its passes, fail a level: with 1 a failure
+    /// is always tried again before it counts, and a tie is settled by more trials; 0 lets
+    /// one failure decide (fast, but one stalled trial can then pull the answer down)
+    /// [default: 1].
     #[arg(long)]
     pub trial_repeats: Option<u32>,
     /// Give up after this many trials [default: 40].
@@ -148,7 +150,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
     let outcome = trials.with_runner(&interrupts, |runner| {
         shrike_plan::capacity::run(&load.spec, &options, runner, &mut |n, t| {
-            log_trial(n, t, dimension)
+            log_trial(n, t, dimension, &slos)
         })
     });
     let mut outcome = outcome.map_err(|e| match e {
@@ -177,18 +179,13 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     if !complete {
         return Ok(ExitCode::from(130));
     }
-    let mut failed = false;
+    // Every goal without a usable answer says why, on stderr too, and fails the run.
     for (goal, a) in goals.iter().zip(answers.iter()) {
-        match a.status {
-            Status::Found => {}
-            Status::GeneratorBound { .. } if a.max.is_some() => {}
-            _ => {
-                log::line(Tag::Error, &report.answer_line(goal, a));
-                failed = true;
-            }
+        if !a.usable() {
+            log::line(Tag::Error, &report.answer_line(goal, a));
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if outcome.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// The load's flags a concurrency search sets itself: the rate (trials are unpaced), and the
@@ -220,26 +217,8 @@ fn refuse_in_mode(args: &CapacityArgs, load: &LoadSpec) -> anyhow::Result<()> {
     }
 }
 
-fn log_trial(n: usize, t: &Trial, dimension: Dimension) {
-    let level = match dimension {
-        Dimension::Rate => format!("{:.1}/s", t.level),
-        d => format!("{} {}", t.level, d.unit()),
-    };
-    let p99 = match t.scheduled.count() {
-        0 => "-".to_string(),
-        _ => format_human_ns(t.scheduled.clamped_quantile(0.99) as f64),
-    };
-    let verdicts: Vec<&str> = t.verdicts.iter().map(|v| v.name()).collect();
-    let line = format!(
-        "trial {n}{}: {level} for {}: achieved {:.1}/s, p99 {}, errors {:.2}%: {}",
-        if t.confirmation { " (confirmation)" } else { "" },
-        format_human_ns(t.duration.as_nanos() as f64),
-        t.achieved_rps,
-        p99,
-        100.0 * t.error_ratio,
-        verdicts.join(", ")
-    );
-    info!("{line}");
+fn log_trial(n: usize, t: &Trial, dimension: Dimension, slos: &[Slo]) {
+    info!("{}", shrike_plan::capacity::report::progress(n, t, dimension, slos));
     if let Some(why) = &t.invalid {
         warning!("trial {n} is invalid: {why}");
     }

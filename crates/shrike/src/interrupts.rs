@@ -145,7 +145,7 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
                     "interrupted before the load started (while resolving hosts and reading \
                      files): nothing was measured, exiting",
                 );
-                crate::server_process::stop_all_started();
+                shrike_plan::sweep::server::stop_all_started();
                 std::process::exit(130);
             }
             if st.signals == 1 {
@@ -163,7 +163,7 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
                 log::line(Tag::Warning, "interrupted twice: exiting without a result");
                 // Exiting skips destructors: stop the servers a sweep started here, or they
                 // would outlive it in their own process groups.
-                crate::server_process::stop_all_started();
+                shrike_plan::sweep::server::stop_all_started();
                 std::process::exit(130);
             }
             let message = match &st.current {

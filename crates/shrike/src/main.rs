@@ -24,7 +24,6 @@ mod report;
 mod request_args;
 mod run;
 mod serve;
-mod server_process;
 mod service;
 mod shaping;
 mod suggest;

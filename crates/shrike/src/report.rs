@@ -118,12 +118,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let sources = parse_sources(&args.files)?;
     let page = match planner_doc(&sources)? {
         Some(doc) if html::is_capacity(&doc) => {
-            let title =
-                args.title.unwrap_or_else(|| format!("Shrike capacity: {}", sources[0].label));
+            let title = args.title.unwrap_or_else(|| html::capacity_title(&doc));
             html::render_capacity(&title, &doc)
         }
         Some(doc) => {
-            let title = args.title.unwrap_or_else(|| format!("Shrike sweep: {}", sources[0].label));
+            let title = args.title.unwrap_or_else(|| html::sweep_title(&doc));
             html::render_sweep(&title, &doc)
         }
         None => {

@@ -9,14 +9,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use shrike_plan::sweep::{self, resources, Placement, Sweep, SweepAsk, SweepOptions};
+use shrike_plan::sweep::server::{ServerCmd, ServerProcess, StartError};
+use shrike_plan::sweep::{self, Placement, Source, Sweep, SweepAsk, SweepOptions};
 
 use crate::args::{parse, usage};
 use crate::interrupts::Interrupts;
 use crate::load::LoadSpec;
 use crate::log::{info, warning};
 use crate::run::RunArgs;
-use crate::server_process::{ServerProcess, StartError};
 use crate::trials::Trials;
 
 #[derive(Args, Debug)]
@@ -33,14 +33,32 @@ pub struct SweepArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
     pub wait: Option<Duration>,
     /// Sample this running server's process tree (CPU, RSS, VMS, open files, context
-    /// switches). With --compare, once for both or twice: the baseline's, then the candidate's.
-    #[arg(long = "server-pid", value_name = "PID", conflicts_with = "server_cmds")]
+    /// switches of every thread). With --compare, once for both or twice: the baseline's, then
+    /// the candidate's.
+    #[arg(
+        long = "server-pid",
+        value_name = "PID",
+        conflicts_with_all = ["server_cmds", "server_pid_files", "server_cgroups"]
+    )]
     pub server_pids: Vec<u32>,
-    /// Start the server with `sh -c CMD`, target the first HOST:PORT it prints, sample it, and
-    /// stop it after. Given twice: a baseline and a candidate, compared point by point.
+    /// Sample the process this pid file names, and its descendants, re-reading the file at
+    /// every sample: for a server that daemonizes (nginx) or restarts. With --server-cmd, the
+    /// server is that process: watched, sampled and stopped through it. Once, or twice with
+    /// two instances.
+    #[arg(long = "server-pid-file", value_name = "FILE", conflicts_with = "server_cgroups")]
+    pub server_pid_files: Vec<std::path::PathBuf>,
+    /// Sample every process of this cgroup (v2) directory, its CPU and memory from the
+    /// cgroup's own cpu.stat and memory.current (processes that exit still count): for a
+    /// server in a container or a systemd unit. Once, or twice with two instances.
+    #[arg(long = "server-cgroup", value_name = "DIR")]
+    pub server_cgroups: Vec<std::path::PathBuf>,
+    /// Start the server with `sh -c CMD`, sample it, and stop it after. It listens at the
+    /// target URL's address if one is given, else at the first HOST:PORT it prints; the sweep
+    /// starts once that address accepts a connection. Given twice: a baseline and a candidate,
+    /// compared point by point.
     #[arg(long = "server-cmd", value_name = "CMD")]
     pub server_cmds: Vec<String>,
-    /// How long --server-cmd's server gets to print its listen address.
+    /// How long --server-cmd's server gets to accept a connection.
     #[arg(long, default_value = "15s", value_parser = parse::duration)]
     pub server_start_timeout: Duration,
     /// Restart --server-cmd's server before every run (no state carried between points).
@@ -66,10 +84,28 @@ pub struct SweepArgs {
 struct Instance {
     name: String,
     url: Option<String>,
-    cmd: Option<String>,
+    cmd: Option<ServerCmd>,
     server: Option<ServerProcess>,
-    /// A running server to sample (`--server-pid`).
-    pid: Option<u32>,
+    /// How to sample a server the sweep did not start, or one that daemonizes
+    /// (`--server-pid`, `--server-pid-file`, `--server-cgroup`).
+    source: Option<Source>,
+}
+
+impl Instance {
+    /// What the sampler reads: the given source, else the started server.
+    fn sampled(&self) -> Option<Source> {
+        self.source.clone().or_else(|| self.server.as_ref().map(ServerProcess::source))
+    }
+
+    /// Why it can run no more, if it cannot: its server exited.
+    fn gone(&mut self) -> Option<String> {
+        let why = match (&mut self.server, &self.source) {
+            (Some(s), _) => s.exited(),
+            (None, Some(src @ (Source::Tree(_) | Source::PidFile(_)))) => src.check().err(),
+            _ => None,
+        }?;
+        Some(format!("{}: the server stopped during the sweep: {why}", self.name))
+    }
 }
 
 /// The instances as the sweep loop sees them: each run goes to its instance's server,
@@ -92,19 +128,23 @@ impl sweep::Instances for Servers<'_> {
         let inst = &mut self.list[k];
         if self.args.restart_server_between_runs && inst.cmd.is_some() {
             inst.server = None;
-            match start(inst, self.args, self.interrupts, false) {
+            match start(inst, self.interrupts, false) {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
-                Err(e) => return Err(format!("{e:#}")),
+                Err(e) => return Err(format!("{}: {e:#}", inst.name)),
             }
         }
-        if let Some(s) = inst.server.as_mut() {
-            if !s.alive() {
-                return Err(format!("{}: the server exited during the sweep", inst.name));
-            }
+        if let Some(why) = inst.gone() {
+            return Err(why);
         }
-        let pid = inst.server.as_ref().map(ServerProcess::pid).or(inst.pid);
-        Ok(Some(Placement { url: inst.url.clone(), pid }))
+        Ok(Some(Placement { url: inst.url.clone(), server: inst.sampled() }))
+    }
+
+    fn ran(&mut self, k: usize) -> Result<(), String> {
+        match self.list[k].gone() {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
     }
 }
 
@@ -135,24 +175,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         sample_every: args.collect_stats_interval,
     };
     let mut instances = instances(&args)?;
-    for &p in &args.server_pids {
-        if !resources::exists(p) {
-            return Err(usage(format!("--server-pid {p}: no such process")));
-        }
-    }
-    match (args.server_pids.as_slice(), instances.len()) {
-        ([], _) | ([_], _) => {}
-        ([_, _], 2) => {}
-        _ => {
-            return Err(usage(
-                "--server-pid: give one, or two with --compare (the baseline's, then the \
-                 candidate's)",
-            ))
-        }
-    }
-    for (k, inst) in instances.iter_mut().enumerate() {
-        inst.pid = args.server_pids.get(k).or(args.server_pids.first()).copied();
-    }
+    sources(&args, &mut instances)?;
     if args.output_format_unsupported() {
         return Err(usage("--output-format: sweep writes summary, human, json or csv"));
     }
@@ -162,7 +185,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::Error::new(e).context("the sweep could not start"))?;
     // Servers start before the load is read: a spec needs a target. A dry run starts none.
     for inst in instances.iter_mut().filter(|_| !args.load.dry_run) {
-        if inst.cmd.is_some() && !start(inst, &args, &interrupts, true)? {
+        if inst.cmd.is_some() && !start(inst, &interrupts, true)? {
             return Ok(ExitCode::from(130));
         }
     }
@@ -192,7 +215,15 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     if args.load.dry_run {
         let list: Vec<serde_json::Value> = instances
             .iter()
-            .map(|i| serde_json::json!({"name": i.name, "url": i.url, "server_cmd": i.cmd, "server_pid": i.pid}))
+            .map(|i| {
+                serde_json::json!({
+                    "name": i.name,
+                    "url": i.url,
+                    "server_cmd": i.cmd.as_ref().map(|c| &c.cmd),
+                    "server_pid_file": i.cmd.as_ref().and_then(|c| c.pid_file.as_ref()),
+                    "sampled": i.source.as_ref().map(Source::describe),
+                })
+            })
             .collect();
         return crate::dry_run::print(serde_json::json!({
             "command": "sweep",
@@ -215,17 +246,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     let mut servers = Servers { list: instances, args: &args, interrupts: &interrupts };
     let swept = trials.with_runner(&interrupts, |runner| {
         sweep::run(&load.spec, &options, &mut servers, runner, &mut |m| {
-            info!(
-                "{}{axis} {}: {:.1} responses/s, p99 {:.2}ms{}",
-                if several { format!("{}: ", m.instance) } else { String::new() },
-                m.level,
-                m.run.throughput,
-                m.run.latency[2] * 1e3,
-                m.run
-                    .server
-                    .cpu_cores
-                    .map_or(String::new(), |c| format!(", server CPU {c:.2} cores"))
-            );
+            info!("{}", sweep::report::progress(&m, axis, several));
         })
     });
     let mut sweep = swept.map_err(|e| match e {
@@ -237,6 +258,12 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     write(&args, &sweep)?;
     drop(servers);
     drop(load);
+    // A failure (a point nothing answered, a server that stopped) fails the run even when
+    // it was also interrupted: what was measured is written either way.
+    if let Some(why) = sweep.failure() {
+        crate::log::line(crate::log::Tag::Error, &format!("the sweep failed: {why}"));
+        return Ok(ExitCode::from(1));
+    }
     Ok(if sweep.complete { ExitCode::SUCCESS } else { ExitCode::from(130) })
 }
 
@@ -248,12 +275,16 @@ impl SweepArgs {
 }
 
 fn instances(args: &SweepArgs) -> anyhow::Result<Vec<Instance>> {
-    let one = |name: &str, url: Option<String>, cmd: Option<String>| Instance {
-        name: name.into(),
-        url,
-        cmd,
-        server: None,
-        pid: None,
+    let one = |name: &str, url: Option<String>, cmd: Option<&String>| -> anyhow::Result<_> {
+        let cmd = cmd.map(|c| -> anyhow::Result<ServerCmd> {
+            Ok(ServerCmd {
+                cmd: c.clone(),
+                addr: url.as_deref().map(socket_addr).transpose()?,
+                pid_file: None,
+                start_timeout: args.server_start_timeout,
+            })
+        });
+        Ok(Instance { name: name.into(), url, cmd: cmd.transpose()?, server: None, source: None })
     };
     if !args.compare.is_empty() {
         if args.compare.len() != 2 || !args.server_cmds.is_empty() {
@@ -263,39 +294,94 @@ fn instances(args: &SweepArgs) -> anyhow::Result<Vec<Instance>> {
             .compare
             .iter()
             .map(|c| match c.split_once('=') {
-                Some((n, u)) if !n.is_empty() && !u.is_empty() => Ok(one(n, Some(u.into()), None)),
+                Some((n, u)) if !n.is_empty() && !u.is_empty() => one(n, Some(u.into()), None),
                 _ => Err(usage(format!("--compare {c:?}: expected NAME=URL"))),
             })
             .collect();
     }
-    Ok(match args.server_cmds.as_slice() {
-        [] => vec![one("default", args.load.url.clone(), None)],
-        [cmd] => vec![one("default", None, Some(cmd.clone()))],
-        [a, b] => {
-            vec![one("baseline", None, Some(a.clone())), one("candidate", None, Some(b.clone()))]
+    match args.server_cmds.as_slice() {
+        [] => Ok(vec![one("default", args.load.url.clone(), None)?]),
+        [cmd] => Ok(vec![one("default", args.load.url.clone(), Some(cmd))?]),
+        [_, _] if args.load.url.is_some() => Err(usage(
+            "two --server-cmd listen at two addresses, each printing its own: give no URL",
+        )),
+        [a, b] => Ok(vec![one("baseline", None, Some(a))?, one("candidate", None, Some(b))?]),
+        _ => Err(usage("--server-cmd: give one, or two (baseline, then candidate)")),
+    }
+}
+
+/// Where each instance's server is sampled from: `--server-pid`, `--server-pid-file` or
+/// `--server-cgroup`, once for every instance or once each.
+fn sources(args: &SweepArgs, instances: &mut [Instance]) -> anyhow::Result<()> {
+    let given: Vec<(&str, Source)> = args
+        .server_pids
+        .iter()
+        .map(|p| ("--server-pid", Source::Tree(*p)))
+        .chain(
+            args.server_pid_files.iter().map(|f| ("--server-pid-file", Source::PidFile(f.clone()))),
+        )
+        .chain(args.server_cgroups.iter().map(|d| ("--server-cgroup", Source::Cgroup(d.clone()))))
+        .collect();
+    let Some((flag, _)) = given.first() else { return Ok(()) };
+    if !(given.len() == 1 || given.len() == instances.len()) {
+        return Err(usage(format!(
+            "{flag}: give one, or one per instance ({} here: the baseline's, then the \
+             candidate's)",
+            instances.len()
+        )));
+    }
+    for (k, inst) in instances.iter_mut().enumerate() {
+        let (flag, source) = given.get(k).unwrap_or(&given[0]).clone();
+        match (&source, &mut inst.cmd) {
+            // A server the sweep starts writes its pid file as it comes up: checked then.
+            (Source::PidFile(f), Some(cmd)) => cmd.pid_file = Some(f.clone()),
+            _ => source.check().map_err(|e| usage(format!("{flag}: {e}")))?,
         }
-        _ => return Err(usage("--server-cmd: give one, or two (baseline, then candidate)")),
-    })
+        inst.source = match (&source, &inst.cmd) {
+            // Sampled through the started server, which knows its pid file.
+            (Source::PidFile(_), Some(_)) => None,
+            _ => Some(source),
+        };
+    }
+    Ok(())
+}
+
+/// The address a URL's server listens at (its host resolved, its port or the scheme's).
+fn socket_addr(url: &str) -> anyhow::Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs as _;
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| p.parse::<u16>().is_ok() && (!h.contains(':') || h.ends_with(']')));
+    let with_port = match (has_port, scheme) {
+        (true, _) => authority.to_string(),
+        (false, "https") => format!("{authority}:443"),
+        (false, _) => format!("{authority}:80"),
+    };
+    with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| usage(format!("{url}: cannot tell the address its --server-cmd listens at")))
 }
 
 /// Starts an instance's server and points the instance at it (its address may change from
 /// one start to the next: port 0). False when a signal interrupted the wait.
-fn start(
-    inst: &mut Instance,
-    args: &SweepArgs,
-    interrupts: &Interrupts,
-    first: bool,
-) -> anyhow::Result<bool> {
-    let Some(cmd) = inst.cmd.clone() else { return Ok(true) };
-    let s =
-        match ServerProcess::start(&cmd, args.server_start_timeout, &|| interrupts.interrupted()) {
-            Ok(s) => s,
-            Err(StartError::Interrupted) => return Ok(false),
-            Err(StartError::Failed(e)) => return Err(e),
-        };
-    let what = if first { format!("started {cmd:?}") } else { "restarted the server".into() };
-    info!("{}: {what} (pid {}) at {}", inst.name, s.pid(), s.addr);
-    inst.url = Some(format!("http://{}/", s.addr));
+fn start(inst: &mut Instance, interrupts: &Interrupts, first: bool) -> anyhow::Result<bool> {
+    let Some(how) = inst.cmd.clone() else { return Ok(true) };
+    let s = match ServerProcess::start(&how, &|| interrupts.interrupted()) {
+        Ok(s) => s,
+        Err(StartError::Interrupted) => return Ok(false),
+        Err(StartError::Failed(e)) => return Err(anyhow::anyhow!(e)),
+    };
+    let what = if first { format!("started {:?}", how.cmd) } else { "restarted the server".into() };
+    let sampled = s.source().describe();
+    info!("{}: {what} ({sampled}), accepting connections at {}", inst.name, s.addr);
+    if inst.url.is_none() || how.addr.is_none() {
+        inst.url = Some(format!("http://{}/", s.addr));
+    }
     inst.server = Some(s);
     Ok(true)
 }

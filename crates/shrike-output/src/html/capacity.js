@@ -1,13 +1,20 @@
-/* Shrike report, capacity search: latency against offered load with the objectives and the
- * answers marked, then the answers and every trial. Drawn with the kit in plot.js; records
- * what it drew on the DOM as the result report does (body data-render/data-errors, per plot
- * data-series/data-paths/data-width/data-height). */
+/* Shrike report, capacity search: the answers first, then latency against offered load with
+ * every trial a point marked pass, fail or invalid, each objective a labelled line of its own
+ * colour and each goal's answer a labelled vertical line; for a concurrency search, the
+ * throughput each level achieved with the answer marked; then every trial. Drawn with the kit
+ * in plot.js; records what it drew on the DOM as the result report does (body
+ * data-render/data-errors, per plot data-series/data-paths/data-width/data-height). */
 (function () {
   var DATA = JSON.parse(document.getElementById("shrike-data").textContent);
   var CAP = DATA.capacity;
   var root = document.getElementById("report");
   var RATE = CAP.search === "rate";
+  var UNIT = RATE ? "/s" : " " + (CAP.unit || "connections");
   function fmtLevel(v) { return RATE ? fmtRate(v) + "/s" : fmtInt(v); }
+  function fmtAmount(v) { return RATE ? fmtLevel(v) : fmtInt(v) + UNIT; }
+  // Colours: percentiles 0–2, goals' answers from 3, objectives after the goals.
+  function goalColor(i) { return color(3 + i); }
+  function sloColor(i) { return color(3 + CAP.goals.length + i); }
 
   function section(title, note) {
     var s = el("section", {}, root);
@@ -16,21 +23,47 @@
     return s;
   }
 
+  // A trial's standing over every goal: pass (all), fail (all), mixed, or invalid.
+  function standing(t) {
+    if (t.invalid != null || t.verdicts.every(function (v) { return v === "invalid"; })) return "invalid";
+    var passes = t.verdicts.filter(function (v) { return v === "pass"; }).length;
+    if (passes === t.verdicts.length) return "pass";
+    return passes === 0 ? "fail" : "mixed";
+  }
+  var SHAPE = { pass: "dot", fail: "cross", mixed: "diamond", invalid: "ring" };
+
+  // Responses per second of the passing trials at a level (a concurrency answer's throughput).
+  function throughputAt(level) {
+    var at = CAP.trials.filter(function (t) { return t.level === level && standing(t) !== "invalid"; });
+    if (!at.length) return null;
+    return at.reduce(function (a, t) { return a + t.responses_rps; }, 0) / at.length;
+  }
+
   function answers() {
-    var s = section("Answers", DATA.complete ? null :
-      "INCOMPLETE: the search was interrupted; these are the best answers known so far.");
+    var s = section("Answers");
+    if (!DATA.complete) {
+      el("p", { "class": "banner unsettled" }, s,
+        "INCOMPLETE: the search was interrupted; these are the best answers known so far.");
+    }
+    CAP.goals.forEach(function (g) {
+      var usable = g.status === "found" || (g.status === "generator_bound" && g.max != null);
+      if (!usable) el("p", { "class": "banner " + (g.status === "inconsistent" ||
+        g.status === "unfinished" ? "unsettled" : "failed") }, s, g.summary);
+    });
     var t = el("table", {}, s);
     var h = el("tr", {}, el("thead", {}, t));
-    ["goal", RATE ? "max rate" : "max concurrency", "status", "fails at", "trials"].forEach(
-      function (c) { el("th", {}, h, c); });
+    var cols = ["goal", RATE ? "max rate" : "max concurrency"];
+    if (!RATE) cols.push("throughput there");
+    cols.concat(["status", "fails at", "trials there"]).forEach(function (c) { el("th", {}, h, c); });
     var body = el("tbody", {}, t);
     CAP.goals.forEach(function (g, i) {
       var tr = el("tr", {}, body);
       var td = el("td", {}, tr);
-      // The colour of the goal's answer line in the plot.
-      swatch(td, color(i + 3));
+      // The colour of the goal's answer line in the plots.
+      swatch(td, goalColor(i));
       td.append(g.name);
       el("td", {}, tr, g.max == null ? "–" : fmtLevel(g.max));
+      if (!RATE) el("td", {}, tr, g.max == null ? "–" : fmtRate(throughputAt(g.max)) + " responses/s");
       el("td", {}, tr, g.status.replace(/_/g, " "));
       el("td", {}, tr, g.failed_at == null ? "–" : fmtLevel(g.failed_at));
       el("td", {}, tr, String(g.trials_at_answer));
@@ -38,58 +71,122 @@
     CAP.goals.forEach(function (g) { el("p", { "class": "note" }, s, g.summary); });
   }
 
-  // Latency percentiles of every valid trial against the load it offered; the objectives as
-  // horizontal lines, each goal's answer as a vertical one.
-  function latency() {
-    var s = section("Latency against offered load",
-      "Latency from the schedule (free of coordinated omission); dashed: service time p99. " +
-      "Horizontal lines: latency objectives; vertical lines: each goal's answer. Invalid " +
-      "trials (the generator was the limit) are left out.");
-    var fig = el("figure", { "data-plot": "latency-load", id: "plot-latency-load" }, s);
-    var trials = CAP.trials.filter(function (t) { return t.invalid == null && t.latency_s.p50 != null; })
-      .slice().sort(function (a, b) { return a.level - b.level; });
-    if (!trials.length) { el("p", { "class": "empty" }, s, "No valid trial measured any latency."); return; }
-    var series = [], items = [];
-    [["p50", "p50"], ["p99", "p99"], ["p999", "p99.9"]].forEach(function (q, i) {
-      series.push({ name: q[1], file: q[0], color: color(i), dots: true,
-        pts: trials.map(function (t) { return [t.level, t.latency_s[q[0]] * 1e9]; }) });
-      items.push([q[1], color(i), ""]);
-    });
-    series.push({ name: "service p99", file: "service", color: color(0), dash: "5 4",
-      pts: trials.map(function (t) { return [t.level, t.service_s.p99 * 1e9]; }) });
-    items.push(["service p99", color(0), "dash"]);
-    var ys = [];
-    series.forEach(function (se) { se.pts.forEach(function (p) { if (p[1] > 0) ys.push(p[1]); }); });
-    var x0 = trials[0].level, x1 = trials[trials.length - 1].level;
-    CAP.slos.forEach(function (o) {
-      if (o.metric === "errors" || o.metric === "achieved") return;
-      ys.push(o.bound);
-      series.push({ name: "SLO " + o.slo, file: "slo", color: "#666", dash: "2 3", ref: true,
-        pts: [[x0, o.bound], [x1, o.bound]] });
-    });
-    var yd = logDomain(Math.min.apply(null, ys), Math.max.apply(null, ys));
+  // The answer of each goal as a labelled vertical line over [y0, y1].
+  function answerLines(series, y0, y1) {
     CAP.goals.forEach(function (g, i) {
       if (g.max == null) return;
-      series.push({ name: "answer " + g.name, file: "answer", color: color(i + 3), ref: true,
-        width: 1.5, pts: [[g.max, yd[0]], [g.max, yd[1]]] });
-      items.push(["answer: " + g.name, color(i + 3), ""]);
+      series.push({ name: "answer " + g.name, file: "answer", color: goalColor(i), ref: true,
+        width: 1.5, dash: "6 3", pts: [[g.max, y0], [g.max, y1]], labelRow: i,
+        label: (g.status === "found" ? "max " : "passed ") + fmtAmount(g.max) });
     });
+  }
+
+  // Every trial's latency (each percentile an objective names, p99 if none) against the load
+  // it offered: a point per trial, shaped by its verdict, and a thin line through each
+  // level's median so repeated trials at one level are points, not a zigzag.
+  function latency() {
+    var s = section("Latency against offered load",
+      "Latency from the schedule (free of coordinated omission) unless an objective names " +
+      "service time. Each trial is a point: ● passed every goal, ✕ failed every goal, ◆ " +
+      "passed some, ○ invalid (the load generator was the limit; plotted but never judged). " +
+      "Larger points are full-length confirmations. Horizontal lines: the objectives; dashed " +
+      "vertical lines: each goal's answer.");
+    var fig = el("figure", { "data-plot": "latency-load", id: "plot-latency-load" }, s);
+    var trials = CAP.trials.slice().sort(function (a, b) { return a.level - b.level; });
+    var metrics = [];
+    CAP.slos.forEach(function (o) {
+      if (o.metric === "errors" || o.metric === "achieved") return;
+      if (metrics.indexOf(o.metric) < 0) metrics.push(o.metric);
+    });
+    if (!metrics.length) metrics = ["p99"];
+    // Each objective's metric as the trial measured it (seconds), or p99 from the schedule.
+    function value(t, m) {
+      var v = t.objectives && m in t.objectives ? t.objectives[m] : t.latency_s[m];
+      return v == null ? null : v * 1e9;
+    }
+    var conf = trials.filter(function (t) { return t.confirmation; });
+    var series = [], items = [], ys = [];
+    metrics.forEach(function (m, k) {
+      var pts = trials.map(function (t) { return [t.level, value(t, m)]; });
+      if (!pts.some(function (p) { return p[1] != null; })) return;
+      pts.forEach(function (p) { if (p[1] > 0) ys.push(p[1]); });
+      // Median per level over the trials that were judged.
+      var levels = [], med = [];
+      trials.forEach(function (t) { if (levels.indexOf(t.level) < 0) levels.push(t.level); });
+      levels.forEach(function (l) {
+        var v = trials.filter(function (t) { return t.level === l && standing(t) !== "invalid"; })
+          .map(function (t) { return value(t, m); }).filter(function (x) { return x != null; })
+          .sort(function (a, b) { return a - b; });
+        med.push([l, v.length ? v[Math.floor(v.length / 2)] : null]);
+      });
+      series.push({ name: m + " (median per level)", file: "median-" + m, color: color(k),
+        width: 1, pts: med });
+      series.push({ name: m, file: m, color: color(k), line: false,
+        marker: function (i) { return SHAPE[standing(trials[i])]; }, size: 3.2, pts: pts });
+      series.push({ name: m + " confirmation", file: "confirmation", color: color(k), ref: true,
+        line: false, size: 5.5, marker: function (i) { return SHAPE[standing(conf[i])]; },
+        pts: conf.map(function (t) { return [t.level, value(t, m)]; }) });
+      items.push([m, color(k), ""]);
+    });
+    if (!ys.length) { el("p", { "class": "empty" }, s, "No trial measured any latency."); return; }
+    var x0 = trials[0].level, x1 = trials[trials.length - 1].level;
     var pad = (x1 - x0) * 0.04 || 1;
+    CAP.slos.forEach(function (o, i) {
+      if (o.metric === "errors" || o.metric === "achieved") return;
+      ys.push(o.bound);
+      series.push({ name: "SLO " + o.slo, file: "slo", color: sloColor(i), dash: "2 3", ref: true,
+        width: 1.5, pts: [[x0 - pad, o.bound], [x1 + pad, o.bound]], label: o.slo,
+        labelAt: "start" });
+      items.push(["objective " + o.slo, sloColor(i), "dash"]);
+    });
+    var yd = logDomain(Math.min.apply(null, ys), Math.max.apply(null, ys));
+    answerLines(series, yd[0], yd[1]);
+    CAP.goals.forEach(function (g, i) {
+      if (g.max != null) items.push(["answer: " + g.name, goalColor(i), "dash"]);
+    });
+    [["passed every goal", "dot"], ["failed every goal", "cross"], ["passed some goals", "diamond"],
+     ["invalid", "ring"]].forEach(function (m) { items.push([m[0], "#5f6b76", "mark-" + m[1]]); });
     chart(fig, {
       id: "latency-load", title: "latency against offered load",
       x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtLevel,
-           label: RATE ? "offered rate (requests/s)" : (CAP.unit || "connections") + " per worker" },
+           label: RATE ? "offered rate (requests/s, all workers)" : (CAP.unit || "connections") + " per worker" },
       y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
       series: series,
     });
     legend(s, items);
   }
 
-  function trials() {
-    var s = section("Trials", "* a full-length confirmation trial.");
+  // A concurrency search answers in connections (or requests in flight); what a user also
+  // needs is the throughput that bought: responses per second against the level.
+  function throughput() {
+    if (RATE) return;
+    var s = section("Throughput against concurrency",
+      "Responses per second each trial achieved; dashed vertical lines: each goal's answer.");
+    var fig = el("figure", { "data-plot": "throughput-level", id: "plot-throughput-level" }, s);
+    var trials = CAP.trials.slice().sort(function (a, b) { return a.level - b.level; });
+    if (!trials.length) { el("p", { "class": "empty" }, s, "No trial ran."); return; }
+    var pts = trials.map(function (t) { return [t.level, t.responses_rps]; });
+    var ymax = Math.max.apply(null, pts.map(function (p) { return p[1]; })) * 1.15 || 1;
+    var series = [{ name: "responses/s", file: "throughput", color: color(0), line: false,
+      size: 3.2, marker: function (i) { return SHAPE[standing(trials[i])]; }, pts: pts }];
+    answerLines(series, 0, ymax);
+    var x0 = trials[0].level, x1 = trials[trials.length - 1].level, pad = (x1 - x0) * 0.04 || 1;
+    chart(fig, {
+      id: "throughput-level", title: "throughput against concurrency",
+      x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtInt,
+           label: (CAP.unit || "connections") + " per worker" },
+      y: { kind: "lin", min: 0, max: ymax, fmt: fmtRate, label: "responses/s" },
+      series: series,
+    });
+  }
+
+  function trialTable() {
+    var s = section("Trials", "* a full-length confirmation trial. Errors are the server's " +
+      "(statuses, timeouts, resets, refused connections); overflow is the client's: requests " +
+      "due while every connection was busy, never sent.");
     var t = el("table", {}, s);
     var h = el("tr", {}, el("thead", {}, t));
-    ["#", "offered", "achieved", "p50", "p99", "p99.9", "service p99", "errors", "duration"]
+    ["#", "offered", "achieved", "p50", "p99", "p99.9", "service p99", "errors", "overflow", "duration"]
       .concat(CAP.goals.map(function (g, i) { return "goal " + (i + 1); }))
       .forEach(function (c) { el("th", {}, h, c); });
     var body = el("tbody", {}, t);
@@ -103,9 +200,10 @@
       });
       el("td", {}, tr, fmtDur(x.service_s.p99 == null ? null : x.service_s.p99 * 1e9));
       el("td", {}, tr, fmtPct(100 * x.error_ratio));
+      el("td", {}, tr, fmtPct(100 * (x.overflow_ratio || 0)));
       el("td", {}, tr, fmtSecs(x.duration_s));
       x.verdicts.forEach(function (v) { el("td", { "class": "verdict-" + v }, tr, v); });
-      if (x.invalid) tr.title = x.invalid;
+      if (x.invalid || x.cause) tr.title = x.invalid || x.cause;
     });
   }
 
@@ -117,7 +215,7 @@
   document.querySelector("header").appendChild(sub);
   var ns = root.querySelector("noscript");
   if (ns) root.removeChild(ns);
-  [answers, latency, trials].forEach(function (part) {
+  [answers, latency, throughput, trialTable].forEach(function (part) {
     try { part(); } catch (e) { renderErrors.push(part.name + ": " + (e && e.stack || e)); }
   });
   stamp();

@@ -74,6 +74,68 @@ pub fn render_sweep(title: &str, doc: &serde_json::Value) -> String {
     page(title, &data, SWEEP_JS)
 }
 
+/// A capacity page's title from what the search found: `Highest rate meeting p99<=50.00ms:
+/// 340/s`, each goal's answer (or its lack) when there are several.
+pub fn capacity_title(doc: &serde_json::Value) -> String {
+    let cap = &doc["capacity"];
+    let rate = cap["search"].as_str() == Some("rate");
+    let unit = cap["unit"].as_str().unwrap_or("connections");
+    let amount = |v: f64| match rate {
+        true if v >= 100.0 => format!("{v:.0}/s"),
+        true => format!("{v:.1}/s"),
+        false => format!("{v:.0} {unit}"),
+    };
+    let goals = cap["goals"].as_array().cloned().unwrap_or_default();
+    let answer = |g: &serde_json::Value| match (g["status"].as_str(), g["max"].as_f64()) {
+        (Some("found"), Some(m)) => amount(m),
+        (Some("generator_bound"), Some(m)) => format!("at least {}", amount(m)),
+        (Some("inconsistent" | "unfinished"), _) => "not settled".into(),
+        _ => "no answer".into(),
+    };
+    let what = if rate { "Highest rate" } else { "Highest concurrency" };
+    match goals.as_slice() {
+        [g] => format!("{what} meeting {}: {}", g["name"].as_str().unwrap_or("?"), answer(g)),
+        gs => {
+            let each: Vec<String> = gs
+                .iter()
+                .map(|g| format!("{} {}", g["name"].as_str().unwrap_or("?"), answer(g)))
+                .collect();
+            format!("{what} meeting each goal: {}", each.join("; "))
+        }
+    }
+}
+
+/// A sweep page's title from its grid and instances: `Sweep over connections 1–16: peak
+/// 61,000 responses/s at 8`, or `baseline vs candidate over connections 1–16`.
+pub fn sweep_title(doc: &serde_json::Value) -> String {
+    let sw = &doc["sweep"];
+    let axis = sw["axis"].as_str().unwrap_or("connections");
+    let levels: Vec<u64> = sw["points"]
+        .as_array()
+        .map(|ps| ps.iter().filter_map(|p| p["level"].as_u64()).collect())
+        .unwrap_or_default();
+    let range = match (levels.iter().min(), levels.iter().max()) {
+        (Some(a), Some(b)) if a != b => format!(" {a}–{b}"),
+        (Some(a), _) => format!(" {a}"),
+        _ => String::new(),
+    };
+    let instances: Vec<&str> = sw["instances"]
+        .as_array()
+        .map(|i| i.iter().filter_map(|n| n.as_str()).collect())
+        .unwrap_or_default();
+    if instances.len() > 1 {
+        return format!("{} over {axis}{range}", instances.join(" vs "));
+    }
+    let peak = &doc["peak"];
+    match (peak["throughput_rps"]["mean"].as_f64(), peak[axis].as_u64()) {
+        (Some(tp), Some(at)) => {
+            let at = if axis == "rate" { format!("{at}/s") } else { at.to_string() };
+            format!("Sweep over {axis}{range}: peak {tp:.0} responses/s at {at}")
+        }
+        _ => format!("Sweep over {axis}{range}: no successful point"),
+    }
+}
+
 /// Whether a JSON document is a sweep's.
 pub fn is_sweep(doc: &serde_json::Value) -> bool {
     doc.get("sweep").is_some_and(|s| s.get("points").is_some()) && doc.get("results").is_none()

@@ -101,9 +101,29 @@ function logDomain(lo, hi) {
   return [Math.pow(10, Math.floor(Math.log10(lo))), Math.pow(10, Math.ceil(Math.log10(hi)))];
 }
 
+// A marker at (cx, cy): "dot" (filled), "ring" (hollow), "cross" (×), "diamond" (filled).
+function marker(parent, shape, cx, cy, c, r) {
+  r = r || 2.2;
+  if (shape === "cross") {
+    var d = "M" + (cx - r) + " " + (cy - r) + "L" + (cx + r) + " " + (cy + r) +
+            "M" + (cx - r) + " " + (cy + r) + "L" + (cx + r) + " " + (cy - r);
+    return sv("path", { d: d, stroke: c, "stroke-width": 2, fill: "none", "data-marker": shape }, parent);
+  }
+  if (shape === "diamond") {
+    var q = r * 1.3;
+    return sv("path", { d: "M" + cx + " " + (cy - q) + "L" + (cx + q) + " " + cy + "L" + cx + " " +
+                        (cy + q) + "L" + (cx - q) + " " + cy + "Z", fill: c, "data-marker": shape }, parent);
+  }
+  var ring = shape === "ring";
+  return sv("circle", { cx: cx, cy: cy, r: r, fill: ring ? "white" : c, stroke: c,
+                        "stroke-width": ring ? 1.6 : 0, "data-marker": shape || "dot" }, parent);
+}
+
 // ---- the chart: axes, grid, series paths, legend, hover tooltip ----
 // o = {id, x: {kind, min, max, fmt, ticks, label}, y: {...}, series: [{name, file, color,
-//      dash, width, pts: [[x, y|null]...], ref}], legend: [[label, color, style]...]}
+//      dash, width, pts: [[x, y|null]...], ref, line (false: markers only), dots (markers on
+//      the line), marker (a shape, or a function of the point's index), size, label (text at
+//      the series' last point)}], legend: [[label, color, style]...]}
 function chart(fig, o) {
   var W = 960, H = 330, m = { l: 72, r: 36, t: 10, b: 46 };
   var x = scale(o.x.kind, o.x.min, o.x.max, m.l, W - m.r);
@@ -147,16 +167,30 @@ function chart(fig, o) {
       pen = true;
     });
     if (!d) return;
-    var path = sv("path", { "class": s.ref ? "ref" : "series", d: d, stroke: s.color,
-                            "stroke-width": s.width || 2, "data-file": s.file }, plot);
-    if (s.dash) path.setAttribute("stroke-dasharray", s.dash);
+    if (s.line !== false) {
+      var path = sv("path", { "class": s.ref ? "ref" : "series", d: d, stroke: s.color,
+                              "stroke-width": s.width || 2, "data-file": s.file }, plot);
+      if (s.dash) path.setAttribute("stroke-dasharray", s.dash);
+    }
     if (!s.ref) { files[s.file] = true; drawn.push(s); }
-    // Dots mark interval points while they are few enough to tell apart.
-    if (s.dots && s.pts.length <= 150) {
-      s.pts.forEach(function (p) {
-        if (p[1] == null || (o.y.kind === "log" && p[1] <= 0)) return;
-        sv("circle", { cx: x(p[0]), cy: y(p[1]), r: 2.2, fill: s.color }, plot);
+    // Markers show each point while they are few enough to tell apart.
+    if ((s.dots || s.line === false) && s.pts.length <= 400) {
+      s.pts.forEach(function (p, i) {
+        if (p[1] == null || !isFinite(p[1]) || (o.y.kind === "log" && p[1] <= 0)) return;
+        var shape = typeof s.marker === "function" ? s.marker(i) : s.marker;
+        marker(plot, shape, x(p[0]), y(p[1]), s.color, s.size);
       });
+    }
+    if (s.label) {
+      // At the series' last point (or its first: labelAt "start"), a row lower per labelRow
+      // so labels of neighbouring lines do not overprint each other.
+      var last = s.labelAt === "start" ? s.pts[0] : s.pts[s.pts.length - 1];
+      var lx = Math.min(x(last[0]) + 4, W - m.r - 4);
+      var ly = Math.max(y(last[1]) - 4, m.t + 12) + 14 * (s.labelRow || 0);
+      var anchor = x(last[0]) > W - m.r - 160 ? "end" : "start";
+      if (anchor === "end") lx = x(last[0]) - 4;
+      sv("text", { "class": "series-label", x: lx, y: ly, style: "fill:" + s.color,
+                   "text-anchor": anchor }, svg, s.label);
     }
   });
   fig.setAttribute("data-series", Object.keys(files).length);
@@ -166,11 +200,18 @@ function chart(fig, o) {
   return svg;
 }
 
+// Legend entries: [label, color, style]; a style "mark-SHAPE" shows that marker instead of a
+// line ("mark-dot", "mark-ring", "mark-cross", "mark-diamond").
 function legend(parent, items) {
   var l = el("div", { "class": "legend" }, parent);
   items.forEach(function (it) {
     var s = el("span", {}, l);
-    swatch(s, it[1], it[2]);
+    if (it[2] && it[2].indexOf("mark-") === 0) {
+      var icon = sv("svg", { width: 14, height: 14, viewBox: "0 0 14 14", "class": "mark" }, s);
+      marker(icon, it[2].slice(5), 7, 7, it[1], 4);
+    } else {
+      swatch(s, it[1], it[2]);
+    }
     s.appendChild(document.createTextNode(it[0]));
   });
 }

@@ -14,6 +14,7 @@ use shrike_stats::duration::format_human_ns;
 use super::search::{Answer, Status};
 use super::slo::{Latency, Metric, Slo};
 use super::trial::{Trial, TrialVerdict};
+use crate::trial::Dimension;
 
 /// Everything a finished (or interrupted) search says.
 pub struct Report<'a> {
@@ -27,6 +28,33 @@ pub struct Report<'a> {
     pub answers: &'a [Answer],
     /// False when interrupted.
     pub complete: bool,
+}
+
+/// One judged trial in a line, as a search in progress shows it: the level, what it achieved,
+/// each objective's own metric (`p99.9 41.20ms`), server errors, client overflow when there
+/// was any, and the verdict for each goal.
+pub fn progress(n: usize, t: &Trial, dimension: Dimension, slos: &[Slo]) -> String {
+    let level = match dimension {
+        Dimension::Rate => format!("{:.1}/s", t.level),
+        d => format!("{} {}", t.level, d.unit()),
+    };
+    let figures = t.figures(slos);
+    let errors = match slos.iter().any(|s| s.metric == Metric::Errors) {
+        true => String::new(),
+        false => format!(", errors {:.2}%", 100.0 * t.error_ratio),
+    };
+    let overflow = match t.overflow_share > 0.0 {
+        true => format!(", client overflow {:.2}%", 100.0 * t.overflow_share),
+        false => String::new(),
+    };
+    let verdicts: Vec<&str> = t.verdicts.iter().map(|v| v.name()).collect();
+    format!(
+        "trial {n}{}: {level} for {}: achieved {:.1}/s, {figures}{errors}{overflow}: {}",
+        if t.confirmation { " (confirmation)" } else { "" },
+        format_human_ns(t.duration.as_nanos() as f64),
+        t.achieved_rps,
+        verdicts.join(", ")
+    )
 }
 
 impl Report<'_> {
@@ -74,9 +102,39 @@ impl Report<'_> {
                  machines, or start lower",
                 self.amount(*limit)
             ),
-            (Status::FirstTrialFailed, _) => format!(
-                "{name}: NO ANSWER — even the first trial, at {}, failed; start lower",
-                self.trials.first().map_or("-".into(), |t| self.amount(t.level))
+            (Status::FirstTrialFailed, _) => {
+                let first = self.trials.first();
+                let at = first.map_or("-".into(), |t| self.amount(t.level));
+                match first.and_then(|t| t.cause.as_ref()) {
+                    Some(cause) => format!(
+                        "{name}: NO ANSWER — the first trial, at {at}, got no successful \
+                         response: {}; {}",
+                        cause.detail,
+                        cause.advice()
+                    ),
+                    None => format!(
+                        "{name}: NO ANSWER — even the first trial, at {at}, failed{}; start \
+                         lower (--start)",
+                        first.map_or(String::new(), |t| format!(" ({})", t.misses(goal)))
+                    ),
+                }
+            }
+            (Status::Inconsistent { failed, passed }, _) => format!(
+                "{name}: NOT SETTLED — the trials disagree: {} failed although {} passed, each \
+                 after {} trials; the answer lies between {} and {}, and this host is too noisy \
+                 to say where (quiet the machine, or give longer --trial-duration)",
+                self.amount(*failed),
+                self.amount(*passed),
+                self.trials.iter().filter(|t| t.level == *failed).count(),
+                a.max.map_or("0".into(), |m| self.amount(m)),
+                self.amount(*passed),
+            ),
+            (_, Some(m)) if self.complete => format!(
+                "{name}: NOT SETTLED — out of trials (--max-trials {}): the answer lies between                  {} (passed, rests on {}) and {}",
+                self.trials.len(),
+                self.amount(m),
+                on(a.trials),
+                a.failed_at.map_or("an unknown level".into(), |f| self.amount(f))
             ),
             (_, Some(m)) => format!(
                 "{name}: UNFINISHED — {} passed so far (rests on {}), not narrowed or confirmed",
@@ -107,6 +165,7 @@ impl Report<'_> {
             "p99.9".into(),
             "service p99".into(),
             "errors".into(),
+            "overflow".into(),
             "duration".into(),
         ];
         header.extend((1..=self.goals.len()).map(|i| format!("goal {i}")));
@@ -122,13 +181,19 @@ impl Report<'_> {
                 q(0.999),
                 quantile(t, Latency::Service, 0.99),
                 format!("{:.2}%", 100.0 * t.error_ratio),
+                format!("{:.2}%", 100.0 * t.overflow_share),
                 format_human_ns(t.duration.as_nanos() as f64),
             ];
             row.extend(t.verdicts.iter().map(|v| verdict(*v).to_string()));
             rows.push(row);
         }
         table(&rows, &mut s);
-        s.push_str("\n  * a full-length confirmation trial. Latency is from the schedule (free of\n    coordinated omission) unless marked service.\n");
+        s.push_str(
+            "\n  * a full-length confirmation trial. Latency is from the schedule (free of\n    \
+             coordinated omission) unless marked service. Errors are the server's (statuses,\n    \
+             timeouts, resets, refused connections); overflow is the client's: requests due\n    \
+             while every connection was busy, never sent.\n",
+        );
         for (i, goal) in self.goals.iter().enumerate() {
             let _ = writeln!(s, "  goal {}: {}", i + 1, Self::goal_name(goal));
         }
@@ -154,9 +219,7 @@ impl Report<'_> {
             .goals
             .iter()
             .zip(self.answers)
-            .map(|(g, a)| {
-                (Self::goal_name(g), json!(a.max.filter(|_| a.status != Status::Unfinished)))
-            })
+            .map(|(g, a)| (Self::goal_name(g), json!(a.max.filter(|_| a.usable()))))
             .collect();
         let goals: Vec<Value> = self
             .goals
@@ -190,9 +253,11 @@ impl Report<'_> {
                     "error_ratio": t.error_ratio,
                     "overflow_ratio": t.overflow_share,
                     "client_cpu_cores": t.client_cpu_cores,
+                    "objectives": objectives(t, self.slos),
                     "latency_s": latencies(t, Latency::Scheduled),
                     "service_s": latencies(t, Latency::Service),
                     "invalid": t.invalid,
+                    "cause": t.cause.as_ref().map(ToString::to_string),
                     "verdicts": t.verdicts.iter().map(|v| verdict(*v)).collect::<Vec<_>>(),
                     "result": results.next().unwrap_or(Value::Null),
                 })
@@ -206,7 +271,7 @@ impl Report<'_> {
                 "unit": self.unit,
                 "slos": self.slos.iter().map(|s| json!({
                     "slo": s.to_string(),
-                    "metric": metric_name(s.metric),
+                    "metric": s.metric.name(),
                     "bound": s.bound,
                     "at_most": s.at_most,
                 })).collect::<Vec<_>>(),
@@ -217,26 +282,12 @@ impl Report<'_> {
     }
 }
 
-fn metric_name(m: Metric) -> String {
-    match m {
-        Metric::Latency { of, q } => {
-            let prefix = if of == Latency::Service { "service." } else { "" };
-            match q {
-                None => format!("{prefix}mean"),
-                Some(q) if q >= 1.0 => format!("{prefix}max"),
-                Some(q) => format!("{prefix}p{}", q * 100.0),
-            }
-        }
-        Metric::Errors => "errors".into(),
-        Metric::Achieved => "achieved".into(),
-    }
-}
-
 fn status(s: &Status) -> &'static str {
     match s {
         Status::Found => "found",
         Status::FirstTrialFailed => "first_trial_failed",
         Status::GeneratorBound { .. } => "generator_bound",
+        Status::Inconsistent { .. } => "inconsistent",
         Status::Unfinished => "unfinished",
     }
 }
@@ -254,6 +305,21 @@ fn quantile(t: &Trial, of: Latency, q: f64) -> String {
         v if v.is_finite() => format_human_ns(v),
         _ => "-".into(),
     }
+}
+
+/// Each objective's metric as this trial measured it, by the metric's name: latency in
+/// seconds (null when nothing answered), errors and achieved as ratios.
+fn objectives(t: &Trial, slos: &[Slo]) -> Value {
+    let mut out = serde_json::Map::new();
+    for s in slos {
+        let v = t.value(s.metric);
+        let v = match s.metric {
+            Metric::Latency { .. } => v.is_finite().then_some(v / 1e9),
+            _ => Some(v),
+        };
+        out.insert(s.metric.name(), json!(v));
+    }
+    Value::Object(out)
 }
 
 /// Seconds at p50/p90/p99/p99.9/max and the mean, as plots want them.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use shrike_spec::{RunSpec, SpecError};
 use shrike_stats::Termination;
 
-use super::search::{Answer, Next, Search, SearchConfig, Status};
+use super::search::{Answer, Next, Search, SearchConfig};
 use super::slo::{goals, Slo};
 use super::trial::Trial;
 use super::Report;
@@ -213,11 +213,7 @@ impl Outcome {
 
     /// Whether a goal has no usable answer (the CLI's exit code 1).
     pub fn failed(&self) -> bool {
-        self.answers.iter().any(|a| match a.status {
-            Status::Found => false,
-            Status::GeneratorBound { .. } => a.max.is_none(),
-            _ => true,
-        })
+        self.answers.iter().any(|a| !a.usable())
     }
 }
 

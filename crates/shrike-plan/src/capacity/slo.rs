@@ -23,13 +23,34 @@ pub enum Latency {
 pub enum Metric {
     /// A latency percentile (`q` in 0..=1; 1 is the max), or the mean when `q` is `None`.
     Latency { of: Latency, q: Option<f64> },
-    /// Failed requests (4xx, 5xx, resets, timeouts, connection failures, overflow) over all.
+    /// Requests the server failed (4xx, 5xx, resets, timeouts, connection failures) over the
+    /// requests tried. Client overflow is judged apart (see the trial's verdict).
     Errors,
     /// Achieved over offered load.
     Achieved,
 }
 
 impl Metric {
+    /// Its name as objectives and reports spell it: `p99`, `p99.9`, `service.p50`, `mean`,
+    /// `max`, `errors`, `achieved`.
+    pub fn name(&self) -> String {
+        match self {
+            Metric::Latency { of, q } => {
+                let prefix = if *of == Latency::Service { "service." } else { "" };
+                match q {
+                    None => format!("{prefix}mean"),
+                    Some(q) if *q >= 1.0 => format!("{prefix}max"),
+                    Some(q) => {
+                        let p = format!("{:.4}", q * 100.0);
+                        format!("{prefix}p{}", p.trim_end_matches('0').trim_end_matches('.'))
+                    }
+                }
+            }
+            Metric::Errors => "errors".into(),
+            Metric::Achieved => "achieved".into(),
+        }
+    }
+
     /// Objectives on the same metric with different bounds are separate goals; objectives on
     /// different metrics hold together.
     pub fn key(&self) -> String {
@@ -98,6 +119,11 @@ impl Slo {
                 if !at_most {
                     return Err(err("a latency objective is an upper bound: use <="));
                 }
+                // A bare number would read as seconds (`p99<=50` as 50 s), which is never
+                // what someone who writes it means: ask for the unit.
+                if !rhs.is_empty() && rhs.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                    return Err(err(&format!("give a unit: {rhs}ms?")));
+                }
                 let d = parse_duration(rhs).map_err(|e| err(&e.to_string()))?;
                 if d.is_zero() {
                     return Err(err("a latency bound of 0 cannot be met"));
@@ -121,11 +147,10 @@ impl Slo {
                 v / 100.0
             }
         };
+        let name = metric.name();
         let text = match metric {
-            Metric::Latency { .. } => {
-                format!("{lhs}<={}", format_human_ns(bound))
-            }
-            _ => format!("{lhs}{}{}%", if at_most { "<=" } else { ">=" }, bound * 100.0),
+            Metric::Latency { .. } => format!("{name}<={}", format_human_ns(bound)),
+            _ => format!("{name}{}{}%", if at_most { "<=" } else { ">=" }, bound * 100.0),
         };
         Ok(Slo { metric, bound, at_most, text })
     }
@@ -164,13 +189,20 @@ impl fmt::Display for Slo {
 }
 
 /// `p99` → 0.99, `p99.9` → 0.999, `p50` → 0.5, `max` → 1, `mean` → None (as `Some(None)`).
+/// `p999` and `p9999` are p99.9 and p99.99, as Shrike's own JSON and statsd names spell them.
 fn quantile(name: &str) -> Option<Option<f64>> {
     match name {
         "mean" | "avg" => return Some(None),
         "max" => return Some(Some(1.0)),
         _ => {}
     }
-    let p: f64 = name.strip_prefix('p')?.parse().ok()?;
+    let digits = name.strip_prefix('p')?;
+    let p: f64 = digits.parse().ok()?;
+    // Digits past 100 without a point (999, 9999, 995): the point goes after the first two.
+    let p = match p > 100.0 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        true => format!("{}.{}", &digits[..2], &digits[2..]).parse().ok()?,
+        false => p,
+    };
     // Rounded: 99.9 / 100 computes as 0.9990000000000001.
     (p > 0.0 && p <= 100.0).then_some(Some((p / 100.0 * 1e9).round() / 1e9))
 }
@@ -226,6 +258,13 @@ mod tests {
             Slo::parse("max<=1s").unwrap().metric,
             Metric::Latency { of: Latency::Scheduled, q: Some(1.0) }
         );
+        // Shrike's JSON and statsd spell p99.9 as p999.
+        assert_eq!(Slo::parse("p999<=50ms").unwrap(), Slo::parse("p99.9<=50ms").unwrap());
+        assert_eq!(
+            Slo::parse("service.p9999<=1s").unwrap().metric,
+            Metric::Latency { of: Latency::Service, q: Some(0.9999) }
+        );
+        assert_eq!(Slo::parse("p100<=1s").unwrap().metric, Slo::parse("max<=1s").unwrap().metric);
         let e = Slo::parse("errors<=0.1%").unwrap();
         assert_eq!((e.metric, e.at_most), (Metric::Errors, true));
         assert!((e.bound - 0.001).abs() < 1e-12);
@@ -239,7 +278,8 @@ mod tests {
     fn bad_objectives_name_the_problem() {
         for (bad, why) in [
             ("p99", "expected METRIC<=BOUND"),
-            ("p999<=1ms", "unknown metric"),
+            ("p9x<=1ms", "unknown metric"),
+            ("p99<=50", "give a unit: 50ms?"),
             ("q99<=1ms", "unknown metric"),
             ("p99>=1ms", "upper bound"),
             ("p99<=fast", "invalid duration"),

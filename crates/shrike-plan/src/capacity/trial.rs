@@ -8,6 +8,7 @@ use std::time::Duration;
 use shrike_stats::{Counter, RunResult, StatId, Statistic};
 
 use super::slo::{Latency, Metric, Slo};
+use crate::cause::Cause;
 use crate::trial::ClientLoad;
 
 /// The client was saturated at this share of its workers' cores.
@@ -19,8 +20,11 @@ pub const OVERFLOW_SHARE: f64 = 0.005;
 /// Achieved under this share of the offered rate, without errors or overflow, means the
 /// client did not offer the load.
 pub const SHORTFALL: f64 = 0.95;
-/// A failure within this relative distance of a bound is narrow, and worth repeating.
+/// A failure within this relative distance of a bound is narrow (reports say so).
 pub const NARROW: f64 = 0.1;
+/// A latency objective missed while the client's own send lateness at the same percentile
+/// was at least this share of the bound: the client's stall, not the server, made the miss.
+pub const LATE_TAIL: f64 = 0.5;
 
 /// How one trial stood against one goal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +64,8 @@ pub struct Trial {
     pub responses_rps: f64,
     /// Achieved over offered (rate search only).
     pub achieved_ratio: Option<f64>,
-    /// Failed requests over all attempted.
+    /// Requests the server failed (statuses, timeouts, resets, connection failures) over the
+    /// requests tried; client overflow is apart, in `overflow_share`.
     pub error_ratio: f64,
     pub scheduled: Statistic,
     pub service: Statistic,
@@ -69,6 +74,8 @@ pub struct Trial {
     pub invalid: Option<String>,
     /// Open-loop overflow share of the offered requests.
     pub overflow_share: f64,
+    /// Why no request got a successful response, when none did.
+    pub cause: Option<Cause>,
     pub verdicts: Vec<TrialVerdict>,
 }
 
@@ -87,13 +94,13 @@ impl Trial {
         let window = g.rate_window().as_secs_f64();
         let sent = c.get(Counter::RqTotal);
         let responses = g.status_codes.total().max(c.responses());
-        let overflow = c.get(Counter::PoolOverflow);
-        let failed = crate::counts::failed(c);
-        let attempted = sent + overflow + c.get(Counter::PoolConnectionFailure);
+        let overflow = crate::counts::overflow(c);
+        let failed = crate::counts::server_errors(c);
+        let tried = sent + c.get(Counter::PoolConnectionFailure);
         let per_sec = |n: u64| if window > 0.0 { n as f64 / window } else { 0.0 };
         let achieved_rps = per_sec(sent);
         let achieved_ratio = rate_search.then(|| achieved_rps / level.max(f64::MIN_POSITIVE));
-        let overflow_share = overflow as f64 / attempted.max(1) as f64;
+        let overflow_share = overflow as f64 / (tried + overflow).max(1) as f64;
         let mut trial = Trial {
             level,
             duration: g.rate_window(),
@@ -101,15 +108,18 @@ impl Trial {
             achieved_rps,
             responses_rps: per_sec(responses),
             achieved_ratio,
-            error_ratio: failed as f64 / attempted.max(1) as f64,
+            error_ratio: failed as f64 / tried.max(1) as f64,
             scheduled: g.stats.get(StatId::ScheduledToResponse).clone(),
             service: g.stats.get(StatId::RequestToResponse).clone(),
             client_cpu_cores: client.cpu_cores,
             invalid: None,
             overflow_share,
+            cause: Cause::of(result),
             verdicts: Vec::new(),
         };
-        trial.invalid = trial.self_check(result, client, rate_search);
+        trial.invalid = trial
+            .self_check(result, client, rate_search)
+            .or_else(|| trial.late_tail(result, goals));
         trial.verdicts = goals.iter().map(|goal| trial.verdict(goal)).collect();
         if trial.invalid.is_none()
             && !trial.verdicts.is_empty()
@@ -150,7 +160,7 @@ impl Trial {
             ));
         }
         let short = self.achieved_ratio.is_some_and(|r| r < SHORTFALL);
-        if short && self.error_ratio == 0.0 {
+        if short && self.error_ratio == 0.0 && self.overflow_share == 0.0 {
             return Some(format!(
                 "the client offered only {:.1}% of the rate, without errors or overflow to \
                  explain it",
@@ -158,6 +168,77 @@ impl Trial {
             ));
         }
         None
+    }
+
+    /// The client's stalls: a latency objective missed while the client itself sent that
+    /// late at the objective's percentile (a descheduled or stalled generator delays every
+    /// request due meanwhile, and each one's latency from the schedule counts the delay).
+    /// Only where sends never waited for a connection (open loop): in a closed loop the
+    /// lateness is the wait for a busy server's connections, the server's doing.
+    fn late_tail(&self, result: &RunResult, goals: &[Vec<Slo>]) -> Option<String> {
+        let stats = &result.global.stats;
+        let late = stats.get(StatId::SendLateness);
+        if late.count() == 0 || stats.get(StatId::SequencerBlocking).count() > 0 {
+            return None;
+        }
+        goals.iter().flatten().find_map(|slo| {
+            let Metric::Latency { of: Latency::Scheduled, q } = slo.metric else { return None };
+            let lateness = match q {
+                Some(q) => late.clamped_quantile(q) as f64,
+                None => late.mean(),
+            };
+            let missed = !slo.met_by(self.value(slo.metric));
+            (missed && lateness >= LATE_TAIL * slo.bound).then(|| {
+                format!(
+                    "the client stalled: its own send lateness {} was {} against {slo}",
+                    slo.metric.name(),
+                    shrike_stats::duration::format_human_ns(lateness)
+                )
+            })
+        })
+    }
+
+    /// The measured value of `metric`, as reports print it (`12.30ms`, `0.12%`, `-`).
+    pub fn shown(&self, metric: Metric) -> String {
+        let v = self.value(metric);
+        match metric {
+            Metric::Latency { .. } if v.is_finite() => shrike_stats::duration::format_human_ns(v),
+            Metric::Latency { .. } => "-".into(),
+            Metric::Errors | Metric::Achieved => format!("{:.2}%", 100.0 * v),
+        }
+    }
+
+    /// Each objective's metric and its value in this trial, once per metric (`p95 12.30ms,
+    /// errors 0.00%`): what a progress line shows, so a p99.9 objective is judged in sight.
+    pub fn figures(&self, slos: &[Slo]) -> String {
+        let mut seen: Vec<String> = Vec::new();
+        let mut out = Vec::new();
+        for s in slos {
+            let name = s.metric.name();
+            if !seen.contains(&name) {
+                out.push(format!("{name} {}", self.shown(s.metric)));
+                seen.push(name);
+            }
+        }
+        out.join(", ")
+    }
+
+    /// The objectives of `goal` this trial missed, with what it measured (`p99 812.00ms >
+    /// 50.00ms`).
+    pub fn misses(&self, goal: &[Slo]) -> String {
+        let missed: Vec<String> = goal
+            .iter()
+            .filter(|s| !s.met_by(self.value(s.metric)))
+            .map(|s| {
+                let bound = match s.metric {
+                    Metric::Latency { .. } => shrike_stats::duration::format_human_ns(s.bound),
+                    _ => format!("{}%", 100.0 * s.bound),
+                };
+                let op = if s.at_most { ">" } else { "<" };
+                format!("{} {} {op} {bound}", s.metric.name(), self.shown(s.metric))
+            })
+            .collect();
+        missed.join(", ")
     }
 
     /// The value of `metric` in this trial (ns for latency, a ratio otherwise).

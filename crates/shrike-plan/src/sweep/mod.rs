@@ -3,8 +3,10 @@
 //! workflow does it by hand with wrk and scripts.
 //!
 //! - [`grid`]: grids such as `1,4,16:256:16,512`.
-//! - [`resources`]: /proc sampling of the server's process tree and the machine.
-//! - [`usl`]: the Universal Scalability Law fit and its predicted peak.
+//! - [`resources`]: /proc and cgroup sampling of the server's processes and threads, and
+//!   the machine.
+//! - [`server`]: a server the sweep starts, waits for, watches and stops.
+//! - [`usl`]: the Universal Scalability Law fit, judged, and its predicted peak.
 //! - [`stats`]: mean ± deviation over iterations; changes with Welch's 95% interval.
 //! - [`report`]: points, peak, comparison; human, CSV and JSON.
 //! - [`mod@run`]: the loop every caller runs (each run made by [`crate::trial::trial_spec`],
@@ -14,11 +16,12 @@ pub mod grid;
 pub mod report;
 pub mod resources;
 mod run;
+pub mod server;
 pub mod stats;
 pub mod usl;
 
 pub use report::{Iteration, Point, Sweep};
-pub use resources::{Sampler, Window};
+pub use resources::{Sampler, Source, Window};
 pub use run::{
     run, Collect, Instances, Measured, Placement, SweepAsk, SweepError, SweepOptions, Targets,
     DEFAULT_ITERATIONS, DEFAULT_LENGTH, DEFAULT_SAMPLE_EVERY, DEFAULT_WAIT,

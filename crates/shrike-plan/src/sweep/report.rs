@@ -11,7 +11,8 @@ use shrike_stats::{RunResult, StatId};
 
 use super::resources::Window;
 use super::stats::{change, mean_sd, Change};
-use super::usl::Usl;
+use super::usl::Assessed;
+use crate::cause::Cause;
 
 /// A server below this share of its cores at the peak was not CPU-bound.
 pub const SATURATED: f64 = 0.9;
@@ -24,7 +25,14 @@ pub struct Iteration {
     /// Latency from the schedule and service time, in seconds: p50, p90, p99, p99.9, max.
     pub latency: [f64; 5],
     pub service: [f64; 5],
+    /// Requests the server failed: statuses, timeouts, resets, refused connections.
     pub errors: u64,
+    /// Requests due while every connection was busy, never sent (the client's, open loop).
+    pub overflow: u64,
+    /// Responses that were not errors.
+    pub successes: u64,
+    /// Why no request got a successful response, when none did.
+    pub cause: Option<Cause>,
     pub server: Window,
     /// The client's CPU in cores over the window.
     pub client_cpu_cores: Option<f64>,
@@ -44,7 +52,7 @@ impl Iteration {
             let s = g.stats.get(id);
             QS.map(|q| if s.count() == 0 { f64::NAN } else { s.clamped_quantile(q) as f64 / 1e9 })
         };
-        let errors = crate::counts::failed(&g.counters);
+        let errors = crate::counts::server_errors(&g.counters);
         let parts = result
             .workers
             .iter()
@@ -56,10 +64,31 @@ impl Iteration {
             latency: q(StatId::ScheduledToResponse),
             service: q(StatId::RequestToResponse),
             errors,
+            overflow: crate::counts::overflow(&g.counters),
+            successes: crate::counts::successes(&g.counters),
+            cause: Cause::of(result),
             server,
             client_cpu_cores,
         }
     }
+}
+
+/// One measured run in a line, as a sweep in progress shows it: throughput, p99, server CPU,
+/// and when nothing succeeded, why.
+pub fn progress(m: &super::Measured<'_>, axis: &str, several: bool) -> String {
+    let it = m.run;
+    let who = if several { format!("{}: ", m.instance) } else { String::new() };
+    let p99 = match it.latency[2] {
+        v if v.is_finite() => secs(v),
+        _ => "-".into(),
+    };
+    let cpu = it.server.cpu_cores.map_or(String::new(), |c| format!(", server CPU {c:.2} cores"));
+    let errors = match (it.errors, &it.cause) {
+        (_, Some(cause)) => format!(", no successful response: {}", cause.detail),
+        (0, None) => String::new(),
+        (n, None) => format!(", {n} errors"),
+    };
+    format!("{who}{axis} {}: {:.1} responses/s, p99 {p99}{cpu}{errors}", m.level, it.throughput)
 }
 
 /// One grid point of one instance.
@@ -74,6 +103,10 @@ pub struct Point {
 impl Point {
     fn each(&self, f: impl Fn(&Iteration) -> f64) -> Vec<f64> {
         self.iterations.iter().map(f).filter(|v| v.is_finite()).collect()
+    }
+    /// Whether any iteration got a successful response.
+    pub fn answered(&self) -> bool {
+        self.iterations.iter().any(|i| i.successes > 0)
     }
     pub fn throughput(&self) -> (f64, f64) {
         mean_sd(&self.each(|i| i.throughput))
@@ -95,6 +128,9 @@ pub struct Sweep {
     /// The server's CPU cores (its affinity), what saturation is judged against.
     pub server_cores: Option<f64>,
     pub complete: bool,
+    /// Why the sweep could not go on (a server that exited), when it could not: the points
+    /// before it are kept.
+    pub stopped_by: Option<String>,
 }
 
 impl Sweep {
@@ -103,13 +139,15 @@ impl Sweep {
         self.points.iter().filter(move |p| p.instance == instance)
     }
 
-    /// The point with the highest mean throughput.
+    /// The point with the highest mean throughput, of those that got a successful response.
     pub fn peak(&self, instance: &str) -> Option<&Point> {
-        self.of(instance).max_by(|a, b| a.throughput().0.total_cmp(&b.throughput().0))
+        self.of(instance)
+            .filter(|p| p.answered())
+            .max_by(|a, b| a.throughput().0.total_cmp(&b.throughput().0))
     }
 
-    /// The USL fit of throughput against total concurrency (a connections sweep only).
-    pub fn usl(&self, instance: &str) -> Option<Usl> {
+    /// The USL fit of throughput against total concurrency, judged (a connections sweep only).
+    pub fn usl(&self, instance: &str) -> Option<Assessed> {
         if self.axis != "connections" {
             return None;
         }
@@ -119,7 +157,25 @@ impl Sweep {
                 p.iterations.iter().map(move |i| ((p.level * self.workers) as f64, i.throughput))
             })
             .collect();
-        Usl::fit(&pts)
+        Some(Assessed::of(&pts))
+    }
+
+    /// Why the sweep failed, if it did: its server stopped it, or a point (any instance's)
+    /// got no successful response in any iteration, with the cause from its errors.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(why) = &self.stopped_by {
+            return Some(why.clone());
+        }
+        let p = self.points.iter().find(|p| !p.answered())?;
+        let cause = p.iterations.iter().find_map(|i| i.cause.as_ref());
+        let who =
+            if self.instances.len() > 1 { format!("{}: ", p.instance) } else { String::new() };
+        Some(format!(
+            "{who}at {} {}, no request got a successful response{}",
+            self.level(p.level),
+            self.axis,
+            cause.map_or(String::new(), |c| format!(": {c}"))
+        ))
     }
 
     /// Whether the server used its CPU fully at the peak; `None` without CPU samples.
@@ -151,7 +207,9 @@ impl Sweep {
     pub fn human(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "Shrike sweep over {}\n", self.axis);
-        if !self.complete {
+        if let Some(why) = self.failure() {
+            let _ = writeln!(s, "FAILED: {why}\n");
+        } else if !self.complete {
             s.push_str("INCOMPLETE: interrupted; the points below are those measured so far.\n\n");
         }
         for inst in &self.instances {
@@ -178,13 +236,18 @@ impl Sweep {
             "errors".into(),
             "server cpu".into(),
             "server rss".into(),
+            "ctx sw/s".into(),
             "client cpu".into(),
             "iterations".into(),
         ]];
+        let overflowed = self.points.iter().flat_map(|p| &p.iterations).any(|i| i.overflow > 0);
+        if overflowed {
+            rows[0].insert(7, "overflow".into());
+        }
         for p in &self.points {
             let (tp, sd) = p.throughput();
             let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
-            rows.push(vec![
+            let mut row = vec![
                 p.instance.clone(),
                 self.level(p.level),
                 format!("{tp:.1}/s"),
@@ -198,11 +261,18 @@ impl Sweep {
                 opt(p.mean(|i| i.server.rss_max_bytes.map_or(f64::NAN, |b| b as f64)), &|b| {
                     format!("{:.1} MiB", b / 1048576.0)
                 }),
+                opt(p.mean(|i| i.server.ctx_switches_per_sec.unwrap_or(f64::NAN)), &|c| {
+                    format!("{c:.0}")
+                }),
                 opt(p.mean(|i| i.client_cpu_cores.unwrap_or(f64::NAN)), &|c| {
                     format!("{c:.2} cores")
                 }),
                 p.iterations.len().to_string(),
-            ]);
+            ];
+            if overflowed {
+                row.insert(7, p.iterations.iter().map(|i| i.overflow).sum::<u64>().to_string());
+            }
+            rows.push(row);
         }
         table(&rows, &mut s);
         s
@@ -212,7 +282,7 @@ impl Sweep {
         let mut s = String::new();
         let label = if self.instances.len() > 1 { format!("{inst}: ") } else { String::new() };
         let Some(peak) = self.peak(inst) else {
-            let _ = writeln!(s, "{label}no point was measured\n");
+            let _ = writeln!(s, "{label}no point got a successful response\n");
             return s;
         };
         let (tp, sd) = peak.throughput();
@@ -225,17 +295,23 @@ impl Sweep {
             self.axis,
             cpu.map_or(String::new(), |c| format!(", server CPU {c:.2} cores"))
         );
-        if let Some(u) = self.usl(inst) {
-            let predicted =
-                u.peak().map_or("none (throughput only flattens: κ = 0)".into(), |n| {
-                    format!("{:.1} connections per worker", n / self.workers as f64)
-                });
-            let _ = writeln!(
-                s,
-                "  USL fit: λ {:.1}/s, contention σ {:.4}, coherency κ {:.6}, R² {:.3}; predicted \
-                 peak {predicted} (measured {})",
-                u.lambda, u.sigma, u.kappa, u.r2, peak.level
-            );
+        match self.usl(inst) {
+            Some(Assessed::Fits(u)) => {
+                let predicted =
+                    u.peak().map_or("none (throughput only flattens: κ = 0)".into(), |n| {
+                        format!("{:.1} connections per worker", n / self.workers as f64)
+                    });
+                let _ = writeln!(
+                    s,
+                    "  USL fit: λ {:.1}/s, contention σ {:.4}, coherency κ {:.6}, R² {:.3}; \
+                     predicted peak {predicted} (measured {})",
+                    u.lambda, u.sigma, u.kappa, u.r2, peak.level
+                );
+            }
+            Some(Assessed::DoesNotFit { why, .. }) => {
+                let _ = writeln!(s, "  USL: no fit, no predicted peak: {why}");
+            }
+            None => {}
         }
         match self.saturated(inst) {
             Some(false) => {
@@ -260,7 +336,7 @@ impl Sweep {
             "instance,level,iteration,throughput_rps,latency_p50_s,latency_p90_s,latency_p99_s,\
              latency_p999_s,latency_max_s,service_p50_s,service_p99_s,errors,server_cpu_cores,\
              server_rss_max_bytes,server_vms_max_bytes,server_fds_max,server_ctx_switches_per_s,\
-             system_cpu,client_cpu_cores\r\n",
+             system_cpu,client_cpu_cores,overflow\r\n",
         );
         let o = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
         let u = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
@@ -269,7 +345,7 @@ impl Sweep {
                 let f = |x: f64| if x.is_finite() { x.to_string() } else { String::new() };
                 let _ = write!(
                     s,
-                    "{},{},{k},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
+                    "{},{},{k},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
                     csv_field(&p.instance),
                     p.level,
                     i.throughput,
@@ -288,6 +364,7 @@ impl Sweep {
                     o(i.server.ctx_switches_per_sec),
                     o(i.server.system_cpu),
                     o(i.client_cpu_cores),
+                    i.overflow,
                 );
             }
         }
@@ -311,6 +388,9 @@ impl Sweep {
                         "latency_s": lat(&i.latency),
                         "service_s": lat(&i.service),
                         "errors": i.errors,
+                        "overflow": i.overflow,
+                        "successes": i.successes,
+                        "cause": i.cause.as_ref().map(ToString::to_string),
                         "client_cpu_cores": i.client_cpu_cores,
                         "parts": i.parts.iter()
                             .map(|(name, responses)| json!({"name": name, "responses": responses}))
@@ -322,7 +402,12 @@ impl Sweep {
                             "rss_mean_bytes": i.server.rss_mean_bytes,
                             "vms_max_bytes": i.server.vms_max_bytes,
                             "fds_max": i.server.fds_max,
+                            "source": i.server.source,
                             "ctx_switches_per_s": i.server.ctx_switches_per_sec,
+                            "voluntary_ctx_switches_per_s": i.server.voluntary_ctx_switches_per_sec,
+                            "involuntary_ctx_switches_per_s": i.server.involuntary_ctx_switches_per_sec,
+                            "processes_max": i.server.processes_max,
+                            "threads_max": i.server.threads_max,
                             "system_cpu": i.server.system_cpu,
                             "samples": i.server.samples,
                         },
@@ -341,8 +426,15 @@ impl Sweep {
                     "p99_s": p.mean(|i| i.latency[2]),
                     "server_cpu_cores": p.mean(|i| i.server.cpu_cores.unwrap_or(f64::NAN)),
                     "saturated": self.saturated(inst),
-                    "usl": usl.map(|u| json!({"lambda": u.lambda, "sigma": u.sigma, "kappa": u.kappa,
-                        "r2": u.r2, "predicted_peak_concurrency": u.peak()})),
+                    "usl": usl.map(|a| match a {
+                        Assessed::Fits(u) => json!({"fits": true, "lambda": u.lambda,
+                            "sigma": u.sigma, "kappa": u.kappa, "r2": u.r2,
+                            "predicted_peak_concurrency": u.peak()}),
+                        Assessed::DoesNotFit { fit, why } => json!({"fits": false, "why": why,
+                            "lambda": fit.map(|u| u.lambda), "sigma": fit.map(|u| u.sigma),
+                            "kappa": fit.map(|u| u.kappa), "r2": fit.map(|u| u.r2),
+                            "predicted_peak_concurrency": null}),
+                    }),
                 })
             })
         };
@@ -359,13 +451,14 @@ impl Sweep {
             "peaks": self.instances.iter().filter_map(|i| peak(i)).collect::<Vec<_>>(),
             "comparison": comparison,
             "complete": self.complete,
+            "failed": self.failure(),
         })
     }
 }
 
 fn describe(c: Option<Change>) -> String {
     match c {
-        None => "-- (needs 2+ iterations on both sides)".into(),
+        None => "-- (needs 2+ iterations on both sides, each with responses)".into(),
         Some(c) => format!(
             "{:+.1}% (95% CI {:+.1}% to {:+.1}%){}",
             100.0 * c.relative,

@@ -12,7 +12,7 @@ use shrike_stats::Termination;
 
 use super::grid;
 use super::report::{Iteration, Point, Sweep};
-use super::resources::{self, Sampler, Window};
+use super::resources::{self, Sampler, Source, Window};
 use crate::capacity::AskError;
 use crate::trial::{trial_spec, Dimension, TrialError, TrialRun, TrialRunner};
 
@@ -68,6 +68,8 @@ impl Collect {
         }
         if !self.ctx_switches {
             w.ctx_switches_per_sec = None;
+            w.voluntary_ctx_switches_per_sec = None;
+            w.involuntary_ctx_switches_per_sec = None;
         }
         w
     }
@@ -243,8 +245,8 @@ pub struct SweepOptions {
 pub struct Placement {
     /// The target URL (`None`: the load's own).
     pub url: Option<String>,
-    /// The server process whose tree is sampled (`None`: only the machine's CPU).
-    pub pid: Option<u32>,
+    /// The server sampled (`None`: only the machine's CPU).
+    pub server: Option<Source>,
 }
 
 /// The instances a sweep runs on: one, or a baseline and a candidate.
@@ -252,7 +254,14 @@ pub trait Instances {
     fn names(&self) -> Vec<String>;
     /// Instance `k` is about to run: where to, and what to sample (a server may be restarted
     /// here). `Ok(None)`: a stop came while it was readied; the sweep ends with what it has.
+    /// `Err`: it cannot run (its server exited): the sweep ends with what it has, failed.
     fn place(&mut self, k: usize) -> Result<Option<Placement>, String>;
+
+    /// Instance `k` has just run: `Err` when it can run no more (its server exited during
+    /// the run), which ends the sweep as `place`'s error does.
+    fn ran(&mut self, _k: usize) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Fixed targets: a name and URL each (`--compare`, the service's instances).
@@ -266,7 +275,7 @@ impl Instances for Targets {
 
     fn place(&mut self, k: usize) -> Result<Option<Placement>, String> {
         let url = self.0.get(k).and_then(|(_, u)| u.clone());
-        Ok(Some(Placement { url, pid: None }))
+        Ok(Some(Placement { url, server: None }))
     }
 }
 
@@ -291,14 +300,12 @@ pub enum SweepError {
     Spec(#[from] SpecError),
     #[error("a run could not start: {0}")]
     Trial(TrialError),
-    /// An instance could not run (its server exited).
-    #[error("{0}")]
-    Instance(String),
 }
 
 /// Runs the sweep: every level, `iterations` times on every instance, in alternating order.
 /// A stop (the runner starts no more, or a run was interrupted) ends it with what it
-/// measured, marked incomplete.
+/// measured, marked incomplete; an instance that can run no more ends it the same way, with
+/// the reason in [`Sweep::stopped_by`].
 pub fn run(
     base: &RunSpec,
     options: &SweepOptions,
@@ -315,6 +322,7 @@ pub fn run(
         points: Vec::new(),
         server_cores: None,
         complete: true,
+        stopped_by: None,
     };
     'grid: for &level in &options.levels {
         let first = sweep.points.len();
@@ -325,12 +333,20 @@ pub fn run(
             let order: Vec<usize> =
                 if i % 2 == 1 { (0..n).rev().collect() } else { (0..n).collect() };
             for k in order {
-                let Some(place) = instances.place(k).map_err(SweepError::Instance)? else {
-                    sweep.complete = false;
-                    break 'grid;
+                let place = match instances.place(k) {
+                    Ok(Some(place)) => place,
+                    Ok(None) => {
+                        sweep.complete = false;
+                        break 'grid;
+                    }
+                    Err(why) => {
+                        sweep.stopped_by = Some(why);
+                        sweep.complete = false;
+                        break 'grid;
+                    }
                 };
                 if sweep.server_cores.is_none() {
-                    sweep.server_cores = place.pid.and_then(resources::allowed_cores);
+                    sweep.server_cores = place.server.as_ref().and_then(resources::source_cores);
                 }
                 let load = match &place.url {
                     Some(url) => base.edit().url(url).build()?,
@@ -343,7 +359,7 @@ pub fn run(
                     options.length,
                     options.open_loop,
                 )?;
-                let sampler = Sampler::start(place.pid, options.sample_every);
+                let sampler = Sampler::start(place.server.clone(), options.sample_every);
                 let ran = runner.run(&spec);
                 let window = options.collect.keep(sampler.finish());
                 let Some(TrialRun { result, client }) = ran.map_err(|e| match e {
@@ -367,6 +383,11 @@ pub fn run(
                     result: &result,
                 });
                 sweep.points[first + k].iterations.push(it);
+                if let Err(why) = instances.ran(k) {
+                    sweep.stopped_by = Some(why);
+                    sweep.complete = false;
+                    break 'grid;
+                }
                 if !options.wait.is_zero() {
                     std::thread::sleep(options.wait);
                 }

@@ -1,5 +1,6 @@
 //! Statistics over iterations: mean ± standard deviation, and the change from a baseline with
-//! a 95% confidence interval (Welch's t, which does not assume equal variances).
+//! a 95% confidence interval (Welch's t, which does not assume equal variances), computed on
+//! logarithms so that a relative change and its interval stay above −100%.
 
 /// Mean and sample standard deviation (n − 1); the deviation is 0 for a single value.
 pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
@@ -15,10 +16,10 @@ pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-/// The candidate's change relative to the baseline's mean, with a 95% interval.
+/// The candidate's change relative to the baseline, with a 95% interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Change {
-    /// (candidate − baseline) / baseline.
+    /// candidate / baseline − 1, of their geometric means.
     pub relative: f64,
     pub low: f64,
     pub high: f64,
@@ -31,31 +32,39 @@ impl Change {
     }
 }
 
-/// Welch's interval for the difference of means, divided by the baseline mean (treated as
-/// exact, which slightly narrows the interval when the baseline itself is noisy). Needs two
-/// or more values on each side.
+/// Welch's interval for the difference of the mean logarithms, turned back into a ratio: the
+/// change is multiplicative (a server half as fast is −50%, twice as fast +100%), and an
+/// interval on the log scale cannot reach −100% however noisy the iterations, which an
+/// interval on the difference of means divided by the baseline can. Needs two or more values
+/// on each side, all above zero (a zero has no logarithm: no such change can be stated).
 pub fn change(baseline: &[f64], candidate: &[f64]) -> Option<Change> {
     if baseline.len() < 2 || candidate.len() < 2 {
         return None;
     }
-    let (mb, sb) = mean_sd(baseline);
-    let (mc, sc) = mean_sd(candidate);
-    if mb == 0.0 || !mb.is_finite() || !mc.is_finite() {
+    let positive = |xs: &[f64]| xs.iter().all(|x| *x > 0.0 && x.is_finite());
+    if !positive(baseline) || !positive(candidate) {
         return None;
     }
-    let (vb, vc) = (sb * sb / baseline.len() as f64, sc * sc / candidate.len() as f64);
+    let logs = |xs: &[f64]| xs.iter().map(|x| x.ln()).collect::<Vec<f64>>();
+    let (lb, lc) = (logs(baseline), logs(candidate));
+    let (mb, sb) = mean_sd(&lb);
+    let (mc, sc) = mean_sd(&lc);
+    let (vb, vc) = (sb * sb / lb.len() as f64, sc * sc / lc.len() as f64);
     let se = (vb + vc).sqrt();
-    // Welch–Satterthwaite degrees of freedom (equal to n − 1 per side when one side is exact).
+    // Welch–Satterthwaite degrees of freedom.
     let df = if se == 0.0 {
         f64::INFINITY
     } else {
         (vb + vc).powi(2)
-            / (vb.powi(2) / (baseline.len() as f64 - 1.0)
-                + vc.powi(2) / (candidate.len() as f64 - 1.0))
+            / (vb.powi(2) / (lb.len() as f64 - 1.0) + vc.powi(2) / (lc.len() as f64 - 1.0))
     };
     let half = t975(df) * se;
     let d = mc - mb;
-    Some(Change { relative: d / mb, low: (d - half) / mb, high: (d + half) / mb })
+    Some(Change {
+        relative: d.exp() - 1.0,
+        low: (d - half).exp() - 1.0,
+        high: (d + half).exp() - 1.0,
+    })
 }
 
 /// The two-sided 95% quantile of Student's t (its 0.975 point), for `df` degrees of freedom:
@@ -96,18 +105,29 @@ mod tests {
     }
 
     #[test]
-    fn welch_interval_matches_a_worked_example() {
-        // Baseline 100, 102, 98 (mean 100, s 2); candidate 80, 83, 77 (mean 80, s 3).
-        // se = √(4/3 + 9/3) = 2.0817; df = 4.333…² / ((4/3)²/2 + 3²/2) = 3.5; t ≈ 2.9.
+    fn welch_interval_on_logs_matches_a_worked_example() {
+        // Baseline 100, 102, 98; candidate 80, 83, 77. Logs: means 4.60504 and 4.38117
+        // (geometric means 99.99 and 79.96), deviations 0.02000 and 0.03752; se = 0.02455,
+        // df = 3.05, t ≈ 3.155: d = −0.22348 ± 0.07745.
         let c = change(&[100.0, 102.0, 98.0], &[80.0, 83.0, 77.0]).unwrap();
-        assert!((c.relative + 0.2).abs() < 1e-12);
+        assert!((c.relative - ((-0.22348f64).exp() - 1.0)).abs() < 1e-4, "{c:?}");
         assert!(c.high < 0.0 && !c.within_noise(), "{c:?}");
-        let half = (c.high - c.low) / 2.0 * 100.0;
-        assert!((half - 2.0817 * 2.91).abs() < 0.1, "{half}");
+        assert!((c.low - ((-0.22348f64 - 0.07745).exp() - 1.0)).abs() < 3e-3, "{c:?}");
+        assert!((c.high - ((-0.22348f64 + 0.07745).exp() - 1.0)).abs() < 3e-3, "{c:?}");
         // The same server twice: within noise.
         let aa = change(&[100.0, 103.0, 97.0], &[101.0, 98.0, 102.0]).unwrap();
         assert!(aa.within_noise(), "{aa:?}");
         assert!(change(&[1.0], &[1.0, 2.0]).is_none());
+        assert!(change(&[1.0, 0.0], &[1.0, 2.0]).is_none(), "a zero has no logarithm");
+    }
+
+    #[test]
+    fn a_noisy_collapse_stays_above_minus_100_percent() {
+        // Differences of means over the baseline gave −95.6% (−122.1% to −69.1%) for runs
+        // like these: a change no throughput can make.
+        let c = change(&[900.0, 1500.0, 1200.0], &[20.0, 90.0, 40.0]).unwrap();
+        assert!(c.low > -1.0 && c.relative > -1.0 && c.high < 0.0, "{c:?}");
+        assert!(c.low < c.relative && c.relative < c.high, "{c:?}");
     }
 
     #[test]

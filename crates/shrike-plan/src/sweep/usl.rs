@@ -5,6 +5,63 @@
 //! a linear model in (N−1) and N(N−1) with intercept 1/λ, solved by least squares on the
 //! 3×3 normal equations; negative σ or κ (noise) are clamped to 0 and the rest refitted.
 
+/// Below this R² a fit does not describe the points: no peak is predicted from it.
+pub const MIN_R2: f64 = 0.9;
+/// Three parameters need at least this many distinct concurrency levels to be constrained
+/// (with three, any three points fit exactly and the fit says nothing).
+pub const MIN_LEVELS: usize = 4;
+
+/// A fit as reports state it: the law when it describes the points, otherwise why not (and
+/// the fit, if one was made, so its figures can still be shown for what they are).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Assessed {
+    Fits(Usl),
+    DoesNotFit { fit: Option<Usl>, why: String },
+}
+
+impl Assessed {
+    /// Fits `points` and judges the fit: enough distinct levels, and R² at least [`MIN_R2`].
+    pub fn of(points: &[(f64, f64)]) -> Assessed {
+        let mut levels: Vec<f64> =
+            points.iter().filter(|(n, x)| *n >= 1.0 && *x > 0.0).map(|p| p.0).collect();
+        levels.sort_by(f64::total_cmp);
+        levels.dedup();
+        if levels.len() < MIN_LEVELS {
+            return Assessed::DoesNotFit {
+                fit: None,
+                why: format!(
+                    "too few points: {} concurrency levels with responses cannot constrain λ, σ \
+                     and κ (give {MIN_LEVELS} or more)",
+                    levels.len()
+                ),
+            };
+        }
+        match Usl::fit(points) {
+            None => Assessed::DoesNotFit {
+                fit: None,
+                why: "no law with non-negative contention and coherency fits the points".into(),
+            },
+            Some(u) if u.r2 < MIN_R2 => Assessed::DoesNotFit {
+                fit: Some(u),
+                why: format!(
+                    "the law does not describe the points (R² {:.2} < {MIN_R2}): throughput \
+                     is not limited by contention and coherency alone here, or the runs are \
+                     too noisy",
+                    u.r2
+                ),
+            },
+            Some(u) => Assessed::Fits(u),
+        }
+    }
+
+    pub fn fits(&self) -> Option<&Usl> {
+        match self {
+            Assessed::Fits(u) => Some(u),
+            Assessed::DoesNotFit { .. } => None,
+        }
+    }
+}
+
 /// The fitted law.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Usl {
@@ -136,5 +193,24 @@ mod tests {
         let fit = Usl::fit(&pts).unwrap();
         assert!(fit.sigma >= 0.0 && fit.kappa >= 0.0, "{fit:?}");
         assert!(Usl::fit(&pts[..2]).is_none());
+    }
+
+    #[test]
+    fn a_fit_that_does_not_describe_the_points_is_said_so() {
+        let truth = Usl { lambda: 1000.0, sigma: 0.05, kappa: 0.002, r2: 1.0 };
+        let pts: Vec<(f64, f64)> =
+            [1.0, 2.0, 4.0, 8.0, 16.0].iter().map(|&n| (n, truth.throughput(n))).collect();
+        assert!(matches!(Assessed::of(&pts), Assessed::Fits(_)));
+        // Three levels fit exactly whatever they are: too few.
+        match Assessed::of(&pts[..3]) {
+            Assessed::DoesNotFit { fit: None, why } => assert!(why.contains("too few"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Throughput that jumps about with concurrency: R² far below 0.9.
+        let noise = [(1.0, 500.0), (2.0, 90.0), (4.0, 700.0), (8.0, 60.0), (16.0, 650.0)];
+        match Assessed::of(&noise) {
+            Assessed::DoesNotFit { why, .. } => assert!(why.contains("R²"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

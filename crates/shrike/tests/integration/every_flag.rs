@@ -92,6 +92,10 @@ impl Fixtures {
         write("body.bin", "body");
         write("requests.jsonl", "{\"method\": \"GET\", \"path\": \"/listed\"}\n");
         write("token", "secret\n");
+        // A pid file naming init, and a directory shaped as a cgroup, for the sweep's sources.
+        write("server.pid", "1\n");
+        std::fs::create_dir_all(dir.join("cgroup")).unwrap();
+        write("cgroup/cgroup.procs", "");
         write(
             "http.jobs",
             &[
@@ -428,6 +432,8 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
         ("--read-coalesce", dry(&sb, &["--read-coalesce", "50us"])),
         ("--wait", dry(&sb, &["--wait", "2s"])),
         ("--server-pid", dry(&sb, &["--server-pid", "1"])),
+        ("--server-pid-file", dry(&sb, &["--server-pid-file", p("server.pid")])),
+        ("--server-cgroup", dry(&sb, &["--server-cgroup", p("cgroup")])),
         (
             "--server-cmd",
             dry(&["sweep", "--connections", "1,2", "--dry-run"], &["--server-cmd", "shrike serve"]),

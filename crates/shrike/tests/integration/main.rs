@@ -32,6 +32,7 @@ mod nginx;
 mod nighthawk_api;
 mod nighthawk_flags;
 mod pipes;
+mod plan_trust;
 mod protocols;
 mod readme;
 mod replay;

@@ -248,6 +248,8 @@ struct Env {
     ca: String,
     statsd: UdpSocket,
     path: String,
+    /// A free loopback port for an example's own server that cannot take port 0 (nginx).
+    free_port: u16,
 }
 
 impl Env {
@@ -257,7 +259,7 @@ impl Env {
 
     fn ports(&self) -> Vec<u16> {
         let port = |a: &str| a.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
-        vec![port(&self.plain), self.tls_port, port(&self.statsd_addr())]
+        vec![port(&self.plain), self.tls_port, port(&self.statsd_addr()), self.free_port]
     }
 
     /// The allow-list: every target and address the README may name outside a block that starts
@@ -275,6 +277,8 @@ impl Env {
             // Replay's targets and the captured server's port: the plain server's.
             ("--target 127.0.0.1:8080", format!("--target {}", self.plain)),
             ("--port 8080", format!("--port {}", self.ports()[0])),
+            // The sweep recipe's nginx listens where its config says: a free port.
+            ("127.0.0.1:8089", format!("127.0.0.1:{}", self.free_port)),
             // "On the minute" waits up to a minute; a few seconds ahead runs the same date form.
             (
                 "date -u -d '+1 minute' +%Y-%m-%dT%H:%M:00Z",
@@ -538,7 +542,7 @@ fn run_block(block: &Block, env: &Env, dir: &Path) -> Vec<String> {
         let result = match stand_in(&block.section, &text) {
             Some(None) => Ok(()),
             Some(Some(cmd)) => run_one(&cmd, env, dir, &mut locals, &mut servers),
-            None if !["shrike", "curl"].contains(&program.as_str()) => {
+            None if !["shrike", "curl", "printf"].contains(&program.as_str()) => {
                 Err((text.clone(), format!("no rule in tests/readme.rs runs {program:?}")))
             }
             None => run_one(&text, env, dir, &mut locals, &mut servers),
@@ -788,6 +792,16 @@ fn scrape_metrics(stderr: &str) -> Result<(), String> {
 /// What the README says a command produces, where it is cheap to check.
 fn check_outputs(p: &Parsed, out: &Output, env: &Env, dir: &Path) -> Result<(), String> {
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).map_err(|e| format!("{f}: {e}"));
+    // A sweep that started a daemonizing server stopped it: its pid file names no process.
+    for (f, _) in p.values(&["--server-pid-file"]) {
+        let pid = std::fs::read_to_string(dir.join(&f)).ok().and_then(|t| t.trim().parse().ok());
+        if let Some(pid) = pid.filter(|pid: &u32| Path::new(&format!("/proc/{pid}")).exists()) {
+            return Err(format!("the server the sweep started (pid {pid}, {f}) still runs"));
+        }
+        if p.is(&["shrike", "sweep"]) && !out.stdout.contains("server CPU") {
+            return Err(format!("no server CPU sampled through {f}:\n{}", out.stdout));
+        }
+    }
     if let Some(f) = p.stdout.as_deref().filter(|f| f.ends_with(".json")) {
         let v: serde_json::Value =
             serde_json::from_str(&read(f)?).map_err(|e| format!("{f} is not JSON: {e}"))?;
@@ -903,6 +917,10 @@ fn readme_examples_run_as_written() {
         ca: tls.ca.clone(),
         statsd,
         path: format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+        free_port: std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port(),
     };
     let readme = readme();
     // Layout and other plain ``` blocks are not commands.

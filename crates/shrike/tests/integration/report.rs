@@ -386,16 +386,89 @@ fn a_sweep_draws_throughput_and_server_cpu_against_connections() {
     assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
     assert_eq!(body.get("data-points").map(String::as_str), Some("6"));
     let figs = tags(&dom, "figure");
-    for (plot, series) in [("throughput", "2"), ("server-cpu", "2"), ("latency-peak", "2")] {
+    // Three levels are too few for a USL fit: no curve. p50 and p99 per instance.
+    for (plot, series) in [("throughput", "2"), ("server-cpu", "2"), ("latency-load", "4")] {
         let f = figs.iter().find(|f| f["data-plot"] == plot).unwrap_or_else(|| panic!("{plot}"));
         assert_eq!(f["data-series"], series, "{plot}: {f:?}");
         assert!(f["data-width"].parse::<f64>().unwrap() > 100.0, "{plot}");
     }
+    // Server CPU is drawn against the cores the server may use, with the 90% line.
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cores = doc["sweep"]["server_cores"].as_f64().unwrap();
+    let cpu = figs.iter().find(|f| f["data-plot"] == "server-cpu").unwrap();
+    assert!(cpu["data-ymax"].parse::<f64>().unwrap() >= cores, "{cpu:?} vs {cores} cores");
     let text = without_scripts(&dom);
+    assert!(text.contains(&format!("90% of {cores} cores")), "{text}");
+    // The candidate is dashed, so the baseline stays visible where they overlap.
+    let dashed = tags(&dom, "path")
+        .into_iter()
+        .filter(|p| p.get("data-file").map(String::as_str) == Some("candidate"))
+        .all(|p| p.contains_key("stroke-dasharray"));
+    assert!(dashed, "{dom}");
+    // The axis is the grid: its own levels, not decades.
+    let throughput = svg_of(&dom, "throughput");
+    for tick in [">1</text>", ">2</text>", ">4</text>"] {
+        assert!(throughput.contains(tick), "{tick}: {throughput}");
+    }
+    assert!(!throughput.contains(">10</text>"), "{throughput}");
+    assert!(text.contains("<title>baseline vs candidate over connections 1–4</title>"), "{text}");
     assert!(
         text.contains("baseline: peak ") && text.contains("candidate throughput at "),
         "{text}"
     );
+    assert!(text.contains("USL: no fit, no predicted peak: too few points"), "{text}");
+    assert!(!text.contains("none connections"), "{text}");
+    // A table row per point.
+    assert!(
+        text.contains("Every point") && text.matches("<tr>").count() > 6,
+        "a header and six points: {text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `<svg>` of the figure `plot`.
+fn svg_of(dom: &str, plot: &str) -> String {
+    let at = dom.find(&format!("data-plot=\"{plot}\"")).unwrap_or_else(|| panic!("{plot}"));
+    let rest = &dom[at..];
+    rest[..rest.find("</svg>").unwrap()].to_string()
+}
+
+/// A rate sweep answers with latency against the offered rate and the achieved rate beside
+/// y = x, not a throughput line that only repeats the grid.
+#[test]
+fn a_rate_sweep_draws_latency_and_achieved_against_the_offered_rate() {
+    let dir = scratch("sweep-rates");
+    let server = Server::start(&[]);
+    let json = dir.join("rates.json");
+    let out = run(
+        &[
+            "sweep",
+            &server.url("/"),
+            "--rates",
+            "50,100,200",
+            "--iterations",
+            "1",
+            "-d",
+            "0.3",
+            "--wait",
+            "0s",
+            "-o",
+            path_str(&json),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let html = dir.join("rates.html");
+    let out = report(&[path_str(&json), "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let dom = render(&html, &dir);
+    let body = tags(&dom, "body").pop().unwrap();
+    assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
+    let plots: Vec<String> = tags(&dom, "figure").iter().map(|f| f["data-plot"].clone()).collect();
+    assert_eq!(plots, ["latency-load", "achieved", "server-cpu"], "{dom}");
+    let lat = tags(&dom, "figure").into_iter().find(|f| f["data-plot"] == "latency-load").unwrap();
+    assert_eq!(lat["data-series"], "2", "p50 and p99: {lat:?}");
+    assert!(without_scripts(&dom).contains("y = x"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

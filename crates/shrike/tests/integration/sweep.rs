@@ -603,5 +603,5 @@ fn compare_two_running_servers_sampling_each_by_pid() {
         LIMIT,
     );
     assert_eq!(out.code(), 2, "{}", out.stderr);
-    assert!(out.stderr.contains("two with --compare"), "{}", out.stderr);
+    assert!(out.stderr.contains("give one, or one per instance (1 here"), "{}", out.stderr);
 }

@@ -1,12 +1,19 @@
 //! The search: which trial to run next, and what the trials so far say.
 //!
-//! MLRsearch's shape (IETF BMWG): short trials while narrowing, a full-length confirmation at
-//! the end. An exponential ramp from the start level doubles until some goal fails, then
+//! MLRsearch's shape (draft-ietf-bmwg-mlrsearch): short trials while narrowing, a full-length
+//! confirmation at the end, and each load decided by its trials together rather than by any
+//! one of them, so one trial a noisy host stalled neither fails a load nor passes it on its
+//! own. An exponential ramp from the start level doubles until some goal fails, then
 //! bisection narrows every goal's [highest pass, lowest fail] to the precision; trials are
-//! shared, so one trial judges every goal, and the lowest level any goal needs goes first. A
-//! level whose failures are all narrow is repeated before it counts, and its verdict is the
-//! majority. Bounds are recomputed from every trial each time, so a confirmation that fails
-//! simply reopens the interval below it.
+//! shared, so one trial judges every goal, and the lowest level any goal needs goes first.
+//!
+//! A level's verdict comes from every trial at it (a confirmation is one more vote): passes
+//! alone pass it; a failure is repeated until failures outnumber passes `1 + repeats` times
+//! over, or passes win the majority; a tie is never a verdict but a reason for one more
+//! trial. A history that contradicts itself (a level failed below one that passed) is
+//! re-tested, the failing level first. When the trials a level may have are spent and the
+//! contradiction stands, or the search runs out of trials, the goal says so and gives the
+//! range it narrowed to, never one number.
 
 use std::time::Duration;
 
@@ -21,12 +28,21 @@ pub struct SearchConfig {
     pub precision: f64,
     /// Levels are whole numbers (a concurrency search).
     pub integer: bool,
-    /// Extra trials a level whose failures are all narrow gets.
+    /// How many more failures than passes, beyond one, decide that a level fails: 1 (the
+    /// default) means a failure is always tried again before it counts.
     pub repeats: u32,
     pub trial_duration: Duration,
     pub final_duration: Duration,
-    /// The search gives up (answers marked unfinished) after this many trials.
+    /// The search gives up (answers marked unsettled) after this many trials.
     pub max_trials: usize,
+}
+
+impl SearchConfig {
+    /// The most trials (short and confirmation) one level gets, to settle a tie or a
+    /// contradiction.
+    pub fn level_cap(&self) -> usize {
+        2 * (1 + self.repeats as usize) + 1
+    }
 }
 
 /// What to do next.
@@ -46,14 +62,19 @@ pub enum Status {
     /// The load generator could not drive the levels above the answer: the server's limit
     /// is at least the answer, maybe more.
     GeneratorBound { limit: f64 },
-    /// Out of trials, or interrupted, before the answer was narrowed and confirmed.
+    /// The trials contradict each other and stayed so after the re-tests a level may have:
+    /// `failed` failed although `passed`, above it, passed. The answer lies in between the
+    /// highest pass below the failure and `passed`; the host is too noisy to say where.
+    Inconsistent { failed: f64, passed: f64 },
+    /// Out of trials (`--max-trials`), or interrupted, before the answer was narrowed and
+    /// confirmed: it lies between `max` and `failed_at`.
     Unfinished,
 }
 
 /// One goal's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
-    /// The highest level that passed (and, when found, was confirmed).
+    /// The highest level that passed below every failure (and, when found, was confirmed).
     pub max: Option<f64>,
     /// The lowest level that failed.
     pub failed_at: Option<f64>,
@@ -62,27 +83,41 @@ pub struct Answer {
     pub status: Status,
 }
 
+impl Answer {
+    /// An answer a user can act on: found, or a lower bound the generator set.
+    pub fn usable(&self) -> bool {
+        match self.status {
+            Status::Found => true,
+            Status::GeneratorBound { .. } => self.max.is_some(),
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Search {
     cfg: SearchConfig,
     goals: usize,
     trials: Vec<Trial>,
+    /// For each trial, the goal that asked for it (trials judge every goal; this only keeps
+    /// the goals' shares of `max_trials` fair).
+    asked_by: Vec<Option<usize>>,
 }
 
-/// A level's verdict for one goal, from the short trials at it.
+/// A level's verdict for one goal, from every trial at it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LevelVerdict {
     Pass,
     Fail,
     /// Every trial there was invalid.
     Invalid,
-    /// Narrow failures, and repeats left: run it again.
+    /// The trials there do not decide it yet (a lone failure, a tie): run it again.
     Undecided,
 }
 
 impl Search {
     pub fn new(cfg: SearchConfig, goals: usize) -> Search {
-        Search { cfg, goals, trials: Vec::new() }
+        Search { cfg, goals, trials: Vec::new(), asked_by: Vec::new() }
     }
 
     pub fn trials(&self) -> &[Trial] {
@@ -90,42 +125,61 @@ impl Search {
     }
 
     pub fn record(&mut self, trial: Trial) {
+        let asked_by = self.choose().map(|(g, _)| g);
+        self.asked_by.push(asked_by);
         self.trials.push(trial);
     }
 
-    /// The distinct levels tried with short trials, in the order first tried.
+    /// The distinct levels tried, ascending.
     fn levels(&self) -> Vec<f64> {
-        let mut out: Vec<f64> = Vec::new();
-        for t in self.trials.iter().filter(|t| !t.confirmation) {
-            if !out.contains(&t.level) {
-                out.push(t.level);
-            }
-        }
+        let mut out: Vec<f64> = self.trials.iter().map(|t| t.level).collect();
+        out.sort_by(f64::total_cmp);
+        out.dedup();
         out
     }
 
+    /// Every trial run at `level`.
+    fn at(&self, level: f64) -> impl Iterator<Item = &Trial> + '_ {
+        self.trials.iter().filter(move |t| t.level == level)
+    }
+
     fn level_verdict(&self, goal: usize, level: f64) -> LevelVerdict {
-        let at: Vec<TrialVerdict> = self
-            .trials
-            .iter()
-            .filter(|t| !t.confirmation && t.level == level)
+        let votes: Vec<TrialVerdict> = self
+            .at(level)
             .filter_map(|t| t.verdicts.get(goal).copied())
             .filter(|v| *v != TrialVerdict::Invalid)
             .collect();
-        if at.is_empty() {
+        if votes.is_empty() {
             return LevelVerdict::Invalid;
         }
-        let passes = at.iter().filter(|v| **v == TrialVerdict::Pass).count();
-        let fails = at.len() - passes;
-        let all_narrow = at.iter().all(|v| !matches!(v, TrialVerdict::Fail { narrow: false }));
-        if fails > 0 && all_narrow && at.len() < 1 + self.cfg.repeats as usize {
-            return LevelVerdict::Undecided;
+        let passes = votes.iter().filter(|v| **v == TrialVerdict::Pass).count();
+        let fails = votes.len() - passes;
+        // Two failed full-length confirmations fail a level whatever the short trials said:
+        // what shows only over a longer run (a slow leak, a filling queue) is real.
+        let failed_confirmations = self
+            .at(level)
+            .filter(|t| t.confirmation)
+            .filter(|t| matches!(t.verdicts.get(goal), Some(TrialVerdict::Fail { .. })))
+            .count();
+        let need = 1 + self.cfg.repeats as usize;
+        if failed_confirmations >= 2 {
+            return LevelVerdict::Fail;
         }
-        if passes > fails {
-            LevelVerdict::Pass
-        } else {
-            LevelVerdict::Fail
+        if fails == 0 {
+            return LevelVerdict::Pass;
         }
+        if fails >= need && fails > passes {
+            return LevelVerdict::Fail;
+        }
+        if passes >= need && passes > fails {
+            return LevelVerdict::Pass;
+        }
+        if self.at(level).count() >= self.cfg.level_cap() {
+            // Out of trials for this level on a tie: the conservative reading, which the
+            // contradiction check then reports if a pass stands above it.
+            return if passes > fails { LevelVerdict::Pass } else { LevelVerdict::Fail };
+        }
+        LevelVerdict::Undecided
     }
 
     /// The lowest level at which the generator could not drive any trial.
@@ -139,53 +193,62 @@ impl Search {
             .reduce(f64::min)
     }
 
+    fn decided(&self, goal: usize, verdict: LevelVerdict) -> impl Iterator<Item = f64> + '_ {
+        self.levels().into_iter().filter(move |l| self.level_verdict(goal, *l) == verdict)
+    }
+
     /// The goal's (highest pass below the lowest fail, lowest fail) from every trial so far.
     fn bounds(&self, goal: usize) -> (Option<f64>, Option<f64>) {
-        let mut fail: Option<f64> = None;
-        for level in self.levels() {
-            if self.level_verdict(goal, level) == LevelVerdict::Fail {
-                fail = Some(fail.map_or(level, |f: f64| f.min(level)));
-            }
-        }
-        // A failed confirmation is a failure at its level, whatever the short trials said.
-        for t in self.trials.iter().filter(|t| t.confirmation) {
-            if matches!(t.verdicts.get(goal), Some(TrialVerdict::Fail { .. })) {
-                fail = Some(fail.map_or(t.level, |f: f64| f.min(t.level)));
-            }
-        }
+        let fail = self.decided(goal, LevelVerdict::Fail).reduce(f64::min);
         let pass = self
-            .levels()
-            .into_iter()
+            .decided(goal, LevelVerdict::Pass)
             .filter(|l| fail.is_none_or(|f| *l < f))
-            .filter(|l| self.level_verdict(goal, *l) == LevelVerdict::Pass)
             .reduce(f64::max);
         (pass, fail)
     }
 
+    /// A contradiction: the lowest failed level and the highest level above it that passed.
+    fn contradiction(&self, goal: usize) -> Option<(f64, f64)> {
+        let fail = self.decided(goal, LevelVerdict::Fail).reduce(f64::min)?;
+        let pass = self.decided(goal, LevelVerdict::Pass).filter(|l| *l > fail).reduce(f64::max)?;
+        Some((fail, pass))
+    }
+
     fn confirmed(&self, goal: usize, level: f64) -> bool {
-        self.trials.iter().any(|t| {
-            t.confirmation && t.level == level && t.verdicts.get(goal) == Some(&TrialVerdict::Pass)
+        self.at(level).any(|t| t.confirmation && t.verdicts.get(goal) == Some(&TrialVerdict::Pass))
+    }
+
+    fn short(&self, level: f64) -> Next {
+        Next::Trial { level, duration: self.cfg.trial_duration, confirmation: false }
+    }
+
+    fn first_failed(&self, goal: usize) -> bool {
+        self.trials.first().is_some_and(|f| {
+            self.level_verdict(goal, f.level) == LevelVerdict::Fail
+                && !self.decided(goal, LevelVerdict::Pass).any(|l| l < f.level)
         })
     }
 
     /// What the goal wants tried next, if anything.
     fn wants(&self, goal: usize) -> Option<Next> {
-        let short = |level: f64| Next::Trial {
-            level,
-            duration: self.cfg.trial_duration,
-            confirmation: false,
-        };
-        let Some(first) = self.trials.first() else { return Some(short(self.cfg.start)) };
-        // A level with narrow failures is repeated before anything else is concluded from it.
-        if let Some(l) = self
-            .levels()
-            .into_iter()
-            .find(|l| self.level_verdict(goal, *l) == LevelVerdict::Undecided)
-        {
-            return Some(short(l));
+        if self.trials.is_empty() {
+            return Some(self.short(self.cfg.start));
         }
-        if self.level_verdict(goal, first.level) == LevelVerdict::Fail && !first.confirmation {
+        // A level its trials do not decide yet is tried again before anything is concluded.
+        if let Some(l) = self.decided(goal, LevelVerdict::Undecided).next() {
+            return Some(self.short(l));
+        }
+        if self.first_failed(goal) {
             return None;
+        }
+        // A failure below a pass: re-test the failure first (noise slows, it rarely speeds),
+        // then the pass, each up to its cap; a contradiction that survives both is reported.
+        if let Some((fail, pass)) = self.contradiction(goal) {
+            let cap = self.cfg.level_cap();
+            return [fail, pass]
+                .into_iter()
+                .find(|l| self.at(*l).count() < cap)
+                .map(|l| self.short(l));
         }
         // Above the lowest failure, or the lowest level the generator could not drive,
         // nothing is known: narrow below whichever comes first.
@@ -196,11 +259,11 @@ impl Search {
             (f, l) => f.or(l),
         };
         match upper {
-            None => Some(short(self.round(pass_level * 2.0))),
+            None => Some(self.short(self.round(pass_level * 2.0))),
             Some(upper) if (upper - pass_level) / pass_level > self.cfg.precision => {
                 let mid = self.round((pass_level + upper) / 2.0);
                 if mid > pass_level && mid < upper {
-                    Some(short(mid))
+                    Some(self.short(mid))
                 } else {
                     self.confirm(goal, pass_level)
                 }
@@ -210,8 +273,10 @@ impl Search {
     }
 
     fn confirm(&self, goal: usize, level: f64) -> Option<Next> {
-        let tried = self.trials.iter().any(|t| t.confirmation && t.level == level);
-        (!tried && !self.confirmed(goal, level)).then_some(Next::Trial {
+        // A second confirmation may follow a failed first one (and the short re-tests the
+        // failure calls for); two failed confirmations fail the level.
+        let tried = self.at(level).filter(|t| t.confirmation).count();
+        (tried < 2 && !self.confirmed(goal, level)).then_some(Next::Trial {
             level,
             duration: self.cfg.final_duration,
             confirmation: true,
@@ -228,25 +293,33 @@ impl Search {
         }
     }
 
-    /// The next trial: the lowest level any goal wants (cheapest first, and it informs the
-    /// goals above), or done.
+    /// The next trial, or done.
     pub fn next(&self) -> Next {
         if self.trials.len() >= self.cfg.max_trials {
             return Next::Done;
         }
-        let mut best: Option<Next> = None;
+        self.choose().map_or(Next::Done, |(_, n)| n)
+    }
+
+    /// Which goal's wanted trial runs next: the goal that has asked for the fewest trials so
+    /// far, so one goal whose bound sits in noise (re-tests, failed confirmations) cannot spend
+    /// every trial of the search while another never leaves its ramp; among equals, the lowest
+    /// level (cheapest first, and it informs the goals above).
+    fn choose(&self) -> Option<(usize, Next)> {
+        let spent = |g: usize| self.asked_by.iter().filter(|a| **a == Some(g)).count();
+        let mut best: Option<(usize, usize, f64, Next)> = None;
         for g in 0..self.goals {
             if let Some(n @ Next::Trial { level, .. }) = self.wants(g) {
-                let lower = match &best {
-                    Some(Next::Trial { level: b, .. }) => level < *b,
-                    _ => true,
+                let better = match &best {
+                    None => true,
+                    Some((_, s, l, _)) => (spent(g), level) < (*s, *l),
                 };
-                if lower {
-                    best = Some(n);
+                if better {
+                    best = Some((g, spent(g), level, n));
                 }
             }
         }
-        best.unwrap_or(Next::Done)
+        best.map(|(g, _, _, n)| (g, n))
     }
 
     /// Each goal's answer from the trials so far.
@@ -256,19 +329,20 @@ impl Search {
 
     fn answer(&self, goal: usize) -> Answer {
         let (pass, fail) = self.bounds(goal);
-        let trials = pass.map_or(0, |p| self.trials.iter().filter(|t| t.level == p).count());
-        let first_failed = self
-            .trials
-            .first()
-            .is_some_and(|f| self.level_verdict(goal, f.level) == LevelVerdict::Fail);
+        let trials = pass.map_or(0, |p| self.at(p).count());
+        let settled = self.wants(goal).is_none();
         let status = match (pass, fail) {
-            (None, _) if first_failed => Status::FirstTrialFailed,
+            _ if settled && self.first_failed(goal) => Status::FirstTrialFailed,
+            _ if settled && self.contradiction(goal).is_some() => {
+                let (failed, passed) = self.contradiction(goal).unwrap_or_default();
+                Status::Inconsistent { failed, passed }
+            }
             // Not even the first level could be driven: the generator's limit, not the server's.
-            (None, _) if self.wants(goal).is_none() => match self.generator_limit() {
+            (None, _) if settled => match self.generator_limit() {
                 Some(limit) => Status::GeneratorBound { limit },
                 None => Status::Unfinished,
             },
-            (Some(p), _) if self.confirmed(goal, p) && self.wants(goal).is_none() => {
+            (Some(p), _) if settled && self.confirmed(goal, p) => {
                 match (fail, self.generator_limit()) {
                     (None, Some(limit)) => Status::GeneratorBound { limit },
                     (Some(f), Some(limit)) if limit < f => Status::GeneratorBound { limit },

@@ -176,8 +176,15 @@ fn a_first_trial_that_misses_the_slo_fails_plainly() {
         out.stdout
     );
     assert!(out.stderr.contains("NO ANSWER"), "{}", out.stderr);
-    // One trial, not a search converging on nonsense.
-    assert_eq!(out.stdout.matches("    pass").count() + out.stdout.matches("    fail").count(), 1);
+    // Says what it measured against the bound.
+    assert!(
+        out.stdout.contains("(p99 ") && out.stdout.contains("> 1.000ms); start lower"),
+        "{}",
+        out.stdout
+    );
+    // Two trials (a failure is tried again before it counts), not a search converging on
+    // nonsense.
+    assert_eq!(out.stdout.matches("    pass").count() + out.stdout.matches("    fail").count(), 2);
 }
 
 #[test]
@@ -277,13 +284,28 @@ fn concurrency_search_finds_the_connections_the_slo_allows() {
     let server = Server::start(&[]);
     let (m, f, slo) = (10.0, 2.0, 50.0);
     let extra = ["--search", "concurrency", "--concurrency", "1"];
+    let mut last = String::new();
     search_twice_if_low(|| {
         let out = capacity(&server, m, f, &["p99<=50ms"], &extra);
         assert_eq!(out.code(), 0, "{}", out.stderr);
         let v = doc(&out);
         assert_eq!(v["capacity"]["search"], "concurrency");
+        last = out.stdout.clone();
         concurrency_on_boundary(v["max_concurrency"]["p99<=50.00ms"].as_f64().unwrap(), m, f, slo)
     });
+    // Its page answers in connections and says what throughput that bought.
+    let dir = scratch("capacity-concurrency");
+    let (json, html) = (dir.join("c.json"), dir.join("c.html"));
+    std::fs::write(&json, &last).unwrap();
+    let out = report(&[path_str(&json), "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let dom = render(&html, &dir);
+    let fig = tags(&dom, "figure").into_iter().find(|f| f["data-plot"] == "throughput-level");
+    assert_eq!(fig.expect("a throughput plot")["data-series"], "1");
+    let text = without_scripts(&dom);
+    assert!(text.contains("throughput there") && text.contains(" responses/s</td>"), "{text}");
+    assert!(text.contains("<title>Highest concurrency meeting p99&lt;=50.00ms: "), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -422,11 +444,23 @@ fn a_capacity_search_draws_latency_against_offered_load() {
     assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
     assert_eq!(body.get("data-trials"), Some(&trials.to_string()));
     let fig = tags(&dom, "figure").into_iter().find(|f| f["data-plot"] == "latency-load").unwrap();
-    assert_eq!(fig["data-series"], "4", "{fig:?}");
-    assert_eq!(fig["data-paths"], "4", "{fig:?}");
+    // The objective's metric: each trial a point, and a thin line through each level's median.
+    assert_eq!(fig["data-series"], "2", "{fig:?}");
+    assert_eq!(fig["data-paths"], "2", "{fig:?}");
     assert!(fig["data-width"].parse::<f64>().unwrap() > 100.0);
+    // Every trial a point marked by its verdict: passes and failures both (the search found a
+    // boundary), plus the legend's four samples.
+    let marks = |m: &str| dom.matches(&format!("data-marker=\"{m}\"")).count();
+    assert!(marks("dot") >= 2 && marks("cross") >= 2, "{dom}");
+    assert!(marks("dot") + marks("cross") + marks("diamond") + marks("ring") >= trials + 4);
     let text = without_scripts(&dom);
     let answer = doc["max_rps"]["p99<=30.00ms"].as_f64().unwrap();
+    // The title is the answer, not the file's name.
+    assert!(text.contains("<title>Highest rate meeting p99&lt;=30.00ms: "), "{text}");
+    assert!(text.contains(&format!("{answer:.0}/s</title>")), "{text}");
+    // The objective is named in the legend and on its line; the answer's line says its value.
+    assert!(text.contains("objective p99&lt;=30.00ms"), "{text}");
+    assert!(text.contains(&format!("{answer:.0}/s</text>")), "{text}");
     // On a busy CI machine the (debug) client can fall behind its schedule near the top (a CI
     // run saw send lateness p50 1.8 ms at 250/s); the search's self-check then reports a floor
     // rather than a maximum, and the page must say which.
