@@ -18,8 +18,10 @@ pub struct Filter {
     pub to: Option<Duration>,
     /// Job ids (inclusive ranges).
     pub jobs: Vec<(u64, u64)>,
-    /// A glob (`*`, `?`) on each request's key: "METHOD /path?query" (HTTP), the command and
-    /// its text (MySQL, e.g. "query SELECT * FROM t"), the payload as text (TCP).
+    /// A glob (`*`, `?`) on each request's labels ([`labels`]): what `jobs stats` prints
+    /// (`GET /index.html`, `query SELECT`), the same with the query or full text (`GET
+    /// /index.html?x=1`, `query SELECT * FROM t`), for HTTP the path alone when the pattern
+    /// starts with `/` (`/api/*`), and for TCP the payload as text.
     pub pattern: Option<String>,
     /// Keep only the matching requests (else whole jobs with any match).
     pub match_requests: bool,
@@ -49,7 +51,8 @@ impl Filter {
             }
         }
         let Some(pattern) = &self.pattern else { return Some(job) };
-        let matches = |body: &Body| glob(pattern.as_bytes(), match_key(&job, body).as_bytes());
+        let matches =
+            |body: &Body| labels(&job, body).iter().any(|l| glob(pattern.as_bytes(), l.as_bytes()));
         if !self.match_requests {
             return job.requests.iter().any(|r| matches(&r.body)).then_some(job);
         }
@@ -68,18 +71,29 @@ impl Filter {
     }
 }
 
-/// The text a pattern is matched against.
-fn match_key(job: &Job, body: &Body) -> String {
+/// Every label a request answers to, the one language of `jobs stats` and `jobs filter
+/// --match`: the label `jobs stats` counts it under, the same with the query (HTTP) or the
+/// statement's full text (MySQL), and for HTTP its path with and without the query.
+pub fn labels(job: &Job, body: &Body) -> Vec<String> {
+    let mut out = vec![stats::key(job, body, false), stats::key(job, body, true)];
     match (job.protocol, body) {
-        (JobProtocol::Http, Body::Raw { data, .. }) => stats::request_line(data, true),
-        (_, Body::Mysql(c)) => match c {
+        (JobProtocol::Http, Body::Raw { .. }) => {
+            let paths: Vec<String> = out
+                .iter()
+                .filter_map(|l| l.split_once(' ').map(|(_, path)| path.to_string()))
+                .collect();
+            out.extend(paths);
+        }
+        (_, Body::Mysql(c)) => out.push(match c {
             crate::model::MysqlCommand::Query(q) => format!("query {q}"),
             crate::model::MysqlCommand::Prepare { sql, .. } => format!("stmt_prepare {sql}"),
             crate::model::MysqlCommand::InitDb(db) => format!("init_db {db}"),
             other => other.name().to_string(),
-        },
-        (_, Body::Raw { data, .. }) => String::from_utf8_lossy(data).into_owned(),
+        }),
+        (_, Body::Raw { data, .. }) => out.push(String::from_utf8_lossy(data).into_owned()),
     }
+    out.dedup();
+    out
 }
 
 /// A uniform value in [0, 1) from `x` (SplitMix64's finalizer): the same job id and seed
@@ -188,6 +202,23 @@ mod tests {
         assert_eq!(kept.requests.len(), 2);
         assert_eq!(kept.start, Duration::from_millis(1100));
         assert_eq!(kept.requests[1].at, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn patterns_match_the_labels_jobs_stats_prints() {
+        let origin = Duration::ZERO;
+        let keeps = |pattern: &str, path: &str| {
+            let f = Filter { pattern: Some(pattern.into()), ..Filter::default() };
+            f.apply(job(1, 0, &[path]), 0, origin).is_some()
+        };
+        // `jobs stats` prints `GET /index.html` for `/index.html?v=3`: that label matches it.
+        assert!(keeps("GET /index.html", "/index.html?v=3"));
+        assert!(keeps("GET /index.html?v=*", "/index.html?v=3"));
+        // A pattern that starts with / is the path alone, with or without its query.
+        assert!(keeps("/api/*", "/api/items?page=2"));
+        assert!(keeps("/index.html", "/index.html?v=3"));
+        assert!(!keeps("/api/*", "/static/app.js"));
+        assert!(!keeps("POST /index.html", "/index.html"));
     }
 
     #[test]

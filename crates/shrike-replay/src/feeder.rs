@@ -24,6 +24,8 @@ pub struct FeedOptions {
     pub shard: Option<Shard>,
     /// HTTP: the Host header becomes this (`host:port`); `None` keeps the captured one.
     pub authority: Option<String>,
+    /// HTTP: the target URL's path, put before every replayed path (`""` for `/`).
+    pub path_prefix: String,
 }
 
 /// What the feeder did, readable while it runs.
@@ -154,7 +156,8 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
 fn payload(body: &Body, options: &FeedOptions) -> Payload {
     match body {
         Body::Raw { data, .. } if options.protocol == JobProtocol::Http => {
-            let (data, head) = crate::http::for_target(data, options.authority.as_deref());
+            let (data, head) =
+                crate::http::for_target(data, options.authority.as_deref(), &options.path_prefix);
             Payload::with(data, HttpMeta { head, pipelined_heads: Vec::new() })
         }
         Body::Raw { data, response_bytes: Some(n) } => {
@@ -179,6 +182,7 @@ mod tests {
             time: TimeOptions { scale: 1.0, max_idle: Some(Duration::from_secs(1)) },
             shard,
             authority: None,
+            path_prefix: String::new(),
         };
         let mut got = Vec::new();
         let end = feed(

@@ -13,6 +13,8 @@ pub mod protocols;
 pub mod timeline;
 
 pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
-pub use prepare::{prepare, protocol_of, record, ReadyReplay, ReplayOptions, FEED_DEPTH};
+pub use prepare::{
+    path_prefix, prepare, protocol_of, record, ReadyReplay, ReplayOptions, FEED_DEPTH,
+};
 pub use shrike_jobs::filter::Shard;
 pub use timeline::{TimeOptions, Timeline};

@@ -150,6 +150,15 @@ impl std::fmt::Debug for ReadyReplay {
     }
 }
 
+/// The target URL's path as a prefix for replayed paths: `/prefix/` and `/prefix` give
+/// `/prefix`, `/` gives nothing. A query on the target has no place before a path: dropped.
+pub fn path_prefix(spec: &RunSpec) -> String {
+    let urls = spec.urls();
+    let path = urls.first().map_or("/", |u| u.path.as_str());
+    let path = path.split('?').next().unwrap_or_default();
+    path.trim_end_matches('/').to_string()
+}
+
 /// Prepares `spec`'s run to replay `reader`'s jobs as `options` say.
 pub fn prepare(
     spec: &RunSpec,
@@ -161,8 +170,9 @@ pub fn prepare(
         true => None,
         false => spec.urls().first().map(|u| u.authority.clone()),
     };
+    let path_prefix = path_prefix(spec);
     let feed_options =
-        FeedOptions { protocol, time: options.time, shard: options.shard, authority };
+        FeedOptions { protocol, time: options.time, shard: options.shard, authority, path_prefix };
     let (sender, feed) = shrike_engine::feed::feed(spec.concurrency().workers().get(), FEED_DEPTH);
     let admission = sender.admission();
     let ready =
@@ -186,11 +196,16 @@ pub fn record(
     protocol: JobProtocol,
     fed: &FeedProgress,
     end: &FeedEnd,
+    path_prefix: &str,
 ) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
     json!({
         "file": file,
         "protocol": protocol.name(),
+        "path_prefix": match protocol {
+            JobProtocol::Http => path_prefix,
+            _ => "",
+        },
         "time_scale": options.time.scale,
         "max_idle": options.time.max_idle.map(shrike_stats::duration::format_proto),
         "shard": options.shard.map(|s| s.to_string()),

@@ -442,6 +442,7 @@ impl Shrike for ShrikeService {
         let protocol = prepared.protocol;
         let (ready, feeder) =
             prepared.start().map_err(|e| Status::internal(format!("starting the feeder: {e}")))?;
+        let prefix = shrike_replay::path_prefix(&spec);
         let launch = Launch { run_id: start.run_id, period: start.sample_period, spec, permit };
         self.inner.clone().launch(launch, move |telemetry, stop| {
             let result = ready.observed(telemetry).execute(stop);
@@ -449,7 +450,7 @@ impl Shrike for ShrikeService {
             let end = feeder.finish();
             let mut result = result.map_err(|e| e.to_string())?;
             result.options["replay"] =
-                shrike_replay::record(&file, &options, protocol, &progress, &end);
+                shrike_replay::record(&file, &options, protocol, &progress, &end, &prefix);
             if let Some(e) = end.error {
                 // The jobs before the bad line (or the lost stream) played; say why the rest
                 // did not.

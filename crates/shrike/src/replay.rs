@@ -171,7 +171,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     // How the sessions were played, beside the options of the load: formatters read it (a
     // replay has no rate plan to be judged against).
     let name = args.file.display().to_string();
-    result.options["replay"] = shrike_replay::record(&name, &options, protocol, &progress, &end);
+    let prefix = shrike_replay::path_prefix(spec);
+    result.options["replay"] =
+        shrike_replay::record(&name, &options, protocol, &progress, &end, &prefix);
     let code = crate::run::finish(&result, spec.output_format(), file.as_ref())?;
     drop(load);
     // A bad line ended the feed: the jobs before it played and their result is written, but

@@ -85,7 +85,11 @@ fn target(options: &Value) -> Option<String> {
     });
     let replay = options.get("replay").map(|r| {
         let scale = r.get("time_scale").and_then(Value::as_f64).unwrap_or(1.0);
-        format!("replay at {scale}× speed")
+        // The captured paths go under the target's path: say so beside it.
+        match r.get("path_prefix").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            Some(prefix) => format!("replay at {scale}× speed, every path under {prefix}"),
+            None => format!("replay at {scale}× speed"),
+        }
     });
     let looping = match (options.get("open_loop"), options.get("requests_per_second")) {
         _ if replay.is_some() => replay.as_deref(),

@@ -10,7 +10,7 @@ use shrike_jobs::{JobProtocol, JobReader, JobWriter};
 use shrike_stats::duration::parse_duration;
 
 use crate::args::usage;
-use crate::log::info;
+use crate::log::{info, warning};
 
 #[derive(clap::Args, Debug)]
 pub struct FilterArgs {
@@ -28,8 +28,10 @@ pub struct FilterArgs {
     /// Keep these jobs (an id, or a range 10-20; repeatable).
     #[arg(long = "job", value_name = "ID|A-B")]
     pub jobs: Vec<String>,
-    /// Keep jobs with a request matching this glob (* and ?): "METHOD /path?query" for HTTP,
-    /// "query SELECT …" (or the command's name) for MySQL, the payload for TCP.
+    /// Keep jobs with a request matching this glob (* and ?) on a label `jobs stats` prints
+    /// ("GET /index.html", "query SELECT"), or the same with the query or statement text
+    /// ("GET /index.html?v=3", "query SELECT * FROM t"); a pattern starting with / is the path
+    /// alone ("/api/*"); the payload for TCP.
     #[arg(long = "match", value_name = "GLOB")]
     pub pattern: Option<String>,
     /// With --match: keep only the matching requests, not whole jobs.
@@ -75,6 +77,18 @@ pub fn run(args: FilterArgs) -> anyhow::Result<ExitCode> {
     }
     writer.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
     info!("kept {kept} of {read} job(s), with {requests} request(s)");
+    if kept == 0 && read > 0 {
+        // An empty file is rarely what was meant: say which condition to look at.
+        let hint = match &args.pattern {
+            Some(p) => format!(
+                "--match {p:?} matched no request: `shrike jobs stats {}` lists the labels it \
+                 matches (a pattern starting with / matches the path alone)",
+                args.file.display()
+            ),
+            None => "check the window, job ids, sample or shard".to_string(),
+        };
+        warning!("the filter kept nothing: {hint}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -84,6 +84,34 @@ fn stats_count_jobs_peak_rate_and_paths() {
 }
 
 #[test]
+fn filter_matches_the_labels_stats_prints() {
+    let dir = scratch("jobs-filter-labels");
+    let file = write_file(&dir);
+    let out_path = dir.join("l.jobs");
+    // Every label `jobs stats` prints keeps the jobs it counts (the queries stats leaves out
+    // included).
+    let v = stats(&file, &["--top", "50"]);
+    for t in v["top"].as_array().unwrap() {
+        let label = t["key"].as_str().unwrap();
+        let out = filter(&file, &out_path, &["--match", label]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        assert!(!ids(&out_path).is_empty(), "{label:?} kept nothing: {}", out.stderr);
+    }
+    // A pattern starting with / is the path alone.
+    filter(&file, &out_path, &["--match", "/api/*"]);
+    assert_eq!(ids(&out_path).len(), 40);
+    // Keeping nothing says so, and how to find what would match.
+    let out = filter(&file, &out_path, &["--match", "GET /nothing"]);
+    assert_eq!(out.code(), 0);
+    assert!(ids(&out_path).is_empty());
+    assert!(
+        out.stderr.contains("the filter kept nothing") && out.stderr.contains("jobs stats"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn filters_select_and_shards_partition_exactly() {
     let dir = scratch("jobs-filter");
     let file = write_file(&dir);

@@ -155,6 +155,36 @@ fn keep_host_sends_the_captured_host() {
     assert!(!hosts.contains(&target), "{hosts:?}");
 }
 
+#[test]
+fn the_targets_path_prefix_goes_before_every_replayed_path() {
+    let dir = scratch("replay-prefix");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Nginx::start_logged(Listen::Http1);
+    let target = format!("http://127.0.0.1:{}/prefix/", server.port);
+    let out = replay(&jobs, &target, &["--time-scale", "4"]);
+    // Nothing lives under /prefix: the 404s are the server's answer, not the test's concern.
+    assert!(out.stdout.contains("every path under /prefix"), "{}", out.stdout);
+    let mut paths: Vec<String> = server
+        .access_log()
+        .iter()
+        .map(|e| e.request.split(' ').nth(1).unwrap_or_default().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "/prefix/file",
+            "/prefix/file",
+            "/prefix/file",
+            "/prefix/file?a=1",
+            "/prefix/missing",
+            "/prefix/upload"
+        ],
+        "{}",
+        out.stderr
+    );
+}
+
 /// A delimiter echo server: answers each NUL-terminated message with `ok:` and the message.
 fn echo_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
