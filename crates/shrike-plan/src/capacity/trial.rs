@@ -72,6 +72,9 @@ pub struct Trial {
     pub client_cpu_cores: Option<f64>,
     /// Why the generator could not drive this trial, if it could not.
     pub invalid: Option<String>,
+    /// Invalid only because the client stalled for a moment (a transient of the host, not a
+    /// limit of the generator): the level is tried again rather than capped.
+    pub stalled: bool,
     /// Open-loop overflow share of the offered requests.
     pub overflow_share: f64,
     /// Why no request got a successful response, when none did.
@@ -113,13 +116,16 @@ impl Trial {
             service: g.stats.get(StatId::RequestToResponse).clone(),
             client_cpu_cores: client.cpu_cores,
             invalid: None,
+            stalled: false,
             overflow_share,
             cause: Cause::of(result),
             verdicts: Vec::new(),
         };
-        trial.invalid = trial
-            .self_check(result, client, rate_search)
-            .or_else(|| trial.late_tail(result, goals));
+        trial.invalid = trial.self_check(result, client, rate_search);
+        if trial.invalid.is_none() {
+            trial.invalid = trial.late_tail(result, goals);
+            trial.stalled = trial.invalid.is_some();
+        }
         trial.verdicts = goals.iter().map(|goal| trial.verdict(goal)).collect();
         if trial.invalid.is_none()
             && !trial.verdicts.is_empty()

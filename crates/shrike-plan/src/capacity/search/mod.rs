@@ -150,6 +150,12 @@ impl Search {
             .filter(|v| *v != TrialVerdict::Invalid)
             .collect();
         if votes.is_empty() {
+            // Invalid only through the client's stalls: a transient, tried again up to the
+            // level's cap before it is taken for the generator's limit.
+            let stalls = self.at(level).all(|t| t.stalled);
+            if stalls && self.at(level).count() < self.cfg.level_cap() {
+                return LevelVerdict::Undecided;
+            }
             return LevelVerdict::Invalid;
         }
         let passes = votes.iter().filter(|v| **v == TrialVerdict::Pass).count();
@@ -182,13 +188,15 @@ impl Search {
         LevelVerdict::Undecided
     }
 
-    /// The lowest level at which the generator could not drive any trial.
+    /// The lowest level at which the generator could not drive any trial (a stall is a
+    /// transient, not a limit, unless every trial the level may have stalled).
     fn generator_limit(&self) -> Option<f64> {
         self.trials
             .iter()
             .filter(|t| {
                 t.invalid.is_some() || t.verdicts.iter().all(|v| *v == TrialVerdict::Invalid)
             })
+            .filter(|t| !t.stalled || self.at(t.level).count() >= self.cfg.level_cap())
             .map(|t| t.level)
             .reduce(f64::min)
     }

@@ -253,6 +253,15 @@ fn a_stalled_client_invalidates_its_trial_instead_of_failing_it() {
     let t = Trial::judge(100.0, true, false, &r, client, &goal);
     assert_eq!(t.verdicts, [TrialVerdict::Invalid], "{t:?}");
     assert!(t.invalid.as_deref().unwrap_or_default().contains("stalled"), "{t:?}");
+    assert!(t.stalled);
+    // A stall is a transient: the level is tried again, not taken for the generator's limit
+    // (a CI run's first trial stalled, and the search answered "the load generator is the
+    // bottleneck at 50/s").
+    let mut s = Search::new(config(), 1);
+    s.record(t.clone());
+    assert!(matches!(s.next(), Next::Trial { level, .. } if level == 100.0), "{:?}", s.next());
+    s.record(Trial::judge(100.0, true, false, &result(100.0, 1e6, 20_000), client, &goal));
+    assert!(matches!(s.next(), Next::Trial { level, .. } if level == 200.0), "{:?}", s.next());
 }
 
 #[test]
