@@ -3,7 +3,7 @@
 //! outputs), the rest is [`ReplayOptions`], and the jobs come from a [`JobReader`] over a file
 //! or a stream.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use shrike_engine::feed::{AdmissionHandle, FedProtocol, SerialProtocol};
 use shrike_engine::{Ready, RunSpec, SpecError};
 use shrike_jobs::{JobProtocol, JobReader};
@@ -22,8 +22,10 @@ pub struct ReplayOptions {
     pub shard: Option<Shard>,
     /// HTTP: send the captured Host header rather than the target's.
     pub keep_host: bool,
-    /// TCP: how answers end.
-    pub tcp: TcpFraming,
+    /// TCP: how answers end; `None` takes what the jobs file recorded at import
+    /// ([`TcpFraming::of_header`]): the delimiter its messages were split at, or the captured
+    /// answer sizes for fixed-length frames.
+    pub tcp: Option<TcpFraming>,
     /// MySQL: how each connection logs in.
     pub mysql: MysqlLogin,
 }
@@ -34,7 +36,7 @@ impl Default for ReplayOptions {
             time: TimeOptions::default(),
             shard: None,
             keep_host: false,
-            tcp: TcpFraming::Delimiter(vec![0]),
+            tcp: None,
             mysql: MysqlLogin { user: "root".into(), password: None, database: None },
         }
     }
@@ -42,16 +44,29 @@ impl Default for ReplayOptions {
 
 impl ReplayOptions {
     /// What the engine speaks for jobs of `protocol`: its own HTTP, or one of replay's.
-    pub fn engine_protocol(&self, protocol: JobProtocol) -> FedProtocol {
+    pub fn engine_protocol(
+        &self,
+        protocol: JobProtocol,
+        header: &Map<String, Value>,
+    ) -> FedProtocol {
         match protocol {
             JobProtocol::Http => FedProtocol::Http,
             JobProtocol::Tcp => {
-                FedProtocol::Serial(SerialProtocol::new(RawTcp::new(self.tcp.clone())))
+                FedProtocol::Serial(SerialProtocol::new(RawTcp::new(self.tcp_framing(header))))
             }
             JobProtocol::Mysql => {
                 FedProtocol::Serial(SerialProtocol::new(Mysql::new(self.mysql.clone())))
             }
         }
+    }
+
+    /// How TCP answers end for a jobs file with `header`: the flags' framing, else the
+    /// file's, else a NUL delimiter (`--tcp-delimiter`'s default).
+    pub fn tcp_framing(&self, header: &Map<String, Value>) -> TcpFraming {
+        self.tcp
+            .clone()
+            .or_else(|| TcpFraming::of_header(header))
+            .unwrap_or_else(|| TcpFraming::Delimiter(vec![0]))
     }
 
     /// The wire form (for the service). The MySQL password is included: it is what the
@@ -62,11 +77,7 @@ impl ReplayOptions {
             "max_idle_ns": self.time.max_idle.map(|d| d.as_nanos() as u64),
             "shard": self.shard.map(|s| s.to_string()),
             "keep_host": self.keep_host,
-            "tcp": match &self.tcp {
-                TcpFraming::Delimiter(d) => json!({"delimiter": d}),
-                TcpFraming::Count => json!("count"),
-                TcpFraming::None => json!("none"),
-            },
+            "tcp": self.tcp.as_ref().map_or(Value::Null, TcpFraming::to_json),
             "mysql_user": self.mysql.user,
             "mysql_password": self.mysql.password,
             "mysql_db": self.mysql.database,
@@ -91,16 +102,16 @@ impl ReplayOptions {
             Some(s) => Some(Shard::parse(s).map_err(|e| format!("replay.shard: {e}"))?),
         };
         let tcp = match v.get("tcp") {
-            None => d.tcp,
-            Some(Value::String(s)) if s == "count" => TcpFraming::Count,
-            Some(Value::String(s)) if s == "none" => TcpFraming::None,
+            None | Some(Value::Null) => d.tcp,
+            Some(Value::String(s)) if s == "count" => Some(TcpFraming::Count),
+            Some(Value::String(s)) if s == "none" => Some(TcpFraming::None),
             Some(t) => {
                 let bytes: Option<Vec<u8>> =
                     t.get("delimiter").and_then(Value::as_array).and_then(|a| {
                         a.iter().map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok())).collect()
                     });
                 match bytes {
-                    Some(b) if !b.is_empty() => TcpFraming::Delimiter(b),
+                    Some(b) if !b.is_empty() => Some(TcpFraming::Delimiter(b)),
                     _ => {
                         return Err(
                             "replay.tcp: expected \"count\", \"none\" or {\"delimiter\": [bytes]}"
@@ -175,8 +186,8 @@ pub fn prepare(
         FeedOptions { protocol, time: options.time, shard: options.shard, authority, path_prefix };
     let (sender, feed) = shrike_engine::feed::feed(spec.concurrency().workers().get(), FEED_DEPTH);
     let admission = sender.admission();
-    let ready =
-        shrike_engine::Run::new(spec).fed(feed, options.engine_protocol(protocol)).prepare()?;
+    let engine_protocol = options.engine_protocol(protocol, reader.header());
+    let ready = shrike_engine::Run::new(spec).fed(feed, engine_protocol).prepare()?;
     Ok(ReadyReplay { ready, protocol, admission, feeder: (reader, sender, feed_options) })
 }
 
@@ -232,7 +243,7 @@ mod tests {
             },
             shard: Shard::try_new(1, 3),
             keep_host: true,
-            tcp: TcpFraming::Delimiter(b"\r\n".to_vec()),
+            tcp: Some(TcpFraming::Delimiter(b"\r\n".to_vec())),
             mysql: MysqlLogin {
                 user: "app".into(),
                 password: Some("pw".into()),
@@ -240,7 +251,7 @@ mod tests {
             },
         };
         assert_eq!(ReplayOptions::from_json(&o.to_json()).unwrap(), o);
-        for t in [TcpFraming::Count, TcpFraming::None] {
+        for t in [Some(TcpFraming::Count), Some(TcpFraming::None), None] {
             let o = ReplayOptions { tcp: t, ..ReplayOptions::default() };
             assert_eq!(ReplayOptions::from_json(&o.to_json()).unwrap(), o);
         }

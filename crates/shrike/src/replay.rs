@@ -63,7 +63,9 @@ pub struct ReplayArgs {
     /// Stop after this long even if jobs remain [default: when every job is done].
     #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
     pub duration: Option<Duration>,
-    /// TCP: each answer ends with these bytes (escapes: \n, \r, \t, \0, \xNN) [default: \0].
+    /// TCP: each answer ends with these bytes (escapes: \n, \r, \t, \0, \xNN) [default: the
+    /// framing the jobs file recorded at import (its delimiter, or the captured answer sizes
+    /// for fixed-length messages), else \0].
     #[arg(long, value_name = "BYTES", conflicts_with_all = ["tcp_count", "tcp_no_answer"])]
     pub tcp_delimiter: Option<String>,
     /// TCP: read as many bytes of answer as the captured server sent.
@@ -127,6 +129,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         let mut played = options.to_json();
         // The password is the generator's to log in with, not a dry run's to print.
         played["mysql_password"] = serde_json::json!(options.mysql.password.is_some());
+        // What the file and the flags make of the framing together.
+        if protocol == JobProtocol::Tcp {
+            played["tcp"] = options.tcp_framing(reader.header()).to_json();
+        }
         return crate::dry_run::print(serde_json::json!({
             "command": "replay",
             "spec": spec.to_json(),
@@ -293,20 +299,20 @@ fn run_args(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<RunArgs>
     Ok(r)
 }
 
-/// How TCP answers end, from the flags.
-fn framing(args: &ReplayArgs) -> anyhow::Result<TcpFraming> {
+/// How TCP answers end, from the flags; `None` without any: the jobs file's own framing.
+fn framing(args: &ReplayArgs) -> anyhow::Result<Option<TcpFraming>> {
     if args.tcp_count {
-        return Ok(TcpFraming::Count);
+        return Ok(Some(TcpFraming::Count));
     }
     if args.tcp_no_answer {
-        return Ok(TcpFraming::None);
+        return Ok(Some(TcpFraming::None));
     }
-    let d = args.tcp_delimiter.as_deref().unwrap_or("\\0");
+    let Some(d) = args.tcp_delimiter.as_deref() else { return Ok(None) };
     let bytes = unescape(d).map_err(|e| usage(format!("--tcp-delimiter {d:?}: {e}")))?;
     if bytes.is_empty() {
         return Err(usage("--tcp-delimiter: give at least one byte"));
     }
-    Ok(TcpFraming::Delimiter(bytes))
+    Ok(Some(TcpFraming::Delimiter(bytes)))
 }
 
 /// `\n`, `\r`, `\t`, `\0`, `\\` and `\xNN` escapes; other bytes as they are.

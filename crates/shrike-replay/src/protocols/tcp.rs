@@ -24,6 +24,34 @@ pub enum TcpFraming {
     None,
 }
 
+impl TcpFraming {
+    /// The wire form: `{"delimiter": [bytes]}`, `"count"` or `"none"`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            TcpFraming::Delimiter(d) => serde_json::json!({"delimiter": d}),
+            TcpFraming::Count => serde_json::json!("count"),
+            TcpFraming::None => serde_json::json!("none"),
+        }
+    }
+
+    /// The framing a jobs file's header recorded at import (`"tcp_framing": {"delimiter":
+    /// [10]}` or `{"frame_length": 16}`): its delimiter, or for fixed-length messages the
+    /// captured answer sizes.
+    pub fn of_header(header: &serde_json::Map<String, serde_json::Value>) -> Option<TcpFraming> {
+        let f = header.get("tcp_framing")?;
+        if f.get("frame_length").is_some() {
+            return Some(TcpFraming::Count);
+        }
+        let bytes: Vec<u8> = f
+            .get("delimiter")?
+            .as_array()?
+            .iter()
+            .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect::<Option<_>>()?;
+        (!bytes.is_empty()).then_some(TcpFraming::Delimiter(bytes))
+    }
+}
+
 /// How many bytes the captured server answered a TCP message with: a payload's extra, for
 /// [`TcpFraming::Count`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

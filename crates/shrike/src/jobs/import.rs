@@ -86,6 +86,16 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = args.port {
         info.insert("port".into(), json!(p));
     }
+    // How the messages were framed: replay reads the answers the same way unless told not to.
+    match &splitter {
+        Splitter::Delimited(d) => {
+            info.insert("tcp_framing".into(), json!({"delimiter": d}));
+        }
+        Splitter::Fixed(n) => {
+            info.insert("tcp_framing".into(), json!({"frame_length": n}));
+        }
+        _ => {}
+    }
     let mut writer =
         JobWriter::create(&args.output, protocol, info).map_err(|e| usage(e.to_string()))?;
     let options = ImportOptions { splitter, port: args.port };

@@ -241,3 +241,84 @@ fn bad_captures_and_flags_are_clear() {
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("nothing to import"), "{}", out.stderr);
 }
+
+/// A line echo server on 127.0.0.1:0: answers each `\n`-terminated message with `ok:` and the
+/// message, on every connection, until the test ends.
+fn line_echo() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut w = conn.try_clone().unwrap();
+                let r = std::io::BufReader::new(conn);
+                for line in std::io::BufRead::lines(r).map_while(Result::ok) {
+                    if w.write_all(format!("ok:{line}\n").as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn tcp_framing_given_at_import_is_the_replays_default() {
+    let dir = scratch("capture-tcp-framing");
+    let addr = line_echo();
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    let dump = Tcpdump::start("lo", &format!("tcp port {port}"), &dir.join("lines.pcap"));
+    let mut c = TcpStream::connect(&addr).unwrap();
+    for i in 0..4 {
+        c.write_all(format!("hello {i}\n").as_bytes()).unwrap();
+        let mut buf = [0u8; 64];
+        let n = c.read(&mut buf).unwrap();
+        assert!(buf[..n].ends_with(b"\n"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(c);
+    let pcap = dump.stop();
+    let jobs_path = dir.join("lines.jobs");
+    let out = run(
+        &[
+            "jobs",
+            "import",
+            pcap.to_str().unwrap(),
+            "--protocol",
+            "tcp",
+            "--port",
+            &port,
+            "--delimiter",
+            "\\n",
+            "-o",
+            jobs_path.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // The framing is in the file ...
+    let header: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&jobs_path).unwrap().lines().next().unwrap())
+            .unwrap();
+    assert_eq!(header["tcp_framing"], serde_json::json!({"delimiter": [10]}), "{header}");
+    // ... and the replay reads each answer to it without being told again (the old default,
+    // a NUL, timed every request out).
+    let out = run(
+        &[
+            "replay",
+            jobs_path.to_str().unwrap(),
+            "--target",
+            &addr,
+            "--timeout",
+            "2s",
+            "--output-format",
+            "json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    assert_eq!(counter(global(&v), "upstream_rq_timeout"), 0, "{}", out.stderr);
+    assert_eq!(counter(global(&v), "benchmark.answers"), 4, "{}", out.stderr);
+}
