@@ -239,15 +239,24 @@ impl Nginx {
             d = dir.display()
         );
         std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+        use std::os::unix::process::CommandExt as _;
         let child = Command::new("/usr/sbin/nginx")
             .args(["-p", &dir.display().to_string(), "-c", "nginx.conf", "-e", "stderr"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            // Not the test's own stderr: a worker outliving the test would hold it open.
+            .stderr(Stdio::null())
+            // Its own process group, so ending it ends its workers too.
+            .process_group(0)
             .spawn()
             .expect("nginx (Debian's nginx package; .ci/run installs it)");
         let until = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() || !pid_file.exists() {
+        // Up: listening, its pid file written, and both workers forked (the master listens
+        // and writes the file before it forks them).
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+            || !pid_file.exists()
+            || tree(child.id()).2 < 3
+        {
             assert!(Instant::now() < until, "nginx did not come up on {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -257,7 +266,9 @@ impl Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // The master and its workers: the process group this test made, by its id.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.wait();
     }
 }
