@@ -65,6 +65,16 @@ fn sampled_total(v: &Value, key: &str, secs: f64) -> f64 {
     iterations(v).iter().map(|i| i["server"][key].as_f64().unwrap() * secs).sum()
 }
 
+/// A connections sweep of `url` (2 and 8, two 0.5 s runs each, no waits) sampling the server
+/// through `how` (`--server-pid`, `--server-pid-file`, `--server-cgroup`) `what`: its JSON.
+fn sampling_sweep(url: &str, how: &str, what: &str) -> Value {
+    let args = ["sweep", url, "--connections", "2,8", "--iterations", "2", "-d", "0.5"];
+    let out =
+        run(&[&args[..], &["--wait", "0s", how, what, "--output-format", "json"]].concat(), LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    json(&out)
+}
+
 #[test]
 fn a_sweep_of_a_refused_port_fails_and_says_why() {
     let url = format!("http://127.0.0.1:{}/", closed_port());
@@ -177,28 +187,8 @@ fn every_thread_of_a_multithreaded_server_is_sampled() {
     let server = Server::start(&["--concurrency", "2"]);
     let pid = server.pid();
     let (cpu0, ctx0, _) = tree(pid);
-    let out = run(
-        &[
-            "sweep",
-            &server.url("/"),
-            "--connections",
-            "2,8",
-            "--iterations",
-            "2",
-            "-d",
-            "0.5",
-            "--wait",
-            "0s",
-            "--server-pid",
-            &pid.to_string(),
-            "--output-format",
-            "json",
-        ],
-        LIMIT,
-    );
-    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = sampling_sweep(&server.url("/"), "--server-pid", &pid.to_string());
     let (cpu1, ctx1, _) = tree(pid);
-    let v = json(&out);
     let (ctx, cpu) = ((ctx1 - ctx0) as f64, cpu1 - cpu0);
     let sampled_ctx = sampled_total(&v, "ctx_switches_per_s", 0.5);
     let sampled_cpu = sampled_total(&v, "cpu_cores", 0.5);
@@ -281,28 +271,8 @@ fn nginx_with_two_workers_is_sampled_through_its_pid_file() {
     let (cpu0, ctx0, procs) = tree(master);
     assert_eq!(procs, 3, "a master and two workers");
     let url = format!("http://127.0.0.1:{}/", nginx.port);
-    let out = run(
-        &[
-            "sweep",
-            &url,
-            "--connections",
-            "2,8",
-            "--iterations",
-            "2",
-            "-d",
-            "0.5",
-            "--wait",
-            "0s",
-            "--server-pid-file",
-            &nginx.pid_file.display().to_string(),
-            "--output-format",
-            "json",
-        ],
-        LIMIT,
-    );
-    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = sampling_sweep(&url, "--server-pid-file", &nginx.pid_file.display().to_string());
     let (cpu1, ctx1, _) = tree(master);
-    let v = json(&out);
     let (ctx, cpu) = ((ctx1 - ctx0) as f64, cpu1 - cpu0);
     let sampled_ctx = sampled_total(&v, "ctx_switches_per_s", 0.5);
     let sampled_cpu = sampled_total(&v, "cpu_cores", 0.5);
@@ -522,29 +492,9 @@ fn a_server_in_a_cgroup_is_sampled_from_the_cgroups_own_counters() {
         usec.trim().parse::<f64>().unwrap() / 1e6
     };
     let u0 = usage();
-    let out = run(
-        &[
-            "sweep",
-            &server.url("/"),
-            "--connections",
-            "2,8",
-            "--iterations",
-            "2",
-            "-d",
-            "0.5",
-            "--wait",
-            "0s",
-            "--server-cgroup",
-            &group.0.display().to_string(),
-            "--output-format",
-            "json",
-        ],
-        LIMIT,
-    );
-    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = sampling_sweep(&server.url("/"), "--server-cgroup", &group.0.display().to_string());
     let cpu = usage() - u0;
     drop(server);
-    let v = json(&out);
     let sampled = sampled_total(&v, "cpu_cores", 0.5);
     assert!(sampled >= 0.5 * cpu && sampled <= 1.2 * cpu + 0.05, "{sampled} vs {cpu}");
     for i in iterations(&v) {
