@@ -187,10 +187,10 @@ impl Importer {
         self.report.connections += 1;
         self.report.add_stream(&f.up.stats);
         self.report.add_stream(&f.down.stats);
-        let found = match &self.options.splitter {
-            Splitter::Http => split::http::split(&f, &mut self.report),
+        let (found, login) = match &self.options.splitter {
+            Splitter::Http => (split::http::split(&f, &mut self.report), None),
             Splitter::Mysql => split::mysql::split(&f, &mut self.report),
-            how => split::tcp::split(&f, how, &mut self.report),
+            how => (split::tcp::split(&f, how, &mut self.report), None),
         };
         let Some(&(start, _)) = found.first() else {
             self.report.empty_connections += 1;
@@ -230,6 +230,7 @@ impl Importer {
             connection: Connection::Session,
             server: Some(f.server.to_string()),
             requests,
+            login,
         };
         self.seq += 1;
         self.waiting.push(Reverse(Waiting(start, self.seq, job)));

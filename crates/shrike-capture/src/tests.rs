@@ -320,6 +320,8 @@ fn mysql_commands_without_the_login_with_prepared_statements() {
     let mut login = vec![0x0d, 0xa2, 0x00, 0x00]; // capabilities, no SSL, no query attributes
     login.extend([0u8; 28]);
     login.extend(b"app\0");
+    login.push(0); // an empty auth response (CLIENT_SECURE_CONNECTION: its length first)
+    login.extend(b"inventory\0"); // CLIENT_CONNECT_WITH_DB
     let mut execute = vec![0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0];
     execute.extend([0b10]); // null bitmap: the second parameter is NULL
     execute.push(1); // types follow
@@ -379,8 +381,14 @@ fn mysql_commands_without_the_login_with_prepared_statements() {
                 params: vec![MysqlValue::Int(7), MysqlValue::Text("hi".into())]
             },
             MysqlCommand::InitDb("shop".into()),
+            // Kept: the replay says goodbye as the client did.
+            MysqlCommand::Quit,
         ]
     );
+    let login = shrike_jobs::Login { user: "app".into(), database: Some("inventory".into()) };
+    assert_eq!(jobs[0].login, Some(login));
+    // The commands' bytes, headers included, not the 0 bytes their bodies hold.
+    assert!(report.request_bytes > 60, "{report:?}");
     assert_eq!(
         report.problems.get("mysql: COM_STMT_SEND_LONG_DATA skipped"),
         Some(&1),

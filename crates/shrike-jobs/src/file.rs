@@ -14,14 +14,15 @@
 //! - A job: `job` (its id), `start` (seconds from the file's origin, never less than the
 //!   previous job's), `protocol` (`http`, `tcp`, `mysql`), `connection` (`session`, the
 //!   default: one connection for the job; or `per_request`), `server` (where it went, for
-//!   information) and `requests`.
+//!   information), `login` (MySQL: `{"user": …, "database": …}`, the captured login, which
+//!   replay uses unless told otherwise) and `requests`.
 //! - A request: `at` (seconds from the job's start, never less than the previous request's),
 //!   `pipelined` (HTTP: sent before the previous answer came, and replayed so), then its
 //!   payload: `text` (UTF-8) or `base64` (anything), with `response_bytes` (the size
 //!   of the captured answer) for tcp; for HTTP by hand, `method`, `path`, `headers` (an object
 //!   or a list of pairs) and `body` (or `body_base64`), sent as HTTP/1.1 with a content-length;
 //!   for MySQL, `command` (`query`, `init_db`, `ping`, `stmt_prepare`, `stmt_execute`,
-//!   `stmt_close`, `reset_connection`) with `text` (query, init_db, stmt_prepare),
+//!   `stmt_close`, `reset_connection`, `quit`) with `text` (query, init_db, stmt_prepare),
 //!   `statement` (the prepared statement's id) and `params` (JSON values; `{"base64": …}`
 //!   for bytes).
 //!
@@ -36,7 +37,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use crate::model::{Body, Connection, Job, JobProtocol, MysqlCommand, MysqlValue, Request};
+use crate::model::{Body, Connection, Job, JobProtocol, Login, MysqlCommand, MysqlValue, Request};
 
 /// The format version this reads and writes.
 pub const VERSION: u64 = 1;
@@ -259,10 +260,11 @@ fn seconds(v: Option<&Value>, field: &str) -> Result<Duration, FieldError> {
 fn parse_job(v: &Value, default: JobProtocol) -> Result<Job, FieldError> {
     let o = v.as_object().ok_or_else(|| bad("(line)", "a job is a JSON object"))?;
     for k in o.keys() {
-        if !["job", "start", "protocol", "connection", "server", "requests"].contains(&k.as_str()) {
+        let known = ["job", "start", "protocol", "connection", "server", "login", "requests"];
+        if !known.contains(&k.as_str()) {
             return Err(bad(
                 k.as_str(),
-                "unknown field (a job has job, start, protocol, connection, server, requests)",
+                "unknown field (a job has job, start, protocol, connection, server, login, requests)",
             ));
         }
     }
@@ -287,6 +289,10 @@ fn parse_job(v: &Value, default: JobProtocol) -> Result<Job, FieldError> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad("server", "expected a string")),
     };
+    let login = match o.get("login") {
+        None | Some(Value::Null) => None,
+        Some(l) => Some(login(l, protocol)?),
+    };
     let list = o
         .get("requests")
         .and_then(Value::as_array)
@@ -302,7 +308,34 @@ fn parse_job(v: &Value, default: JobProtocol) -> Result<Job, FieldError> {
         last = req.at;
         requests.push(req);
     }
-    Ok(Job { id, start, protocol, connection, server, requests })
+    if let Some(i) = requests.iter().position(|r| matches!(r.body, Body::Mysql(MysqlCommand::Quit)))
+    {
+        if i + 1 != requests.len() {
+            return Err(bad(
+                format!("requests[{i}].command"),
+                "quit ends a session: it comes last",
+            ));
+        }
+    }
+    Ok(Job { id, start, protocol, connection, server, requests, login })
+}
+
+fn login(v: &Value, protocol: JobProtocol) -> Result<Login, FieldError> {
+    if protocol != JobProtocol::Mysql {
+        return Err(bad("login", "only MySQL jobs have a login"));
+    }
+    let expected = || bad("login", "expected {\"user\": …, \"database\": …} (database optional)");
+    let o = v.as_object().ok_or_else(expected)?;
+    if o.keys().any(|k| k != "user" && k != "database") {
+        return Err(expected());
+    }
+    let user = o.get("user").and_then(Value::as_str).ok_or_else(expected)?.to_string();
+    let database = match o.get("database") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) => Some(d.clone()),
+        Some(_) => return Err(expected()),
+    };
+    Ok(Login { user, database })
 }
 
 fn parse_request(v: &Value, protocol: JobProtocol) -> Result<Request, FieldError> {
@@ -430,7 +463,7 @@ fn http_by_hand(o: &Map<String, Value>) -> Result<Vec<u8>, FieldError> {
 
 fn parse_mysql(o: &Map<String, Value>) -> Result<MysqlCommand, FieldError> {
     let command = o.get("command").and_then(Value::as_str).ok_or_else(|| {
-        bad("command", "missing (query, init_db, ping, stmt_prepare, stmt_execute, stmt_close, reset_connection)")
+        bad("command", "missing (query, init_db, ping, stmt_prepare, stmt_execute, stmt_close, reset_connection, quit)")
     })?;
     let text = || -> Result<String, FieldError> {
         o.get("text")
@@ -470,6 +503,7 @@ fn parse_mysql(o: &Map<String, Value>) -> Result<MysqlCommand, FieldError> {
         }
         "stmt_close" => MysqlCommand::Close { id: statement()? },
         "reset_connection" => MysqlCommand::ResetConnection,
+        "quit" => MysqlCommand::Quit,
         other => {
             return Err(bad("command", format!("{other:?} is not a MySQL command replay runs")))
         }
@@ -676,6 +710,9 @@ pub fn job_json(job: &Job) -> Value {
     if let Some(s) = &job.server {
         o.insert("server".into(), json!(s));
     }
+    if let Some(l) = &job.login {
+        o.insert("login".into(), json!({"user": l.user, "database": l.database}));
+    }
     o.insert("requests".into(), Value::Array(requests));
     Value::Object(o)
 }
@@ -710,6 +747,6 @@ fn mysql_json(c: &MysqlCommand, o: &mut Map<String, Value>) {
         MysqlCommand::Close { id } => {
             o.insert("statement".into(), json!(id));
         }
-        MysqlCommand::Ping | MysqlCommand::ResetConnection => {}
+        MysqlCommand::Ping | MysqlCommand::ResetConnection | MysqlCommand::Quit => {}
     }
 }

@@ -159,6 +159,7 @@ mod tests {
             protocol: JobProtocol::Http,
             connection: Connection::Session,
             server: None,
+            login: None,
             requests: paths
                 .iter()
                 .enumerate()

@@ -110,6 +110,7 @@ pub fn read_har(text: &str) -> Result<HarImport, HarError> {
                     Connection::PerRequest
                 },
                 server: Some(list[0].origin.clone()),
+                login: None,
                 requests,
             };
             (start, job)

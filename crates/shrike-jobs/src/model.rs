@@ -69,6 +69,17 @@ pub struct Job {
     pub server: Option<String>,
     /// In order; offsets never decrease.
     pub requests: Vec<Request>,
+    /// MySQL: who the captured client logged in as (its handshake response), which a replay
+    /// logs in as unless told otherwise.
+    pub login: Option<Login>,
+}
+
+/// A captured MySQL login: the user and the database the session started in. The password
+/// is not in a capture (only a scramble of it), so replay takes it from its own options.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Login {
+    pub user: String,
+    pub database: Option<String>,
 }
 
 impl Job {
@@ -128,6 +139,8 @@ pub enum MysqlCommand {
     Close { id: u32 },
     /// COM_RESET_CONNECTION.
     ResetConnection,
+    /// COM_QUIT: the client said goodbye before closing (always a session's last command).
+    Quit,
 }
 
 impl MysqlCommand {
@@ -141,6 +154,7 @@ impl MysqlCommand {
             MysqlCommand::Execute { .. } => "stmt_execute",
             MysqlCommand::Close { .. } => "stmt_close",
             MysqlCommand::ResetConnection => "reset_connection",
+            MysqlCommand::Quit => "quit",
         }
     }
 }

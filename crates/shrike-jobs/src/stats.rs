@@ -210,6 +210,7 @@ mod tests {
             protocol: JobProtocol::Http,
             connection: Connection::Session,
             server: None,
+            login: None,
             requests: ats_ms
                 .iter()
                 .map(|&a| Request {

@@ -87,6 +87,7 @@ fn sample_jobs() -> Vec<Job> {
             protocol: JobProtocol::Http,
             connection: Connection::PerRequest,
             server: Some("127.0.0.1:80".into()),
+            login: None,
             requests: vec![
                 Request {
                     at: Duration::ZERO,
@@ -112,6 +113,7 @@ fn sample_jobs() -> Vec<Job> {
             protocol: JobProtocol::Mysql,
             connection: Connection::Session,
             server: None,
+            login: None,
             requests: vec![
                 Request {
                     at: Duration::ZERO,

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shrike_engine::feed::{FedRequest, FedSession, FeedSender, HttpMeta, Payload};
-use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError};
+use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError, Login};
 
+use crate::protocols::mysql::MysqlStep;
 use crate::timeline::{TimeOptions, Timeline};
 use crate::Shard;
 
@@ -127,9 +128,10 @@ fn feed(
 /// The engine's session for `job`, placed on the timeline at `(start, offsets)`.
 fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) -> FedSession {
     let (start, offsets) = placed;
+    let login = job.login.clone().map(Arc::new);
     let mut requests: Vec<FedRequest> = Vec::with_capacity(job.requests.len());
     for (r, at) in job.requests.iter().zip(offsets) {
-        let payload = payload(&r.body, options);
+        let payload = payload(&r.body, login.as_ref(), options);
         match requests.last_mut() {
             // Pipelined behind the previous request: it leaves with it, on the same
             // connection, and its answer is read after the previous one's.
@@ -152,8 +154,9 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
 }
 
 /// A request's payload: its bytes, and what its protocol needs beyond them (HTTP/1.1: whether
-/// it is HEAD; TCP: the captured answer's size; MySQL: the command itself).
-fn payload(body: &Body, options: &FeedOptions) -> Payload {
+/// it is HEAD; TCP: the captured answer's size; MySQL: the command itself and its session's
+/// login).
+fn payload(body: &Body, login: Option<&Arc<Login>>, options: &FeedOptions) -> Payload {
     match body {
         Body::Raw { data, .. } if options.protocol == JobProtocol::Http => {
             let (data, head) =
@@ -164,7 +167,10 @@ fn payload(body: &Body, options: &FeedOptions) -> Payload {
             Payload::with(data.clone(), crate::protocols::AnswerSize(*n))
         }
         Body::Raw { data, response_bytes: None } => Payload::bytes(data.clone()),
-        Body::Mysql(c) => Payload::with(Bytes::new(), c.clone()),
+        Body::Mysql(c) => {
+            let step = MysqlStep { command: c.clone(), login: login.cloned() };
+            Payload::with(Bytes::new(), step)
+        }
     }
 }
 

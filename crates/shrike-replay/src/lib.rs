@@ -6,12 +6,14 @@
 //! for every caller. The engine does the rest as for any run: one worker loop, the same
 //! pools, statistics from the scheduled time. The engine knows nothing of jobs files or MySQL.
 
+pub mod advice;
 pub mod feeder;
 pub mod http;
 pub mod prepare;
 pub mod protocols;
 pub mod timeline;
 
+pub use advice::{advice, Advice};
 pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
 pub use prepare::{
     path_prefix, prepare, protocol_of, record, ReadyReplay, ReplayOptions, FEED_DEPTH,

@@ -37,7 +37,7 @@ impl Default for ReplayOptions {
             shard: None,
             keep_host: false,
             tcp: None,
-            mysql: MysqlLogin { user: "root".into(), password: None, database: None },
+            mysql: MysqlLogin { user: None, password: None, database: None },
         }
     }
 }
@@ -128,7 +128,7 @@ impl ReplayOptions {
             keep_host: v.get("keep_host").and_then(Value::as_bool).unwrap_or(false),
             tcp,
             mysql: MysqlLogin {
-                user: text("mysql_user").unwrap_or(d.mysql.user),
+                user: text("mysql_user").or(d.mysql.user),
                 password: text("mysql_password"),
                 database: text("mysql_db"),
             },
@@ -245,7 +245,7 @@ mod tests {
             keep_host: true,
             tcp: Some(TcpFraming::Delimiter(b"\r\n".to_vec())),
             mysql: MysqlLogin {
-                user: "app".into(),
+                user: Some("app".into()),
                 password: Some("pw".into()),
                 database: Some("shop".into()),
             },

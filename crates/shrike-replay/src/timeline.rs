@@ -91,6 +91,7 @@ mod tests {
             protocol: JobProtocol::Http,
             connection: Connection::Session,
             server: None,
+            login: None,
             requests: ats
                 .iter()
                 .map(|&a| Request {

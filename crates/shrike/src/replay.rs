@@ -18,7 +18,7 @@ use shrike_replay::protocols::{MysqlLogin, TcpFraming};
 use shrike_replay::{FeedEnd, FeedProgress, ReplayOptions, Shard, TimeOptions};
 use shrike_spec::{Concurrency, Predicate, Protocol};
 use shrike_stats::duration::parse_duration;
-use shrike_stats::{RunResult, StatId, Termination};
+use shrike_stats::Termination;
 
 use crate::args::{parse, usage};
 use crate::harness::Harness;
@@ -74,11 +74,13 @@ pub struct ReplayArgs {
     /// TCP: read no answers; send each request when due after the previous was written.
     #[arg(long)]
     pub tcp_no_answer: bool,
-    /// MySQL: the user every connection logs in as (the password comes from MYSQL_PWD, as the
-    /// mysql client reads it; the captured logins cannot be replayed) [default: root].
+    /// MySQL: the user every connection logs in as [default: each session's captured user,
+    /// else root]. The password comes from MYSQL_PWD, as the mysql client reads it (a capture
+    /// holds only a scramble of the client's).
     #[arg(long, value_name = "USER")]
     pub mysql_user: Option<String>,
-    /// MySQL: the database each connection starts in (captured USE and COM_INIT_DB still run).
+    /// MySQL: the database each connection starts in [default: each session's captured one]
+    /// (captured USE and COM_INIT_DB still run).
     #[arg(long, value_name = "DB")]
     pub mysql_db: Option<String>,
     /// TLS (https:// targets): extra trust roots (PEM file).
@@ -169,7 +171,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let progress = feeder.progress.clone();
     let end = feeder.finish();
     let mut result = result?;
-    report_feed(&result, &end, &progress);
+    report_feed(&end, &progress);
+    for a in shrike_replay::advice(&result, &options) {
+        match a.warning {
+            true => warning!("{}", a.text),
+            false => info!("{}", a.text),
+        }
+    }
     // A soft stop ends the replay as the file's end would: it was still interrupted.
     if harness.interrupts.interrupted() && result.termination == Termination::Completed {
         result.mark_interrupted();
@@ -260,7 +268,7 @@ fn replay_options(args: &ReplayArgs) -> anyhow::Result<ReplayOptions> {
         keep_host: args.keep_host,
         tcp: framing(args)?,
         mysql: MysqlLogin {
-            user: args.mysql_user.clone().unwrap_or_else(|| "root".into()),
+            user: args.mysql_user.clone(),
             password: std::env::var("MYSQL_PWD").ok(),
             database: args.mysql_db.clone(),
         },
@@ -345,8 +353,8 @@ pub(crate) fn unescape(s: &str) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// What was fed, and whether the replay kept up with the capture's timing.
-fn report_feed(result: &RunResult, end: &FeedEnd, fed: &FeedProgress) {
+/// What was fed.
+fn report_feed(end: &FeedEnd, fed: &FeedProgress) {
     use std::sync::atomic::Ordering::Relaxed;
     let skipped = fed.skipped.load(Relaxed);
     info!(
@@ -360,18 +368,6 @@ fn report_feed(result: &RunResult, end: &FeedEnd, fed: &FeedProgress) {
             String::new()
         }
     );
-    let late = result.global.stats.get(StatId::SendLateness);
-    if late.count() > 0 {
-        let p99 = late.clamped_quantile(0.99);
-        // Beyond a millisecond, requests left noticeably later than the capture had them.
-        if p99 > 1_000_000 {
-            warning!(
-                "the replay did not keep up: 1% of requests left {} or more after their time \
-                 (send lateness p99); add workers (--concurrency) or slow it (--time-scale)",
-                shrike_stats::duration::format_human_ns(p99 as f64)
-            );
-        }
-    }
     if !end.complete && end.error.is_none() {
         info!("the replay stopped before the end of the jobs file");
     }

@@ -2,8 +2,11 @@
 //!
 //! Packets are `[length: 3][sequence: 1][payload]`; a payload of 2^24 − 1 bytes continues in
 //! the next packet. A command is a client packet with sequence 0, so the handshake and any
-//! authentication exchange (sequences 1 and up) are left out: replay logs in with its own
-//! credentials. A session that switched to TLS cannot be read and is reported.
+//! authentication exchange (sequences 1 and up) are not commands. The handshake response gives
+//! the session's login (user and database), which replay logs in as; the password is only a
+//! scramble there, so replay brings its own. A session that switched to TLS cannot be read and
+//! is reported. A client's COM_QUIT is kept as the session's last command, so the replay says
+//! goodbye as the client did instead of leaving the server an aborted connection.
 //!
 //! Prepared statements keep the id the captured server gave them, read from its
 //! COM_STMT_PREPARE_OK answer: the first server packet with sequence 1 sent after the prepare.
@@ -13,13 +16,17 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use shrike_jobs::{Body, MysqlCommand, MysqlValue};
+use shrike_jobs::{Body, Login, MysqlCommand, MysqlValue};
 
 use super::Found;
 use crate::flows::Flow;
 use crate::report::Report;
 
+const CLIENT_CONNECT_WITH_DB: u32 = 1 << 3;
+const CLIENT_PROTOCOL_41: u32 = 1 << 9;
 const CLIENT_SSL: u32 = 1 << 11;
+const CLIENT_SECURE_CONNECTION: u32 = 1 << 15;
+const CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA: u32 = 1 << 21;
 const CLIENT_QUERY_ATTRIBUTES: u32 = 1 << 27;
 
 /// One packet (continuations joined): its sequence number, payload and capture time.
@@ -65,22 +72,23 @@ struct CapturedStatement {
     types: Vec<(u8, bool)>,
 }
 
-pub fn split(flow: &Flow, report: &mut Report) -> Vec<Found> {
+/// The connection's commands, and the login its handshake response shows (when captured).
+pub fn split(flow: &Flow, report: &mut Report) -> (Vec<Found>, Option<Login>) {
     let (client, client_cut) = packets(&flow.up, flow.first);
     let (server, _) = packets(&flow.down, flow.first);
     if client_cut {
         report.problem("mysql: a packet cut off by the end of its connection or the capture", 1);
     }
     // The client's capabilities, from its handshake response (sequence 1), when captured.
-    let caps = client
-        .iter()
-        .find(|p| p.seq == 1 && p.payload.len() >= 4)
+    let response = client.iter().find(|p| p.seq == 1 && p.payload.len() >= 4);
+    let caps = response
         .map(|p| u32::from_le_bytes([p.payload[0], p.payload[1], p.payload[2], p.payload[3]]))
         .unwrap_or(0);
     if caps & CLIENT_SSL != 0 && client.iter().any(|p| p.seq == 1 && p.payload.len() == 32) {
         report.problem("mysql: a session encrypted with TLS (its commands cannot be read)", 1);
-        return Vec::new();
+        return (Vec::new(), None);
     }
+    let login = response.and_then(|p| login(&p.payload));
     let answers: Vec<&Packet> = server.iter().filter(|p| p.seq == 1).collect();
     let mut next_answer = 0usize;
     let mut statements: HashMap<u32, CapturedStatement> = HashMap::new();
@@ -95,8 +103,13 @@ pub fn split(flow: &Flow, report: &mut Report) -> Vec<Found> {
             next_answer += 1;
         }
         let Some((&code, rest)) = p.payload.split_first() else { continue };
+        // The bytes the client sent for it, header included (commands hold no raw bytes).
+        report.request_bytes += 4 + p.payload.len() as u64;
         let command = match code {
-            0x01 => break, // COM_QUIT
+            0x01 => {
+                out.push((p.ts, Body::Mysql(MysqlCommand::Quit)));
+                break;
+            }
             0x03 => query(rest, caps).map(MysqlCommand::Query),
             0x02 => Ok(MysqlCommand::InitDb(String::from_utf8_lossy(rest).into_owned())),
             0x0e => Ok(MysqlCommand::Ping),
@@ -121,7 +134,38 @@ pub fn split(flow: &Flow, report: &mut Report) -> Vec<Found> {
             }
         }
     }
-    out
+    (out, login)
+}
+
+/// The user and database of a HandshakeResponse41 (`None` for the pre-4.1 form, or one cut
+/// short): capabilities (4), max packet (4), charset (1), filler (23), the user (NUL-ended),
+/// the auth response (length-encoded, one-byte length or NUL-ended, by capability), then the
+/// database (NUL-ended) if CLIENT_CONNECT_WITH_DB.
+fn login(p: &[u8]) -> Option<Login> {
+    let caps = u32::from_le_bytes(p.get(..4)?.try_into().ok()?);
+    if caps & CLIENT_PROTOCOL_41 == 0 {
+        return None;
+    }
+    let nul_ended = |b: &[u8]| -> Option<(String, usize)> {
+        let end = b.iter().position(|&c| c == 0)?;
+        Some((String::from_utf8_lossy(&b[..end]).into_owned(), end + 1))
+    };
+    let mut at = 32;
+    let (user, n) = nul_ended(p.get(at..)?)?;
+    at += n;
+    at += if caps & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
+        let (len, n) = lenenc(p.get(at..)?)?;
+        n + usize::try_from(len).ok()?
+    } else if caps & CLIENT_SECURE_CONNECTION != 0 {
+        1 + usize::from(*p.get(at)?)
+    } else {
+        nul_ended(p.get(at..)?)?.1
+    };
+    let database = match caps & CLIENT_CONNECT_WITH_DB != 0 {
+        true => p.get(at..).and_then(nul_ended).map(|(d, _)| d).filter(|d| !d.is_empty()),
+        false => None,
+    };
+    Some(Login { user, database })
 }
 
 fn query(rest: &[u8], caps: u32) -> Result<String, String> {
@@ -334,5 +378,26 @@ mod tests {
         );
         assert_eq!(value(&[2, 1], 0xfd, false), None, "a string longer than the packet");
         assert_eq!(lenenc(&[0xfc, 0x10, 0x01]), Some((0x110, 3)));
+    }
+
+    #[test]
+    fn the_handshake_response_gives_user_and_database() {
+        let caps = CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+            | CLIENT_CONNECT_WITH_DB;
+        let mut p = caps.to_le_bytes().to_vec();
+        p.extend_from_slice(&[0; 28]); // max packet, charset, filler
+        p.extend_from_slice(b"app\0");
+        p.extend_from_slice(&[20]);
+        p.extend_from_slice(&[0xaa; 20]); // the scrambled password
+        p.extend_from_slice(b"shop\0mysql_native_password\0");
+        let want = Login { user: "app".into(), database: Some("shop".into()) };
+        assert_eq!(login(&p), Some(want));
+        // Without CLIENT_CONNECT_WITH_DB the same bytes name no database.
+        p[0] &= !(CLIENT_CONNECT_WITH_DB as u8);
+        assert_eq!(login(&p), Some(Login { user: "app".into(), database: None }));
+        // Cut inside the user: nothing is guessed.
+        assert_eq!(login(&p[..34]), None);
     }
 }

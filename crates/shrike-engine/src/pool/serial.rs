@@ -193,7 +193,7 @@ impl<P: Protocol> SerialPool<P> {
             let handles: Vec<_> = (0..n)
                 .map(|_| {
                     let (pools, pool) = (pools.clone(), self.clone());
-                    tokio::task::spawn_local(async move { pool.connect(&pools).await })
+                    tokio::task::spawn_local(async move { pool.connect(&pools, None).await })
                 })
                 .collect();
             let mut out = Vec::with_capacity(n);
@@ -211,9 +211,9 @@ impl<P: Protocol> SerialPool<P> {
         }
     }
 
-    async fn connect(&self, pools: &Pools) -> Option<Open<P::Conn>> {
+    async fn connect(&self, pools: &Pools, first: Option<u32>) -> Option<Open<P::Conn>> {
         let endpoint = &pools.cfg.endpoints[self.index];
-        let conn = self.protocol.connect(&pools.cx, endpoint).await?;
+        let conn = self.protocol.connect(&pools.cx, endpoint, first).await?;
         pools.cx.state.borrow_mut().counters.inc(P::CONNECTION_COUNTER);
         Some(Open { conn, served: 0 })
     }
@@ -282,7 +282,7 @@ async fn serve<P: Protocol>(
         if conn.is_none() {
             // Boxed: connecting (TCP, TLS) is a ~3 KB future, and inline it would make every
             // connection task that large for its whole life, idle or not.
-            *conn = Box::pin(pool.connect(pools)).await;
+            *conn = Box::pin(pool.connect(pools, Some(ticket.request))).await;
         }
         let Some(open) = conn.as_mut() else {
             record_connection_failure(pools);
@@ -330,6 +330,11 @@ async fn serve<P: Protocol>(
                     After::Closed => {
                         st.counters.inc(Counter::CxCloseNotify);
                         st.counters.inc(Counter::CxDestroyRemote);
+                        *conn = None;
+                    }
+                    // The client's goodbye (the protocol closed it).
+                    After::Ended => {
+                        st.counters.inc(Counter::CxDestroyLocal);
                         *conn = None;
                     }
                     After::Keep if limit_hit => {

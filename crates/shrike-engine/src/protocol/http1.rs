@@ -67,7 +67,7 @@ impl Protocol for Http1 {
     type Error = ReadError;
     const CONNECTION_COUNTER: Counter = Counter::CxHttp1Total;
 
-    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
+    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint, _: Option<u32>) -> Option<Conn> {
         let stream = transport::connect(cx, endpoint).await?;
         let reader = ResponseReader::new().with_latency_header(self.latency_header.clone());
         Some(Conn { stream, reader, out: Vec::new(), body: Vec::new() })

@@ -31,9 +31,16 @@ pub trait Protocol: 'static {
     /// The `upstream_cx_*_total` counter a new connection of this protocol counts in.
     const CONNECTION_COUNTER: shrike_stats::Counter;
 
-    /// Opens a connection (TCP or TLS, and any handshake of the protocol). A failure is
-    /// counted and described in `cx` and gives `None`.
-    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Self::Conn>;
+    /// Opens a connection (TCP or TLS, and any handshake of the protocol) for request-source
+    /// entry `first` (`None` when opened ahead of any request): a protocol whose login belongs
+    /// to the session, as a replayed MySQL session's does, reads it from that payload. A
+    /// failure is counted and described in `cx` and gives `None`.
+    async fn connect(
+        &self,
+        cx: &PoolCx,
+        endpoint: &Endpoint,
+        first: Option<u32>,
+    ) -> Option<Self::Conn>;
 
     /// Sends request-source entry `request` and reads its answer to the end, noting in `io`
     /// when the request went out and the bytes each way as they move (so a timed-out exchange
@@ -107,6 +114,9 @@ pub enum After {
     Closed,
     /// The server sent bytes nobody asked for: the framing can no longer be trusted.
     Desync,
+    /// The client ended the connection as its protocol says to (MySQL's COM_QUIT, as the
+    /// captured client did): closed by us, and no error.
+    Ended,
 }
 
 /// A failed exchange, classed for counting; `error` says what happened.

@@ -5,5 +5,5 @@
 pub mod mysql;
 pub mod tcp;
 
-pub use mysql::{Mysql, MysqlLogin};
+pub use mysql::{Mysql, MysqlLogin, MysqlStep};
 pub use tcp::{AnswerSize, RawTcp, TcpFraming};

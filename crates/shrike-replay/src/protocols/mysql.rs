@@ -1,8 +1,11 @@
 //! MySQL as the engine's [`Protocol`], for replaying captured database sessions: each connection logs in
-//! with the replay's own credentials (the capture's authentication cannot be replayed), then
-//! runs each fed command as captured, reading every result set to its end. A server error is
-//! an answer (the connection stays, as it did for the captured client), tallied by its error
-//! code and SQLSTATE class; a broken connection fails the exchange.
+//! as its session's captured user, into its captured database (either overridden by the
+//! replay's options), with the replay's password (a capture holds only a scramble of the
+//! client's), then runs each fed command as captured, reading every result set to its end. A
+//! server error is an answer (the connection stays, as it did for the captured client),
+//! tallied by its error code and SQLSTATE class; a broken connection fails the exchange. A
+//! captured COM_QUIT is sent as the client sent it, so the server sees a goodbye and not an
+//! aborted connection.
 //!
 //! The client is `mysql_async`, maintained and complete (prepared statements, multiple result
 //! sets); its connection does its own TCP connect, so counting and error notes mirror the
@@ -14,20 +17,44 @@ use std::time::Instant;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn as Client, OptsBuilder, Params, Statement, Value};
-use shrike_jobs::{MysqlCommand, MysqlValue};
+use shrike_jobs::{Login, MysqlCommand, MysqlValue};
 use shrike_stats::Counter;
 
 use shrike_engine::protocol::{
     After, Answer, Endpoint, Failure, FailureClass, Io, OriginLatency, PoolCx, Protocol,
 };
 
-/// Who a MySQL replay logs in as (the captured logins cannot be replayed).
+/// Who a MySQL replay logs in as, where the options say: a user or database given here
+/// overrides each session's captured one. The password is always the replay's (a capture
+/// holds only a scramble of it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MysqlLogin {
-    pub user: String,
+    /// The user every connection logs in as; `None`: its session's captured user (else
+    /// [`DEFAULT_USER`]).
+    pub user: Option<String>,
     pub password: Option<String>,
-    /// The database each connection starts in.
+    /// The database each connection starts in; `None`: its session's captured one.
     pub database: Option<String>,
+}
+
+/// The user a session logs in as when neither the options nor its capture name one.
+pub const DEFAULT_USER: &str = "root";
+
+impl MysqlLogin {
+    /// The user and database a session captured as `captured` logs in with.
+    pub fn for_session(&self, captured: Option<&Login>) -> (String, Option<String>) {
+        let user = self.user.clone().or_else(|| captured.map(|l| l.user.clone()));
+        let database = self.database.clone().or_else(|| captured.and_then(|l| l.database.clone()));
+        (user.unwrap_or_else(|| DEFAULT_USER.into()), database)
+    }
+}
+
+/// What a replayed MySQL request carries: its command, and its session's captured login (for
+/// the connection it opens).
+#[derive(Debug)]
+pub struct MysqlStep {
+    pub command: MysqlCommand,
+    pub login: Option<Arc<Login>>,
 }
 
 #[derive(Clone, Debug)]
@@ -42,7 +69,8 @@ impl Mysql {
 }
 
 pub struct Conn {
-    client: Client,
+    /// `None` once the session said goodbye (COM_QUIT).
+    client: Option<Client>,
     /// Prepared statements by the id the captured server gave them.
     statements: HashMap<u32, Statement>,
 }
@@ -61,20 +89,23 @@ impl Protocol for Mysql {
     type Error = MysqlError;
     const CONNECTION_COUNTER: Counter = Counter::CxMysqlTotal;
 
-    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
+    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint, first: Option<u32>) -> Option<Conn> {
+        let payload = first.and_then(|r| cx.payload(r));
+        let captured = payload.as_ref().and_then(|p| p.extra::<MysqlStep>()?.login.clone());
+        let (user, database) = self.login.for_session(captured.as_deref());
         let mut last_err = String::new();
         for addr in &endpoint.target.addrs {
             let opts = OptsBuilder::default()
                 .ip_or_hostname(addr.ip().to_string())
                 .tcp_port(addr.port())
                 .prefer_socket(false)
-                .user(Some(self.login.user.clone()))
+                .user(Some(user.clone()))
                 .pass(self.login.password.clone())
-                .db_name(self.login.database.clone());
+                .db_name(database.clone());
             match tokio::time::timeout(cx.connect_timeout(), Client::new(opts)).await {
                 Ok(Ok(client)) => {
                     cx.count(Counter::CxTotal, 1);
-                    return Some(Conn { client, statements: HashMap::new() });
+                    return Some(Conn { client: Some(client), statements: HashMap::new() });
                 }
                 Ok(Err(e)) => last_err = format!("MySQL login to {addr}: {e}"),
                 Err(_) => {
@@ -98,12 +129,20 @@ impl Protocol for Mysql {
         // A payload lives until its request finished, so only a bug could make it missing.
         let missing = || Failure { class: FailureClass::Protocol, error: MysqlError::Missing };
         let payload = cx.payload(request).ok_or_else(missing)?;
-        let command: Arc<MysqlCommand> = match payload.extra.clone() {
-            Some(e) => e.downcast().map_err(|_| missing())?,
-            None => return Err(missing()),
-        };
+        let step = payload.extra::<MysqlStep>().ok_or_else(missing)?;
         io.sent = Some(Instant::now());
-        let error = match run(conn, &command).await {
+        if step.command == MysqlCommand::Quit {
+            // COM_QUIT has no answer: the server closes. A connection already gone (the
+            // server closed it) has nobody left to tell.
+            if let Some(client) = conn.client.take() {
+                client.disconnect().await.map_err(|e| Failure {
+                    class: FailureClass::Broken,
+                    error: MysqlError::Client(e),
+                })?;
+            }
+            return Ok(answer(None, After::Ended));
+        }
+        let error = match run(conn, &step.command).await {
             Ok(rows) => {
                 cx.count(Counter::MysqlRows, rows);
                 None
@@ -117,15 +156,19 @@ impl Protocol for Mysql {
                 return Err(Failure { class: FailureClass::Broken, error: MysqlError::Client(e) })
             }
         };
-        Ok(Answer {
-            status: None,
-            header_bytes: 0,
-            body_bytes: 0,
-            origin: OriginLatency::Absent,
-            then: After::Keep,
-            error,
-            more: Vec::new(),
-        })
+        Ok(answer(error, After::Keep))
+    }
+}
+
+fn answer(error: Option<String>, then: After) -> Answer {
+    Answer {
+        status: None,
+        header_bytes: 0,
+        body_bytes: 0,
+        origin: OriginLatency::Absent,
+        then,
+        error,
+        more: Vec::new(),
     }
 }
 
@@ -135,7 +178,7 @@ enum Ran {
     Server { code: u16, state: String },
     /// An execute of a statement this job never prepared.
     Unprepared(u32),
-    /// The connection failed.
+    /// The connection failed (or the session already quit).
     Broken(mysql_async::Error),
 }
 
@@ -150,7 +193,9 @@ impl From<mysql_async::Error> for Ran {
 
 /// Runs one command, reading every result set to its end; the rows read.
 async fn run(conn: &mut Conn, command: &MysqlCommand) -> Result<u64, Ran> {
-    let c = &mut conn.client;
+    let Some(c) = conn.client.as_mut() else {
+        return Err(Ran::Broken(mysql_async::DriverError::ConnectionClosed.into()));
+    };
     let mut rows = 0u64;
     match command {
         MysqlCommand::Query(sql) => {
@@ -189,6 +234,8 @@ async fn run(conn: &mut Conn, command: &MysqlCommand) -> Result<u64, Ran> {
             // The server forgot every prepared statement.
             conn.statements.clear();
         }
+        // Sent by `exchange` (it ends the connection).
+        MysqlCommand::Quit => {}
     }
     Ok(rows)
 }

@@ -92,7 +92,7 @@ impl Protocol for RawTcp {
     type Error = TcpError;
     const CONNECTION_COUNTER: Counter = Counter::CxTcpTotal;
 
-    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint) -> Option<Conn> {
+    async fn connect(&self, cx: &PoolCx, endpoint: &Endpoint, _: Option<u32>) -> Option<Conn> {
         let stream = protocol::connect(cx, endpoint).await?;
         Some(Conn { stream, buf: Vec::new() })
     }
