@@ -4,4 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| shrike_server::fuzzing::request(data));
+fuzz_target!(|data: &[u8]| shrike_fuzz::h1_request(data));

@@ -4,6 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    shrike_engine::pool::h2::fuzz_server_bytes(data);
-});
+fuzz_target!(|data: &[u8]| shrike_fuzz::h2_response(data));

@@ -3,9 +3,5 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shrike_server::ServerConfig;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = ServerConfig::builder().defaults_json(text.to_string()).build();
-});
+fuzz_target!(|data: &[u8]| shrike_fuzz::server_config(data));
