@@ -187,10 +187,17 @@ impl Importer {
         self.report.connections += 1;
         self.report.add_stream(&f.up.stats);
         self.report.add_stream(&f.down.stats);
-        let (found, login) = match &self.options.splitter {
-            Splitter::Http => (split::http::split(&f, &mut self.report), None),
-            Splitter::Mysql => split::mysql::split(&f, &mut self.report),
-            how => (split::tcp::split(&f, how, &mut self.report), None),
+        let (found, login, answers) = match &self.options.splitter {
+            Splitter::Http => {
+                let (found, answers) = split::http::split(&f, &mut self.report);
+                self.report.answers += answers.len() as u64;
+                (found, None, answers)
+            }
+            Splitter::Mysql => {
+                let (found, login) = split::mysql::split(&f, &mut self.report);
+                (found, login, Vec::new())
+            }
+            how => (split::tcp::split(&f, how, &mut self.report), None, Vec::new()),
         };
         let Some(&(start, _)) = found.first() else {
             self.report.empty_connections += 1;
@@ -199,6 +206,7 @@ impl Importer {
         let mut last = Duration::ZERO;
         let http = self.options.splitter == Splitter::Http;
         let mut previous: Option<Duration> = None;
+        let mut answers = answers.into_iter();
         let requests: Vec<Request> = found
             .into_iter()
             .map(|(ts, body)| {
@@ -215,7 +223,7 @@ impl Importer {
                 if pipelined {
                     self.report.pipelined += 1;
                 }
-                Request { at: last, body, pipelined }
+                Request { at: last, body, pipelined, response: answers.next() }
             })
             .collect();
         let protocol = match self.options.splitter {

@@ -26,6 +26,8 @@ pub struct Report {
     pub requests: u64,
     /// HTTP requests sent before the previous one's answer (pipelined).
     pub pipelined: u64,
+    /// HTTP requests whose captured answer was read whole (kept for the canary diff).
+    pub answers: u64,
     /// Client bytes in the requests found.
     pub request_bytes: u64,
     pub jobs: u64,
@@ -81,6 +83,13 @@ impl Report {
             self.packet_bytes,
             self.tcp_segments
         );
+        if self.answers > 0 && self.answers < self.requests {
+            let _ = writeln!(
+                s,
+                "  {} of {} request(s) have their answer in the capture (a replay compares only those)",
+                self.answers, self.requests
+            );
+        }
         if self.pipelined > 0 {
             let _ = writeln!(
                 s,

@@ -84,6 +84,35 @@ pub struct HttpMeta {
     /// Requests pipelined behind this one, whose bytes follow its own in the payload: whether
     /// each is HEAD. Their answers are read after this one's, on the same connection.
     pub pipelined_heads: Vec<bool>,
+    /// The captured answer, which the replayed one is compared with (the canary diff); `None`
+    /// for a request pipelined with others (its answers are not told apart here).
+    pub expect: Option<Expected>,
+}
+
+/// A replayed request's captured answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// How differences are grouped: the request's label (`GET /path`).
+    pub label: Arc<str>,
+    pub status: u16,
+    /// Where the capture showed it.
+    pub body_bytes: Option<u64>,
+}
+
+impl Expected {
+    /// What an answer of `status` with `body_bytes` changed, or `None` if it matched.
+    pub fn difference(&self, status: u16, body_bytes: u64) -> Option<String> {
+        let label = &self.label;
+        if status != self.status {
+            return Some(format!("{label}: {} → {status}", self.status));
+        }
+        match self.body_bytes {
+            Some(was) if was != body_bytes => {
+                Some(format!("{label}: {status} with a {was}-byte body → {body_bytes} bytes"))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What fed payloads speak.

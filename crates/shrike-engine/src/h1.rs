@@ -504,6 +504,35 @@ fn last_token(v: &[u8]) -> &[u8] {
     trim(v.rsplit(|&b| b == b',').next().unwrap_or_default())
 }
 
+/// The answers in `bytes`, a server's whole side of a connection as a capture holds it, read
+/// exactly as the client reads them (interim 1xx skipped; content-length, chunked or
+/// to-the-close bodies), one per request in `heads` (`true`: a HEAD, whose answer has no body):
+/// `(status, body bytes)` each, until the bytes end, break off or stop being HTTP/1.1 (a 101
+/// switch). Replay's import records them, so a replay can be compared with what the captured
+/// server said.
+pub fn captured_answers(bytes: &[u8], heads: &[bool]) -> Vec<(u16, u64)> {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let mut reader = ResponseReader::new();
+    let mut input = bytes;
+    let mut rx = 0u64;
+    let mut out = Vec::with_capacity(heads.len());
+    for &head in heads {
+        let read = std::pin::pin!(reader.read_response(&mut input, head, &mut rx));
+        // A slice never waits: one poll reads a whole answer, or fails at its end.
+        match read.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Ok(i)) => {
+                out.push((i.status, i.body_bytes));
+                if i.status == 101 {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

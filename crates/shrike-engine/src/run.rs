@@ -167,6 +167,7 @@ impl Ready {
         let mut result = RunResult::new(run.spec.to_json(), out.workers, out.termination);
         result.intervals = out.intervals;
         result.errors = out.errors;
+        result.differences = out.differences;
         result.judge(unanswered);
         Ok(result)
     }

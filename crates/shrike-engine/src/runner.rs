@@ -27,6 +27,8 @@ pub(crate) struct RunOutput {
     pub termination: Termination,
     /// Distinct error messages seen by any worker, with counts.
     pub errors: BTreeMap<String, u64>,
+    /// How replayed answers differed from the captured ones, with counts.
+    pub differences: BTreeMap<String, u64>,
     /// The run's time series, merged over workers; empty without telemetry.
     pub intervals: Vec<Interval>,
 }
@@ -277,6 +279,7 @@ pub(crate) fn execute(
     }
     let mut workers = Vec::with_capacity(n);
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut differences: BTreeMap<String, u64> = BTreeMap::new();
     let mut first_err = None;
     for (index, h) in handles.into_iter().enumerate() {
         match h.join() {
@@ -284,6 +287,9 @@ pub(crate) fn execute(
                 workers.push(out.result);
                 for (k, v) in out.errors {
                     *errors.entry(k).or_default() += v;
+                }
+                for (k, v) in out.differences {
+                    *differences.entry(k).or_default() += v;
                 }
             }
             Ok(Err(e)) => first_err = first_err.or(Some(e)),
@@ -307,7 +313,7 @@ pub(crate) fn execute(
     // (an observer panicked) costs the series, not the result.
     let intervals = collector.and_then(|c| c.join().ok()).unwrap_or_default();
     let termination = stop.reason().unwrap_or(Termination::Completed);
-    Ok(RunOutput { workers, termination, errors, intervals })
+    Ok(RunOutput { workers, termination, errors, differences, intervals })
 }
 
 /// Each request-source entry's method and path, as its spans name it.

@@ -51,6 +51,8 @@ pub(crate) enum Workload {
 pub struct WorkerOutput {
     pub result: WorkerResult,
     pub errors: BTreeMap<String, u64>,
+    /// The canary diff's differences (replay).
+    pub differences: BTreeMap<String, u64>,
 }
 
 /// What watches a worker's requests without changing them.
@@ -183,7 +185,8 @@ async fn drive<S: Schedule>(
         result.stats = st.stats.take();
         result.counters = std::mem::take(&mut st.counters);
         result.status_codes = std::mem::take(&mut st.status_codes);
-        WorkerOutput { result, errors: std::mem::take(&mut st.errors) }
+        let differences = std::mem::take(&mut st.differences);
+        WorkerOutput { result, errors: std::mem::take(&mut st.errors), differences }
     };
     // QUIC has no FIN: without an explicit close the server would hold each connection
     // until its idle timeout.

@@ -17,7 +17,9 @@
 //!   information), `login` (MySQL: `{"user": …, "database": …}`, the captured login, which
 //!   replay uses unless told otherwise) and `requests`.
 //! - A request: `at` (seconds from the job's start, never less than the previous request's),
-//!   `pipelined` (HTTP: sent before the previous answer came, and replayed so), then its
+//!   `pipelined` (HTTP: sent before the previous answer came, and replayed so), `response`
+//!   (HTTP: the captured answer, `{"status": 200, "body_bytes": 1234}`, the size optional,
+//!   which a replay compares its answers with), then its
 //!   payload: `text` (UTF-8) or `base64` (anything), with `response_bytes` (the size
 //!   of the captured answer) for tcp; for HTTP by hand, `method`, `path`, `headers` (an object
 //!   or a list of pairs) and `body` (or `body_base64`), sent as HTTP/1.1 with a content-length;
@@ -37,7 +39,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use crate::model::{Body, Connection, Job, JobProtocol, Login, MysqlCommand, MysqlValue, Request};
+use crate::model::{
+    Body, Captured, Connection, Job, JobProtocol, Login, MysqlCommand, MysqlValue, Request,
+};
 
 /// The format version this reads and writes.
 pub const VERSION: u64 = 1;
@@ -387,7 +391,35 @@ fn parse_request(v: &Value, protocol: JobProtocol) -> Result<Request, FieldError
         }
         Some(_) => return Err(bad("pipelined", "expected true or false")),
     };
-    Ok(Request { at, body, pipelined })
+    let response = match o.get("response") {
+        None | Some(Value::Null) => None,
+        Some(_) if protocol != JobProtocol::Http => {
+            return Err(bad("response", "only HTTP requests have a captured response"))
+        }
+        Some(r) => Some(captured(r)?),
+    };
+    Ok(Request { at, body, pipelined, response })
+}
+
+fn captured(v: &Value) -> Result<Captured, FieldError> {
+    let expected = || bad("response", "expected {\"status\": 200, \"body_bytes\": 1234}");
+    let o = v.as_object().ok_or_else(expected)?;
+    if o.keys().any(|k| k != "status" && k != "body_bytes") {
+        return Err(expected());
+    }
+    let status = o
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|s| (100..1000).contains(s))
+        .ok_or_else(|| bad("response.status", "expected an HTTP status (100-999)"))?;
+    let body_bytes = match o.get("body_bytes") {
+        None | Some(Value::Null) => None,
+        Some(n) => {
+            Some(n.as_u64().ok_or_else(|| bad("response.body_bytes", "expected a byte count"))?)
+        }
+    };
+    Ok(Captured { status, body_bytes })
 }
 
 /// An HTTP/1.1 request from `method`, `path`, `headers` and `body`.
@@ -683,6 +715,13 @@ pub fn job_json(job: &Job) -> Value {
             o.insert("at".into(), secs(r.at));
             if r.pipelined {
                 o.insert("pipelined".into(), json!(true));
+            }
+            if let Some(c) = &r.response {
+                let mut v = json!({"status": c.status});
+                if let Some(n) = c.body_bytes {
+                    v["body_bytes"] = json!(n);
+                }
+                o.insert("response".into(), v);
             }
             match &r.body {
                 Body::Raw { data, response_bytes } => {

@@ -166,6 +166,7 @@ mod tests {
                 .map(|(i, p)| Request {
                     at: Duration::from_millis(100 * i as u64),
                     pipelined: false,
+                    response: None,
                     body: Body::Raw {
                         data: format!("GET {p} HTTP/1.1\r\n\r\n").into_bytes(),
                         response_bytes: None,

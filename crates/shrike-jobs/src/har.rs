@@ -8,7 +8,11 @@
 //! - Each request is rebuilt as HTTP/1.1: method, path and query, headers (without HTTP/2
 //!   pseudo-headers), Host from the URL, and the body (`postData.text`, or its `params`
 //!   form-encoded) with a content-length that matches it.
-//! - Entries that are not http(s) (data:, blob:, ws:, extensions) are skipped and counted.
+//! - Entries that are not http(s) (data:, blob:, ws:, extensions) are skipped and counted, as
+//!   are those to hosts the caller did not ask for (a recording of a page holds its CDNs',
+//!   analytics' and fonts' requests beside the service's).
+//! - Each entry's recorded answer (status, and body size when known) is kept for the replay's
+//!   canary diff.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shrike_stats::timestamp::parse_rfc3339;
 
-use crate::model::{Body, Connection, Job, JobProtocol, Request};
+use crate::model::{Body, Captured, Connection, Job, JobProtocol, Request};
 
 /// What a HAR file made.
 #[derive(Debug, Default)]
@@ -24,7 +28,7 @@ pub struct HarImport {
     /// In start order, ids from 1, starts from the first job's.
     pub jobs: Vec<Job>,
     pub entries: usize,
-    /// Origins (scheme://host:port) the requests went to.
+    /// Origins (scheme://host:port) the recording's requests went to (kept or not).
     pub hosts: BTreeSet<String>,
     /// Entries left out, by reason.
     pub skipped: BTreeMap<String, usize>,
@@ -50,10 +54,18 @@ struct Entry {
     group: String,
     data: Vec<u8>,
     origin: String,
+    /// The recorded answer (status 0, a request that got none, is left out).
+    response: Option<Captured>,
 }
 
-/// Reads a HAR document.
+/// Reads a HAR document, every host's entries.
 pub fn read_har(text: &str) -> Result<HarImport, HarError> {
+    read_har_hosts(text, &[])
+}
+
+/// Reads a HAR document, keeping the entries to `hosts` (globs such as `*.example.com`,
+/// matched against the URL's host, or host and port; case aside) or, with none, every entry.
+pub fn read_har_hosts(text: &str, hosts: &[String]) -> Result<HarImport, HarError> {
     let doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
         .map_err(|e| err("(file)", format!("not JSON: {e}")))?;
     let entries = doc
@@ -78,7 +90,11 @@ pub fn read_har(text: &str) -> Result<HarImport, HarError> {
         match entry(e, &path, i, by_connection, by_page)? {
             Ok(en) => {
                 out.hosts.insert(en.origin.clone());
-                parsed.push(en);
+                if hosts.is_empty() || hosts.iter().any(|h| host_matches(h, &en.origin)) {
+                    parsed.push(en);
+                } else {
+                    *out.skipped.entry("another host (not --host)".into()).or_default() += 1;
+                }
             }
             Err(why) => *out.skipped.entry(why).or_default() += 1,
         }
@@ -97,6 +113,7 @@ pub fn read_har(text: &str) -> Result<HarImport, HarError> {
                 .map(|e| Request {
                     at: nanos(e.time_ns - start),
                     pipelined: false,
+                    response: e.response,
                     body: Body::Raw { data: e.data.clone(), response_bytes: None },
                 })
                 .collect();
@@ -206,7 +223,26 @@ fn entry(
         },
         _ => format!("e{index}"),
     };
-    Ok(Ok(Entry { time_ns, group, data, origin }))
+    // The recorded answer, for the replay's canary diff: its status, and its body's size as
+    // it came over the wire (`bodySize`, -1 when unknown; `content.size` is decoded, which a
+    // compressed answer's is not).
+    let response = e.get("response").and_then(|r| {
+        let status = r.get("status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
+        let status = status.filter(|s| (100..1000).contains(s))?;
+        let body_bytes = r.get("bodySize").and_then(Value::as_u64);
+        Some(Captured { status, body_bytes })
+    });
+    Ok(Ok(Entry { time_ns, group, data, origin, response }))
+}
+
+/// Whether glob `pattern` names `origin`'s (`scheme://host:port`) host, or host and port.
+fn host_matches(pattern: &str, origin: &str) -> bool {
+    let authority = origin.split_once("://").map_or(origin, |(_, a)| a);
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    let pattern = pattern.to_ascii_lowercase();
+    [host, authority]
+        .iter()
+        .any(|t| crate::filter::glob(pattern.as_bytes(), t.to_ascii_lowercase().as_bytes()))
 }
 
 /// A request body from `postData`: its text, or its params form-encoded.

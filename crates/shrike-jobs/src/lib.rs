@@ -11,7 +11,9 @@ pub mod model;
 pub mod stats;
 
 pub use file::{JobReader, JobWriter, JobsError, MAX_LINE};
-pub use model::{Body, Connection, Job, JobProtocol, Login, MysqlCommand, MysqlValue, Request};
+pub use model::{
+    Body, Captured, Connection, Job, JobProtocol, Login, MysqlCommand, MysqlValue, Request,
+};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

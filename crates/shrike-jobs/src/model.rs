@@ -98,6 +98,18 @@ pub struct Request {
     /// HTTP: the client sent it before the previous request's answer came (pipelining); a
     /// replay sends it so too, on the same connection, instead of waiting.
     pub pipelined: bool,
+    /// HTTP: what the captured server answered, which a replay compares its answer with (the
+    /// canary diff).
+    pub response: Option<Captured>,
+}
+
+/// A captured HTTP answer: its status, and its body's size where the capture showed it (as
+/// the client reads bodies: a content-length's bytes, a chunked body's data, or all bytes to
+/// the close).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Captured {
+    pub status: u16,
+    pub body_bytes: Option<u64>,
 }
 
 /// What a request sends.

@@ -216,6 +216,7 @@ mod tests {
                 .map(|&a| Request {
                     at: Duration::from_millis(a),
                     pipelined: false,
+                    response: None,
                     body: Body::Raw {
                         data: format!("GET {path}?q=1 HTTP/1.1\r\n\r\n").into_bytes(),
                         response_bytes: None,

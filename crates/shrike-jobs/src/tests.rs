@@ -92,6 +92,7 @@ fn sample_jobs() -> Vec<Job> {
                 Request {
                     at: Duration::ZERO,
                     pipelined: false,
+                    response: None,
                     body: Body::Raw {
                         data: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
                         response_bytes: None,
@@ -100,6 +101,7 @@ fn sample_jobs() -> Vec<Job> {
                 Request {
                     at: ms(20),
                     pipelined: true,
+                    response: None,
                     body: Body::Raw {
                         data: vec![0, 159, 146, 150, b'\n'],
                         response_bytes: Some(12),
@@ -118,16 +120,19 @@ fn sample_jobs() -> Vec<Job> {
                 Request {
                     at: Duration::ZERO,
                     pipelined: false,
+                    response: None,
                     body: Body::Mysql(MysqlCommand::InitDb("shop".into())),
                 },
                 Request {
                     at: ms(1),
                     pipelined: false,
+                    response: None,
                     body: Body::Mysql(MysqlCommand::Prepare { id: 1, sql: "SELECT ?".into() }),
                 },
                 Request {
                     at: ms(2),
                     pipelined: false,
+                    response: None,
                     body: Body::Mysql(MysqlCommand::Execute {
                         id: 1,
                         params: vec![
@@ -144,8 +149,14 @@ fn sample_jobs() -> Vec<Job> {
                     at: ms(3),
                     body: Body::Mysql(MysqlCommand::Close { id: 1 }),
                     pipelined: false,
+                    response: None,
                 },
-                Request { at: ms(3), body: Body::Mysql(MysqlCommand::Ping), pipelined: false },
+                Request {
+                    at: ms(3),
+                    body: Body::Mysql(MysqlCommand::Ping),
+                    pipelined: false,
+                    response: None,
+                },
             ],
         },
     ]
@@ -208,6 +219,17 @@ fn a_chrome_har_becomes_jobs_by_connection() {
     assert!(login.starts_with("POST /session HTTP/1.1\r\nhost: login.example:8443\r\n"), "{login}");
     assert!(login.ends_with("content-length: 26\r\n\r\nuser=ann+lee&next=%2Fa%26b"), "{login}");
     assert_eq!(har.jobs[0].server.as_deref(), Some("http://shop.example:80"));
+    // The recorded answers, for the canary diff.
+    let answers: Vec<Option<Captured>> =
+        har.jobs.iter().flat_map(|j| j.requests.iter().map(|r| r.response)).collect();
+    let c = |status, bytes| Some(Captured { status, body_bytes: Some(bytes) });
+    assert_eq!(answers, vec![c(302, 0), c(200, 1024), c(201, 2), c(200, 0)]);
+    // Only the shop's entries, by a glob on the host.
+    let shop = crate::har::read_har_hosts(text, &["SHOP.example".into()]).unwrap();
+    assert_eq!(shop.jobs.len(), 2);
+    assert_eq!(shop.skipped.get("another host (not --host)"), Some(&1));
+    let by_port = crate::har::read_har_hosts(text, &["*:8443".into()]).unwrap();
+    assert_eq!(by_port.jobs.len(), 1);
     // Malformed HARs name the field.
     let e = crate::har::read_har(r#"{"log": {"entries": [{"request": {}}]}}"#).unwrap_err();
     assert_eq!(e.to_string(), "log.entries[0].startedDateTime: missing");

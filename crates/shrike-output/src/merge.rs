@@ -157,10 +157,15 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         .max_by_key(|t| severity(t))
         .cloned()
         .unwrap_or(Termination::Completed);
-    let mut errors = std::collections::BTreeMap::new();
-    for (msg, n) in inputs.iter().flat_map(|i| &i.result.errors) {
-        *errors.entry(msg.clone()).or_insert(0) += n;
-    }
+    let sum = |of: fn(&RunResult) -> &std::collections::BTreeMap<String, u64>| {
+        let mut sum = std::collections::BTreeMap::new();
+        for (msg, n) in inputs.iter().flat_map(|i| of(&i.result)) {
+            *sum.entry(msg.clone()).or_insert(0) += n;
+        }
+        sum
+    };
+    let errors = sum(|r| &r.errors);
+    let differences = sum(|r| &r.differences);
     let mut result = RunResult {
         timestamp,
         options,
@@ -169,6 +174,7 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         termination,
         intervals,
         errors,
+        differences,
         verdict: Default::default(),
     };
     // The merged run is judged as one run: on its merged counters, by its options' rules.

@@ -9,10 +9,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shrike_engine::feed::{FedRequest, FedSession, FeedSender, HttpMeta, Payload};
-use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError, Login};
+use shrike_engine::feed::{Expected, FedRequest, FedSession, FeedSender, HttpMeta, Payload};
+use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError, Login, Request};
 
 use crate::protocols::mysql::MysqlStep;
+use crate::rewrite::Rewrites;
 use crate::timeline::{TimeOptions, Timeline};
 use crate::Shard;
 
@@ -27,7 +28,15 @@ pub struct FeedOptions {
     pub authority: Option<String>,
     /// HTTP: the target URL's path, put before every replayed path (`""` for `/`).
     pub path_prefix: String,
+    /// HTTP: `--rewrite` rules.
+    pub rewrites: Rewrites,
+    /// Passes over the file (`--loop`): each starts when the one before it had its last
+    /// request due, its jobs' times continued from there.
+    pub loops: u32,
 }
+
+/// Opens the jobs file again, for the passes after the first.
+pub type Reopen = Box<dyn FnMut() -> Result<JobReader, JobsError> + Send>;
 
 /// What the feeder did, readable while it runs.
 #[derive(Debug, Default)]
@@ -58,9 +67,11 @@ pub struct Feeder {
 }
 
 impl Feeder {
-    /// Starts feeding `reader`'s jobs into `sender` on a thread of its own.
+    /// Starts feeding `reader`'s jobs into `sender` on a thread of its own (`reopen` reads
+    /// the file again for each further pass, `options.loops`).
     pub fn start(
         reader: JobReader,
+        reopen: Option<Reopen>,
         sender: FeedSender,
         options: FeedOptions,
     ) -> std::io::Result<Feeder> {
@@ -68,7 +79,7 @@ impl Feeder {
         let p = progress.clone();
         let handle = std::thread::Builder::new().name("shrike-feeder".into()).spawn(move || {
             let mut sender = sender;
-            feed(reader, &mut |s| sender.send(s), &options, &p)
+            feed(reader, reopen, &mut |s| sender.send(s), &options, &p)
         })?;
         Ok(Feeder { progress, handle })
     }
@@ -85,22 +96,67 @@ impl Feeder {
     }
 }
 
-/// Feeds `reader`'s jobs to `send` (false: the run takes no more).
+/// Feeds `reader`'s jobs to `send` (false: the run takes no more), `options.loops` times
+/// (`reopen` gives the file again).
 fn feed(
     reader: JobReader,
+    mut reopen: Option<Reopen>,
     send: &mut dyn FnMut(FedSession) -> bool,
     options: &FeedOptions,
     progress: &FeedProgress,
 ) -> FeedEnd {
     let mut timeline = Timeline::new(options.time);
-    for (position, job) in reader.enumerate() {
-        let job = match job {
+    let mut reader = Some(reader);
+    // Positions run on across passes, so shards keep dealing jobs evenly.
+    let mut position = 0u64;
+    // The file's span (its first job's start to its last request's), known after a pass.
+    let (mut first, mut last) = (None::<Duration>, Duration::ZERO);
+    for pass in 0..options.loops.max(1) {
+        let pass_reader = match (reader.take(), reopen.as_mut()) {
+            (Some(r), _) => r,
+            (None, Some(again)) => match again() {
+                Ok(r) => r,
+                Err(error) => return FeedEnd { complete: false, error: Some(error) },
+            },
+            // No way to read it again (a stream): one pass is what there is.
+            (None, None) => break,
+        };
+        let shift = last.saturating_sub(first.unwrap_or_default()) * pass;
+        let pass_of = (shift, &mut position, &mut timeline);
+        let (f, l) = match feed_pass(pass_reader, pass_of, send, options, progress) {
+            Ok(span) => span,
+            Err(end) => return end,
+        };
+        if pass == 0 {
+            (first, last) = (f, l);
+        }
+    }
+    FeedEnd { complete: true, error: None }
+}
+
+/// One pass over a file, its jobs `shift` later than they say: the span it read (first start,
+/// last request due), or how the feeding ended early.
+fn feed_pass(
+    reader: JobReader,
+    (shift, position, timeline): (Duration, &mut u64, &mut Timeline),
+    send: &mut dyn FnMut(FedSession) -> bool,
+    options: &FeedOptions,
+    progress: &FeedProgress,
+) -> Result<(Option<Duration>, Duration), FeedEnd> {
+    let (mut first, mut last) = (None, Duration::ZERO);
+    for job in reader {
+        let at = *position;
+        *position += 1;
+        let mut job = match job {
             Ok(j) => j,
             // Nothing after a bad line is guessed at; the jobs fed so far still play.
-            Err(error) => return FeedEnd { complete: false, error: Some(error) },
+            Err(error) => return Err(FeedEnd { complete: false, error: Some(error) }),
         };
+        first.get_or_insert(job.start);
+        last = last.max(job.end());
+        job.start += shift;
         progress.read.fetch_add(1, Ordering::Relaxed);
-        let held = options.shard.is_none_or(|s| s.holds(position as u64));
+        let held = options.shard.is_none_or(|s| s.holds(at));
         if job.protocol != options.protocol || job.requests.is_empty() {
             if held {
                 progress.skipped.fetch_add(1, Ordering::Relaxed);
@@ -117,12 +173,12 @@ fn feed(
         let session = session(&job, placed, options);
         let n = session.requests.len() as u64;
         if !send(session) {
-            return FeedEnd { complete: false, error: None };
+            return Err(FeedEnd { complete: false, error: None });
         }
         progress.jobs.fetch_add(1, Ordering::Relaxed);
         progress.requests.fetch_add(n, Ordering::Relaxed);
     }
-    FeedEnd { complete: true, error: None }
+    Ok((first, last))
 }
 
 /// The engine's session for `job`, placed on the timeline at `(start, offsets)`.
@@ -131,7 +187,7 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
     let login = job.login.clone().map(Arc::new);
     let mut requests: Vec<FedRequest> = Vec::with_capacity(job.requests.len());
     for (r, at) in job.requests.iter().zip(offsets) {
-        let payload = payload(&r.body, login.as_ref(), options);
+        let payload = payload(job, r, login.as_ref(), options);
         match requests.last_mut() {
             // Pipelined behind the previous request: it leaves with it, on the same
             // connection, and its answer is read after the previous one's.
@@ -141,6 +197,8 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
                 data.extend_from_slice(&payload.data);
                 let mut meta = prev.payload.extra::<HttpMeta>().cloned().unwrap_or_default();
                 meta.pipelined_heads.push(payload.extra::<HttpMeta>().is_some_and(|m| m.head));
+                // Its answers are recorded together: none is compared with its capture.
+                meta.expect = None;
                 prev.payload = Payload::with(data, meta);
             }
             _ => requests.push(FedRequest { at, payload }),
@@ -156,12 +214,22 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
 /// A request's payload: its bytes, and what its protocol needs beyond them (HTTP/1.1: whether
 /// it is HEAD; TCP: the captured answer's size; MySQL: the command itself and its session's
 /// login).
-fn payload(body: &Body, login: Option<&Arc<Login>>, options: &FeedOptions) -> Payload {
-    match body {
+fn payload(job: &Job, r: &Request, login: Option<&Arc<Login>>, options: &FeedOptions) -> Payload {
+    match &r.body {
         Body::Raw { data, .. } if options.protocol == JobProtocol::Http => {
-            let (data, head) =
-                crate::http::for_target(data, options.authority.as_deref(), &options.path_prefix);
-            Payload::with(data, HttpMeta { head, pipelined_heads: Vec::new() })
+            let fit = crate::http::Fit {
+                authority: options.authority.as_deref(),
+                prefix: &options.path_prefix,
+                rewrites: &options.rewrites,
+            };
+            let (data, head) = crate::http::for_target(data, &fit);
+            // The captured answer, labelled as `jobs stats` labels requests.
+            let expect = r.response.map(|c| Expected {
+                label: shrike_jobs::stats::key(job, &r.body, false).into(),
+                status: c.status,
+                body_bytes: c.body_bytes,
+            });
+            Payload::with(data, HttpMeta { head, pipelined_heads: Vec::new(), expect })
         }
         Body::Raw { data, response_bytes: Some(n) } => {
             Payload::with(data.clone(), crate::protocols::AnswerSize(*n))
@@ -180,19 +248,29 @@ mod tests {
     use super::*;
 
     fn sessions(text: &str, shard: Option<Shard>) -> Vec<Duration> {
-        let reader =
-            JobReader::from_reader("t".into(), Box::new(std::io::Cursor::new(text.to_string())))
-                .unwrap();
+        looped(text, shard, 1)
+    }
+
+    fn looped(text: &str, shard: Option<Shard>, loops: u32) -> Vec<Duration> {
+        let open = {
+            let text = text.to_string();
+            move || JobReader::from_reader("t".into(), Box::new(std::io::Cursor::new(text.clone())))
+        };
+        let reader = open().unwrap();
+        let reopen: Reopen = Box::new(open);
         let options = FeedOptions {
             protocol: JobProtocol::Http,
             time: TimeOptions { scale: 1.0, max_idle: Some(Duration::from_secs(1)) },
             shard,
             authority: None,
             path_prefix: String::new(),
+            rewrites: Rewrites::default(),
+            loops,
         };
         let mut got = Vec::new();
         let end = feed(
             reader,
+            Some(reopen),
             &mut |s| {
                 got.push(s.start);
                 true
@@ -218,5 +296,9 @@ mod tests {
         // Each shard's jobs are due when the whole file has them, not from its own first job.
         assert_eq!(ms(&sessions(&text, Shard::try_new(0, 2))), vec![0, 1500]);
         assert_eq!(ms(&sessions(&text, Shard::try_new(1, 2))), vec![500, 1700]);
+        // Looped: each pass starts when the one before had its last request due (5.2 s, or
+        // 1.7 s with the idle gap shrunk), and shards go on dealing across passes.
+        assert_eq!(ms(&looped(&text, None, 2)), vec![0, 500, 1500, 1700, 1700, 2200, 3200, 3400]);
+        assert_eq!(ms(&looped(&text, Shard::try_new(0, 3), 2)), vec![0, 1700, 3200]);
     }
 }

@@ -11,10 +11,11 @@ pub mod feeder;
 pub mod http;
 pub mod prepare;
 pub mod protocols;
+pub mod rewrite;
 pub mod timeline;
 
 pub use advice::{advice, Advice};
-pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
+pub use feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder, Reopen};
 pub use prepare::{
     path_prefix, prepare, protocol_of, record, ReadyReplay, ReplayOptions, FEED_DEPTH,
 };

@@ -8,8 +8,9 @@ use shrike_engine::feed::{AdmissionHandle, FedProtocol, SerialProtocol};
 use shrike_engine::{Ready, RunSpec, SpecError};
 use shrike_jobs::{JobProtocol, JobReader};
 
-use crate::feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder};
+use crate::feeder::{FeedEnd, FeedOptions, FeedProgress, Feeder, Reopen};
 use crate::protocols::{Mysql, MysqlLogin, RawTcp, TcpFraming};
+use crate::rewrite::Rewrites;
 use crate::{Shard, TimeOptions};
 
 /// Sessions queued per worker ahead of their time: the feeder stays only this far ahead.
@@ -22,6 +23,11 @@ pub struct ReplayOptions {
     pub shard: Option<Shard>,
     /// HTTP: send the captured Host header rather than the target's.
     pub keep_host: bool,
+    /// HTTP: `--rewrite` rules over the paths and headers sent.
+    pub rewrites: Rewrites,
+    /// Passes over the file (`--loop`, at least 1): each starts when the one before it had
+    /// its last request due. Needs a file it can read again ([`ReadyReplay::reading_again`]).
+    pub loops: u32,
     /// TCP: how answers end; `None` takes what the jobs file recorded at import
     /// ([`TcpFraming::of_header`]): the delimiter its messages were split at, or the captured
     /// answer sizes for fixed-length frames.
@@ -36,6 +42,8 @@ impl Default for ReplayOptions {
             time: TimeOptions::default(),
             shard: None,
             keep_host: false,
+            rewrites: Rewrites::default(),
+            loops: 1,
             tcp: None,
             mysql: MysqlLogin { user: None, password: None, database: None },
         }
@@ -77,6 +85,8 @@ impl ReplayOptions {
             "max_idle_ns": self.time.max_idle.map(|d| d.as_nanos() as u64),
             "shard": self.shard.map(|s| s.to_string()),
             "keep_host": self.keep_host,
+            "rewrite": self.rewrites.texts(),
+            "loops": self.loops,
             "tcp": self.tcp.as_ref().map_or(Value::Null, TcpFraming::to_json),
             "mysql_user": self.mysql.user,
             "mysql_password": self.mysql.password,
@@ -126,6 +136,22 @@ impl ReplayOptions {
             time: TimeOptions { scale, max_idle },
             shard,
             keep_host: v.get("keep_host").and_then(Value::as_bool).unwrap_or(false),
+            loops: match v.get("loops") {
+                None | Some(Value::Null) => 1,
+                Some(n) => n
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n >= 1)
+                    .ok_or("replay.loops: must be a whole number, at least 1")?,
+            },
+            rewrites: match v.get("rewrite") {
+                None | Some(Value::Null) => Rewrites::default(),
+                Some(r) => {
+                    let texts: Vec<String> = serde_json::from_value(r.clone())
+                        .map_err(|_| "replay.rewrite: must be a list of rules")?;
+                    Rewrites::parse(&texts).map_err(|e| format!("replay.rewrite: {e}"))?
+                }
+            },
             tcp,
             mysql: MysqlLogin {
                 user: text("mysql_user").or(d.mysql.user),
@@ -153,6 +179,7 @@ pub struct ReadyReplay {
     /// Closing it starts no new job (the first Ctrl-C, a cancelled replay).
     pub admission: AdmissionHandle,
     feeder: (JobReader, shrike_engine::feed::FeedSender, FeedOptions),
+    reopen: Option<Reopen>,
 }
 
 impl std::fmt::Debug for ReadyReplay {
@@ -182,21 +209,36 @@ pub fn prepare(
         false => spec.urls().first().map(|u| u.authority.clone()),
     };
     let path_prefix = path_prefix(spec);
-    let feed_options =
-        FeedOptions { protocol, time: options.time, shard: options.shard, authority, path_prefix };
+    let feed_options = FeedOptions {
+        protocol,
+        time: options.time,
+        shard: options.shard,
+        authority,
+        path_prefix,
+        rewrites: options.rewrites.clone(),
+        loops: options.loops,
+    };
     let (sender, feed) = shrike_engine::feed::feed(spec.concurrency().workers().get(), FEED_DEPTH);
     let admission = sender.admission();
     let engine_protocol = options.engine_protocol(protocol, reader.header());
     let ready = shrike_engine::Run::new(spec).fed(feed, engine_protocol).prepare()?;
-    Ok(ReadyReplay { ready, protocol, admission, feeder: (reader, sender, feed_options) })
+    let feeder = (reader, sender, feed_options);
+    Ok(ReadyReplay { ready, protocol, admission, feeder, reopen: None })
 }
 
 impl ReadyReplay {
     /// Starts the feeder thread and hands back the run to execute.
     pub fn start(self) -> std::io::Result<(Ready, Feeder)> {
         let (reader, sender, options) = self.feeder;
-        let feeder = Feeder::start(reader, sender, options)?;
+        let feeder = Feeder::start(reader, self.reopen, sender, options)?;
         Ok((self.ready, feeder))
+    }
+
+    /// How the file is read again for `--loop`'s further passes (without it, a replay of a
+    /// stream plays one pass).
+    pub fn reading_again(mut self, reopen: Reopen) -> ReadyReplay {
+        self.reopen = Some(reopen);
+        self
     }
 }
 
@@ -221,6 +263,8 @@ pub fn record(
         "max_idle": options.time.max_idle.map(shrike_stats::duration::format_proto),
         "shard": options.shard.map(|s| s.to_string()),
         "keep_host": options.keep_host,
+        "rewrite": options.rewrites.texts(),
+        "loops": options.loops,
         "jobs_read": fed.read.load(Relaxed),
         "jobs": fed.jobs.load(Relaxed),
         "requests": fed.requests.load(Relaxed),
@@ -243,6 +287,8 @@ mod tests {
             },
             shard: Shard::try_new(1, 3),
             keep_host: true,
+            rewrites: Rewrites::parse(&["path:^/a=>/b".into()]).unwrap(),
+            loops: 3,
             tcp: Some(TcpFraming::Delimiter(b"\r\n".to_vec())),
             mysql: MysqlLogin {
                 user: Some("app".into()),

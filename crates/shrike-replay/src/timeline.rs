@@ -97,6 +97,7 @@ mod tests {
                 .map(|&a| Request {
                     at: ms(a),
                     pipelined: false,
+                    response: None,
                     body: Body::Raw { data: Vec::new(), response_bytes: None },
                 })
                 .collect(),

@@ -423,6 +423,11 @@ impl Shrike for ShrikeService {
         };
         let options = start.replay.as_ref().map(convert::from_struct).unwrap_or_default();
         let options = ReplayOptions::from_json(&options).map_err(Status::invalid_argument)?;
+        if options.loops > 1 {
+            return Err(Status::invalid_argument(
+                "replay.loops: a streamed jobs file is read once; loop it where the file is",
+            ));
+        }
         let spec = self.inner.spec(start.spec.as_ref(), true)?;
         let permit = self.inner.permit()?;
         let file = if start.file.is_empty() { "jobs".to_string() } else { start.file.clone() };

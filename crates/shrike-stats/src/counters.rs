@@ -39,6 +39,10 @@ counters! {
     JobsCompleted => "replay.jobs_completed";
     // Rows read from MySQL result sets.
     MysqlRows => "replay.mysql_rows";
+    // Replayed HTTP answers that matched their captured answer (status, and body size where
+    // captured), and that differed: the canary diff.
+    CanaryMatched => "replay.canary_matched";
+    CanaryDiffered => "replay.canary_differed";
     PoolOverflow => "benchmark.pool_overflow";
     PoolConnectionFailure => "benchmark.pool_connection_failure";
     StreamResets => "benchmark.stream_resets";

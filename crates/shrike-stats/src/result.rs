@@ -151,6 +151,9 @@ pub struct RunResult {
     /// Distinct error messages seen by any worker, with how often each occurred (bounded per
     /// worker, so a misbehaving server cannot grow it).
     pub errors: BTreeMap<String, u64>,
+    /// A replay's canary diff: how its answers differed from the captured ones, grouped by
+    /// what changed (`GET /x: 200 → 404`), with counts (bounded as `errors` are).
+    pub differences: BTreeMap<String, u64>,
     /// Whether it succeeded, failed or was interrupted ([`RunResult::judge`] decides it where
     /// the result is made; until then, what its termination alone says).
     pub verdict: crate::Verdict,
@@ -171,6 +174,7 @@ impl RunResult {
             termination,
             intervals: Vec::new(),
             errors: BTreeMap::new(),
+            differences: BTreeMap::new(),
             verdict: crate::Verdict::Succeeded,
         };
         r.judge(crate::Unanswered::Tolerated);

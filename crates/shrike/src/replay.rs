@@ -43,6 +43,15 @@ pub struct ReplayArgs {
     /// HTTP: send the captured Host header instead of the target's.
     #[arg(long)]
     pub keep_host: bool,
+    /// HTTP: rewrite what is sent, by a regular expression with captures ($1, ${name}):
+    /// `path:REGEX=>REPLACEMENT` for the path and query, `header:NAME:REGEX=>REPLACEMENT` for
+    /// a header's value. Repeatable; rules apply in order.
+    #[arg(long = "rewrite", value_name = "RULE")]
+    pub rewrites: Vec<String>,
+    /// Play the file N times over, each pass starting when the one before had its last
+    /// request due (its jobs' times continued from there).
+    #[arg(long = "loop", value_name = "N", default_value_t = 1)]
+    pub loops: u32,
     /// Play only every N-th job from the i-th (0-based: 0/N … N-1/N), so N processes
     /// share a file.
     #[arg(long, value_name = "i/N")]
@@ -154,6 +163,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .interrupts
         .preparing(|| shrike_replay::prepare(spec, &options, reader))
         .map_err(|e| load.explain(e))?;
+    let path = args.file.clone();
+    let prepared = prepared.reading_again(Box::new(move || JobReader::open(&path)));
     let admission = prepared.admission.clone();
     harness
         .interrupts
@@ -211,6 +222,11 @@ fn replay_remote(
     if args.shard.is_some() {
         return Err(usage("--shard with --remote: the generators are the shards (each plays 1/N)"));
     }
+    if args.loops > 1 {
+        return Err(usage(
+            "--loop with --remote: the generators read the file as it is streamed, once",
+        ));
+    }
     if load.server.is_some() {
         return Err(usage("--remote needs a --target the generators can reach"));
     }
@@ -236,6 +252,7 @@ fn refuse_for(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<()> {
         (JobProtocol::Mysql, "--mysql-user", args.mysql_user.is_some()),
         (JobProtocol::Mysql, "--mysql-db", args.mysql_db.is_some()),
         (JobProtocol::Http, "--keep-host", args.keep_host),
+        (JobProtocol::Http, "--rewrite", !args.rewrites.is_empty()),
     ];
     match given.iter().find(|(p, _, set)| *set && *p != protocol) {
         Some((p, flag, _)) => Err(crate::refuse::in_mode(
@@ -266,6 +283,12 @@ fn replay_options(args: &ReplayArgs) -> anyhow::Result<ReplayOptions> {
         time: TimeOptions { scale: args.time_scale, max_idle },
         shard,
         keep_host: args.keep_host,
+        loops: match args.loops {
+            0 => return Err(usage("--loop 0: play the file at least once")),
+            n => n,
+        },
+        rewrites: shrike_replay::rewrite::Rewrites::parse(&args.rewrites)
+            .map_err(|e| usage(format!("--rewrite {e}")))?,
         tcp: framing(args)?,
         mysql: MysqlLogin {
             user: args.mysql_user.clone(),

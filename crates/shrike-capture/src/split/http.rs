@@ -1,16 +1,21 @@
 //! HTTP/1.1 requests from a connection's client bytes: each head (httparse), then its body by
 //! content-length or chunked framing (kept verbatim, trailers included). Pipelined requests
-//! (sent before the previous answer) are simply consecutive here, each with its own time.
+//! (sent before the previous answer) are simply consecutive here, each with its own time. The
+//! server's bytes give each request's captured answer (status and body size), read by the
+//! engine's own response reader, for the replay's canary diff.
 
-use shrike_jobs::Body;
+use shrike_jobs::{Body, Captured};
 
 use super::Found;
 use crate::flows::Flow;
 use crate::report::Report;
 
-pub fn split(flow: &Flow, report: &mut Report) -> Vec<Found> {
+/// The connection's requests, and the captured answers to the first of them (as many as the
+/// server's bytes hold, in order).
+pub fn split(flow: &Flow, report: &mut Report) -> (Vec<Found>, Vec<Captured>) {
     let data = flow.up.data();
     let mut out = Vec::new();
+    let mut heads = Vec::new();
     let mut at = 0usize;
     while at < data.len() {
         // Blank lines between requests are allowed (RFC 9112 §2.2).
@@ -46,10 +51,15 @@ pub fn split(flow: &Flow, report: &mut Report) -> Vec<Found> {
         };
         let end = at + head + body;
         let ts = flow.up.time_at(at as u64).unwrap_or(flow.first);
+        heads.push(req.method == Some("HEAD"));
         out.push((ts, Body::Raw { data: data[at..end].to_vec(), response_bytes: None }));
         at = end;
     }
-    out
+    let answers = shrike_engine::h1::captured_answers(flow.down.data(), &heads)
+        .into_iter()
+        .map(|(status, body)| Captured { status, body_bytes: Some(body) })
+        .collect();
+    (out, answers)
 }
 
 fn cut_off(flow: &Flow) -> String {

@@ -36,6 +36,9 @@ pub(crate) struct WorkerState {
     /// Requests assigned or queued and not yet finished.
     pub outstanding: usize,
     pub errors: BTreeMap<String, u64>,
+    /// How replayed answers differed from their captured ones, by what changed (bounded as
+    /// `errors` are).
+    pub differences: BTreeMap<String, u64>,
     /// The live-telemetry recorder; `None` (one untaken branch per response) without telemetry.
     pub interval: Option<Box<crate::telemetry::recorder::Recorder>>,
 }
@@ -44,14 +47,24 @@ impl WorkerState {
     /// Counts an error by its message. The message is built only when the error is new or
     /// the summary has room, never for the 33rd distinct kind onward.
     pub fn note_error(&mut self, msg: impl FnOnce() -> String) {
-        if self.errors.len() >= MAX_DISTINCT_ERRORS {
-            let msg = msg();
-            let key = if self.errors.contains_key(&msg) { msg } else { "(other errors)".into() };
-            *self.errors.entry(key).or_default() += 1;
-            return;
-        }
-        *self.errors.entry(msg()).or_default() += 1;
+        tally(&mut self.errors, msg, "(other errors)");
     }
+
+    /// Counts a replayed answer's difference from its captured one, as errors are counted.
+    pub fn note_difference(&mut self, what: impl FnOnce() -> String) {
+        tally(&mut self.differences, what, "(other differences)");
+    }
+}
+
+/// Counts `key` in `map`, which holds at most [`MAX_DISTINCT_ERRORS`] keys and `other`.
+fn tally(map: &mut BTreeMap<String, u64>, key: impl FnOnce() -> String, other: &str) {
+    if map.len() >= MAX_DISTINCT_ERRORS {
+        let key = key();
+        let key = if map.contains_key(&key) { key } else { other.into() };
+        *map.entry(key).or_default() += 1;
+        return;
+    }
+    *map.entry(key()).or_default() += 1;
 }
 
 /// How connections are opened.

@@ -318,6 +318,20 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
             }
         }
     }
+    // A replayed request (a fed session's) with its captured answer: the canary diff.
+    if x.ticket.session.is_some() {
+        if let (Some(p), Some(status)) = (cx.payload(x.ticket.request), x.status) {
+            if let Some(e) = p.extra::<crate::feed::HttpMeta>().and_then(|m| m.expect.as_ref()) {
+                match e.difference(status, x.body_bytes) {
+                    None => st.counters.inc(Counter::CanaryMatched),
+                    Some(d) => {
+                        st.counters.inc(Counter::CanaryDiffered);
+                        st.note_difference(|| d);
+                    }
+                }
+            }
+        }
+    }
     match x.origin {
         OriginLatency::Absent => {}
         OriginLatency::Ns(v) => st.stats.record(StatId::OriginLatency, v),

@@ -80,7 +80,7 @@ pub(crate) fn encode(r: &RemoteRequest, base: &RequestSpec, target: &Target) -> 
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
     match method.eq_ignore_ascii_case("HEAD") {
-        true => Payload::with(out, HttpMeta { head: true, pipelined_heads: Vec::new() }),
+        true => Payload::with(out, HttpMeta { head: true, ..HttpMeta::default() }),
         false => Payload::bytes(Bytes::from(out)),
     }
 }

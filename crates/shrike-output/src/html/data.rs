@@ -99,6 +99,27 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
             .collect::<Vec<_>>(),
         "options": flatten_options(&r.options),
         "intervals": r.intervals.iter().map(interval).collect::<Vec<_>>(),
+        "replay": replay(r),
+    })
+}
+
+/// A replay's own numbers (`null` for other runs): its jobs, its speed, and the canary diff
+/// against the captured answers, most frequent difference first.
+fn replay(r: &shrike_stats::RunResult) -> Value {
+    let Some(options) = r.options.get("replay").filter(|_| crate::options::is_replay(r)) else {
+        return Value::Null;
+    };
+    let c = &r.global.counters;
+    let mut differences: Vec<(&String, &u64)> = r.differences.iter().collect();
+    differences.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    json!({
+        "time_scale": options.get("time_scale"),
+        "jobs": options.get("jobs"),
+        "jobs_started": c.get(Counter::JobsStarted),
+        "jobs_completed": c.get(Counter::JobsCompleted),
+        "canary_matched": c.get(Counter::CanaryMatched),
+        "canary_differed": c.get(Counter::CanaryDiffered),
+        "differences": differences.iter().map(|(k, n)| json!([k, n])).collect::<Vec<_>>(),
     })
 }
 

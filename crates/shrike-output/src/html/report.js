@@ -63,7 +63,10 @@
        null, "text"],
       field("Duration", "duration_s", fmtSecs),
       field("Workers", "workers", fmtInt),
-      field("Requested rate (/s)", "requested_rps", fmtRate),
+      ["Requested rate (/s)", function (f) {
+        return f.replay ? "as captured, at " + f.replay.time_scale + "× speed"
+                        : fmtRate(f.requested_rps);
+      }, function (f) { return f.requested_rps; }, null, 0],
       ["Achieved rate (/s)", function (f) { return fmtRate(f.achieved_rps); },
        function (f) { return f.achieved_rps; }, null,
        // More is better only at the same offered rate; otherwise the ratio is just arithmetic.
@@ -76,8 +79,21 @@
                          : "4xx, 5xx, other status, resets, connection failures";
       }]),
       field("Open-loop overflow", "overflow", fmtInt, -1),
-      ["Termination", function (f) { return f.termination.description; }, null, "text"],
     ];
+    // A replay's jobs and its canary diff lead what it adds to a run's rows.
+    var replayed = function (key, fmt, dir) {
+      return [key[0], function (f) { return f.replay ? fmt(f.replay[key[1]]) : "–"; },
+              function (f) { return f.replay ? f.replay[key[1]] : null; }, null, dir];
+    };
+    if (FILES.some(function (f) { return f.replay; })) rows = rows.slice(0, 3).concat([
+      replayed(["Jobs started", "jobs_started"], fmtInt),
+      replayed(["Jobs completed", "jobs_completed"], fmtInt, 1),
+      replayed(["Answers as captured", "canary_matched"], fmtInt, 1),
+      replayed(["Answers that differ", "canary_differed"], fmtInt, -1),
+    ], rows.slice(3));
+    rows = rows.concat([
+      ["Termination", function (f) { return f.termination.description; }, null, "text"],
+    ]);
     [["scheduled", "Scheduled-to-response latency (coordinated-omission-free)"],
      ["service", "Service time (request sent to response end)"]].forEach(function (g) {
       rows.push([g[1]]);
@@ -278,7 +294,10 @@
                       pts: [[0, f.requested_rps], [tmax, f.requested_rps]] });
       }
     });
-    legend(s, fileLegend.concat([["dotted: requested rate", "#555", "dot"]]));
+    // The requested-rate entry only where a line is drawn for it (a replay requests none).
+    var anyRequested = FILES.some(function (f) { return f.intervals.length && f.requested_rps; });
+    legend(s, anyRequested ? fileLegend.concat([["dotted: requested rate", "#555", "dot"]])
+                           : fileLegend);
     chart(figure(s, "throughput"), {
       id: "throughput", x: xAxis,
       y: { kind: "lin", min: 0, max: Math.max(top * 1.1, 1), fmt: fmtRate, label: "responses/s" },
@@ -441,6 +460,28 @@
       return String(v);
     });
   }
+  // ---- a replay's canary diff: what answered otherwise than the capture ----
+  function canary() {
+    var replays = FILES.filter(function (f) { return f.replay; });
+    if (!replays.length) return;
+    var s = section("Canary diff",
+      "Each replayed answer against the captured one (status, and body size where captured), " +
+      "grouped by what changed: captured → replayed.");
+    var keys = union(function (f) { return f.replay ? f.replay.differences : []; });
+    if (!keys.length) {
+      var compared = replays.map(function (f) { return f.replay.canary_matched; });
+      empty(s, compared.some(function (n) { return n > 0; }) ?
+        "Every compared answer was as captured." :
+        "No answer had a captured one to compare with (import the capture again to record them).");
+      return;
+    }
+    keyedTable(s, "canary", "captured → replayed", keys, function (f, k, i, td) {
+      var d = f.replay && f.replay.differences.filter(function (x) { return x[0] === k; })[0];
+      var v = d ? d[1] : 0;
+      td.textContent = fmtInt(v);
+      return v;
+    });
+  }
   function options() {
     var s = section("Options", FILES.length > 1 ?
       "Every option each run was given; highlighted rows differ between results." :
@@ -465,7 +506,7 @@
   var ns = root.querySelector("noscript");
   if (ns) root.removeChild(ns);
   // Each part draws on its own: one failing still leaves the rest, and the error is recorded.
-  [summary, spectrum, histogram, overTime, statusCodes, counters, options].forEach(function (part) {
+  [summary, canary, spectrum, histogram, overTime, statusCodes, counters, options].forEach(function (part) {
     try { part(); } catch (e) { renderErrors.push(part.name + ": " + (e && e.stack || e)); }
   });
   stamp();

@@ -43,6 +43,9 @@ pub(super) fn render(f: &Facts, s: &mut String) {
         rows.push(("Lateness:", l));
     }
     rows.push(("Requests:", requests(f)));
+    if let Some(c) = canary(g) {
+        rows.push(("Canary:", c));
+    }
     rows.push(("Termination:", f.result.termination.describe()));
     rows.push(("Connections:", connections(f)));
     if let Some(t) = transfer(f) {
@@ -55,6 +58,7 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     s.push('\n');
     latency(g, s);
     errors(f, s);
+    differences(f, s);
     notes::render(f, s);
 }
 
@@ -314,18 +318,50 @@ fn cell(stat: &Statistic, q: Option<f64>) -> String {
 
 /// The most frequent error messages, so a failed run says what failed.
 fn errors(f: &Facts, s: &mut String) {
-    let errors = &f.result.errors;
-    if errors.is_empty() {
+    most_frequent(&f.result.errors, "Errors", ERRORS_SHOWN, s);
+}
+
+/// A replay's canary diff: how many answers were as captured.
+fn canary(g: &WorkerResult) -> Option<String> {
+    let matched = g.counters.get(Counter::CanaryMatched);
+    let differed = g.counters.get(Counter::CanaryDiffered);
+    let compared = matched + differed;
+    if compared == 0 {
+        return None;
+    }
+    Some(match differed {
+        0 => format!("all {compared} compared answers as captured (status and body size)"),
+        _ => format!(
+            "{differed} of {compared} compared answers differ from the capture ({:.1}%); \
+             {matched} as captured",
+            100.0 * differed as f64 / compared as f64
+        ),
+    })
+}
+
+/// What differed from the capture, most frequent first.
+fn differences(f: &Facts, s: &mut String) {
+    most_frequent(&f.result.differences, "Canary differences (captured → replayed)", 10, s);
+}
+
+/// `title:` and the `shown` most frequent of `counts`, with how many kinds were left out.
+fn most_frequent(
+    counts: &std::collections::BTreeMap<String, u64>,
+    title: &str,
+    shown: usize,
+    s: &mut String,
+) {
+    if counts.is_empty() {
         return;
     }
-    let mut by_count: Vec<(&String, &u64)> = errors.iter().collect();
+    let mut by_count: Vec<(&String, &u64)> = counts.iter().collect();
     by_count.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
-    s.push_str("\nErrors:\n");
-    for (msg, n) in by_count.iter().take(ERRORS_SHOWN) {
+    let _ = writeln!(s, "\n{title}:");
+    for (msg, n) in by_count.iter().take(shown) {
         let _ = writeln!(s, "  {n} × {msg}");
     }
-    if by_count.len() > ERRORS_SHOWN {
-        let _ = writeln!(s, "  … and {} other kinds", by_count.len() - ERRORS_SHOWN);
+    if by_count.len() > shown {
+        let _ = writeln!(s, "  … and {} other kinds", by_count.len() - shown);
     }
 }
 

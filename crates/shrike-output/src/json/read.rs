@@ -140,6 +140,14 @@ pub fn from_json(input: &str) -> Result<RunResult> {
             .map(|(i, e)| error(e, &format!("shrike.errors[{i}]")))
             .collect::<Result<_>>()?,
     };
+    let differences = match shrike.get("canary_differences") {
+        None | Some(Value::Null) => Default::default(),
+        Some(v) => array(v, "shrike.canary_differences")?
+            .iter()
+            .enumerate()
+            .map(|(i, e)| error(e, &format!("shrike.canary_differences[{i}]")))
+            .collect::<Result<_>>()?,
+    };
     let mut result = RunResult {
         timestamp,
         options: options.clone(),
@@ -148,6 +156,7 @@ pub fn from_json(input: &str) -> Result<RunResult> {
         termination,
         intervals,
         errors,
+        differences,
         verdict: Verdict::Succeeded,
     };
     match shrike.get("verdict") {

@@ -112,6 +112,10 @@ struct ShrikeDoc {
     intervals: Vec<IntervalDoc>,
     /// Distinct errors the run saw, most frequent first; always present, empty without errors.
     errors: Vec<ErrorDoc>,
+    /// A replay's canary diff: how its answers differed from the captured ones, most frequent
+    /// first (`message` says what changed); present only when some did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    canary_differences: Vec<ErrorDoc>,
 }
 
 #[derive(Serialize)]
@@ -219,6 +223,7 @@ fn document(result: &RunResult) -> OutputDoc<'_> {
             },
             intervals: result.intervals.iter().map(interval_doc).collect(),
             errors: error_docs(&result.errors),
+            canary_differences: error_docs(&result.differences),
         },
     }
 }

@@ -10,12 +10,12 @@ use shrike_jobs::{JobProtocol, JobWriter};
 use crate::args::usage;
 use crate::log::{self, info, Tag};
 
-pub fn import(path: &Path, output: &Path) -> anyhow::Result<ExitCode> {
+pub fn import(path: &Path, output: &Path, hosts: &[String]) -> anyhow::Result<ExitCode> {
     // A HAR is one JSON document: it is read whole (the jobs it makes stream out).
     let text =
         std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
-    let har =
-        shrike_jobs::har::read_har(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    let har = shrike_jobs::har::read_har_hosts(&text, hosts)
+        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let mut info = Map::new();
     info.insert("source".into(), json!(path.display().to_string()));
     info.insert("imported_by".into(), json!(format!("shrike {}", env!("CARGO_PKG_VERSION"))));
@@ -40,7 +40,11 @@ pub fn import(path: &Path, output: &Path) -> anyhow::Result<ExitCode> {
         info!("  skipped {n} entr{} with {why}", if *n == 1 { "y" } else { "ies" });
     }
     if har.jobs.is_empty() {
-        log::line(Tag::Error, &format!("{}: no http(s) entry to import", path.display()));
+        let why = match hosts.is_empty() {
+            true => "no http(s) entry to import".to_string(),
+            false => format!("no entry to --host {} (see the hosts above)", hosts.join(", ")),
+        };
+        log::line(Tag::Error, &format!("{}: {why}", path.display()));
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

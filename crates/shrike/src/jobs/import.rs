@@ -38,6 +38,11 @@ pub struct ImportArgs {
     /// tcp: each message is this many bytes.
     #[arg(long, value_name = "N")]
     pub frame_length: Option<usize>,
+    /// har: keep only the entries to this host (a glob such as `*.example.com`, matched
+    /// against the URL's host, or host:port; repeatable). The report lists every host the
+    /// recording holds.
+    #[arg(long = "host", value_name = "HOST")]
+    pub hosts: Vec<String>,
     /// The jobs file to write (`.zst` compresses; `-` is standard output).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
@@ -71,7 +76,14 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                 "it is for packet captures; a HAR recording holds HTTP requests as its browser sent them",
             ));
         }
-        return super::har::import(&path, &args.output);
+        return super::har::import(&path, &args.output, &args.hosts);
+    }
+    if !args.hosts.is_empty() {
+        return Err(crate::refuse::in_mode(
+            "jobs import",
+            "--host",
+            "it picks a HAR recording's hosts; a capture's server is picked by --port",
+        ));
     }
     let splitter = splitter(&args)?;
     let file = std::fs::File::open(&path).map_err(|e| usage(format!("{}: {e}", path.display())))?;

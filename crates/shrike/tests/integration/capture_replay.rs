@@ -322,3 +322,64 @@ fn tcp_framing_given_at_import_is_the_replays_default() {
     assert_eq!(counter(global(&v), "upstream_rq_timeout"), 0, "{}", out.stderr);
     assert_eq!(counter(global(&v), "benchmark.answers"), 4, "{}", out.stderr);
 }
+
+#[test]
+fn a_replay_reports_what_differs_from_the_captured_answers() {
+    let dir = scratch("capture-canary");
+    let ng = Nginx::start(Listen::Http1);
+    let html = ng.dir.join("html");
+    std::fs::write(html.join("a.txt"), "hello").unwrap();
+    std::fs::write(html.join("b.txt"), "bee").unwrap();
+    let dump = Tcpdump::start("lo", &format!("tcp port {}", ng.port), &dir.join("c.pcap"));
+    let mut s = TcpStream::connect(("127.0.0.1", ng.port)).unwrap();
+    for _ in 0..2 {
+        for path in ["/a.txt", "/b.txt", "/missing"] {
+            s.write_all(format!("GET {path} HTTP/1.1\r\nhost: shop\r\n\r\n").as_bytes()).unwrap();
+            read_response(&mut s);
+        }
+    }
+    drop(s);
+    let pcap = dump.stop();
+    let jobs_file = dir.join("c.jobs");
+    let out = import(&pcap, &jobs_file);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // Each request keeps what nginx answered it.
+    let js = jobs(&jobs_file);
+    let answers: Vec<(u16, Option<u64>)> = js[0]
+        .requests
+        .iter()
+        .map(|r| r.response.map(|c| (c.status, c.body_bytes)).unwrap())
+        .collect();
+    let missing = answers[2];
+    assert_eq!(missing.0, 404);
+    assert_eq!(&answers[..2], &[(200, Some(5)), (200, Some(3))]);
+    assert_eq!(answers[3..], answers[..3]);
+
+    // The candidate: a.txt changed size, b.txt is gone, /missing is as it was.
+    std::fs::write(html.join("a.txt"), "hello world").unwrap();
+    std::fs::remove_file(html.join("b.txt")).unwrap();
+    let target = format!("127.0.0.1:{}", ng.port);
+    let jobs_arg = jobs_file.to_str().unwrap();
+    let out = run(&["replay", jobs_arg, "--target", &target], LIMIT);
+    assert_eq!(out.code(), 0, "a difference is a finding, not a failure: {}", out.stderr);
+    assert!(
+        out.stdout.contains("4 of 6 compared answers differ from the capture"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("2 × GET /b.txt: 200 → 404"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("2 × GET /a.txt: 200 with a 5-byte body → 11 bytes"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("GET /missing"), "it answered as captured: {}", out.stdout);
+    let out = run(&["replay", jobs_arg, "--target", &target, "--output-format", "json"], LIMIT);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "replay.canary_matched"), 2);
+    assert_eq!(counter(g, "replay.canary_differed"), 4);
+    let diffs = v["shrike"]["canary_differences"].as_array().unwrap();
+    assert_eq!(diffs.len(), 2, "{diffs:?}");
+    assert_eq!(diffs[0]["count"], "2");
+}

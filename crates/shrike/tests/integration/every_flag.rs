@@ -135,6 +135,10 @@ impl Fixtures {
             .status()
             .expect("openssl (Debian's openssl package; .ci/run installs it)");
         assert!(status.success());
+        // A browser recording (three hosts), for the HAR import's flags.
+        let har =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shrike-jobs/tests/fixtures/chrome.har");
+        std::fs::copy(har, dir.join("rec.har")).unwrap();
         // A stored result, for report and transform.
         let r = run(&["run", "-n", "3", "-o", dir.join("r.json").to_str().unwrap()], LIMIT);
         assert_eq!(r.code(), 0, "{}", r.stderr);
@@ -495,6 +499,8 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
             ("--time-scale", dry(&rp, &["--time-scale", "2"])),
             ("--max-idle", dry(&rp, &["--max-idle", "1s"])),
             ("--keep-host", dry(&rp, &["--keep-host"])),
+            ("--rewrite", dry(&rp, &["--rewrite", "path:^/a=>/b"])),
+            ("--loop", dry(&rp, &["--loop", "2"])),
             ("--shard", dry(&rp, &["--shard", "0/2"])),
             ("--start-at", dry(&rp, &["--start-at", later])),
             ("--protocol", dry(&rp, &["--protocol", "http2"])),
@@ -672,6 +678,10 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
             (
                 "--frame-length",
                 out(&[&imp[..], &["--protocol", "tcp"]].concat(), &["--frame-length", "4"]),
+            ),
+            (
+                "--host",
+                out(&["jobs", "import", p("rec.har"), "-o", p("har.jobs")], &["--host", "shop.*"]),
             ),
             (
                 "--output",

@@ -221,4 +221,26 @@ fn a_har_recording_imports_into_jobs() {
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert_eq!(counter(global(&json(&out)), "benchmark.http_2xx"), 4);
+
+    // One host of the recording's three (a glob, as for a CDN's many names): its two jobs.
+    let shop = dir.join("shop.jobs");
+    let imp = |hosts: &[&str], to: &Path| {
+        let mut a = vec!["jobs", "import", har.to_str().unwrap(), "-o", to.to_str().unwrap()];
+        for h in hosts {
+            a.extend(["--host", h]);
+        }
+        run(&a, LIMIT)
+    };
+    let out = imp(&["shop.*"], &shop);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stderr.contains("skipped 1 entry with another host"), "{}", out.stderr);
+    assert_eq!(stats(&shop, &[])["requests"], 3);
+    let out = imp(&["nowhere.example"], &dir.join("none.jobs"));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("no entry to --host nowhere.example"), "{}", out.stderr);
+    assert!(out.stderr.contains("https://login.example:8443"), "the hosts it has: {}", out.stderr);
+    // A capture's server is picked by --port, not --host.
+    let out = run(&["jobs", "import", "pcap", "x.pcap", "--host", "a", "-o", "y.jobs"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--port"), "{}", out.stderr);
 }

@@ -185,6 +185,57 @@ fn the_targets_path_prefix_goes_before_every_replayed_path() {
     );
 }
 
+#[test]
+fn rewrite_rules_change_paths_and_headers_as_sent() {
+    let dir = scratch("replay-rewrite");
+    let jobs = write_jobs(&dir, "shop.jobs", JOBS);
+    let server = Nginx::start_b3_logged(Listen::Http1);
+    let target = format!("http://127.0.0.1:{}/", server.port);
+    // The file becomes /static/file (its query kept), the upload /up.
+    let rules = ["--rewrite", r"path:^/file=>/static/file", "--rewrite", "path:^/upload$=>/up"];
+    let out = replay(&jobs, &target, &[&rules[..], &["--time-scale", "4"]].concat());
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let log = server.raw_access_log();
+    let mut paths: Vec<&str> = log.lines().filter_map(|l| l.split(' ').nth(4)).collect::<Vec<_>>();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["/missing", "/static/file", "/static/file", "/static/file", "/static/file?a=1", "/up"],
+        "{log}"
+    );
+    // A header rule, with a capture: the captured Host (kept) becomes the canary's.
+    let logged = Nginx::start_logged(Listen::Http1);
+    let target = format!("http://127.0.0.1:{}/", logged.port);
+    let rule = r"header:host:^(\w+)\.example$=>canary-$1.example";
+    let out = replay(&jobs, &target, &["--keep-host", "--rewrite", rule, "--time-scale", "4"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let hosts: Vec<String> = logged.access_log().into_iter().map(|e| e.host).collect();
+    assert_eq!(hosts.iter().filter(|h| *h == "canary-shop.example").count(), 2, "{hosts:?}");
+    assert!(!hosts.iter().any(|h| h == "shop.example"), "{hosts:?}");
+    // Looped: the file three times over, every request of each pass.
+    let looped = Nginx::start_logged(Listen::Http1);
+    let target = format!("http://127.0.0.1:{}/", looped.port);
+    let out = replay(&jobs, &target, &["--loop", "3", "--time-scale", "4"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let log = looped.access_log();
+    assert_eq!(log.len(), 3 * 6, "{}", out.stderr);
+    assert_eq!(log.iter().filter(|e| e.request.starts_with("POST /upload")).count(), 3);
+    // The passes follow one another: the last request is due 3 × 0.6 s / 4 after the first
+    // (one pass alone spans 0.15 s).
+    let span = log.last().unwrap().secs - log.first().unwrap().secs;
+    assert!(span > 0.3 && span < 1.5, "{span}");
+    let out = replay(&jobs, &target, &["--loop", "0"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    // A bad rule is a usage error naming it; a rule for another protocol's jobs is refused.
+    let out = replay(&jobs, &target, &["--rewrite", "path:(=>/x"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--rewrite \"path:(=>/x\": not a regular expression"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// A delimiter echo server: answers each NUL-terminated message with `ok:` and the message.
 fn echo_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -478,7 +478,9 @@ fn a_replay_draws_its_rate_and_lateness_over_time() {
     let mut jobs = String::from("{\"shrike_jobs\": 1, \"protocol\": \"http\"}\n");
     for i in 0..25 {
         jobs.push_str(&format!(
-            "{{\"job\": {}, \"start\": {}, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/\"}}, {{\"at\": 0.05, \"method\": \"GET\", \"path\": \"/\"}}]}}\n",
+            // The first request was answered as the server will answer; the second, captured
+            // elsewhere, was a 404: the canary diff's finding.
+            "{{\"job\": {}, \"start\": {}, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/\", \"response\": {{\"status\": 200}}}}, {{\"at\": 0.05, \"method\": \"GET\", \"path\": \"/\", \"response\": {{\"status\": 404}}}}]}}\n",
             i + 1,
             f64::from(i) * 0.1
         ));
@@ -501,5 +503,16 @@ fn a_replay_draws_its_rate_and_lateness_over_time() {
     assert_plot(&plots, "throughput", 1, 1);
     assert_plot(&plots, "lateness-time", 1, 3);
     assert!(!dom.contains("No send lateness recorded"));
+    // It leads with its jobs and its speed, and shows what answered otherwise than captured.
+    assert!(dom.contains("as captured, at 1× speed"), "{dom}");
+    assert!(dom.contains("Jobs completed"), "{dom}");
+    assert!(dom.contains("Canary diff"), "{dom}");
+    assert!(dom.contains("GET /: 404 → 200"), "{dom}");
+    // No legend entry for a line that is not drawn: a replay has no requested rate.
+    assert!(!dom.contains("dotted: requested rate"), "{dom}");
+    let data = embedded_data(&std::fs::read_to_string(&html).unwrap());
+    let replay = &data["files"][0]["replay"];
+    assert_eq!(replay["canary_matched"], 25, "{replay}");
+    assert_eq!(replay["canary_differed"], 25, "{replay}");
     let _ = std::fs::remove_dir_all(&dir);
 }
