@@ -187,17 +187,17 @@ impl Importer {
         self.report.connections += 1;
         self.report.add_stream(&f.up.stats);
         self.report.add_stream(&f.down.stats);
-        let (found, login, answers) = match &self.options.splitter {
+        let (found, login, answers, h2_from) = match &self.options.splitter {
             Splitter::Http => {
-                let (found, answers) = split::http::split(&f, &mut self.report);
-                self.report.answers += answers.len() as u64;
-                (found, None, answers)
+                let s = split::http::split(&f, &mut self.report);
+                self.report.answers += s.answers.iter().flatten().count() as u64;
+                (s.found, None, s.answers, s.h2_from)
             }
             Splitter::Mysql => {
                 let (found, login) = split::mysql::split(&f, &mut self.report);
-                (found, login, Vec::new())
+                (found, login, Vec::new(), None)
             }
-            how => (split::tcp::split(&f, how, &mut self.report), None, Vec::new()),
+            how => (split::tcp::split(&f, how, &mut self.report), None, Vec::new(), None),
         };
         let Some(&(start, _)) = found.first() else {
             self.report.empty_connections += 1;
@@ -209,7 +209,8 @@ impl Importer {
         let mut answers = answers.into_iter();
         let requests: Vec<Request> = found
             .into_iter()
-            .map(|(ts, body)| {
+            .enumerate()
+            .map(|(i, (ts, body))| {
                 // Requests of one connection go in byte order; a capture out of time order
                 // must not make one precede the one before it.
                 last = last.max(ts.saturating_sub(start));
@@ -217,13 +218,14 @@ impl Importer {
                 self.report.request_bytes += body.data().len() as u64;
                 // Pipelined: sent before the server answered anything since the previous one.
                 let pipelined = http
+                    && h2_from.is_none_or(|h2| i < h2)
                     && previous
                         .is_some_and(|p| f.down.bytes_between(p, Some(ts.max(p) + NANO)) == 0);
                 previous = Some(ts);
                 if pipelined {
                     self.report.pipelined += 1;
                 }
-                Request { at: last, body, pipelined, response: answers.next() }
+                Request { at: last, body, pipelined, response: answers.next().flatten() }
             })
             .collect();
         let protocol = match self.options.splitter {

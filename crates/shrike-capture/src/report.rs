@@ -28,6 +28,10 @@ pub struct Report {
     pub pipelined: u64,
     /// HTTP requests whose captured answer was read whole (kept for the canary diff).
     pub answers: u64,
+    /// Connections that spoke cleartext HTTP/2 (prior knowledge or h2c Upgrade), and their
+    /// streams opened before the previous one was answered (replayed one after another).
+    pub http2_connections: u64,
+    pub http2_concurrent: u64,
     /// Client bytes in the requests found.
     pub request_bytes: u64,
     pub jobs: u64,
@@ -88,6 +92,19 @@ impl Report {
                 s,
                 "  {} of {} request(s) have their answer in the capture (a replay compares only those)",
                 self.answers, self.requests
+            );
+        }
+        if self.http2_connections > 0 {
+            let _ = writeln!(
+                s,
+                "  {} connection(s) spoke HTTP/2 (cleartext){}",
+                self.http2_connections,
+                match self.http2_concurrent {
+                    0 => String::new(),
+                    n => format!(
+                        "; {n} stream(s) ran beside an earlier one and replay one after another"
+                    ),
+                }
             );
         }
         if self.pipelined > 0 {

@@ -434,3 +434,57 @@ fn a_backwards_capture_finds_its_server_by_the_syn_even_on_a_higher_port() {
     assert_eq!(datas(&jobs[0]), vec![b"GET /one HTTP/1.1\r\n\r\n".to_vec()]);
     assert_eq!(jobs[0].server.as_deref(), Some("10.0.0.2:40000"));
 }
+
+/// An h2 frame: length, type, flags, stream, payload.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len() as u32;
+    let mut f = n.to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+#[test]
+fn an_h2c_upgrade_becomes_plain_requests_with_their_answers() {
+    let mut client = b"GET /up HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+        Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"
+        .to_vec();
+    client.extend(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    client.extend(h2_frame(4, 0, 0, &[]));
+    // Stream 3: GET /b on authority h (HPACK: indexed :method GET and :scheme http, literal
+    // :path and :authority with indexed names), headers and stream ended in one frame.
+    let block = [0x82, 0x86, 0x44, 2, b'/', b'b', 0x41, 1, b'h'];
+    client.extend(h2_frame(1, 0x5, 3, &block));
+    let mut server =
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n".to_vec();
+    server.extend(h2_frame(4, 0, 0, &[]));
+    server.extend(h2_frame(1, 0x4, 1, &[0x88])); // stream 1: 200
+    server.extend(h2_frame(0, 0x1, 1, b"hi"));
+    server.extend(h2_frame(1, 0x5, 3, &[0x8d])); // stream 3: 404, no body
+    let segs = [
+        seg(0, true, 1000, "S", b""),
+        seg(1, false, 5000, "SA", b""),
+        seg(10, true, 1001, "A", &client),
+        seg(20, false, 5001, "A", &server),
+    ];
+    let opts = ImportOptions { splitter: Splitter::Http, port: Some(80) };
+    let (jobs, report) = import_bytes(&raw_ip_pcap(&segs, 40000, 80), &opts);
+    assert_eq!(report.http2_connections, 1, "{report:?}");
+    assert!(report.problems.is_empty(), "{report:?}");
+    let requests: Vec<(String, Option<shrike_jobs::Captured>)> = jobs[0]
+        .requests
+        .iter()
+        .map(|r| (String::from_utf8_lossy(r.body.data()).into_owned(), r.response))
+        .collect();
+    let c = |status, bytes| Some(shrike_jobs::Captured { status, body_bytes: Some(bytes) });
+    assert_eq!(
+        requests,
+        vec![
+            // The upgrade's own headers are gone: replayed, it asks for nothing.
+            ("GET /up HTTP/1.1\r\nhost: h\r\n\r\n".to_string(), c(200, 2)),
+            ("GET /b HTTP/1.1\r\nhost: h\r\n\r\n".to_string(), c(404, 0)),
+        ]
+    );
+    assert!(jobs[0].requests.iter().all(|r| !r.pipelined));
+}

@@ -508,9 +508,10 @@ fn last_token(v: &[u8]) -> &[u8] {
 /// exactly as the client reads them (interim 1xx skipped; content-length, chunked or
 /// to-the-close bodies), one per request in `heads` (`true`: a HEAD, whose answer has no body):
 /// `(status, body bytes)` each, until the bytes end, break off or stop being HTTP/1.1 (a 101
-/// switch). Replay's import records them, so a replay can be compared with what the captured
-/// server said.
-pub fn captured_answers(bytes: &[u8], heads: &[bool]) -> Vec<(u16, u64)> {
+/// switch), and how many bytes those answers took (where a switched protocol's bytes begin).
+/// Replay's import records them, so a replay can be compared with what the captured server
+/// said.
+pub fn captured_answers(bytes: &[u8], heads: &[bool]) -> (Vec<(u16, u64)>, usize) {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     let mut reader = ResponseReader::new();
@@ -530,7 +531,7 @@ pub fn captured_answers(bytes: &[u8], heads: &[bool]) -> Vec<(u16, u64)> {
             _ => break,
         }
     }
-    out
+    (out, bytes.len() - input.len() - reader.buffered())
 }
 
 #[cfg(test)]

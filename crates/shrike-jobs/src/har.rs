@@ -188,29 +188,22 @@ fn entry(
         _ => (authority.to_string(), default_port),
     };
     let origin = format!("{scheme}://{host}:{port}");
-    let mut data = format!("{method} {target} HTTP/1.1\r\nhost: {authority}\r\n").into_bytes();
-    if let Some(headers) = req.get("headers").and_then(Value::as_array) {
-        for (k, h) in headers.iter().enumerate() {
+    let mut headers = Vec::new();
+    if let Some(list) = req.get("headers").and_then(Value::as_array) {
+        for (k, h) in list.iter().enumerate() {
             let hp = || format!("{path}.request.headers[{k}]");
             let name = h.get("name").and_then(Value::as_str).ok_or_else(|| err(hp(), "no name"))?;
             let value = h.get("value").and_then(Value::as_str).unwrap_or("");
-            let lower = name.to_ascii_lowercase();
-            // Pseudo-headers are HTTP/2's request line; the rest is recomputed here.
-            if name.starts_with(':') || matches!(lower.as_str(), "host" | "content-length") {
-                continue;
-            }
             if value.contains(['\r', '\n']) {
                 return Err(err(hp(), "a header value with a line break"));
             }
-            data.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+            headers.push((name, value.as_bytes()));
         }
     }
     let body = body(req.get("postData"));
-    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
-        data.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
-    }
-    data.extend_from_slice(b"\r\n");
-    data.extend_from_slice(&body);
+    // Pseudo-headers are HTTP/2's request line; Host and the length are recomputed.
+    let data = crate::http1::request(method, &target, Some(authority), headers, &body)
+        .map_err(|e| err(format!("{path}.request.headers"), e))?;
     let group = match (by_connection, by_page) {
         (true, _) => match e.get("connection") {
             Some(Value::String(c)) => format!("c{c}"),

@@ -7,6 +7,7 @@
 pub mod file;
 pub mod filter;
 pub mod har;
+pub mod http1;
 pub mod model;
 pub mod stats;
 

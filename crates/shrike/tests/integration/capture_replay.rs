@@ -383,3 +383,53 @@ fn a_replay_reports_what_differs_from_the_captured_answers() {
     assert_eq!(diffs.len(), 2, "{diffs:?}");
     assert_eq!(diffs[0]["count"], "2");
 }
+
+#[test]
+fn an_h2c_capture_imports_and_replays_with_its_connections_request_sequences() {
+    let dir = scratch("capture-h2c");
+    let ng = Nginx::start(Listen::H2c);
+    std::fs::write(ng.dir.join("html/a.txt"), "hello").unwrap();
+    let dump = Tcpdump::start("lo", &format!("tcp port {}", ng.port), &dir.join("h2.pcap"));
+    // h2load speaks cleartext HTTP/2 by prior knowledge: two connections, three requests
+    // each, one at a time.
+    let url = format!("http://127.0.0.1:{}/a.txt", ng.port);
+    let out = std::process::Command::new("h2load")
+        .args(["-n", "6", "-c", "2", "-m", "1", &url])
+        .output()
+        .expect("h2load (Debian's nghttp2-client; .ci/run installs it)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let pcap = dump.stop();
+    let jobs_file = dir.join("h2.jobs");
+    let out = import(&pcap, &jobs_file);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stderr.contains("2 connection(s) spoke HTTP/2"), "{}", out.stderr);
+    assert!(!out.stderr.contains("no HTTP/1.1 request"), "{}", out.stderr);
+    let js = jobs(&jobs_file);
+    assert_eq!(js.len(), 2, "a job per connection");
+    for j in &js {
+        assert_eq!(j.requests.len(), 3, "{j:?}");
+        for r in &j.requests {
+            let text = String::from_utf8_lossy(r.body.data()).into_owned();
+            assert!(text.starts_with("GET /a.txt HTTP/1.1\r\nhost: 127.0.0.1:"), "{text}");
+            let answer = r.response.expect("its answer");
+            assert_eq!((answer.status, answer.body_bytes), (200, Some(5)));
+        }
+    }
+    // Replayed over HTTP/2 to a fresh nginx: the same requests on as many connections, in the
+    // same order, every answer as captured.
+    let logged = Nginx::start_logged(Listen::H2c);
+    std::fs::write(logged.dir.join("html/a.txt"), "hello").unwrap();
+    let target = format!("127.0.0.1:{}", logged.port);
+    let out = run(
+        &["replay", jobs_file.to_str().unwrap(), "--target", &target, "--protocol", "http2"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stdout.contains("all 6 compared answers as captured"), "{}", out.stdout);
+    let mut conns: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for e in logged.access_log() {
+        conns.entry(e.connection).or_default().push(e.request);
+    }
+    let want = vec!["GET /a.txt HTTP/2.0".to_string(); 3];
+    assert_eq!(conns.into_values().collect::<Vec<_>>(), vec![want.clone(), want]);
+}

@@ -23,6 +23,7 @@ use crate::trace::TraceIds;
 use crate::transport::{self, Transport};
 use conn::{Ended, Failure, Handle};
 
+pub mod captured;
 mod conn;
 mod frame;
 mod hpack;
