@@ -124,13 +124,14 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         return Err(anyhow::anyhow!("{e}"));
     }
     writer.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
+    // A file that is no capture at all has no report to give: only what it is not.
+    if report.damage == Some(Damage::NotACapture) {
+        let _ = std::fs::remove_file(&args.output);
+        return Err(usage(format!("{}: not a {format} capture", path.display())));
+    }
     crate::out::eprint(
         &report.human().lines().map(|l| format!("[shrike] {l}\n")).collect::<String>(),
     );
-    if report.damage == Some(Damage::NotACapture) {
-        let _ = std::fs::remove_file(&args.output);
-        return Err(usage(format!("{}: not a pcap or pcapng capture", path.display())));
-    }
     if report.jobs == 0 {
         log::line(Tag::Error, &format!("{}: nothing to import (see above)", path.display()));
         return Ok(ExitCode::from(1));
@@ -178,10 +179,14 @@ fn sniff(path: &Path) -> anyhow::Result<String> {
         [0x0a, 0x0d, 0x0d, 0x0a] => "pcapng".into(),
         [b'{', ..] | [b' ' | b'\n' | b'\r' | b'\t', ..] | [0xef, 0xbb, 0xbf, ..] => "har".into(),
         _ => {
+            // No hint to name a format: bytes that are none of these would fail as any of them.
+            let first: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
             return Err(usage(format!(
-            "{}: not a pcap, pcapng or HAR file (name its format: shrike jobs import pcap FILE)",
-            path.display()
-        )))
+                "{}: not a pcap, pcapng or HAR file: it begins {} (a capture from tcpdump -w \
+                 or Wireshark, or a HAR export from a browser or proxy, is what imports)",
+                path.display(),
+                if first.is_empty() { "with nothing".to_string() } else { first.join(" ") }
+            )));
         }
     })
 }

@@ -224,6 +224,19 @@ fn bad_captures_and_flags_are_clear() {
     let out = import(&not, &dir.join("x.jobs"));
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("not a pcap, pcapng or HAR file"), "{}", out.stderr);
+    // A photo: said what it begins with, and no advice to name a format it is not; named as
+    // a pcap anyway, only that it is none (no report of nothing imported).
+    let jpeg = dir.join("photo.jpg");
+    std::fs::write(&jpeg, b"\xff\xd8\xff\xe0\x00\x10JFIF\x00").unwrap();
+    let out = import(&jpeg, &dir.join("x.jobs"));
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("it begins ff d8 ff e0"), "{}", out.stderr);
+    assert!(!out.stderr.contains("name its format"), "{}", out.stderr);
+    let out = run(&["jobs", "import", "pcap", jpeg.to_str().unwrap(), "-o", "/tmp/x.jobs"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("photo.jpg: not a pcap capture"), "{}", out.stderr);
+    assert!(!out.stderr.contains("imported 0 job(s)"), "{}", out.stderr);
+    assert!(!out.stderr.contains("what came before it"), "{}", out.stderr);
     let out = run(&["jobs", "import", "/nonexistent.pcap", "-o", "/tmp/x.jobs"], LIMIT);
     assert_eq!(out.code(), 2);
     assert!(out.stderr.contains("/nonexistent.pcap"), "{}", out.stderr);
