@@ -120,10 +120,7 @@ type OnFrame<'a> = dyn FnMut(usize, Head, &[u8], Option<&[u8]>) -> Result<(), St
 /// Calls `on(offset, head, data, block)` for each stream's HEADERS (with its whole header
 /// block, CONTINUATIONs joined: `block`) and DATA (its data, padding removed) in `bytes`,
 /// in order; other frames are passed over. An error names what broke.
-fn walk(
-    bytes: &[u8],
-    on: &mut OnFrame,
-) -> Option<String> {
+fn walk(bytes: &[u8], on: &mut OnFrame) -> Option<String> {
     let mut at = 0usize;
     // A header block being continued: its stream, HEADERS frame (offset, head) and bytes.
     let mut open: Option<(usize, Head, Vec<u8>)> = None;
