@@ -120,6 +120,11 @@ fn replay(r: &shrike_stats::RunResult) -> Value {
         "canary_matched": c.get(Counter::CanaryMatched),
         "canary_differed": c.get(Counter::CanaryDiffered),
         "differences": differences.iter().map(|(k, n)| json!([k, n])).collect::<Vec<_>>(),
+        // How late requests left their captured time, over the whole replay (ns).
+        "lateness": SUMMARY_QUANTILES
+            .iter()
+            .map(|&q| json!([q, r.global.stats.get(StatId::SendLateness).clamped_quantile(q)]))
+            .collect::<Vec<_>>(),
     })
 }
 

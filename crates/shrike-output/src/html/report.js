@@ -90,7 +90,14 @@
       replayed(["Jobs completed", "jobs_completed"], fmtInt, 1),
       replayed(["Answers as captured", "canary_matched"], fmtInt, 1),
       replayed(["Answers that differ", "canary_differed"], fmtInt, -1),
-    ], rows.slice(3));
+    ].concat([[0.5, "p50"], [0.99, "p99"], [1, "max"]].map(function (q) {
+      // How late requests left their captured time: whether the replay kept the capture's.
+      var late = function (f) {
+        var p = f.replay && f.replay.lateness.filter(function (x) { return x[0] === q[0]; })[0];
+        return p ? p[1] : null;
+      };
+      return ["Send lateness " + q[1], function (f) { return fmtDur(late(f)); }, late, null, -1];
+    })), rows.slice(3));
     rows = rows.concat([
       ["Termination", function (f) { return f.termination.description; }, null, "text"],
     ]);

@@ -506,6 +506,7 @@ fn a_replay_draws_its_rate_and_lateness_over_time() {
     // It leads with its jobs and its speed, and shows what answered otherwise than captured.
     assert!(dom.contains("as captured, at 1× speed"), "{dom}");
     assert!(dom.contains("Jobs completed"), "{dom}");
+    assert!(dom.contains("Send lateness p99"), "{dom}");
     assert!(dom.contains("Canary diff"), "{dom}");
     assert!(dom.contains("GET /: 404 → 200"), "{dom}");
     // No legend entry for a line that is not drawn: a replay has no requested rate.
@@ -514,5 +515,9 @@ fn a_replay_draws_its_rate_and_lateness_over_time() {
     let replay = &data["files"][0]["replay"];
     assert_eq!(replay["canary_matched"], 25, "{replay}");
     assert_eq!(replay["canary_differed"], 25, "{replay}");
+    // Lateness at p50, p99 and max, nanoseconds, from the replay's own statistic.
+    let late = replay["lateness"].as_array().unwrap();
+    assert_eq!(late.len(), 5, "{replay}");
+    assert!(late.iter().all(|p| p[1].as_u64().is_some()), "{replay}");
     let _ = std::fs::remove_dir_all(&dir);
 }
