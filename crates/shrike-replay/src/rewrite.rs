@@ -49,9 +49,13 @@ impl Rewrites {
         self.rules.iter().map(|r| r.text.clone()).collect()
     }
 
-    /// The request target after the path rules.
-    pub fn path(&self, path: &str) -> String {
-        self.apply(None, path)
+    /// The request target after the path rules (borrowed when no rule is for paths: most
+    /// replays have none, and the feeder fits every request).
+    pub fn path<'a>(&self, path: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.rules.iter().any(|r| r.header.is_none()) {
+            true => self.apply(None, path).into(),
+            false => path.into(),
+        }
     }
 
     /// Header `name`'s value after its rules, if any rule is for it (values that are no UTF-8

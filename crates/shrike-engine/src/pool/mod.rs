@@ -318,8 +318,9 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange) {
             }
         }
     }
-    // A replayed request (a fed session's) with its captured answer: the canary diff.
-    if x.ticket.session.is_some() {
+    // A replayed request (a fed session's: its number is a payload's) with its captured
+    // answer: the canary diff.
+    if x.ticket.session.is_some_and(|s| s.fed) {
         if let (Some(p), Some(status)) = (cx.payload(x.ticket.request), x.status) {
             if let Some(e) = p.extra::<crate::feed::HttpMeta>().and_then(|m| m.expect.as_ref()) {
                 match e.difference(status, x.body_bytes) {

@@ -226,6 +226,11 @@ fn rewrite_rules_change_paths_and_headers_as_sent() {
     assert!(span > 0.3 && span < 1.5, "{span}");
     let out = replay(&jobs, &target, &["--loop", "0"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--loop 0"), "{}", out.stderr);
+    // A fleet's generators read the file as it is streamed to them, once.
+    let out = replay(&jobs, &target, &["--loop", "2", "--remote", "127.0.0.1:9"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--loop with --remote"), "{}", out.stderr);
     // A bad rule is a usage error naming it; a rule for another protocol's jobs is refused.
     let out = replay(&jobs, &target, &["--rewrite", "path:(=>/x"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
