@@ -336,6 +336,27 @@ fn tcp_framing_given_at_import_is_the_replays_default() {
     assert_eq!(counter(global(&v), "benchmark.answers"), 4, "{}", out.stderr);
 }
 
+/// Captures `traffic` to `port` and imports it into `jobs`, capturing again (up to three
+/// times) while the capture lacks packets: on a busy machine tcpdump was seen to miss a
+/// server's answer now and then (one segment of twenty, not at the end), which the importer
+/// rightly reports ("5 of 6 request(s) have their answer"). The capture is the fixture here;
+/// what is under test is what Shrike makes of a whole one.
+fn whole_capture(dir: &Path, port: u16, jobs: &Path, traffic: impl Fn()) -> Output {
+    let mut out = None;
+    for attempt in 0..3 {
+        let pcap = dir.join(format!("capture-{attempt}.pcap"));
+        let dump = Tcpdump::start("lo", &format!("tcp port {port}"), &pcap);
+        traffic();
+        let o = import(&dump.stop(), jobs);
+        let whole = !o.stderr.contains("have their answer in the capture");
+        out = Some(o);
+        if whole {
+            break;
+        }
+    }
+    out.unwrap()
+}
+
 #[test]
 fn a_replay_reports_what_differs_from_the_captured_answers() {
     let dir = scratch("capture-canary");
@@ -343,18 +364,17 @@ fn a_replay_reports_what_differs_from_the_captured_answers() {
     let html = ng.dir.join("html");
     std::fs::write(html.join("a.txt"), "hello").unwrap();
     std::fs::write(html.join("b.txt"), "bee").unwrap();
-    let dump = Tcpdump::start("lo", &format!("tcp port {}", ng.port), &dir.join("c.pcap"));
-    let mut s = TcpStream::connect(("127.0.0.1", ng.port)).unwrap();
-    for _ in 0..2 {
-        for path in ["/a.txt", "/b.txt", "/missing"] {
-            s.write_all(format!("GET {path} HTTP/1.1\r\nhost: shop\r\n\r\n").as_bytes()).unwrap();
-            read_response(&mut s);
-        }
-    }
-    drop(s);
-    let pcap = dump.stop();
     let jobs_file = dir.join("c.jobs");
-    let out = import(&pcap, &jobs_file);
+    let out = whole_capture(&dir, ng.port, &jobs_file, || {
+        let mut s = TcpStream::connect(("127.0.0.1", ng.port)).unwrap();
+        for _ in 0..2 {
+            for path in ["/a.txt", "/b.txt", "/missing"] {
+                let req = format!("GET {path} HTTP/1.1\r\nhost: shop\r\n\r\n");
+                s.write_all(req.as_bytes()).unwrap();
+                read_response(&mut s);
+            }
+        }
+    });
     assert_eq!(out.code(), 0, "{}", out.stderr);
     // Each request keeps what nginx answered it.
     let js = jobs(&jobs_file);
@@ -402,18 +422,17 @@ fn an_h2c_capture_imports_and_replays_with_its_connections_request_sequences() {
     let dir = scratch("capture-h2c");
     let ng = Nginx::start(Listen::H2c);
     std::fs::write(ng.dir.join("html/a.txt"), "hello").unwrap();
-    let dump = Tcpdump::start("lo", &format!("tcp port {}", ng.port), &dir.join("h2.pcap"));
     // h2load speaks cleartext HTTP/2 by prior knowledge: two connections, three requests
     // each, one at a time.
     let url = format!("http://127.0.0.1:{}/a.txt", ng.port);
-    let out = std::process::Command::new("h2load")
-        .args(["-n", "6", "-c", "2", "-m", "1", &url])
-        .output()
-        .expect("h2load (Debian's nghttp2-client; .ci/run installs it)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    let pcap = dump.stop();
     let jobs_file = dir.join("h2.jobs");
-    let out = import(&pcap, &jobs_file);
+    let out = whole_capture(&dir, ng.port, &jobs_file, || {
+        let out = std::process::Command::new("h2load")
+            .args(["-n", "6", "-c", "2", "-m", "1", &url])
+            .output()
+            .expect("h2load (Debian's nghttp2-client; .ci/run installs it)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    });
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stderr.contains("2 connection(s) spoke HTTP/2"), "{}", out.stderr);
     assert!(!out.stderr.contains("no HTTP/1.1 request"), "{}", out.stderr);

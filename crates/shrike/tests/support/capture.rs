@@ -15,6 +15,8 @@ const TCPDUMP: &str = "/usr/bin/tcpdump";
 pub struct Tcpdump {
     child: Child,
     pub path: PathBuf,
+    /// The port its filter also takes UDP datagrams to (the probes).
+    probe_port: u16,
 }
 
 impl Tcpdump {
@@ -67,13 +69,26 @@ impl Tcpdump {
             sender.send_to(b"shrike capture probe", ("127.0.0.1", probe_port)).unwrap();
             std::thread::sleep(Duration::from_millis(20));
         }
-        Tcpdump { child, path: path.to_path_buf() }
+        Tcpdump { child, path: path.to_path_buf(), probe_port }
     }
 
-    /// Stops it (SIGINT, by pid, so it flushes) and waits until it has exited.
+    /// Stops it (SIGINT, by pid, so it flushes) once everything sent before the call is in
+    /// the file, and waits until it has exited.
+    ///
+    /// A fixed pause was not enough: on a busy machine the last answer of a connection was
+    /// seen missing. tcpdump writes packets in the order the kernel hands them over, so an end
+    /// probe sent now and found in the file means every packet before it is there too.
     pub fn stop(mut self) -> PathBuf {
-        // Let the kernel hand over the last packets before stopping.
-        std::thread::sleep(Duration::from_millis(300));
+        let sender = UdpSocket::bind("127.0.0.1:0").expect("bind the probe sender");
+        let marker = b"shrike capture end probe";
+        let has_marker =
+            |p: &Path| std::fs::read(p).is_ok_and(|b| b.windows(marker.len()).any(|w| w == marker));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !has_marker(&self.path) {
+            assert!(Instant::now() < deadline, "tcpdump wrote no end probe within 10 s");
+            sender.send_to(marker, ("127.0.0.1", self.probe_port)).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
         Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.child.try_wait().unwrap().is_none() {
