@@ -69,6 +69,30 @@ fn errors_name_the_line_and_field() {
         ),
         ("{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"method\": \"GET\", \"path\": \"/a b\"}]}\n", 1, "requests[0].path", "not a request target"),
         ("not json\n", 1, "(line)", "not JSON"),
+        (
+            "{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"text\": \"a\", \"response\": {\"status\": 42}}]}\n",
+            1,
+            "requests[0].response.status",
+            "an HTTP status",
+        ),
+        (
+            "{\"job\": 1, \"start\": 0, \"protocol\": \"tcp\", \"requests\": [{\"at\": 0, \"text\": \"a\", \"response\": {\"status\": 200}}]}\n",
+            1,
+            "requests[0].response",
+            "only HTTP requests",
+        ),
+        (
+            "{\"job\": 1, \"start\": 0, \"login\": {\"user\": \"app\"}, \"requests\": []}\n",
+            1,
+            "login",
+            "only MySQL jobs",
+        ),
+        (
+            "{\"job\": 1, \"start\": 0, \"protocol\": \"mysql\", \"requests\": [{\"at\": 0, \"command\": \"quit\"}, {\"at\": 0, \"command\": \"ping\"}]}\n",
+            1,
+            "requests[0].command",
+            "comes last",
+        ),
     ];
     for (text, line, field, says) in cases {
         let e = read(text).expect_err(text);
