@@ -337,20 +337,32 @@ fn tcp_framing_given_at_import_is_the_replays_default() {
 }
 
 /// Captures `traffic` to `port` and imports it into `jobs`, capturing again (up to three
-/// times) while the capture lacks packets: on a busy machine tcpdump was seen to miss a
-/// server's answer now and then (one segment of twenty, not at the end), which the importer
-/// rightly reports ("5 of 6 request(s) have their answer"). The capture is the fixture here;
-/// what is under test is what Shrike makes of a whole one.
-fn whole_capture(dir: &Path, port: u16, jobs: &Path, traffic: impl Fn()) -> Output {
+/// times) while the capture lacks packets, as `whole` (every request with an answer) or the
+/// import's report (bytes lost, a request cut off) says: on a busy machine tcpdump was seen to
+/// miss a segment now and then (one of twenty, not at the end). The capture is the fixture
+/// here; what is under test is what Shrike makes of a whole one.
+fn whole_capture(
+    dir: &Path,
+    port: u16,
+    jobs_file: &Path,
+    requests: usize,
+    traffic: impl Fn(),
+) -> Output {
     let mut out = None;
     for attempt in 0..3 {
         let pcap = dir.join(format!("capture-{attempt}.pcap"));
         let dump = Tcpdump::start("lo", &format!("tcp port {port}"), &pcap);
         traffic();
-        let o = import(&dump.stop(), jobs);
-        let whole = !o.stderr.contains("have their answer in the capture");
+        let o = import(&dump.stop(), jobs_file);
+        let answered = o.code() == 0
+            && jobs(jobs_file)
+                .iter()
+                .flat_map(|j| &j.requests)
+                .filter(|r| r.response.is_some())
+                .count()
+                == requests;
         out = Some(o);
-        if whole {
+        if answered {
             break;
         }
     }
@@ -365,7 +377,7 @@ fn a_replay_reports_what_differs_from_the_captured_answers() {
     std::fs::write(html.join("a.txt"), "hello").unwrap();
     std::fs::write(html.join("b.txt"), "bee").unwrap();
     let jobs_file = dir.join("c.jobs");
-    let out = whole_capture(&dir, ng.port, &jobs_file, || {
+    let out = whole_capture(&dir, ng.port, &jobs_file, 6, || {
         let mut s = TcpStream::connect(("127.0.0.1", ng.port)).unwrap();
         for _ in 0..2 {
             for path in ["/a.txt", "/b.txt", "/missing"] {
@@ -426,7 +438,7 @@ fn an_h2c_capture_imports_and_replays_with_its_connections_request_sequences() {
     // each, one at a time.
     let url = format!("http://127.0.0.1:{}/a.txt", ng.port);
     let jobs_file = dir.join("h2.jobs");
-    let out = whole_capture(&dir, ng.port, &jobs_file, || {
+    let out = whole_capture(&dir, ng.port, &jobs_file, 6, || {
         let out = std::process::Command::new("h2load")
             .args(["-n", "6", "-c", "2", "-m", "1", &url])
             .output()
@@ -438,8 +450,9 @@ fn an_h2c_capture_imports_and_replays_with_its_connections_request_sequences() {
     assert!(!out.stderr.contains("no HTTP/1.1 request"), "{}", out.stderr);
     let js = jobs(&jobs_file);
     assert_eq!(js.len(), 2, "a job per connection");
+    // h2load deals the six requests to its two connections (evenly, almost always).
+    assert_eq!(js.iter().map(|j| j.requests.len()).sum::<usize>(), 6, "{js:?}");
     for j in &js {
-        assert_eq!(j.requests.len(), 3, "{j:?}");
         for r in &j.requests {
             let text = String::from_utf8_lossy(r.body.data()).into_owned();
             assert!(text.starts_with("GET /a.txt HTTP/1.1\r\nhost: 127.0.0.1:"), "{text}");
@@ -462,6 +475,10 @@ fn an_h2c_capture_imports_and_replays_with_its_connections_request_sequences() {
     for e in logged.access_log() {
         conns.entry(e.connection).or_default().push(e.request);
     }
-    let want = vec!["GET /a.txt HTTP/2.0".to_string(); 3];
-    assert_eq!(conns.into_values().collect::<Vec<_>>(), vec![want.clone(), want]);
+    let mut got: Vec<Vec<String>> = conns.into_values().collect();
+    got.sort_by_key(Vec::len);
+    let mut want: Vec<Vec<String>> =
+        js.iter().map(|j| vec!["GET /a.txt HTTP/2.0".to_string(); j.requests.len()]).collect();
+    want.sort_by_key(Vec::len);
+    assert_eq!(got, want);
 }
