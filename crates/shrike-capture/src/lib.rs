@@ -233,6 +233,10 @@ impl Importer {
             Splitter::Mysql => JobProtocol::Mysql,
             _ => JobProtocol::Tcp,
         };
+        // The client's SYN opened the connection (its first packet) this long before the
+        // first request: a replay opens its connection as far ahead. A connection the capture
+        // joined late has no SYN, and no open time to keep.
+        let connect_ahead = f.up.syn_seq().map(|_| start.saturating_sub(f.first));
         let job = Job {
             id: 0,
             start,
@@ -241,6 +245,7 @@ impl Importer {
             server: Some(f.server.to_string()),
             requests,
             login,
+            connect_ahead,
         };
         self.seq += 1;
         self.waiting.push(Reverse(Waiting(start, self.seq, job)));

@@ -33,6 +33,9 @@ use crate::protocol::Protocol;
 pub struct FedSession {
     /// When it starts, from the run start (already scaled by the caller).
     pub start: Duration,
+    /// When its connection opens, from the run start, ahead of its first request (a captured
+    /// client's SYN); `None` opens it for the first request.
+    pub connect: Option<Duration>,
     /// One connection for the session (the captured TCP connection), else a new one for each
     /// request.
     pub per_request_connections: bool,

@@ -144,6 +144,7 @@ async fn drive<S: Schedule>(
         && !pools.cx.payload_requests
         && !warmup(&pools, schedule.warmup_request()).await;
 
+    schedule.primed().await;
     let start = start_gate();
     // With --start-at the start lies ahead; the wall clock must name it, not this moment.
     let wall_start = SystemTime::now() + start.saturating_duration_since(Instant::now());
@@ -256,6 +257,10 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
             Peek::End => return,
         };
         let Some(due) = schedule.take() else { continue };
+        if let Some(s) = due.session.filter(|s| s.opening) {
+            pool::open_ahead(pools, s.id, due.request);
+            continue;
+        }
         if !dispatch(pools, scheduled, due, deadline).await {
             return;
         }

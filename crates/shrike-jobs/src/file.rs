@@ -15,7 +15,8 @@
 //!   previous job's), `protocol` (`http`, `tcp`, `mysql`), `connection` (`session`, the
 //!   default: one connection for the job; or `per_request`), `server` (where it went, for
 //!   information), `login` (MySQL: `{"user": …, "database": …}`, the captured login, which
-//!   replay uses unless told otherwise) and `requests`.
+//!   replay uses unless told otherwise), `connect_ahead` (seconds before `start` that its
+//!   connection opened: the captured SYN, which a replay opens it ahead by) and `requests`.
 //! - A request: `at` (seconds from the job's start, never less than the previous request's),
 //!   `pipelined` (HTTP: sent before the previous answer came, and replayed so), `response`
 //!   (HTTP: the captured answer, `{"status": 200, "body_bytes": 1234}`, the size optional,
@@ -264,11 +265,21 @@ fn seconds(v: Option<&Value>, field: &str) -> Result<Duration, FieldError> {
 fn parse_job(v: &Value, default: JobProtocol) -> Result<Job, FieldError> {
     let o = v.as_object().ok_or_else(|| bad("(line)", "a job is a JSON object"))?;
     for k in o.keys() {
-        let known = ["job", "start", "protocol", "connection", "server", "login", "requests"];
+        let known = [
+            "job",
+            "start",
+            "protocol",
+            "connection",
+            "server",
+            "login",
+            "connect_ahead",
+            "requests",
+        ];
         if !known.contains(&k.as_str()) {
             return Err(bad(
                 k.as_str(),
-                "unknown field (a job has job, start, protocol, connection, server, login, requests)",
+                "unknown field (a job has job, start, protocol, connection, server, login, \
+                 connect_ahead, requests)",
             ));
         }
     }
@@ -297,6 +308,10 @@ fn parse_job(v: &Value, default: JobProtocol) -> Result<Job, FieldError> {
         None | Some(Value::Null) => None,
         Some(l) => Some(login(l, protocol)?),
     };
+    let connect_ahead = match o.get("connect_ahead") {
+        None | Some(Value::Null) => None,
+        v => Some(seconds(v, "connect_ahead")?),
+    };
     let list = o
         .get("requests")
         .and_then(Value::as_array)
@@ -321,7 +336,7 @@ fn parse_job(v: &Value, default: JobProtocol) -> Result<Job, FieldError> {
             ));
         }
     }
-    Ok(Job { id, start, protocol, connection, server, requests, login })
+    Ok(Job { id, start, protocol, connection, server, requests, login, connect_ahead })
 }
 
 fn login(v: &Value, protocol: JobProtocol) -> Result<Login, FieldError> {
@@ -751,6 +766,9 @@ pub fn job_json(job: &Job) -> Value {
     }
     if let Some(l) = &job.login {
         o.insert("login".into(), json!({"user": l.user, "database": l.database}));
+    }
+    if let Some(d) = job.connect_ahead {
+        o.insert("connect_ahead".into(), secs(d));
     }
     o.insert("requests".into(), Value::Array(requests));
     Value::Object(o)

@@ -160,6 +160,7 @@ mod tests {
             connection: Connection::Session,
             server: None,
             login: None,
+            connect_ahead: None,
             requests: paths
                 .iter()
                 .enumerate()

@@ -128,6 +128,7 @@ pub fn read_har_hosts(text: &str, hosts: &[String]) -> Result<HarImport, HarErro
                 },
                 server: Some(list[0].origin.clone()),
                 login: None,
+                connect_ahead: None,
                 requests,
             };
             (start, job)

@@ -72,6 +72,10 @@ pub struct Job {
     /// MySQL: who the captured client logged in as (its handshake response), which a replay
     /// logs in as unless told otherwise.
     pub login: Option<Login>,
+    /// How long before its start the job's connection opened (the captured client's SYN),
+    /// which a replay opens it ahead by; `None` (not captured, or a HAR entry) opens it for
+    /// the first request.
+    pub connect_ahead: Option<Duration>,
 }
 
 /// A captured MySQL login: the user and the database the session started in. The password

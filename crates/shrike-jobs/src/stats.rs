@@ -211,6 +211,7 @@ mod tests {
             connection: Connection::Session,
             server: None,
             login: None,
+            connect_ahead: None,
             requests: ats_ms
                 .iter()
                 .map(|&a| Request {

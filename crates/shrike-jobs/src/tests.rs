@@ -82,6 +82,12 @@ fn errors_name_the_line_and_field() {
             "only HTTP requests",
         ),
         (
+            "{\"job\": 1, \"start\": 0, \"connect_ahead\": -0.1, \"requests\": []}\n",
+            1,
+            "connect_ahead",
+            "not a time ≥ 0",
+        ),
+        (
             "{\"job\": 1, \"start\": 0, \"login\": {\"user\": \"app\"}, \"requests\": []}\n",
             1,
             "login",
@@ -112,6 +118,7 @@ fn sample_jobs() -> Vec<Job> {
             connection: Connection::PerRequest,
             server: Some("127.0.0.1:80".into()),
             login: None,
+            connect_ahead: Some(Duration::from_micros(250)),
             requests: vec![
                 Request {
                     at: Duration::ZERO,
@@ -140,6 +147,7 @@ fn sample_jobs() -> Vec<Job> {
             connection: Connection::Session,
             server: None,
             login: None,
+            connect_ahead: None,
             requests: vec![
                 Request {
                     at: Duration::ZERO,

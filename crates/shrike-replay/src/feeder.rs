@@ -14,8 +14,13 @@ use shrike_jobs::{Body, Connection, Job, JobProtocol, JobReader, JobsError, Logi
 
 use crate::protocols::mysql::MysqlStep;
 use crate::rewrite::Rewrites;
-use crate::timeline::{TimeOptions, Timeline};
+use crate::timeline::{Placed, TimeOptions, Timeline};
 use crate::Shard;
+
+/// The feeder thread's nice value: low enough that a worker sharing its core is rarely
+/// kept from a release by it, high enough that it still keeps up in a saturated second
+/// (weight 110 against a worker's 1024: about a tenth of the core).
+const FEEDER_NICE: i32 = 10;
 
 /// What to replay of a jobs file, and how.
 #[derive(Clone, Debug)]
@@ -78,6 +83,10 @@ impl Feeder {
         let progress = Arc::new(FeedProgress::default());
         let p = progress.clone();
         let handle = std::thread::Builder::new().name("shrike-feeder".into()).spawn(move || {
+            // Parsing and rewriting stay off a release's critical path: on a core shared with
+            // a worker (a pinned client) the feeder runs while the worker waits. Its lead (a
+            // channel's depth, filled before the clock starts) carries it through a burst.
+            shrike_timer::lower_thread_priority(FEEDER_NICE);
             let mut sender = sender;
             feed(reader, reopen, &mut |s| sender.send(s), &options, &p)
         })?;
@@ -181,9 +190,9 @@ fn feed_pass(
     Ok((first, last))
 }
 
-/// The engine's session for `job`, placed on the timeline at `(start, offsets)`.
-fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) -> FedSession {
-    let (start, offsets) = placed;
+/// The engine's session for `job`, placed on the timeline.
+fn session(job: &Job, placed: Placed, options: &FeedOptions) -> FedSession {
+    let Placed { start, offsets, connect } = placed;
     let login = job.login.clone().map(Arc::new);
     let mut requests: Vec<FedRequest> = Vec::with_capacity(job.requests.len());
     for (r, at) in job.requests.iter().zip(offsets) {
@@ -206,6 +215,7 @@ fn session(job: &Job, placed: (Duration, Vec<Duration>), options: &FeedOptions) 
     }
     FedSession {
         start,
+        connect,
         per_request_connections: job.connection == Connection::PerRequest,
         requests,
     }

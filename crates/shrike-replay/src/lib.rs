@@ -20,4 +20,4 @@ pub use prepare::{
     path_prefix, prepare, protocol_of, record, ReadyReplay, ReplayOptions, FEED_DEPTH,
 };
 pub use shrike_jobs::filter::Shard;
-pub use timeline::{TimeOptions, Timeline};
+pub use timeline::{Placed, TimeOptions, Timeline};

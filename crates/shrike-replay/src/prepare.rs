@@ -13,8 +13,11 @@ use crate::protocols::{Mysql, MysqlLogin, RawTcp, TcpFraming};
 use crate::rewrite::Rewrites;
 use crate::{Shard, TimeOptions};
 
-/// Sessions queued per worker ahead of their time: the feeder stays only this far ahead.
-pub const FEED_DEPTH: usize = 1024;
+/// Sessions queued per worker ahead of their time: the feeder stays only this far ahead, and
+/// fills this much before the clock starts. Deep enough that a storm of new sessions (10,000
+/// starting within a second) is parsed before its second comes, not during it; a few KiB
+/// each, so memory stays bounded whatever the file's size.
+pub const FEED_DEPTH: usize = 16384;
 
 /// How to play a jobs file, beyond the load.
 #[derive(Clone, Debug, PartialEq)]

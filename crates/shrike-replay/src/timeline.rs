@@ -26,6 +26,17 @@ impl Default for TimeOptions {
     }
 }
 
+/// Where a job falls in the replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// When it starts, from the replay's start.
+    pub start: Duration,
+    /// Its requests' offsets from its start.
+    pub offsets: Vec<Duration>,
+    /// When its connection opens, from the replay's start, if the capture showed it.
+    pub connect: Option<Duration>,
+}
+
 /// Walks jobs in start order and says when each is due.
 #[derive(Debug)]
 pub struct Timeline {
@@ -43,8 +54,9 @@ impl Timeline {
         Timeline { options, origin: None, shift: Duration::ZERO, busy_until: None }
     }
 
-    /// The job's start and its requests' offsets, in replay time. Call in start order.
-    pub fn place(&mut self, job: &Job) -> (Duration, Vec<Duration>) {
+    /// The job's start, its requests' offsets and when its connection opens, in replay time.
+    /// Call in start order.
+    pub fn place(&mut self, job: &Job) -> Placed {
         let origin = *self.origin.get_or_insert(job.start);
         if let (Some(max), Some(busy)) = (self.options.max_idle, self.busy_until) {
             let gap = job.start.saturating_sub(busy);
@@ -62,7 +74,14 @@ impl Timeline {
             prev = r.at;
             offsets.push(self.scale(r.at.saturating_sub(cut)));
         }
-        (self.scale(start), offsets)
+        let start = self.scale(start);
+        // The captured lead, an idle stretch like any other (so `--max-idle` shrinks it); no
+        // connection opens before the replay does.
+        let connect = job.connect_ahead.map(|ahead| {
+            let ahead = self.options.max_idle.map_or(ahead, |max| ahead.min(max));
+            start.saturating_sub(self.scale(ahead))
+        });
+        Placed { start, offsets, connect }
     }
 
     fn scale(&self, d: Duration) -> Duration {
@@ -92,6 +111,7 @@ mod tests {
             connection: Connection::Session,
             server: None,
             login: None,
+            connect_ahead: None,
             requests: ats
                 .iter()
                 .map(|&a| Request {
@@ -107,20 +127,39 @@ mod tests {
     #[test]
     fn scales_and_starts_at_the_first_job() {
         let mut t = Timeline::new(TimeOptions { scale: 2.0, max_idle: None });
-        assert_eq!(t.place(&job(1000, &[0, 100])), (ms(0), vec![ms(0), ms(50)]));
-        assert_eq!(t.place(&job(1400, &[0])), (ms(200), vec![ms(0)]));
+        let p = t.place(&job(1000, &[0, 100]));
+        assert_eq!((p.start, p.offsets), (ms(0), vec![ms(0), ms(50)]));
+        let p = t.place(&job(1400, &[0]));
+        assert_eq!((p.start, p.offsets), (ms(200), vec![ms(0)]));
     }
 
     #[test]
     fn idle_gaps_shrink_within_and_between_jobs_but_overlaps_stay() {
         let mut t = Timeline::new(TimeOptions { scale: 1.0, max_idle: Some(ms(100)) });
         // A 1 s pause inside the job becomes 100 ms.
-        assert_eq!(t.place(&job(0, &[0, 1000, 1050])), (ms(0), vec![ms(0), ms(100), ms(150)]));
+        let p = t.place(&job(0, &[0, 1000, 1050]));
+        assert_eq!((p.start, p.offsets), (ms(0), vec![ms(0), ms(100), ms(150)]));
         // Overlapping the first job (which ends at 1050): untouched.
-        assert_eq!(t.place(&job(500, &[0])).0, ms(500));
+        assert_eq!(t.place(&job(500, &[0])).start, ms(500));
         // Starts 2 s after everything ended (1050): the gap becomes 100 ms.
-        assert_eq!(t.place(&job(3050, &[0])).0, ms(3050 - 1900));
+        assert_eq!(t.place(&job(3050, &[0])).start, ms(3050 - 1900));
         // And the cut carries over to later jobs.
-        assert_eq!(t.place(&job(3060, &[0])).0, ms(3060 - 1900));
+        assert_eq!(t.place(&job(3060, &[0])).start, ms(3060 - 1900));
+    }
+
+    #[test]
+    fn connections_open_their_captured_lead_ahead_scaled_and_shrunk_like_idle_gaps() {
+        // Each job runs 5 s, so no idle gap between them is cut.
+        let ahead = |start, lead| Job { connect_ahead: Some(ms(lead)), ..job(start, &[0, 5000]) };
+        let mut t = Timeline::new(TimeOptions { scale: 2.0, max_idle: Some(ms(300)) });
+        // The first job is the replay's time 0: its connection cannot open before that.
+        assert_eq!(t.place(&ahead(1000, 40)).connect, Some(ms(0)));
+        // 200 ms ahead of a job due at 500 ms (1100 ms of capture at 2×, 100 ms lead).
+        let p = t.place(&ahead(2000, 200));
+        assert_eq!((p.start, p.connect), (ms(500), Some(ms(400))));
+        // A 1 s lead is an idle gap: it shrinks to 300 ms (150 ms at 2×).
+        assert_eq!(t.place(&ahead(2100, 1000)).connect, Some(ms(550 - 150)));
+        // No SYN captured: opened for the first request.
+        assert_eq!(t.place(&job(2200, &[0])).connect, None);
     }
 }

@@ -23,6 +23,13 @@ pub fn tighten_timer_slack() {
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
 }
 
+/// Lowers the calling thread's scheduling priority to `nice` (on Linux the nice value is per
+/// thread): a helper thread sharing a core with a pacing worker then runs when the worker
+/// waits, rather than taking turns with it while a release is due. Best effort.
+pub fn lower_thread_priority(nice: i32) {
+    let _ = rustix::process::setpriority_process(None, nice);
+}
+
 #[derive(Debug)]
 pub enum PreciseTimer {
     TimerFd(AsyncFd<OwnedFd>),

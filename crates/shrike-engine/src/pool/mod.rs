@@ -212,6 +212,20 @@ fn try_start_any(pools: &Rc<Pools>, mut ticket: Ticket) -> Result<(), Ticket> {
     Err(ticket)
 }
 
+/// Opens `session`'s own connection ahead of its first request (`first`, whose payload a
+/// login may need): replay's captured SYN. Nothing is sent; the connection is counted as it
+/// opens. A multi-target run deals requests over its endpoints as they come, so only a single
+/// endpoint's pool is known ahead; there the first request opens it.
+pub(crate) fn open_ahead(pools: &Rc<Pools>, session: u32, first: u32) {
+    let [pool] = &pools.list[..] else { return };
+    match pool {
+        Pool::Http1(p) => p.open_ahead(pools, session, first),
+        Pool::Serial(p) => p.clone().open_ahead(pools, session, first),
+        Pool::H2(p) => p.open_ahead(pools, session),
+        Pool::H3(p) => p.open_ahead(pools, session),
+    }
+}
+
 /// Gives the ticket to the pool, or queues it if the pending budget allows, or (open loop)
 /// drops it as overflow. `Err` hands the ticket back: closed loop must wait. A session's
 /// request never makes the worker wait: it queues (a session has at most one request in

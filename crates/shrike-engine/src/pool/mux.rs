@@ -233,6 +233,15 @@ impl<M: Mux> MuxPool<M> {
         Ok(())
     }
 
+    /// Opens `session`'s own connection now, ahead of its first request.
+    pub fn open_ahead(&self, pools: &Rc<Pools>, session: u32) {
+        if self.closing.get() || self.sessions.borrow().contains_key(&session) {
+            return;
+        }
+        let c = self.open(pools, false);
+        self.sessions.borrow_mut().insert(session, c);
+    }
+
     /// A new connection; `shared` ones take any stream, the others belong to one session.
     fn open(&self, pools: &Rc<Pools>, shared: bool) -> Rc<MuxConn<M>> {
         let conn = Rc::new(MuxConn {

@@ -97,6 +97,7 @@ pub(crate) struct SerialPool<P: Protocol> {
 pub(crate) trait DynSerial {
     fn try_start(self: Rc<Self>, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket>;
     fn start(self: Rc<Self>, pools: Rc<Pools>) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn open_ahead(self: Rc<Self>, pools: &Rc<Pools>, session: u32, first: u32);
     fn close(&self);
 }
 
@@ -107,6 +108,10 @@ impl<P: Protocol> DynSerial for SerialPool<P> {
 
     fn start(self: Rc<Self>, pools: Rc<Pools>) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move { SerialPool::start(&self, &pools).await })
+    }
+
+    fn open_ahead(self: Rc<Self>, pools: &Rc<Pools>, session: u32, first: u32) {
+        SerialPool::open_ahead(&self, pools, session, first);
     }
 
     fn close(&self) {
@@ -156,15 +161,7 @@ impl<P: Protocol> SerialPool<P> {
     pub fn try_start(self: &Rc<Self>, pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Ticket> {
         if let Some(s) = ticket.session.filter(|s| s.own_connection) {
             let slot = self.sessions.borrow().get(&s.id).cloned();
-            let slot = slot.unwrap_or_else(|| {
-                let slot = Rc::new(Slot::default());
-                self.sessions.borrow_mut().insert(s.id, slot.clone());
-                let owner = Owner::Session(s.id);
-                let task = connection_task(pools.clone(), self.clone(), slot.clone(), None, owner);
-                tokio::task::spawn_local(task);
-                slot
-            });
-            slot.hand(ticket);
+            slot.unwrap_or_else(|| self.session_slot(pools, s.id, None)).hand(ticket);
             return Ok(());
         }
         let mut idle = self.idle.borrow_mut();
@@ -176,6 +173,35 @@ impl<P: Protocol> SerialPool<P> {
         let Some(id) = next else { return Err(ticket) };
         self.slots[id].hand(ticket);
         Ok(())
+    }
+
+    /// Opens `session`'s own connection now, ahead of its first request (`first`).
+    pub fn open_ahead(self: &Rc<Self>, pools: &Rc<Pools>, session: u32, first: u32) {
+        if !self.closing.get() && !self.sessions.borrow().contains_key(&session) {
+            self.session_slot(pools, session, Some(first));
+        }
+    }
+
+    /// A session's own connection: its slot, served by a task of its own that connects at
+    /// once when opened `ahead` of its first request, else for that request.
+    fn session_slot(self: &Rc<Self>, pools: &Rc<Pools>, id: u32, ahead: Option<u32>) -> Rc<Slot> {
+        let slot = Rc::new(Slot::default());
+        self.sessions.borrow_mut().insert(id, slot.clone());
+        let (pools, pool, owner) = (pools.clone(), self.clone(), Owner::Session(id));
+        let task_slot = slot.clone();
+        match ahead {
+            None => {
+                tokio::task::spawn_local(connection_task(pools, pool, task_slot, None, owner));
+            }
+            Some(first) => {
+                tokio::task::spawn_local(async move {
+                    // Boxed as in `serve`. If it fails, the first request tries again.
+                    let conn = Box::pin(pool.connect(&pools, Some(first))).await;
+                    connection_task(pools, pool, task_slot, conn, owner).await
+                });
+            }
+        }
+        slot
     }
 
     pub fn close(&self) {

@@ -36,6 +36,9 @@ pub struct SessionRef {
     pub fresh: bool,
     /// `request` is a key into the worker's fed payloads, not a request-source entry.
     pub fed: bool,
+    /// Nothing is sent: the session's own connection opens now, ahead of its first request
+    /// (`request`, whose payload a login may need), as the captured client's did.
+    pub opening: bool,
 }
 
 /// One request that is due: which request-source entry, and for which session.
@@ -91,6 +94,10 @@ pub trait Schedule {
     const HAS_SESSIONS: bool;
     // Schedules live on one worker's single-threaded runtime: the future is never sent, so
     // the missing `Send` bound the lint warns of costs nothing.
+    #[allow(async_fn_in_trait)]
+    /// Completes once the schedule holds what its first moments need, before the clock
+    /// starts (a fed schedule: its feed's lead); at once for schedules that know everything.
+    async fn primed(&mut self) {}
     #[allow(async_fn_in_trait)]
     /// Completes when something arrived that may change what [`Schedule::peek`] says (a fed
     /// session); never, for schedules that know everything up front.

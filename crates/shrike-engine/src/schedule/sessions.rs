@@ -3,6 +3,11 @@
 //! due time; a session leaves the heap while its request is in flight and comes back when it
 //! finishes. Programs and tests hand-make [`SessionPlan`]s; replay feeds its jobs while the
 //! run goes on ([`crate::feed`]), one session ahead, so only running sessions are in memory.
+//!
+//! A fed session whose captured connection opened before its first request (its SYN) has an
+//! opening on the heap first, at that time: the pools open its connection then, so the first
+//! request finds it ready, as the captured one did, and a storm of new sessions spreads its
+//! handshakes over their captured leads instead of putting each in front of its request.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -14,6 +19,9 @@ use tokio::sync::mpsc;
 
 use super::{Due, Peek, Schedule, SessionRef};
 use crate::feed::{Admission, FedSession, Payload, Payloads};
+
+/// The longest a fed schedule waits for its feed to fill before the clock starts.
+const PRIME_LIMIT: Duration = Duration::from_secs(2);
 
 /// One session's plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +42,9 @@ pub struct SessionPlan {
 enum Item {
     Entry(u32),
     Fed(Payload),
+    /// A fed payload already in the store, under this key: the first request's, put there
+    /// when its connection opened ahead of it (a login may need it).
+    Stored(u32),
 }
 
 #[derive(Debug)]
@@ -46,6 +57,8 @@ struct Live {
     own_connection: bool,
     fresh: bool,
     in_flight: bool,
+    /// When its connection opens ahead of its first request, until it did.
+    connect: Option<Duration>,
 }
 
 /// The feed a worker takes fed sessions from, one ahead.
@@ -76,10 +89,12 @@ impl FeedRx {
         }
     }
 
-    /// When the next session's first request is due.
+    /// When the next session needs the worker: its connection's opening, or its first
+    /// request.
     fn due(&self) -> Option<Duration> {
         let s = self.next.as_ref()?;
-        Some(s.start.saturating_add(s.requests.first()?.at))
+        let first = s.start.saturating_add(s.requests.first()?.at);
+        Some(s.connect.map_or(first, |c| c.min(first)))
     }
 }
 
@@ -116,6 +131,7 @@ impl SessionSchedule {
                 own_connection: plan.own_connection,
                 fresh: false,
                 in_flight: false,
+                connect: None,
             });
         }
         s
@@ -154,6 +170,10 @@ impl SessionSchedule {
 
     fn push_next(&mut self, id: u32) {
         let Some(live) = self.sessions.get(id as usize).and_then(Option::as_ref) else { return };
+        if let Some(at) = live.connect {
+            self.ready.push(Reverse((at, id)));
+            return;
+        }
         match live.requests.front() {
             Some(&(offset, _)) => self.ready.push(Reverse((live.start.saturating_add(offset), id))),
             // Done: its id is free for the next session.
@@ -173,6 +193,9 @@ impl SessionSchedule {
             return;
         }
         let Some(s) = feed.next.take() else { return };
+        let first = s.start.saturating_add(s.requests.first().map_or(Duration::ZERO, |r| r.at));
+        // Opening at the first request's time gains nothing: the request opens it.
+        let connect = s.connect.filter(|c| *c < first);
         let requests = s.requests.into_iter().map(|r| (r.at, Item::Fed(r.payload))).collect();
         let own_connection = true;
         let fresh = s.per_request_connections;
@@ -184,7 +207,30 @@ impl SessionSchedule {
             own_connection,
             fresh,
             in_flight: false,
+            connect,
         });
+    }
+}
+
+impl SessionSchedule {
+    /// Session `id`'s connection opens now: its first request goes on the heap at its own
+    /// time, its payload into the store (the connection's login may read it).
+    fn opening(&mut self, id: u32) -> Option<Due> {
+        let live = self.sessions.get_mut(id as usize)?.as_mut()?;
+        let (_, item) = live.requests.front_mut()?;
+        if let Item::Fed(p) = item {
+            *item = Item::Stored(self.payloads.insert(p.clone()));
+        }
+        let (request, fed) = match item {
+            Item::Stored(k) => (*k, true),
+            Item::Entry(k) => (*k, false),
+            Item::Fed(_) => return None,
+        };
+        let (own_connection, fresh) = (live.own_connection, live.fresh);
+        self.push_next(id);
+        let session =
+            SessionRef { id, own_connection, first: false, last: false, fresh, fed, opening: true };
+        Some(Due { request, session: Some(session) })
     }
 }
 
@@ -210,6 +256,9 @@ impl Schedule for SessionSchedule {
         self.admit_fed();
         let Reverse((_, id)) = self.ready.pop()?;
         let live = self.sessions.get_mut(id as usize)?.as_mut()?;
+        if live.connect.take().is_some() {
+            return self.opening(id);
+        }
         let (_, item) = live.requests.pop_front()?;
         live.in_flight = true;
         let first = !std::mem::replace(&mut live.started, true);
@@ -218,9 +267,11 @@ impl Schedule for SessionSchedule {
         let (request, fed) = match item {
             Item::Entry(r) => (r, false),
             Item::Fed(p) => (self.payloads.insert(p), true),
+            Item::Stored(k) => (k, true),
         };
         let (own_connection, fresh) = (live.own_connection, live.fresh);
-        let session = SessionRef { id, own_connection, first, last, fresh, fed };
+        let opening = false;
+        let session = SessionRef { id, own_connection, first, last, fresh, fed, opening };
         Some(Due { request, session: Some(session) })
     }
 
@@ -239,6 +290,23 @@ impl Schedule for SessionSchedule {
         match first.and_then(|s| s.requests.front()) {
             Some((_, Item::Entry(r))) => *r,
             _ => 0,
+        }
+    }
+
+    async fn primed(&mut self) {
+        let Some(feed) = self.feed.as_ref() else { return };
+        // The feeder fills the channel before the clock starts, so the first seconds' sessions
+        // are parsed before they are due (a storm of starts would otherwise share its second
+        // with the parsing). Bounded: a slow source (a stream) starts the run anyway.
+        let began = std::time::Instant::now();
+        // One short of full: the feeder deals in turn, so when it waits on one worker's full
+        // channel, the workers after it are one session short of theirs.
+        while feed.rx.len() + 1 < feed.rx.max_capacity()
+            && !feed.rx.is_closed()
+            && feed.admission.is_open()
+            && began.elapsed() < PRIME_LIMIT
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -300,5 +368,38 @@ mod tests {
         assert!(s.finished(0) && s.finished(1));
         assert!(!s.finished(1), "a session with nothing in flight changes nothing");
         assert_eq!(s.peek(), Peek::End);
+    }
+
+    #[test]
+    fn a_fed_session_opens_its_connection_at_its_captured_time_then_sends() {
+        use crate::feed::{FedRequest, FedSession};
+        let (mut sender, mut feed) = crate::feed::feed(1, 4);
+        let session = |start, connect: Option<u64>| FedSession {
+            start: ms(start),
+            connect: connect.map(ms),
+            per_request_connections: false,
+            requests: vec![FedRequest { at: ms(0), payload: Payload::bytes(&b"GET /"[..]) }],
+        };
+        // Opens 30 ms ahead; another opens with its request (a lead of 0 is none).
+        assert!(sender.send(session(50, Some(20))));
+        assert!(sender.send(session(60, Some(60))));
+        drop(sender);
+        let payloads = Rc::new(Payloads::default());
+        let rx = feed.receivers.remove(0);
+        let mut s = SessionSchedule::fed(rx, feed.admission.clone(), payloads.clone());
+        assert_eq!(s.peek(), Peek::At(ms(20)), "the opening comes first, at its own time");
+        let open = s.take().expect("opening");
+        let r = open.session.expect("session");
+        assert!(r.opening && !r.first && r.fed);
+        // The first request's payload is in the store already (a login may read it).
+        assert_eq!(payloads.get(open.request).map(|p| p.data), Some(bytes::Bytes::from("GET /")));
+        assert_eq!(s.peek(), Peek::At(ms(50)));
+        let first = s.take().expect("first request");
+        let f = first.session.expect("session");
+        assert!(!f.opening && f.first && f.last);
+        assert_eq!(first.request, open.request, "the request the connection opened for");
+        assert_eq!(s.peek(), Peek::At(ms(60)));
+        let other = s.take().expect("the other session's request");
+        assert!(other.session.is_some_and(|r| !r.opening && r.first));
     }
 }

@@ -482,3 +482,45 @@ fn an_h2c_capture_imports_and_replays_with_its_connections_request_sequences() {
     want.sort_by_key(Vec::len);
     assert_eq!(got, want);
 }
+
+/// Two connections: one sends at once; the other, opened 100 ms later, waits 400 ms before
+/// its request (a client that connected ahead, as pools and browsers do).
+fn connect_ahead_traffic(addr: &str) {
+    let mut a = TcpStream::connect(addr).unwrap();
+    a.write_all(b"GET /now HTTP/1.1\r\nhost: shop\r\n\r\n").unwrap();
+    read_response(&mut a);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut b = TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    b.write_all(b"GET /later HTTP/1.1\r\nhost: shop\r\n\r\n").unwrap();
+    read_response(&mut b);
+}
+
+#[test]
+fn a_replay_opens_each_connection_as_far_ahead_as_the_capture_shows() {
+    let dir = scratch("capture-connect-ahead");
+    let server = Server::start(&[]);
+    let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let jobs_file = dir.join("ahead.jobs");
+    let out = whole_capture(&dir, port, &jobs_file, 2, || connect_ahead_traffic(&server.addr));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    // The SYN's lead over the first request, per connection.
+    let leads = |js: &[Job]| -> Vec<f64> {
+        js.iter().map(|j| j.connect_ahead.expect("a SYN was captured").as_secs_f64()).collect()
+    };
+    let captured = leads(&jobs(&jobs_file));
+    assert!(captured[0] < 0.05 && (captured[1] - 0.4).abs() < 0.05, "{captured:?}");
+
+    // Replayed while tcpdump watches, the replay's own capture shows the same leads: the
+    // second connection opened 400 ms before its request, not with it.
+    let replayed = dir.join("replayed.jobs");
+    let target = Server::start(&[]);
+    let target_port: u16 = target.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let out = whole_capture(&dir, target_port, &replayed, 2, || {
+        let out = run(&["replay", jobs_file.to_str().unwrap(), "--target", &target.addr], LIMIT);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+    });
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let again = leads(&jobs(&replayed));
+    assert!(again[0] < 0.05 && (again[1] - 0.4).abs() < 0.06, "{again:?}");
+}
