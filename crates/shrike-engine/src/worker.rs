@@ -25,6 +25,9 @@ use crate::schedule::sessions::{SessionPlan, SessionSchedule};
 use crate::schedule::{Due, Peek, Schedule, Ticket};
 use crate::stop::StopHandle;
 
+/// The longest a worker waits for its schedule to be primed before the clock starts.
+const PRIME_LIMIT: Duration = Duration::from_secs(2);
+
 /// How much longer than `timeout` the end-of-run drain waits for in-flight requests.
 const DRAIN_MARGIN: Duration = Duration::from_millis(50);
 
@@ -144,7 +147,13 @@ async fn drive<S: Schedule>(
         && !pools.cx.payload_requests
         && !warmup(&pools, schedule.warmup_request()).await;
 
-    schedule.primed().await;
+    // A fed schedule's lead fills before the clock starts, never past a start time set for
+    // the run (a fleet's `--start-at`).
+    let within = match pools.cfg.start_at {
+        Some(at) => at.duration_since(SystemTime::now()).unwrap_or_default().min(PRIME_LIMIT),
+        None => PRIME_LIMIT,
+    };
+    schedule.primed(within).await;
     let start = start_gate();
     // With --start-at the start lies ahead; the wall clock must name it, not this moment.
     let wall_start = SystemTime::now() + start.saturating_duration_since(Instant::now());
@@ -256,9 +265,20 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
             }
             Peek::End => return,
         };
-        let Some(due) = schedule.take() else { continue };
+        let taken = match scheduled {
+            // Sessions: what matters most of what is due by now, with its own due time.
+            Some(_) if S::HAS_SESSIONS => {
+                let now = Instant::now().saturating_duration_since(start);
+                schedule.take_by(now).map(|(due, at)| (due, Some(start + at)))
+            }
+            _ => schedule.take().map(|due| (due, scheduled)),
+        };
+        let Some((due, scheduled)) = taken else { continue };
         if let Some(s) = due.session.filter(|s| s.opening) {
             pool::open_ahead(pools, s.id, due.request);
+            // Its connect runs before anything more is taken, so a worker that fell behind
+            // chooses again among the requests that fell due meanwhile.
+            tokio::task::yield_now().await;
             continue;
         }
         if !dispatch(pools, scheduled, due, deadline).await {

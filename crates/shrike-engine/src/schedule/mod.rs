@@ -80,6 +80,14 @@ pub trait Schedule {
     fn peek(&mut self) -> Peek;
     /// Takes the request [`Schedule::peek`] announced (`None` after `Wait` or `End`).
     fn take(&mut self) -> Option<Due>;
+    /// Takes what matters most of what is due by `now` (from the run start; at or after what
+    /// [`Schedule::peek`] announced), and when it was due: a schedule that holds work with
+    /// slack (a connection's opening, which may wait until its request) puts what has none
+    /// first when the worker fell behind. Only schedules with sessions are asked; by default,
+    /// what `take` gives, due `now`.
+    fn take_by(&mut self, now: Duration) -> Option<(Due, Duration)> {
+        self.take().map(|due| (due, now))
+    }
     /// A request of `session` finished (answered, failed or abandoned): its next request may
     /// become due. Returns whether that changed what [`Schedule::peek`] says.
     fn finished(&mut self, session: u32) -> bool;
@@ -95,9 +103,9 @@ pub trait Schedule {
     // Schedules live on one worker's single-threaded runtime: the future is never sent, so
     // the missing `Send` bound the lint warns of costs nothing.
     #[allow(async_fn_in_trait)]
-    /// Completes once the schedule holds what its first moments need, before the clock
-    /// starts (a fed schedule: its feed's lead); at once for schedules that know everything.
-    async fn primed(&mut self) {}
+    /// Completes once the schedule holds what its first moments need (a fed schedule: its
+    /// feed's lead), or after `within`; at once for schedules that know everything.
+    async fn primed(&mut self, _within: Duration) {}
     #[allow(async_fn_in_trait)]
     /// Completes when something arrived that may change what [`Schedule::peek`] says (a fed
     /// session); never, for schedules that know everything up front.

@@ -20,9 +20,6 @@ use tokio::sync::mpsc;
 use super::{Due, Peek, Schedule, SessionRef};
 use crate::feed::{Admission, FedSession, Payload, Payloads};
 
-/// The longest a fed schedule waits for its feed to fill before the clock starts.
-const PRIME_LIMIT: Duration = Duration::from_secs(2);
-
 /// One session's plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionPlan {
@@ -106,6 +103,12 @@ pub struct SessionSchedule {
     free: Vec<u32>,
     /// Sessions whose next request is ready: (due, session index).
     ready: BinaryHeap<Reverse<(Duration, u32)>>,
+    /// Sessions whose connection opens ahead of their first request: (when, session).
+    opens: BinaryHeap<Reverse<(Duration, u32)>>,
+    /// Openings whose time has come, by when their first request is due: (that, session).
+    /// A worker that fell behind takes these only where no request is due before them: an
+    /// opening has slack up to its request, a request has none.
+    openable: BinaryHeap<Reverse<(Duration, u32)>>,
     in_flight: usize,
     feed: Option<FeedRx>,
     payloads: Rc<Payloads>,
@@ -118,6 +121,8 @@ impl SessionSchedule {
             sessions: Vec::with_capacity(plans.len()),
             free: Vec::new(),
             ready: BinaryHeap::new(),
+            opens: BinaryHeap::new(),
+            openable: BinaryHeap::new(),
             in_flight: 0,
             feed: None,
             payloads: Rc::default(),
@@ -148,6 +153,8 @@ impl SessionSchedule {
             sessions: Vec::new(),
             free: Vec::new(),
             ready: BinaryHeap::new(),
+            opens: BinaryHeap::new(),
+            openable: BinaryHeap::new(),
             in_flight: 0,
             feed: Some(FeedRx { rx, next: None, done: false, admission }),
             payloads,
@@ -171,7 +178,7 @@ impl SessionSchedule {
     fn push_next(&mut self, id: u32) {
         let Some(live) = self.sessions.get(id as usize).and_then(Option::as_ref) else { return };
         if let Some(at) = live.connect {
-            self.ready.push(Reverse((at, id)));
+            self.opens.push(Reverse((at, id)));
             return;
         }
         match live.requests.front() {
@@ -184,15 +191,20 @@ impl SessionSchedule {
         }
     }
 
-    /// Starts the next fed session if it is due no later than every live one.
-    fn admit_fed(&mut self) {
-        let heap = self.ready.peek().map(|Reverse((due, _))| *due);
-        let Some(feed) = self.feed.as_mut() else { return };
-        let Some(due) = feed.due() else { return };
-        if heap.is_some_and(|h| h < due) {
-            return;
+    /// Starts every fed session due by `now`.
+    fn admit_fed(&mut self, now: Duration) {
+        loop {
+            let Some(feed) = self.feed.as_mut() else { return };
+            feed.poll();
+            if feed.due().is_none_or(|due| due > now) {
+                return;
+            }
+            let Some(s) = feed.next.take() else { return };
+            self.admit_session(s);
         }
-        let Some(s) = feed.next.take() else { return };
+    }
+
+    fn admit_session(&mut self, s: FedSession) {
         let first = s.start.saturating_add(s.requests.first().map_or(Duration::ZERO, |r| r.at));
         // Opening at the first request's time gains nothing: the request opens it.
         let connect = s.connect.filter(|c| *c < first);
@@ -213,52 +225,10 @@ impl SessionSchedule {
 }
 
 impl SessionSchedule {
-    /// Session `id`'s connection opens now: its first request goes on the heap at its own
-    /// time, its payload into the store (the connection's login may read it).
-    fn opening(&mut self, id: u32) -> Option<Due> {
+    /// The earliest ready request, and when it was due.
+    fn take_request(&mut self) -> Option<(Due, Duration)> {
+        let Reverse((due, id)) = self.ready.pop()?;
         let live = self.sessions.get_mut(id as usize)?.as_mut()?;
-        let (_, item) = live.requests.front_mut()?;
-        if let Item::Fed(p) = item {
-            *item = Item::Stored(self.payloads.insert(p.clone()));
-        }
-        let (request, fed) = match item {
-            Item::Stored(k) => (*k, true),
-            Item::Entry(k) => (*k, false),
-            Item::Fed(_) => return None,
-        };
-        let (own_connection, fresh) = (live.own_connection, live.fresh);
-        self.push_next(id);
-        let session =
-            SessionRef { id, own_connection, first: false, last: false, fresh, fed, opening: true };
-        Some(Due { request, session: Some(session) })
-    }
-}
-
-impl Schedule for SessionSchedule {
-    const HAS_SESSIONS: bool = true;
-
-    fn peek(&mut self) -> Peek {
-        let fed = self.feed.as_mut().and_then(|f| {
-            f.poll();
-            f.due()
-        });
-        let heap = self.ready.peek().map(|Reverse((due, _))| *due);
-        match (heap, fed) {
-            (Some(h), Some(f)) => Peek::At(h.min(f)),
-            (Some(t), None) | (None, Some(t)) => Peek::At(t),
-            (None, None) if self.in_flight > 0 => Peek::Wait,
-            (None, None) if self.feed.as_ref().is_some_and(|f| !f.done) => Peek::Wait,
-            (None, None) => Peek::End,
-        }
-    }
-
-    fn take(&mut self) -> Option<Due> {
-        self.admit_fed();
-        let Reverse((_, id)) = self.ready.pop()?;
-        let live = self.sessions.get_mut(id as usize)?.as_mut()?;
-        if live.connect.take().is_some() {
-            return self.opening(id);
-        }
         let (_, item) = live.requests.pop_front()?;
         live.in_flight = true;
         let first = !std::mem::replace(&mut live.started, true);
@@ -272,7 +242,86 @@ impl Schedule for SessionSchedule {
         let (own_connection, fresh) = (live.own_connection, live.fresh);
         let opening = false;
         let session = SessionRef { id, own_connection, first, last, fresh, fed, opening };
-        Some(Due { request, session: Some(session) })
+        Some((Due { request, session: Some(session) }, due))
+    }
+
+    /// When session `id`'s next request is due.
+    fn first_due(&self, id: u32) -> Duration {
+        let live = self.sessions.get(id as usize).and_then(Option::as_ref);
+        live.and_then(|l| Some(l.start.saturating_add(l.requests.front()?.0))).unwrap_or_default()
+    }
+
+    /// Session `id`'s connection opens now: its first request goes on the heap at its own
+    /// time, its payload into the store (the connection's login may read it).
+    fn opening(&mut self, id: u32) -> Option<(Due, Duration)> {
+        let live = self.sessions.get_mut(id as usize)?.as_mut()?;
+        let at = live.connect.take()?;
+        let (_, item) = live.requests.front_mut()?;
+        if let Item::Fed(p) = item {
+            *item = Item::Stored(self.payloads.insert(p.clone()));
+        }
+        let (request, fed) = match item {
+            Item::Stored(k) => (*k, true),
+            Item::Entry(k) => (*k, false),
+            Item::Fed(_) => return None,
+        };
+        let (own_connection, fresh) = (live.own_connection, live.fresh);
+        self.push_next(id);
+        let session =
+            SessionRef { id, own_connection, first: false, last: false, fresh, fed, opening: true };
+        Some((Due { request, session: Some(session) }, at))
+    }
+}
+
+impl Schedule for SessionSchedule {
+    const HAS_SESSIONS: bool = true;
+
+    fn peek(&mut self) -> Peek {
+        let fed = self.feed.as_mut().and_then(|f| {
+            f.poll();
+            f.due()
+        });
+        // An opening whose time has come is due at once.
+        let openable = (!self.openable.is_empty()).then_some(Duration::ZERO);
+        let heap = [&self.ready, &self.opens]
+            .into_iter()
+            .filter_map(|h| h.peek().map(|Reverse((t, _))| *t))
+            .chain(openable)
+            .min();
+        match (heap, fed) {
+            (Some(h), Some(f)) => Peek::At(h.min(f)),
+            (Some(t), None) | (None, Some(t)) => Peek::At(t),
+            (None, None) if self.in_flight > 0 => Peek::Wait,
+            (None, None) if self.feed.as_ref().is_some_and(|f| !f.done) => Peek::Wait,
+            (None, None) => Peek::End,
+        }
+    }
+
+    fn take(&mut self) -> Option<Due> {
+        let Peek::At(now) = self.peek() else { return None };
+        self.take_by(now).map(|(due, _)| due)
+    }
+
+    fn take_by(&mut self, now: Duration) -> Option<(Due, Duration)> {
+        self.admit_fed(now);
+        while let Some(&Reverse((at, id))) = self.opens.peek() {
+            if at > now {
+                break;
+            }
+            self.opens.pop();
+            self.openable.push(Reverse((self.first_due(id), id)));
+        }
+        let request = self.ready.peek().map(|Reverse((due, _))| *due).filter(|d| *d <= now);
+        let opening = self.openable.peek().map(|Reverse((by, _))| *by);
+        match (request, opening) {
+            (Some(r), Some(o)) if o <= r => {}
+            (Some(_), _) => return self.take_request(),
+            (None, Some(_)) => {}
+            // Nothing by `now` (a caller ahead of time): the earliest, as ever.
+            (None, None) => return self.take_request(),
+        }
+        let Reverse((_, id)) = self.openable.pop()?;
+        self.opening(id)
     }
 
     fn finished(&mut self, session: u32) -> bool {
@@ -293,7 +342,7 @@ impl Schedule for SessionSchedule {
         }
     }
 
-    async fn primed(&mut self) {
+    async fn primed(&mut self, within: Duration) {
         let Some(feed) = self.feed.as_ref() else { return };
         // The feeder fills the channel before the clock starts, so the first seconds' sessions
         // are parsed before they are due (a storm of starts would otherwise share its second
@@ -304,7 +353,7 @@ impl Schedule for SessionSchedule {
         while feed.rx.len() + 1 < feed.rx.max_capacity()
             && !feed.rx.is_closed()
             && feed.admission.is_open()
-            && began.elapsed() < PRIME_LIMIT
+            && began.elapsed() < within
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -332,74 +381,4 @@ impl Schedule for SessionSchedule {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    #[test]
-    fn a_session_waits_for_its_previous_request_and_others_do_not() {
-        let plan = |start, own| SessionPlan {
-            start: ms(start),
-            requests: vec![(ms(0), 0), (ms(10), 1)],
-            own_connection: own,
-        };
-        let mut s = SessionSchedule::new(vec![plan(0, true), plan(5, false)]);
-        assert_eq!(s.peek(), Peek::At(ms(0)));
-        let a = s.take().expect("a0");
-        assert_eq!(a.session.map(|r| (r.id, r.own_connection, r.last)), Some((0, true, false)));
-        // Session 0 is in flight; session 1 is next, at 5 ms.
-        assert_eq!(s.peek(), Peek::At(ms(5)));
-        let b = s.take().expect("b0");
-        assert_eq!((b.request, b.session.map(|r| r.id)), (0, Some(1)));
-        assert_eq!(s.peek(), Peek::Wait, "both sessions wait for a response");
-        // Session 1 answers first: its second request is due at 5 + 10 ms.
-        assert!(s.finished(1));
-        assert_eq!(s.peek(), Peek::At(ms(15)));
-        assert!(s.finished(0));
-        assert_eq!(s.peek(), Peek::At(ms(10)), "session 0's second request comes first");
-        let a1 = s.take().expect("a1");
-        assert_eq!((a1.request, a1.session.map(|r| r.last)), (1, Some(true)));
-        let b1 = s.take().expect("b1");
-        assert_eq!(b1.session.map(|r| r.last), Some(true));
-        assert_eq!(s.peek(), Peek::Wait);
-        assert!(s.finished(0) && s.finished(1));
-        assert!(!s.finished(1), "a session with nothing in flight changes nothing");
-        assert_eq!(s.peek(), Peek::End);
-    }
-
-    #[test]
-    fn a_fed_session_opens_its_connection_at_its_captured_time_then_sends() {
-        use crate::feed::{FedRequest, FedSession};
-        let (mut sender, mut feed) = crate::feed::feed(1, 4);
-        let session = |start, connect: Option<u64>| FedSession {
-            start: ms(start),
-            connect: connect.map(ms),
-            per_request_connections: false,
-            requests: vec![FedRequest { at: ms(0), payload: Payload::bytes(&b"GET /"[..]) }],
-        };
-        // Opens 30 ms ahead; another opens with its request (a lead of 0 is none).
-        assert!(sender.send(session(50, Some(20))));
-        assert!(sender.send(session(60, Some(60))));
-        drop(sender);
-        let payloads = Rc::new(Payloads::default());
-        let rx = feed.receivers.remove(0);
-        let mut s = SessionSchedule::fed(rx, feed.admission.clone(), payloads.clone());
-        assert_eq!(s.peek(), Peek::At(ms(20)), "the opening comes first, at its own time");
-        let open = s.take().expect("opening");
-        let r = open.session.expect("session");
-        assert!(r.opening && !r.first && r.fed);
-        // The first request's payload is in the store already (a login may read it).
-        assert_eq!(payloads.get(open.request).map(|p| p.data), Some(bytes::Bytes::from("GET /")));
-        assert_eq!(s.peek(), Peek::At(ms(50)));
-        let first = s.take().expect("first request");
-        let f = first.session.expect("session");
-        assert!(!f.opening && f.first && f.last);
-        assert_eq!(first.request, open.request, "the request the connection opened for");
-        assert_eq!(s.peek(), Peek::At(ms(60)));
-        let other = s.take().expect("the other session's request");
-        assert!(other.session.is_some_and(|r| !r.opening && r.first));
-    }
-}
+mod tests;
