@@ -5,6 +5,34 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+/// Makes sure `path` can be written, before a command spends anything on what it will hold
+/// (a test's load): its missing parent directories are created (what a fresh Kubernetes
+/// volume needs), and a file is created and removed beside it, as [`write`] will. A usage
+/// error (exit 2) naming the path and why, if not.
+pub fn ready(path: &Path, flag: &str) -> anyhow::Result<()> {
+    let refuse = |why: String| {
+        crate::args::usage(format!("{flag} {}: cannot be written: {why}", path.display()))
+    };
+    if path.is_dir() {
+        return Err(refuse("it is a directory".into()));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| refuse(format!("{}: {e}", dir.display())))?;
+    let probe = temporary(path, dir);
+    File::create(&probe).map_err(|e| refuse(e.to_string()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The temporary file `path` is written through, in `dir`.
+fn temporary(path: &Path, dir: &Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dir.join(format!(".{name}.{}.tmp", std::process::id()))
+}
+
 /// Writes `path` through `fill`. On any error the temporary file is removed and `path` is left
 /// as it was.
 pub fn write(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
@@ -12,8 +40,7 @@ pub fn write(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = temporary(path, dir);
     let result = (|| {
         let file = File::create(&tmp)?;
         let mut out = BufWriter::new(file);

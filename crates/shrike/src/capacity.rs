@@ -146,6 +146,9 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
             "output": crate::dry_run::output(format, file.as_ref()),
         }));
     }
+    if let Some((path, _)) = &file {
+        crate::atomic::ready(path, "--output")?;
+    }
     let interrupts = Interrupts::install(load.spec.timeout())
         .map_err(|e| anyhow::Error::new(e).context("the search could not start"))?;
     let outcome = trials.with_runner(&interrupts, |runner| {

@@ -153,6 +153,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             "remote": if args.remote.is_remote() { Some(args.remote.plan()?) } else { None },
         }));
     }
+    if let Some((path, _)) = &file {
+        crate::atomic::ready(path, "--output")?;
+    }
     let mut harness = Harness::start(spec, "replay")?;
     // Rate and lateness over time are what a replay's report plots: always keep the series.
     harness.keep_series(Duration::from_secs(1));

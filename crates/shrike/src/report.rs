@@ -115,6 +115,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "the report is an HTML page: write it to a file with -o report.html (or redirect stdout)",
         ));
     }
+    if let Some(path) = &args.output {
+        crate::atomic::ready(path, "--output")?;
+    }
     let sources = parse_sources(&args.files)?;
     let page = match planner_doc(&sources)? {
         Some(doc) if html::is_capacity(&doc) => {

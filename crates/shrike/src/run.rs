@@ -383,6 +383,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             "nighthawk_service": service,
         }));
     }
+    if let Some((path, _)) = &file {
+        crate::atomic::ready(path, "--output")?;
+    }
     if let (Some(_), Some(url)) = (&load.server, spec.urls().first()) {
         info!("no URL given: benchmarking the built-in test server at {url}");
     }

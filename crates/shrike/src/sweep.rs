@@ -183,6 +183,10 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     // stops it rather than leaving it running in its own process group.
     let interrupts = Interrupts::install(Duration::ZERO)
         .map_err(|e| anyhow::Error::new(e).context("the sweep could not start"))?;
+    // Where the sweep goes is checked before anything starts. A dry run starts and writes none.
+    if let Some((path, _)) = file_format(&args)?.filter(|_| !args.load.dry_run) {
+        crate::atomic::ready(&path, "--output")?;
+    }
     // Servers start before the load is read: a spec needs a target. A dry run starts none.
     for inst in instances.iter_mut().filter(|_| !args.load.dry_run) {
         if inst.cmd.is_some() && !start(inst, &interrupts, true)? {

@@ -61,6 +61,7 @@ pub fn run(args: FilterArgs) -> anyhow::Result<ExitCode> {
     info.remove("shrike_jobs");
     info.remove("protocol");
     info.insert("filtered".into(), json!(describe(&args)));
+    crate::atomic::ready(&args.output, "--output")?;
     let mut writer =
         JobWriter::create(&args.output, protocol, info).map_err(|e| usage(e.to_string()))?;
     let (mut read, mut kept, mut requests) = (0u64, 0u64, 0u64);

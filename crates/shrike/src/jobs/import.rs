@@ -76,6 +76,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                 "it is for packet captures; a HAR recording holds HTTP requests as its browser sent them",
             ));
         }
+        crate::atomic::ready(&args.output, "--output")?;
         return super::har::import(&path, &args.output, &args.hosts);
     }
     if !args.hosts.is_empty() {
@@ -108,6 +109,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         }
         _ => {}
     }
+    crate::atomic::ready(&args.output, "--output")?;
     let mut writer =
         JobWriter::create(&args.output, protocol, info).map_err(|e| usage(e.to_string()))?;
     let options = ImportOptions { splitter, port: args.port };

@@ -85,3 +85,54 @@ fn a_server_that_speaks_garbage_is_a_counted_failure_not_a_hang() {
     let g = global(&json(&out)).clone();
     assert!(counter(&g, "upstream_cx_protocol_error") >= 1);
 }
+
+/// Every command that writes `-o FILE` checks it before it spends anything: a destination
+/// that cannot be created (here, under a regular file) is a usage error naming it, at once,
+/// with no load sent; missing parent directories are created (a fresh volume's `shards/`).
+#[test]
+fn an_output_that_cannot_be_written_is_refused_before_any_load() {
+    let dir = scratch("output-checked-first");
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let bad = blocker.join("result.json");
+    let bad = bad.to_str().unwrap();
+    let jobs = dir.join("one.jobs");
+    std::fs::write(&jobs, "{\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"text\": \"GET / HTTP/1.1\\r\\n\\r\\n\"}]}\n").unwrap();
+    let jobs = jobs.to_str().unwrap();
+    let result = dir.join("r.json");
+    std::fs::write(&result, "{}").unwrap();
+    let result = result.to_str().unwrap();
+    // Each would run for seconds (or fail with exit 1 after) if it sent load first.
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    let target = server.addr.as_str();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["run", &url, "--rps", "50", "--duration", "5", "-o", bad],
+        vec!["replay", jobs, "--target", target, "-o", bad],
+        vec!["sweep", &url, "--rates", "10,20", "--duration", "5", "-o", bad],
+        vec!["capacity", &url, "--slo", "p99<=50ms", "--trial-duration", "5s", "-o", bad],
+        vec!["report", result, "-o", bad],
+        vec!["transform", "--merge", result, "-o", bad],
+        vec!["jobs", "filter", jobs, "-o", bad],
+    ];
+    for args in &commands {
+        let began = std::time::Instant::now();
+        let out = run(args, Duration::from_secs(30));
+        assert_eq!(out.code(), 2, "{args:?}\n{}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("--output {bad}: cannot be written")),
+            "{}",
+            out.stderr
+        );
+        assert!(began.elapsed() < Duration::from_secs(3), "{args:?} ran before refusing");
+    }
+
+    // Missing parents are made, and the result lands there.
+    let nested = dir.join("shards/0/result.json");
+    let out =
+        run(&["run", &url, "-n", "3", "-o", nested.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&nested).unwrap()).unwrap();
+    assert!(written["results"].is_array());
+}
