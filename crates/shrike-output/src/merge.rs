@@ -2,7 +2,10 @@
 //!
 //! Use it to combine runs made in parallel from several machines, or a run split in parts.
 //! - **Workers**: every input's workers are kept, in input order. A name already taken
-//!   (`worker_0` in both files) is renamed to the first free `worker_N`.
+//!   (`worker_0` in both files) is renamed to the first free `worker_N`, silently: that is
+//!   what merging runs is.
+//! - **Shards**: [`check_shards`] says whether shards are one run whole (each of `0/N` …
+//!   `N-1/N` once); callers refuse a set that is not, unless asked for a partial merge.
 //! - **Global**: the exact merge of the inputs' globals (histograms add, moments combine, the
 //!   execution window spans all inputs).
 //! - **Options**: the first input's, with the labels of all inputs and `workers` the sum of
@@ -85,6 +88,9 @@ pub enum MergeError {
     NoHistogram { input: String, result: String, id: String },
     #[error("{input}: shrike.intervals[{index}]: statistic {id}: {reason}")]
     IntervalHistogram { input: String, index: usize, id: &'static str, reason: String },
+    /// Shards that are not one run whole ([`check_shards`]).
+    #[error("{0}")]
+    Shards(String),
 }
 
 /// Merges `inputs` exactly (see the module docs).
@@ -143,7 +149,6 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
                     .map(|k| format!("worker_{k}"))
                     .find(|n| !name_taken(n, &workers, &inputs))
                     .unwrap_or_default();
-                warnings.push(format!("{}: worker {} renamed {new}", i.name, w.name));
                 w.name = new;
             }
             workers.push(w);
@@ -196,7 +201,54 @@ fn whole_shards(inputs: &[Input]) -> Option<u32> {
     (seen.len() == n as usize && shards.len() == n as usize).then_some(n)
 }
 
-/// A renamed worker must not take a name a later input still brings.
+/// Checks that inputs that are shards (`--shard i/N`) are one run whole: all of one count `N`,
+/// each index once, and no input without a shard among them. Inputs with no shard at all (a
+/// fleet's, or runs merged by choice) pass.
+pub fn check_shards(inputs: &[Input]) -> Result<(), MergeError> {
+    let shard = |i: &Input| {
+        let s = i.result.options.get("shard")?.as_str()?;
+        shrike_spec::Shard::parse(s).ok()
+    };
+    let shards: Vec<(&Input, Option<shrike_spec::Shard>)> =
+        inputs.iter().map(|i| (i, shard(i))).collect();
+    let Some((first, Some(of))) = shards.iter().find(|(_, s)| s.is_some()) else { return Ok(()) };
+    let n = of.count();
+    let refuse = |why: String| Err(MergeError::Shards(why));
+    if let Some((i, _)) = shards.iter().find(|(_, s)| s.is_none()) {
+        return refuse(format!("{} has no shard, while {} is shard {of}", i.name, first.name));
+    }
+    if let Some((i, Some(s))) = shards.iter().find(|(_, s)| s.is_some_and(|s| s.count() != n)) {
+        return refuse(format!(
+            "{} is shard {s}, {} is shard {of}: not one run",
+            i.name, first.name
+        ));
+    }
+    let mut by_index: Vec<Vec<&str>> = vec![Vec::new(); n as usize];
+    for (i, s) in &shards {
+        if let Some(s) = s {
+            by_index[s.index() as usize].push(&i.name);
+        }
+    }
+    if let Some((k, names)) = by_index.iter().enumerate().find(|(_, v)| v.len() > 1) {
+        return refuse(format!(
+            "shard {k}/{n} is given {} times: {}",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    let missing: Vec<String> =
+        (0..n).filter(|k| by_index[*k as usize].is_empty()).map(|k| format!("{k}/{n}")).collect();
+    if !missing.is_empty() {
+        let plural = if missing.len() == 1 { "" } else { "s" };
+        return refuse(format!(
+            "shard{plural} {} missing: {} of {n} given",
+            missing.join(", "),
+            n as usize - missing.len()
+        ));
+    }
+    Ok(())
+}
+
 /// The workers a result's run had: its `workers` option, else the worker results present.
 fn worker_count(r: &RunResult) -> u64 {
     let stated =
@@ -204,6 +256,7 @@ fn worker_count(r: &RunResult) -> u64 {
     stated.unwrap_or(r.workers.len().max(1) as u64)
 }
 
+/// A renamed worker must not take a name a later input still brings.
 fn name_taken(n: &str, workers: &[WorkerResult], inputs: &[Input]) -> bool {
     workers.iter().any(|w| w.name == n)
         || inputs.iter().any(|i| i.result.workers.iter().any(|w| w.name == n))

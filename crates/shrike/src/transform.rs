@@ -32,6 +32,10 @@ pub struct TransformArgs {
     /// shards an Indexed Job wrote to a shared volume).
     #[arg(long, num_args = 1.., value_name = "FILE|DIR")]
     pub merge: Vec<PathBuf>,
+    /// Merge shards that are not one run whole (one missing, or given twice) instead of
+    /// refusing them; the merge says what it lacks.
+    #[arg(long, requires = "merge")]
+    pub allow_partial: bool,
     /// Write to FILE instead of stdout (whole or not at all), for containers without a shell
     /// to redirect in.
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -87,6 +91,9 @@ fn read_result(source: &str, text: &str) -> anyhow::Result<(RunResult, Value)> {
 
 pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
     // Rendered whole before anything is written: bad input writes nothing, to a file or stdout.
+    if let Some(path) = &args.output {
+        crate::atomic::ready(path, "--output")?;
+    }
     let text = transform(&args)?;
     match &args.output {
         None => crate::out::stdout(|out| out.write_all(&text))?,
@@ -118,12 +125,30 @@ fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
         .context("cannot write the result")?;
     } else {
         let mut inputs = Vec::new();
-        for path in &merge_inputs(&args.merge, args.output.as_deref())? {
+        let paths = merge_inputs(&args.merge, args.output.as_deref())?;
+        for (k, path) in paths.iter().enumerate() {
+            if let Some(before) = paths[..k].iter().find(|p| same_file(p, path)) {
+                return Err(usage(format!(
+                    "{} is given twice (also as {}): a result merged twice counts its requests \
+                     twice",
+                    path.display(),
+                    before.display()
+                )));
+            }
             let name = path.display().to_string();
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{name}: cannot read: {e}")))?;
             let (result, _) = read_result(&name, &text)?;
             inputs.push(Input { name, result });
+        }
+        match merge::check_shards(&inputs) {
+            Ok(()) => {}
+            Err(e) if args.allow_partial => warning!("partial merge: {e}"),
+            Err(e) => {
+                return Err(usage(format!(
+                    "{e}; merge every shard of the run, or pass --allow-partial"
+                )))
+            }
         }
         let merged = merge::merge(inputs).map_err(|e| usage(e.to_string()))?;
         for w in &merged.warnings {

@@ -208,8 +208,9 @@ fn merge_is_exact_and_keeps_every_worker() {
         LIMIT,
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
-    // Both runs named their workers worker_0 and worker_1: b's are renamed, with a warning.
-    assert!(out.stderr.contains("b.json: worker worker_0 renamed worker_2"), "{}", out.stderr);
+    // Both runs named their workers worker_0 and worker_1: b's are renamed, which is what a
+    // merge does (no warning: these runs differ only in their labels).
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
     let m = doc(&out.stdout);
     let names: Vec<&str> =
         m["results"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
@@ -252,6 +253,51 @@ fn merge_is_exact_and_keeps_every_worker() {
     );
     assert_eq!(human.code(), 0, "{}", human.stderr);
     assert!(human.stdout.contains("Workers:     4\n"), "{}", human.stdout);
+}
+
+/// Shards merge only as the whole run: each of 0/N … N-1/N once (`--allow-partial` merges what
+/// there is, saying so), and no file twice.
+#[test]
+fn a_shard_merge_refuses_a_missing_or_repeated_shard() {
+    let (a, b) = runs();
+    let shard = |from: &Path, name: &str, shard: &str| {
+        let mut v = doc(&read(from));
+        v["options"]["shard"] = Value::from(shard);
+        let path = dir().join(name);
+        std::fs::write(&path, v.to_string()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let s0 = shard(a, "s0.json", "0/2");
+    let s1 = shard(b, "s1.json", "1/2");
+    let again = shard(b, "s0-again.json", "0/2");
+    let a = a.to_str().unwrap();
+    let merge = |files: &[&str], extra: &[&str]| {
+        let mut args = vec!["transform", "--merge"];
+        args.extend_from_slice(files);
+        args.extend_from_slice(&["--output-format", "json"]);
+        args.extend_from_slice(extra);
+        run(&args, LIMIT)
+    };
+    let whole = merge(&[&s0, &s1], &[]);
+    assert_eq!(whole.code(), 0, "{}", whole.stderr);
+    assert!(!whole.stderr.contains("warning"), "a whole set merges quietly: {}", whole.stderr);
+    assert!(doc(&whole.stdout)["options"]["shard"].is_null());
+
+    let cases: [(&[&str], &str); 4] = [
+        (&[&s0], "shard 1/2 missing: 1 of 2 given"),
+        (&[&s0, &again, &s1], "shard 0/2 is given 2 times"),
+        (&[&s0, a], "has no shard, while"),
+        (&[a, a], "is given twice"),
+    ];
+    for (files, says) in cases {
+        let out = merge(files, &[]);
+        assert_eq!(out.code(), 2, "{files:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{files:?}: {}", out.stderr);
+        assert!(out.stdout.is_empty());
+    }
+    let partial = merge(&[&s0], &["--allow-partial"]);
+    assert_eq!(partial.code(), 0, "{}", partial.stderr);
+    assert!(partial.stderr.contains("partial merge: shard 1/2 missing"), "{}", partial.stderr);
 }
 
 #[test]
