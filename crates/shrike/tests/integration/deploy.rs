@@ -15,6 +15,102 @@ use std::time::Duration;
 use crate::support::*;
 use serde_norway::Value;
 
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn parse(rendered: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(rendered)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect()
+}
+
+/// Every container of the rendered `docs`: its workload's name and its arguments, `$(VAR)`s
+/// expanded from the ConfigMaps (`vars` over them) and `/results` put at `results`.
+fn containers(
+    docs: &[Value],
+    vars: &BTreeMap<String, String>,
+    results: &Path,
+) -> Vec<(String, Vec<String>)> {
+    let mut all: BTreeMap<String, String> = BTreeMap::new();
+    for d in docs.iter().filter(|d| d["kind"] == "ConfigMap") {
+        for (key, v) in d["data"].as_mapping().unwrap() {
+            all.insert(key.as_str().unwrap().into(), v.as_str().unwrap().into());
+        }
+    }
+    all.extend(vars.clone());
+    let mut out = Vec::new();
+    for d in docs {
+        let Some(spec) = d["spec"]["template"]["spec"].as_mapping() else { continue };
+        let name = d["metadata"]["name"].as_str().unwrap().to_string();
+        for c in spec["containers"].as_sequence().unwrap() {
+            let args = c["args"].as_sequence().unwrap().iter();
+            let args = args
+                .map(|a| expand(a.as_str().unwrap(), &all))
+                .map(|a| a.replace("/results", results.to_str().unwrap()))
+                .collect();
+            out.push((name.clone(), args));
+        }
+    }
+    out
+}
+
+/// The batch path as Kubernetes runs it, minus Kubernetes: the rendered shard Job's command
+/// for each completion index (run together, from one start, into a results directory that does
+/// not exist yet), then, once all completed, the rendered merge Job's. The merged run is the
+/// shards' sum; and the merge refuses when a shard is missing (one failed), naming it.
+#[test]
+fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
+    let dir = scratch("deploy-batch");
+    let results = dir.join("volume");
+    let server = Server::start(&[]);
+    let mut vars = BTreeMap::new();
+    vars.insert("SHRIKE_TARGET".to_string(), server.url("/"));
+    vars.insert("SHRIKE_SHARDS".to_string(), "2".to_string());
+    vars.insert("SHRIKE_START_AT".to_string(), "+2s".to_string());
+    vars.insert("SHRIKE_RPS".to_string(), "100".to_string());
+    vars.insert("SHRIKE_DURATION".to_string(), "1s".to_string());
+    let render = |k: &str| parse(&kustomize(&deploy().join(k)));
+    let (shard_docs, merge_docs) = (render("batch"), render("batch-merge"));
+    let merge_job = containers(&merge_docs, &vars, &results);
+    let [(_, merge_args)] = &merge_job[..] else { panic!("one merge container: {merge_job:?}") };
+    let merge = || run(&merge_args.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
+
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            let mut vars = vars.clone();
+            vars.insert("SHARD_INDEX".to_string(), i.to_string());
+            let job = containers(&shard_docs, &vars, &results);
+            let [(_, args)] = &job[..] else { panic!("one shard container: {job:?}") };
+            let mut cmd = shrike();
+            cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let mut requests = 0;
+    for (i, child) in shards.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "shard {i}: {}", String::from_utf8_lossy(&out.stderr));
+        let path = results.join(format!("shards/shard-{i}.json"));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        requests += counter(global(&v), "upstream_rq_total");
+    }
+    // One shard failed (its file is not there): the merge refuses rather than write half a run.
+    let one = results.join("shards/shard-1.json");
+    std::fs::rename(&one, dir.join("held.json")).unwrap();
+    let out = merge();
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("shard 1/2 missing"), "{}", out.stderr);
+    std::fs::rename(dir.join("held.json"), &one).unwrap();
+    assert!(requests >= 90, "two shards of 50/s for 1 s: {requests}");
+    let out = merge();
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("merged.json")).unwrap())
+            .unwrap();
+    assert_eq!(counter(global(&merged), "upstream_rq_total"), requests);
+    assert!(merged["options"]["shard"].is_null(), "the whole run, not a shard");
+}
+
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes")
 }
@@ -61,8 +157,8 @@ fn manifests_render_validate_and_ask_only_what_shrike_accepts() {
     let dir = scratch("deploy");
     let token = dir.join("token");
     std::fs::write(&token, "t0ken\n").unwrap();
-    let mut containers = 0;
-    for k in ["base", "batch", "overlays/example"] {
+    let mut count = 0;
+    for k in ["base", "batch", "batch-merge", "overlays/example"] {
         let rendered = kustomize(&deploy().join(k));
         let file = dir.join(format!("{}.yaml", k.replace('/', "-")));
         std::fs::write(&file, &rendered).unwrap();
@@ -70,36 +166,25 @@ fn manifests_render_validate_and_ask_only_what_shrike_accepts() {
         assert!(ok, "{k}:\n{report}");
         assert!(report.contains("passed"), "{k}:\n{report}");
 
-        let docs: Vec<Value> = serde_norway::Deserializer::from_str(&rendered)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect();
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
-        for d in docs.iter().filter(|d| d["kind"] == "ConfigMap") {
-            for (key, v) in d["data"].as_mapping().unwrap() {
-                vars.insert(key.as_str().unwrap().into(), v.as_str().unwrap().into());
+        let docs = parse(&rendered);
+        if k.starts_with("batch") {
+            // The guide's next command is `kubectl -n loadtest …`: both steps render there.
+            for d in &docs {
+                assert_eq!(d["metadata"]["namespace"].as_str(), Some("loadtest"), "{k}: {d:?}");
             }
         }
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
         vars.insert("POD_NAME".into(), "shrike-generator-0".into());
         vars.insert("SHARD_INDEX".into(), "0".into());
-        for d in &docs {
-            let Some(spec) = d["spec"]["template"]["spec"].as_mapping() else { continue };
-            let name = d["metadata"]["name"].as_str().unwrap().to_string();
-            for c in spec["containers"].as_sequence().unwrap() {
-                containers += 1;
-                let args: Vec<String> = c["args"]
-                    .as_sequence()
-                    .unwrap()
-                    .iter()
-                    .map(|a| expand(a.as_str().unwrap(), &vars))
-                    // Paths inside the pod, here: its mounted token and results volume.
-                    .map(|a| a.replace("/etc/shrike/token", token.to_str().unwrap()))
-                    .map(|a| a.replace("/results", dir.to_str().unwrap()))
-                    .collect();
-                check_args(k, &name, args);
-            }
+        for (name, args) in containers(&docs, &vars, &dir) {
+            count += 1;
+            // Paths inside the pod, here: its mounted token.
+            let token = token.to_str().unwrap();
+            let args = args.iter().map(|a| a.replace("/etc/shrike/token", token)).collect();
+            check_args(k, &name, args);
         }
     }
-    assert_eq!(containers, 2 + 2 + 2, "generator and coordinator (twice), shards and merge");
+    assert_eq!(count, 2 + 2 + 2, "generator and coordinator (twice), shards and merge");
     // The validator does reject: a field the schema does not have fails strictly.
     let bad = dir.join("bad.yaml");
     let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\nspec:\n  portz: []\n";
