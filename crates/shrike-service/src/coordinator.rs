@@ -153,6 +153,76 @@ pub fn coordinate_work(
     runtime.block_on(Coordinator::new(spec, work, fleet, telemetry)?.run(stop))
 }
 
+/// Asks every generator of `fleet` whether it answers (its address reachable, its handshake
+/// and the run's credentials accepted) before a run is spread over them: the generators that
+/// do not, each with why. A harmless call proves it (cancelling a run id no service holds).
+pub fn roll_call(fleet: &Fleet) -> Result<Vec<Absent>, CoordinateError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CoordinateError::Runtime)?;
+    runtime.block_on(async {
+        let calls: Vec<_> = fleet
+            .generators
+            .iter()
+            .map(|address| {
+                let (address, security) = (address.clone(), fleet.security.clone());
+                tokio::spawn(async move {
+                    // Bounded: a silent address (a partition, a dropped SYN) answers nothing.
+                    let answer =
+                        tokio::time::timeout(ROLL_CALL_LIMIT, answers(&address, &security));
+                    let (why, refused) = match answer.await {
+                        Ok(Ok(())) => return None,
+                        Ok(Err(e)) => e,
+                        Err(_) => (format!("no answer within {ROLL_CALL_LIMIT:?}"), false),
+                    };
+                    Some(Absent { address, why, refused })
+                })
+            })
+            .collect();
+        let mut absent = Vec::new();
+        for call in calls {
+            if let Ok(Some(a)) = call.await {
+                absent.push(a);
+            }
+        }
+        Ok(absent)
+    })
+}
+
+/// A generator that did not answer the roll call, and why.
+#[derive(Clone, Debug)]
+pub struct Absent {
+    pub address: String,
+    pub why: String,
+    /// It answered, and refused the run's credentials: the caller's to fix, not the fleet's.
+    pub refused: bool,
+}
+
+/// How long [`roll_call`] waits for a generator.
+const ROLL_CALL_LIMIT: Duration = Duration::from_secs(6);
+
+/// Whether the service at `address` answers: `Err((why, refused))` if not.
+async fn answers(address: &str, security: &ClientSecurity) -> Result<(), (String, bool)> {
+    let mut client = connect(address, security).await.map_err(|e| {
+        // The transport's own text is "transport error"; what happened is in its sources.
+        let mut why = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            why = format!("{why}: {s}");
+            source = s.source();
+        }
+        (why, false)
+    })?;
+    let probe = proto::CancelRequest { run_id: "shrike-roll-call".into() };
+    client.cancel(authorized(probe, security)).await.map_err(|s| {
+        let refused =
+            matches!(s.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied);
+        (describe(&s), refused)
+    })?;
+    Ok(())
+}
+
 /// A message from one generator's stream task.
 enum Report {
     Started { g: usize, name: String },

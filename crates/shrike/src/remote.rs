@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::args::{flag_file, parse, token, usage};
+use crate::log::warning;
 
 /// How long `--remote-expect` waits for its generators unless `--remote-wait` says.
 const DEFAULT_WAIT: Duration = Duration::from_secs(120);
@@ -180,11 +181,49 @@ impl RemoteArgs {
             return Err(usage("--remote names no generator"));
         }
         let security = self.security()?;
-        Ok(Fleet {
+        let mut fleet = Fleet {
             generators,
             security,
             on_failure: self.remote_failure.unwrap_or(OnFailure::Continue),
             start_delay: self.remote_start_delay.unwrap_or(DEFAULT_START_DELAY),
-        })
+        };
+        self.roll_call(&mut fleet)?;
+        Ok(fleet)
+    }
+
+    /// Every generator must answer before the run is spread over them, or the run does not
+    /// start (exit 1, naming each one missing); `--remote-expect N` lets it start with N or
+    /// more, the plan spread over those present (never a share left unsent).
+    fn roll_call(&self, fleet: &mut Fleet) -> anyhow::Result<()> {
+        let absent = shrike_service::coordinator::roll_call(fleet)?;
+        if absent.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<String> =
+            absent.iter().map(|a| format!("{} ({})", a.address, a.why)).collect();
+        // A generator that refused the run's credentials is the command's to fix (exit 2).
+        if let Some(a) = absent.iter().find(|a| a.refused) {
+            return Err(usage(format!("generator {} refused the run: {}", a.address, a.why)));
+        }
+        let present = fleet.generators.len() - absent.len();
+        match self.remote_expect {
+            Some(n) if present >= n.max(1) => {
+                warning!(
+                    "{} generator(s) not answering: {}; the run is spread over the {present} \
+                     present (--remote-expect {n})",
+                    absent.len(),
+                    named.join(", ")
+                );
+                fleet.generators.retain(|g| absent.iter().all(|a| &a.address != g));
+                Ok(())
+            }
+            _ => Err(anyhow::anyhow!(
+                "{} of {} generator(s) not answering: {}; nothing was sent (--remote-expect N \
+                 starts with N or more)",
+                absent.len(),
+                fleet.generators.len(),
+                named.join(", ")
+            )),
+        }
     }
 }

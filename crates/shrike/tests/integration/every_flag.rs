@@ -142,6 +142,13 @@ impl Fixtures {
         // A stored result, for report and transform.
         let r = run(&["run", "-n", "3", "-o", dir.join("r.json").to_str().unwrap()], LIMIT);
         assert_eq!(r.code(), 0, "{}", r.stderr);
+        // Shard 0 of 2 of a run, alone: a partial set to merge.
+        let mut shard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+        shard["options"]["shard"] = serde_json::Value::from("0/2");
+        std::fs::write(dir.join("shard0.json"), shard.to_string()).unwrap();
+        // And a second result to merge with the first.
+        std::fs::copy(dir.join("r.json"), dir.join("r2.json")).unwrap();
         // A real capture (tcpdump, Debian's) of two requests to the built-in server.
         let server = Server::start(&[]);
         let port = server.addr.rsplit(':').next().unwrap().to_string();
@@ -660,7 +667,11 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
         "transform",
         vec![
             ("--output-format", out(&["transform", "--merge", r], &["--output-format", "csv"])),
-            ("--merge", out(&["transform", "--merge", r], &["--merge", r])),
+            ("--merge", out(&["transform", "--merge", r], &["--merge", p("r2.json")])),
+            ("--allow-partial", {
+                let partial = ["transform", "--merge", p("shard0.json")];
+                out(&partial, &["--allow-partial"])
+            }),
             ("--output", out(&["transform", "--merge", r], &["--output", p("t.json")])),
         ],
     );

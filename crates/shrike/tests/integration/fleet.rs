@@ -561,3 +561,44 @@ fn remote_failure_abort_stops_the_others_and_fails_the_run() {
     let survivor = requests(&v, "gen-127.0.0.3");
     assert!(survivor > 0 && survivor < 500, "{survivor}");
 }
+
+/// A generator that does not answer when the run starts: the run does not start (exit 1,
+/// naming it), rather than offer a share of the rate nobody sends; `--remote-expect N` starts
+/// with those present, the whole plan spread over them.
+#[test]
+fn a_generator_missing_at_start_stops_the_run_unless_remote_expect_allows_it() {
+    let target = Server::start(&[]);
+    let live = Service::start(IPS[0], &["--allow-target", "127.0.0.1"]);
+    // An address where nothing listens.
+    let dead = {
+        let l = std::net::TcpListener::bind(format!("{}:0", IPS[1])).unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let fleet = format!("{},{dead}", live.addr);
+    let args = |extra: &[&str]| {
+        let mut a = vec!["run", "--remote", &fleet, "--rps", "100", "--duration", "2"];
+        a.extend_from_slice(&["--remote-start-delay", "300ms", "--output-format", "json"]);
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let url = target.url("/");
+    let began = std::time::Instant::now();
+    let mut a = args(&[]);
+    a.insert(1, url.clone());
+    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("1 of 2 generator(s) not answering"), "{}", out.stderr);
+    assert!(out.stderr.contains(&dead), "names the missing one: {}", out.stderr);
+    assert!(out.stdout.is_empty(), "no result of a run that did not start");
+    assert!(began.elapsed() < Duration::from_secs(15), "{:?}", began.elapsed());
+
+    let mut a = args(&["--remote-expect", "1"]);
+    a.insert(1, url);
+    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stderr.contains("spread over the 1 present"), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    // The whole 100/s from the one present, not half of it.
+    let sent = counter(global(&v), "upstream_rq_total");
+    assert!((170..=210).contains(&sent), "{sent}");
+}
