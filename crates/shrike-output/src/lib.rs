@@ -26,6 +26,7 @@ use shrike_stats::RunResult;
 
 pub mod csv;
 pub mod dotted;
+pub mod fleet;
 pub mod fortio;
 pub mod html;
 pub mod human;

@@ -544,6 +544,16 @@ impl<'a> Coordinator<'a> {
         result.options = self.spec.to_json();
         if let Some(o) = result.options.as_object_mut() {
             o.insert("remote".into(), json!(self.fleet.generators));
+            // The fleet as it went, for every view's per-generator rows (shrike_output::fleet).
+            let generators: Vec<serde_json::Value> = self
+                .reports
+                .iter()
+                .map(|r| {
+                    let state = if r.failure.is_some() { "lost" } else { "completed" };
+                    json!({"name": r.name, "address": r.address, "state": state, "why": r.failure})
+                })
+                .collect();
+            o.insert("generators".into(), serde_json::Value::Array(generators));
         }
         if let Work::Replay { .. } = self.work {
             let records: Vec<&serde_json::Value> = self

@@ -79,7 +79,11 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "protocol": r.options.get("protocol").and_then(Value::as_str).unwrap_or(""),
         "started": format_rfc3339(g.execution_start),
         "duration_s": secs,
-        "workers": r.workers.len(),
+        // Each generator's workers, for a fleet (its result has an entry per generator).
+        "workers": match crate::fleet::generators(r) {
+            Some(_) => r.options.get("workers").and_then(Value::as_u64).unwrap_or(1) as usize,
+            None => r.workers.len(),
+        },
         "requested_rps": crate::options::requested_rate(r),
         // Over the sending window, as the summary states it: the drain sends nothing.
         "achieved_rps": if window > 0.0 { Some(responses as f64 / window) } else { None },
@@ -100,6 +104,13 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "options": flatten_options(&r.options),
         "intervals": r.intervals.iter().map(interval).collect::<Vec<_>>(),
         "replay": replay(r),
+        // A coordinated run's generators, one row each (`null` for other runs).
+        "generators": crate::fleet::generators(r).map_or(Value::Null, |g| {
+            Value::Array(g.iter().map(|g| json!({
+                "name": g.name, "address": g.address, "state": g.state, "why": g.why,
+                "requests": g.requests, "rate": g.rate, "errors": g.errors, "p99_ns": g.p99_ns,
+            })).collect())
+        }),
     })
 }
 

@@ -62,7 +62,11 @@
       ["Started", function (f) { return f.started.replace("T", " ").replace(/\.\d+Z$/, "Z"); },
        null, "text"],
       field("Duration", "duration_s", fmtSecs),
-      field("Workers", "workers", fmtInt),
+      ["Workers", function (f) {
+        // A fleet's result has an entry per generator: say both.
+        return f.generators ? f.generators.length + " generators × " + fmtInt(f.workers) + " workers"
+                            : fmtInt(f.workers);
+      }, function (f) { return f.workers; }, null, 0],
       ["Requested rate (/s)", function (f) {
         return f.replay ? "as captured, at " + f.replay.time_scale + "× speed"
                         : fmtRate(f.requested_rps);
@@ -467,6 +471,33 @@
       return String(v);
     });
   }
+  // ---- a coordinated run's generators: a sick one shows, not averaged away ----
+  function generators() {
+    var fleets = FILES.filter(function (f) { return f.generators; });
+    if (!fleets.length) return;
+    var s = section("Generators",
+      "Each generator of a coordinated run: what it sent, at what rate, its errors and p99 " +
+      "(from schedule), and whether it finished or was lost (then its figures are what it " +
+      "streamed).");
+    fleets.forEach(function (f) {
+      if (FILES.length > 1) el("h3", {}, s, f.label);
+      var t = el("table", { "class": "generators" }, s);
+      var hr = el("tr", {}, el("thead", {}, t));
+      ["generator", "address", "state", "requests", "rate", "errors", "p99"].forEach(
+        function (h) { el("th", {}, hr, h); });
+      var body = el("tbody", {}, t);
+      f.generators.forEach(function (g) {
+        var tr = el("tr", g.state === "completed" ? {} : { "class": "diff" }, body);
+        el("td", { "class": "text" }, tr, g.name);
+        el("td", { "class": "text" }, tr, g.address);
+        el("td", { "class": "text" }, tr, g.why ? g.state + " (" + g.why + ")" : g.state);
+        el("td", {}, tr, fmtInt(g.requests));
+        el("td", {}, tr, g.rate == null ? "–" : fmtRate(g.rate) + "/s");
+        el("td", {}, tr, fmtInt(g.errors));
+        el("td", {}, tr, fmtDur(g.p99_ns));
+      });
+    });
+  }
   // ---- a replay's canary diff: what answered otherwise than the capture ----
   function canary() {
     var replays = FILES.filter(function (f) { return f.replay; });
@@ -513,7 +544,7 @@
   var ns = root.querySelector("noscript");
   if (ns) root.removeChild(ns);
   // Each part draws on its own: one failing still leaves the rest, and the error is recorded.
-  [summary, canary, spectrum, histogram, overTime, statusCodes, counters, options].forEach(function (part) {
+  [summary, generators, canary, spectrum, histogram, overTime, statusCodes, counters, options].forEach(function (part) {
     try { part(); } catch (e) { renderErrors.push(part.name + ": " + (e && e.stack || e)); }
   });
   stamp();

@@ -117,9 +117,22 @@ impl<'a> Facts<'a> {
         self.result.options.get("requests_per_second").and_then(Value::as_str) == Some("max")
     }
 
-    /// Workers the run had.
+    /// Workers the run had (each generator's, for a fleet).
     pub fn workers(&self) -> usize {
-        self.load.as_ref().map_or(self.result.workers.len().max(1), |l| l.workers)
+        if let Some(l) = &self.load {
+            return l.workers;
+        }
+        let stated = self.result.options.get("workers").and_then(Value::as_u64);
+        match self.generators() {
+            // A fleet's result has an entry per generator, not per worker: its options say.
+            Some(_) => stated.map_or(1, |w| w as usize),
+            None => self.result.workers.len().max(1),
+        }
+    }
+
+    /// How many generators a coordinated run had (`None` for any other run).
+    pub fn generators(&self) -> Option<usize> {
+        self.result.options.get("generators").and_then(Value::as_array).map(Vec::len)
     }
 }
 

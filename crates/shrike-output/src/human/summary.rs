@@ -37,6 +37,10 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     if let Some(target) = target(&f.result.options) {
         rows.push(("Target:", target));
     }
+    let fleet = crate::fleet::generators(f.result);
+    if let Some(gens) = &fleet {
+        rows.push(("Generators:", generators_line(f, gens)));
+    }
     rows.push(("Outcome:", outcome(g, f.sent, &f.result.verdict)));
     rows.push(("Rate:", f.rate_line()));
     if let Some(l) = replay_lateness(f) {
@@ -57,6 +61,9 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     }
     s.push('\n');
     latency(g, s);
+    if let Some(gens) = &fleet {
+        generators_table(gens, s);
+    }
     errors(f, s);
     differences(f, s);
     notes::render(f, s);
@@ -193,9 +200,56 @@ fn requests(f: &Facts) -> String {
             format_human_ns(drain.as_nanos() as f64)
         );
     }
-    let workers = f.workers();
-    let _ = write!(s, ", {workers} worker{}", if workers == 1 { "" } else { "s" });
+    // A fleet's workers are on its Generators line.
+    if f.generators().is_none() {
+        let workers = f.workers();
+        let _ = write!(s, ", {workers} worker{}", if workers == 1 { "" } else { "s" });
+    }
     s
+}
+
+/// `3 (2 workers each), 1 lost: gen-b (why)`.
+fn generators_line(f: &Facts, gens: &[crate::fleet::Generator]) -> String {
+    let workers = f.workers();
+    let mut s =
+        format!("{} ({workers} worker{} each)", gens.len(), if workers == 1 { "" } else { "s" });
+    let lost: Vec<String> = gens
+        .iter()
+        .filter(|g| g.state != "completed")
+        .map(|g| match &g.why {
+            Some(why) => format!("{} ({why})", g.name),
+            None => g.name.clone(),
+        })
+        .collect();
+    if !lost.is_empty() {
+        let _ = write!(s, "; {} lost: {}", lost.len(), lost.join(", "));
+    }
+    s
+}
+
+/// One row per generator, so a sick one shows.
+fn generators_table(gens: &[crate::fleet::Generator], s: &mut String) {
+    s.push('\n');
+    let mut t = Table::new(&[
+        ("Generator", Align::Left),
+        ("state", Align::Left),
+        ("requests", Align::Right),
+        ("rate", Align::Right),
+        ("errors", Align::Right),
+        ("p99", Align::Right),
+    ]);
+    for g in gens {
+        t.row(vec![
+            format!("  {}", g.name),
+            g.state.clone(),
+            g.requests.to_string(),
+            g.rate.map_or("-".into(), super::facts::rate),
+            g.errors.to_string(),
+            g.p99_ns.map_or("-".into(), |ns| format_human_ns(ns as f64)),
+        ]);
+    }
+    t.render("", s);
+    s.push_str("  (p99 from schedule; a lost generator's figures are what it streamed)\n");
 }
 
 /// A replay's fidelity: how late requests left their captured (scheduled) time.
@@ -229,9 +283,15 @@ fn connections(f: &Facts) -> String {
     let Some(limit) = f.result.options.get("connections").and_then(Value::as_u64) else {
         return format!("{opened} opened");
     };
+    // Every generator of a fleet ran the workers, each with the limit.
+    let workers = workers * f.generators().unwrap_or(1) as u64;
     let total = limit * workers;
-    let mut s = match workers {
-        1 => format!("{opened} opened (limit {limit})"),
+    let mut s = match (workers, f.generators()) {
+        (1, _) => format!("{opened} opened (limit {limit})"),
+        (_, Some(n)) => format!(
+            "{opened} opened (limit {limit} per worker × {} on {n} generators = {total})",
+            workers / n as u64
+        ),
         _ => format!("{opened} opened (limit {limit} per worker × {workers} = {total})"),
     };
     if opened <= total {

@@ -116,6 +116,9 @@ struct ShrikeDoc {
     /// first (`message` says what changed); present only when some did.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     canary_differences: Vec<ErrorDoc>,
+    /// A coordinated run's generators, one row each ([`crate::fleet`]); present only then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generators: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -224,6 +227,7 @@ fn document(result: &RunResult) -> OutputDoc<'_> {
             intervals: result.intervals.iter().map(interval_doc).collect(),
             errors: error_docs(&result.errors),
             canary_differences: error_docs(&result.differences),
+            generators: crate::fleet::generators(result).map(|g| crate::fleet::to_json(&g)),
         },
     }
 }

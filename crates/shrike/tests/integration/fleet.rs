@@ -240,6 +240,45 @@ fn a_killed_generator_is_reported_and_the_others_results_kept() {
     let partial = requests(&v, "gen-127.0.0.3 (partial)");
     assert!(partial > 0 && partial < 80, "{partial}");
     assert_eq!(requests(&v, "global"), a + b + partial);
+
+    // Every view shows the fleet, a row per generator, the lost one as lost.
+    let rows = v["shrike"]["generators"].as_array().expect("shrike.generators");
+    let row = |name: &str| rows.iter().find(|r| r["name"] == name).expect(name).clone();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(row("gen-127.0.0.2")["state"], "completed");
+    assert_eq!(row("gen-127.0.0.2")["requests"], a);
+    assert_eq!(row("gen-127.0.0.3")["state"], "lost");
+    assert_eq!(row("gen-127.0.0.3")["requests"], partial);
+    assert!(row("gen-127.0.0.3")["why"].as_str().is_some_and(|w| !w.is_empty()));
+    let dir = scratch("fleet-views");
+    let stored = dir.join("fleet.json");
+    std::fs::write(&stored, &out.stdout).unwrap();
+    let summary = transform_summary(&stored);
+    assert!(summary.contains("Generators:  3 (1 worker each); 1 lost: gen-127.0.0.3"), "{summary}");
+    for (name, state) in
+        [("gen-127.0.0.2", "completed"), ("gen-127.0.0.3", "lost"), ("gen-127.0.0.4", "completed")]
+    {
+        assert!(
+            summary.lines().any(|l| l.trim_start().starts_with(name) && l.contains(state)),
+            "{name} {state}: {summary}"
+        );
+    }
+    let page = dir.join("fleet.html");
+    let out = run(&["report", stored.to_str().unwrap(), "-o", page.to_str().unwrap()], LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("\"generators\":[{"), "the page's data carries the rows");
+}
+
+/// The stored result's summary, as `shrike transform --output-format summary` prints it.
+fn transform_summary(stored: &std::path::Path) -> String {
+    let out = shrike()
+        .args(["transform", "--output-format", "summary"])
+        .stdin(std::fs::File::open(stored).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

@@ -100,9 +100,11 @@ fn recycled_connections_are_explained() {
         line(&out, "Connections:"),
         "10 opened (limit 2): each is replaced after 1 request (--max-requests-per-connection)"
     );
-    // Within the limit, no explanation is needed.
+    // Within the limit, no explanation is needed (one connection, or two when a response
+    // was slow enough for the next request to find the first busy, as on a loaded machine).
     let out = run(&args, LIMIT);
-    assert_eq!(line(&out, "Connections:"), "1 opened (limit 2)");
+    let shown = line(&out, "Connections:");
+    assert!(["1 opened (limit 2)", "2 opened (limit 2)"].contains(&shown), "{shown}");
 }
 
 #[test]
