@@ -223,6 +223,10 @@ async fn answers(address: &str, security: &ClientSecurity) -> Result<(), (String
     Ok(())
 }
 
+/// Why a generator whose own service stopped its run is lost.
+const STOPPED_THERE: &str =
+    "its service stopped the run (SIGTERM or SIGINT to the service, as a pod eviction sends)";
+
 /// A message from one generator's stream task.
 enum Report {
     Started { g: usize, name: String },
@@ -379,8 +383,23 @@ impl<'a> Coordinator<'a> {
                     }
                 }
                 Report::Result { g, result } => {
+                    // Interrupted though the fleet was not: its service stopped it (a SIGTERM
+                    // or SIGINT to the service, as a pod eviction sends). A lost generator,
+                    // never the user's own interrupt.
+                    let stopped_there = self.termination.is_none()
+                        && matches!(result.termination, Termination::Interrupted);
                     self.reports[g].result = Some(*result);
+                    if !stopped_there {
+                        self.finish_generator(g);
+                        continue;
+                    }
+                    self.reports[g].failure = Some(STOPPED_THERE.into());
                     self.finish_generator(g);
+                    if self.fleet.on_failure == OnFailure::Abort {
+                        self.aborted = true;
+                        self.termination = Some(Termination::Interrupted);
+                        cancel_all(&cancels);
+                    }
                 }
                 Report::Failed { g, why, refused } => {
                     self.reports[g].failure = Some(why);
@@ -519,6 +538,11 @@ impl<'a> Coordinator<'a> {
             }
             let Some(result) = &r.result else { continue };
             let mut result = result.clone();
+            if r.failure.is_some() {
+                // A lost generator's own ending (its service's interrupt) is not the fleet's:
+                // the loss is stated on its own.
+                result.termination = Termination::Completed;
+            }
             let mut own = result.global.clone();
             own.name = match &r.failure {
                 None => r.name.clone(),

@@ -42,7 +42,13 @@ pub(super) fn render(f: &Facts, s: &mut String) {
         rows.push(("Generators:", generators_line(f, gens)));
     }
     rows.push(("Outcome:", outcome(g, f.sent, &f.result.verdict)));
-    rows.push(("Rate:", f.rate_line()));
+    let mut rate = f.rate_line();
+    // Why a fleet sent less than asked: a lost generator's share went unsent after the loss.
+    let lost = fleet.as_ref().map_or(0, |g| g.iter().filter(|g| g.state != "completed").count());
+    if lost > 0 {
+        let _ = write!(rate, "; {lost} generator(s) lost, their share unsent from then on");
+    }
+    rows.push(("Rate:", rate));
     if let Some(l) = replay_lateness(f) {
         rows.push(("Lateness:", l));
     }

@@ -6,7 +6,7 @@
 use crate::support::nginx;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::support::*;
@@ -640,4 +640,43 @@ fn a_generator_missing_at_start_stops_the_run_unless_remote_expect_allows_it() {
     // The whole 100/s from the one present, not half of it.
     let sent = counter(global(&v), "upstream_rq_total");
     assert!((170..=210).contains(&sent), "{sent}");
+}
+
+/// A SIGTERM to one generator's service (what a pod eviction sends) mid-run: that generator is
+/// lost, named, its part kept as "(partial)"; the run is not "interrupted by signal" and exits
+/// 0 with the loss stated (`continue`), or stops the others and exits 1 (`abort`).
+#[test]
+fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
+    let target = Server::start(&[]);
+    for abort in [false, true] {
+        let fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
+        let mut cmd = shrike();
+        cmd.args(["run", &target.url("/"), "--remote", &addrs(&fleet)]).args([
+            "--rps",
+            "50",
+            "--duration",
+            "4",
+            "--remote-start-delay",
+            "300ms",
+        ]);
+        if abort {
+            cmd.args(["--remote-failure", "abort"]);
+        }
+        let child =
+            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(1800));
+        let pid = fleet[1].child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let out = wait_limited(child, LIMIT);
+        let stopped = "gen-127.0.0.3";
+        if abort {
+            assert_eq!(out.code(), 1, "{}", out.stderr);
+            assert!(out.stderr.contains("--remote-failure abort"), "{}", out.stderr);
+            continue;
+        }
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        assert!(!out.stdout.contains("interrupted by signal"), "{}", out.stdout);
+        assert!(out.stdout.contains(&format!("1 lost: {stopped} (its service stopped the run")));
+        assert!(out.stdout.contains("1 generator(s) lost"), "{}", out.stdout);
+    }
 }
