@@ -38,6 +38,9 @@ pub struct ClientSecurity {
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
     /// The name the services' certificates carry, when it is not the address's host.
     pub server_name: Option<String>,
+    /// How long a service may stop answering (HTTP/2 pings unanswered: a partition, a node
+    /// lost, a frozen process) before its stream is given up; [`KEEPALIVE`] if not set.
+    pub keepalive: Option<Duration>,
 }
 
 impl std::fmt::Debug for ClientSecurity {
@@ -669,9 +672,9 @@ enum Call {
     Replay(proto::ReplayStart, std::path::PathBuf),
 }
 
-/// How often the coordinator pings each generator, and how long an unanswered ping may wait.
-const KEEPALIVE: Duration = Duration::from_secs(10);
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a generator may stop answering before it is lost (`--remote-keepalive`): the
+/// coordinator pings every half of it and gives up on a ping unanswered for the other half.
+pub const KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// Chunks of a jobs file in flight to one generator: the stream's flow control does the rest.
 const JOB_CHUNK: usize = 64 << 10;
@@ -828,8 +831,8 @@ pub(crate) async fn channel(
         .tcp_nodelay(true)
         // A generator that vanishes without a reset (a node lost, a partition) must not hold
         // the run forever: HTTP/2 pings find it dead within ~30 s and its stream fails.
-        .http2_keep_alive_interval(KEEPALIVE)
-        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .http2_keep_alive_interval(security.keepalive.unwrap_or(KEEPALIVE) / 2)
+        .keep_alive_timeout(security.keepalive.unwrap_or(KEEPALIVE) / 2)
         .keep_alive_while_idle(true);
     if let Some(ca) = &security.ca {
         let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));

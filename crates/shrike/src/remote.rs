@@ -65,6 +65,19 @@ pub struct RemoteArgs {
     /// and prepare the run), unless --start-at says when [default: 2s].
     #[arg(long, value_name = "DURATION", requires = "remote", value_parser = parse::duration)]
     pub remote_start_delay: Option<Duration>,
+    /// How long a generator may stop answering (a partition, a lost node, a frozen process)
+    /// before it is lost and named [default: 10s].
+    #[arg(long, value_name = "DURATION", requires = "remote", value_parser = keepalive)]
+    pub remote_keepalive: Option<Duration>,
+}
+
+/// `--remote-keepalive`: a duration of at least 1 s (pings every half of it).
+fn keepalive(s: &str) -> Result<Duration, String> {
+    let d = parse::duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("{s}: at least 1s (the coordinator pings every half of it)"));
+    }
+    Ok(d)
 }
 
 impl RemoteArgs {
@@ -129,6 +142,10 @@ impl RemoteArgs {
             "wait": self.remote_expect.map(|_| format!("{:?}", self.remote_wait.unwrap_or(DEFAULT_WAIT))),
             "failure": format!("{:?}", self.remote_failure.unwrap_or(OnFailure::Continue)),
             "start_delay": format!("{:?}", self.remote_start_delay.unwrap_or(DEFAULT_START_DELAY)),
+            "keepalive": format!(
+                "{:?}",
+                self.remote_keepalive.unwrap_or(shrike_service::coordinator::KEEPALIVE)
+            ),
             "token": security.token.is_some(),
             "ca": path(&self.remote_ca),
             "cert": path(&self.remote_cert),
@@ -154,7 +171,13 @@ impl RemoteArgs {
         if identity.is_some() && ca.is_none() {
             return Err(usage("--remote-cert needs --remote-ca (client certificates go over TLS)"));
         }
-        Ok(ClientSecurity { token, ca, identity, server_name: self.remote_server_name.clone() })
+        Ok(ClientSecurity {
+            token,
+            ca,
+            identity,
+            server_name: self.remote_server_name.clone(),
+            keepalive: self.remote_keepalive,
+        })
     }
 
     pub fn fleet(&self) -> anyhow::Result<Fleet> {

@@ -325,6 +325,7 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
         ("--remote-server-name", dry(&remote, &["--remote-server-name", "x"])),
         ("--remote-failure", dry(&remote, &["--remote-failure", "abort"])),
         ("--remote-start-delay", dry(&remote, &["--remote-start-delay", "1s"])),
+        ("--remote-keepalive", dry(&remote, &["--remote-keepalive", "3s"])),
         ("--transport-socket", dry(&t, &["--transport-socket", nh])),
         ("--tls-context", dry(&t, &["--tls-context", ctx])),
         (
@@ -560,6 +561,7 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
             ("--remote-server-name", dry(&remote, &["--remote-server-name", "x"])),
             ("--remote-failure", dry(&remote, &["--remote-failure", "abort"])),
             ("--remote-start-delay", dry(&remote, &["--remote-start-delay", "1s"])),
+            ("--remote-keepalive", dry(&remote, &["--remote-keepalive", "3s"])),
             (
                 "--dry-run",
                 out(
@@ -935,6 +937,7 @@ fn shared_flags_a_subcommand_has_no_use_for_are_hidden_and_refused() {
         ),
         (&["run", url, "--remote-ca", "/dev/null"], "--remote-ca"),
         (&["run", url, "--remote-start-delay", "1s"], "--remote"),
+        (&["run", url, "--remote-keepalive", "1s"], "--remote"),
         (&["service", "--service", "dummy-request-source", "--max-rps", "5"], "--max-rps"),
         (&["jobs", "filter", "x.jobs", "-o", "y.jobs", "--seed", "3"], "--sample"),
     ] {

@@ -680,3 +680,32 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
         assert!(out.stdout.contains("1 generator(s) lost"), "{}", out.stdout);
     }
 }
+
+/// A generator that stops answering (here its process frozen with SIGSTOP: its kernel still
+/// holds the connection, only the service is silent, as behind a partition) is lost within
+/// `--remote-keepalive`, named, and the run ends on time with the others' results.
+#[test]
+fn a_silent_generator_is_lost_within_the_keepalive_bound() {
+    let target = Server::start(&[]);
+    let fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
+    let began = std::time::Instant::now();
+    let child = shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
+        .args(["--rps", "50", "--duration", "4", "--remote-start-delay", "300ms"])
+        .args(["--remote-keepalive", "2s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = fleet[1].child.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let out = wait_limited(child, LIMIT);
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    // 0.3 s to start, 4 s of run, the silence found within 2 s of it: well under 10 s.
+    assert!(began.elapsed() < Duration::from_secs(10), "{:?}", began.elapsed());
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stdout.contains("1 lost: gen-127.0.0.3"), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("Termination: completed"), "{}", out.stdout);
+}
