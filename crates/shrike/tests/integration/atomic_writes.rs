@@ -126,6 +126,9 @@ fn on_small_fs(mount_opts: &str, command: &str) -> Output {
     wait_limited(child, LIMIT)
 }
 
+/// A disk that fills during the run fails the command after it (exit 1: the result did not
+/// fit, the report still reached the screen); a read-only one is refused before any load
+/// (exit 2: the check that the output can be written). Neither loses the old file.
 #[test]
 fn a_full_or_read_only_disk_fails_with_exit_1_and_loses_nothing_else() {
     let server = Server::start(&[]);
@@ -143,12 +146,18 @@ fn a_full_or_read_only_disk_fails_with_exit_1_and_loses_nothing_else() {
         );
         let out = on_small_fs(opts, &command);
         let case = format!("{opts}: {}", out.stderr);
-        assert_eq!(out.code(), 1, "{case}");
-        assert!(out.stderr.contains("cannot write the result to"), "{case}");
         assert!(out.stderr.contains(says), "{case}");
-        // The human report still reached the screen, ahead of what the script printed.
         let (report, left) = out.stdout.split_once("--- left:").unwrap();
-        assert!(report.contains("20 of 20 requests succeeded"), "{report}");
+        if opts == "rw" {
+            assert_eq!(out.code(), 1, "{case}");
+            assert!(out.stderr.contains("cannot write the result to"), "{case}");
+            // The human report still reached the screen, ahead of what the script printed.
+            assert!(report.contains("20 of 20 requests succeeded"), "{report}");
+        } else {
+            assert_eq!(out.code(), 2, "{case}");
+            assert!(out.stderr.contains("r.json: cannot be written"), "{case}");
+            assert!(!report.contains("requests succeeded"), "nothing ran: {report}");
+        }
         // The old file is intact, and no temporary file is left.
         let (names, old) = left.split_once("--- r.json:").unwrap();
         let mut names: Vec<&str> = names.split_whitespace().collect();

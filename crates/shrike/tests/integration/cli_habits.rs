@@ -73,15 +73,13 @@ fn o_saves_the_result_while_the_screen_gets_the_report() {
     );
     assert_eq!(out.code(), 2);
     assert!(out.stderr.contains("--output-file-format"), "{}", out.stderr);
-    // An unwritable file fails the command (exit 1), and the screen still has the result.
-    let out = run(&["run", &server.url("/o"), "-n", "3", "-o", "/nonexistent-dir/r.json"], LIMIT);
-    assert_eq!(out.code(), 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("cannot write the result to /nonexistent-dir/r.json"),
-        "{}",
-        out.stderr
-    );
-    assert!(out.stdout.contains("Shrike"), "{}", out.stdout);
+    // A file that cannot be created is refused before any load (exit 2): no run to report.
+    std::fs::write(dir.join("plain"), "a file, not a directory").unwrap();
+    let bad = dir.join("plain/r.json").display().to_string();
+    let out = run(&["run", &server.url("/o"), "-n", "3", "-o", &bad], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("--output {bad}: cannot be written")), "{}", out.stderr);
+    assert!(!out.stdout.contains("Shrike"), "{}", out.stdout);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
