@@ -13,11 +13,14 @@ use crate::protocols::{Mysql, MysqlLogin, RawTcp, TcpFraming};
 use crate::rewrite::Rewrites;
 use crate::{Shard, TimeOptions};
 
-/// Sessions queued per worker ahead of their time: the feeder stays only this far ahead, and
-/// fills this much before the clock starts. Deep enough that a storm of new sessions (10,000
-/// starting within a second) is parsed before its second comes, not during it; a few KiB
-/// each, so memory stays bounded whatever the file's size.
+/// Sessions queued ahead of their time, over all workers: the feeder stays only this far
+/// ahead, and fills this much before the clock starts. Deep enough that a storm of new
+/// sessions (10,000 starting within a second) is parsed before its second comes, not during
+/// it; a few KiB each, so memory stays bounded whatever the file's size or the workers.
 pub const FEED_DEPTH: usize = 16384;
+
+/// The least a worker's channel holds, however many workers share [`FEED_DEPTH`].
+const WORKER_DEPTH_MIN: usize = 1024;
 
 /// How to play a jobs file, beyond the load.
 #[derive(Clone, Debug, PartialEq)]
@@ -221,7 +224,9 @@ pub fn prepare(
         rewrites: options.rewrites.clone(),
         loops: options.loops,
     };
-    let (sender, feed) = shrike_engine::feed::feed(spec.concurrency().workers().get(), FEED_DEPTH);
+    let workers = spec.concurrency().workers().get();
+    let depth = (FEED_DEPTH / workers).max(WORKER_DEPTH_MIN);
+    let (sender, feed) = shrike_engine::feed::feed(workers, depth);
     let admission = sender.admission();
     let engine_protocol = options.engine_protocol(protocol, reader.header());
     let ready = shrike_engine::Run::new(spec).fed(feed, engine_protocol).prepare()?;
