@@ -207,16 +207,7 @@ const ROLL_CALL_LIMIT: Duration = Duration::from_secs(6);
 
 /// Whether the service at `address` answers: `Err((why, refused))` if not.
 async fn answers(address: &str, security: &ClientSecurity) -> Result<(), (String, bool)> {
-    let mut client = connect(address, security).await.map_err(|e| {
-        // The transport's own text is "transport error"; what happened is in its sources.
-        let mut why = e.to_string();
-        let mut source = e.source();
-        while let Some(s) = source {
-            why = format!("{why}: {s}");
-            source = s.source();
-        }
-        (why, false)
-    })?;
+    let mut client = connect(address, security).await.map_err(|why| (why, false))?;
     let probe = proto::CancelRequest { run_id: "shrike-roll-call".into() };
     client.cancel(authorized(probe, security)).await.map_err(|s| {
         let refused =
@@ -810,11 +801,21 @@ pub(crate) fn authorized<T>(message: T, security: &ClientSecurity) -> tonic::Req
     req
 }
 
+/// A client of the service at `address`, or why not: the error with its causes (the
+/// transport's own text is only "transport error"; what happened is in its sources).
 async fn connect(
     address: &str,
     security: &ClientSecurity,
-) -> Result<ShrikeClient<Channel>, Box<dyn std::error::Error + Send + Sync>> {
-    let channel = channel(address, security).await?;
+) -> Result<ShrikeClient<Channel>, String> {
+    let channel = channel(address, security).await.map_err(|e| {
+        let mut why = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            why = format!("{why}: {s}");
+            source = s.source();
+        }
+        why
+    })?;
     Ok(ShrikeClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE))
