@@ -276,6 +276,8 @@ pub(crate) struct EngineConfig {
     pub predicates: Vec<Predicate>,
     /// Zipkin tracing of sampled requests.
     pub trace: Option<crate::trace::TraceConfig>,
+    /// Changes to the rate while the run goes on (a fleet re-spreading a lost share).
+    pub rate: Option<crate::pacer::RateHandle>,
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ pub(crate) mod transport;
 pub mod worker;
 
 pub use config::{Body, ConfigError, Endpoint, RequestSpec};
+pub use pacer::RateHandle;
 pub use requests::remote::{RemoteItem, RemoteRequest, RemoteStream};
 pub use requests::RequestSource;
 pub use run::{run, Ready, Run, RunError};

@@ -13,7 +13,11 @@
 
 use std::time::Duration;
 
-use shrike_spec::plan::{releases_before, Segment};
+use shrike_spec::plan::{count_at, releases_before, Segment};
+
+mod handle;
+pub use handle::RateHandle;
+pub(crate) use handle::{scaled_limit, Follower};
 pub use shrike_spec::plan::{Rate, RatePlan, Stage};
 
 /// What the pacer says about the next release.
@@ -37,6 +41,8 @@ pub struct Pacer {
     phase: f64,
     jitter_ns: u64,
     released: u64,
+    /// When the last release was planned (ns, before jitter): a rescale starts there.
+    last: f64,
     /// Index of the segment the last release fell in: releases only move forward.
     cursor: usize,
     rng: XorShift,
@@ -54,6 +60,7 @@ impl Pacer {
             phase: phase.clamp(0.0, 1.0),
             jitter_ns: u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX),
             released: 0,
+            last: 0.0,
             cursor: 0,
             rng: XorShift::new(seed),
         }
@@ -75,6 +82,7 @@ impl Pacer {
             return Release::Never;
         };
         self.released += 1;
+        self.last = t;
         let jitter = if self.jitter_ns == 0 { 0 } else { self.rng.next() % (self.jitter_ns + 1) };
         // Rounded, not truncated: 1e9 / 0.25 computes as 3999999999.99…
         Release::At(Duration::from_nanos((t.round() as u64).saturating_add(jitter)))
@@ -93,6 +101,41 @@ impl Pacer {
             self.cursor += 1;
         }
         None
+    }
+
+    /// Multiplies the plan's rate by `factor` from the last release on (the start, before any):
+    /// what was planned up to then stays, so the releases already made keep their times and
+    /// the next comes at the new rate.
+    pub fn rescale(&mut self, factor: f64) {
+        if self.unpaced || !(factor.is_finite() && factor > 0.0) {
+            return;
+        }
+        let from = self.last;
+        let mut out = Vec::with_capacity(self.segments.len() + 1);
+        let mut n0 = 0.0;
+        for seg in &self.segments {
+            let end = seg.start + seg.len;
+            if end <= from {
+                out.push(*seg);
+                n0 = seg.n0 + seg.count();
+                continue;
+            }
+            // The part before `from` as it was, the rest scaled.
+            let (start, r0) = if seg.start < from {
+                let x = from - seg.start;
+                let head = Segment { len: x, ..*seg };
+                out.push(head);
+                n0 = count_at(&self.segments, from);
+                (from, seg.r0 + seg.a * x)
+            } else {
+                (seg.start, seg.r0)
+            };
+            let tail = Segment { start, len: end - start, r0: r0 * factor, a: seg.a * factor, n0 };
+            n0 += if tail.len.is_finite() { tail.count() } else { 0.0 };
+            out.push(tail);
+        }
+        self.segments = out;
+        self.cursor = 0;
     }
 
     /// How many releases fall strictly before `horizon` (ignoring jitter): the planned count.

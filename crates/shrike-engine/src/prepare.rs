@@ -58,6 +58,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         bind_address: spec.bind_address(),
         predicates: spec.predicates().to_vec(),
         trace: trace(spec)?,
+        rate: None,
     })
 }
 

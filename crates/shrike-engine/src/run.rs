@@ -10,6 +10,7 @@ use shrike_spec::{RunSpec, SpecError};
 use shrike_stats::{RunResult, Unanswered};
 
 use crate::feed::{FedProtocol, Feed};
+use crate::pacer::RateHandle;
 use crate::runner::{self, EngineError, Sessions};
 use crate::schedule::sessions::SessionPlan;
 use crate::stop::StopHandle;
@@ -151,6 +152,12 @@ impl Ready {
     /// (resolution happens once, here, so a caller that vets these addresses vets the run).
     pub fn targets(&self) -> impl Iterator<Item = &crate::Target> {
         self.cfg.endpoints.iter().map(|e| &e.target)
+    }
+
+    /// Lets `rate` change the run's rate while it goes on ([`RateHandle`]).
+    pub fn rate_handle(mut self, rate: RateHandle) -> Ready {
+        self.cfg.rate = Some(rate);
+        self
     }
 
     /// Runs until the spec's end or `stop`, blocking the calling thread.

@@ -101,15 +101,17 @@ pub(crate) async fn run_worker(
         let phase = slot as f64 / slots as f64;
         Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed(index))
     };
+    let follower = || crate::pacer::Follower::new(cfg.rate.clone());
     let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
     match plan {
         Workload::Rate => {
             let cursor = RequestCursor::new(index, &cfg.requests, share);
-            let schedule = RateSchedule::new(pacer(), cursor);
+            let schedule = RateSchedule::new(pacer(), cursor, follower());
             drive(index, pools, schedule, start_gate, telemetry).await
         }
         Workload::Remote { stream, base, target } => {
-            let schedule = RemoteSchedule::new(pacer(), stream, payloads, base, target, share);
+            let schedule =
+                RemoteSchedule::new(pacer(), stream, payloads, base, target, share, follower());
             drive(index, pools, schedule, start_gate, telemetry).await
         }
         Workload::Sessions(plans) => {

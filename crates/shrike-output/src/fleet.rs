@@ -26,6 +26,38 @@ pub struct Generator {
     pub errors: u64,
     /// Latency from the schedule, p99, in ns; `None` with no sample.
     pub p99_ns: Option<u64>,
+    /// When it was found lost (seconds from the start).
+    pub lost_at: Option<f64>,
+    /// Over how many generators still running its share was re-spread, and the factor each
+    /// multiplied its rate by.
+    pub respread: Option<(u64, f64)>,
+    /// Why its share was not re-spread.
+    pub not_respread: Option<String>,
+}
+
+impl Generator {
+    /// What became of a lost generator's share, in words: `lost at 3.2 s, its share
+    /// re-spread over 2 generators (×1.50 each)`; `None` for one that completed.
+    pub fn fate(&self) -> Option<String> {
+        if self.state == "completed" {
+            return None;
+        }
+        let mut s = self.name.clone();
+        if let Some(at) = self.lost_at {
+            s.push_str(&format!(" lost at {at:.1} s"));
+        } else {
+            s.push_str(" lost");
+        }
+        match (&self.respread, &self.not_respread) {
+            (Some((n, f)), _) => s.push_str(&format!(
+                ", its share re-spread over {n} generator{} (×{f:.2} each)",
+                if *n == 1 { "" } else { "s" }
+            )),
+            (None, Some(why)) => s.push_str(&format!(", its share unsent from then on ({why})")),
+            (None, None) => s.push_str(", its share unsent from then on"),
+        }
+        Some(s)
+    }
 }
 
 /// The generators of a coordinated run (`None` for any other result).
@@ -43,7 +75,23 @@ pub fn generators(result: &RunResult) -> Option<Vec<Generator>> {
             });
             let (requests, rate, errors, p99_ns) = entry.map_or((0, None, 0, None), figures);
             let why = g.get("why").and_then(Value::as_str).map(str::to_string);
-            Generator { name, address: text("address"), state, why, requests, rate, errors, p99_ns }
+            let respread = g
+                .get("respread_over")
+                .and_then(Value::as_u64)
+                .map(|n| (n, g.get("respread_factor").and_then(Value::as_f64).unwrap_or(f64::NAN)));
+            Generator {
+                name,
+                address: text("address"),
+                state,
+                why,
+                requests,
+                rate,
+                errors,
+                p99_ns,
+                lost_at: g.get("lost_at").and_then(Value::as_f64),
+                respread,
+                not_respread: g.get("not_respread").and_then(Value::as_str).map(str::to_string),
+            }
         })
         .collect();
     Some(rows)
@@ -82,6 +130,11 @@ pub fn to_json(rows: &[Generator]) -> Value {
                     "errors": g.errors,
                     "p99": g.p99_ns.map(|ns| shrike_stats::duration::format_proto(
                         std::time::Duration::from_nanos(ns))),
+                    "lost_at": g.lost_at,
+                    "respread_over": g.respread.map(|r| r.0),
+                    "respread_factor": g.respread.map(|r| r.1),
+                    "not_respread": g.not_respread,
+                    "fate": g.fate(),
                 })
             })
             .collect(),

@@ -85,6 +85,19 @@ pub struct GeneratorReport {
     /// It refused the run (authentication, allowlist, limits, a bad spec): a configuration
     /// problem rather than a failure during the run.
     pub refused: bool,
+    /// When it was found lost, from the common start.
+    pub lost_at: Option<Duration>,
+    /// What became of its share once it was lost.
+    pub respread: Option<Respread>,
+}
+
+/// What became of a lost generator's share of the rate (`--remote-failure continue`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Respread {
+    /// Spread over this many generators still running, each sending `factor` times its rate.
+    Over { generators: usize, factor: f64 },
+    /// Not re-spread, and why.
+    Not(String),
 }
 
 #[derive(Debug)]
@@ -223,10 +236,37 @@ const STOPPED_THERE: &str =
 
 /// A message from one generator's stream task.
 enum Report {
-    Started { g: usize, name: String },
-    Sample { g: usize, sample: Box<Sample> },
-    Result { g: usize, result: Box<RunResult> },
-    Failed { g: usize, why: String, refused: bool },
+    Started {
+        g: usize,
+        name: String,
+    },
+    Sample {
+        g: usize,
+        sample: Box<Sample>,
+    },
+    Result {
+        g: usize,
+        result: Box<RunResult>,
+    },
+    Failed {
+        g: usize,
+        why: String,
+        refused: bool,
+    },
+    /// A generator answered a rate change (`why` it refused it, if it did).
+    Scaled {
+        g: usize,
+        why: Option<String>,
+    },
+}
+
+/// What the coordinator tells one generator's stream task.
+#[derive(Clone, Copy, Debug)]
+enum Command {
+    /// Cancel its run (it still sends its result).
+    Cancel,
+    /// Multiply its run's rate by this: a lost generator's share re-spread.
+    Scale(f64),
 }
 
 struct Coordinator<'a> {
@@ -252,6 +292,11 @@ struct Coordinator<'a> {
     done: Vec<bool>,
     termination: Option<Termination>,
     aborted: bool,
+    /// The common start: a loss's time is from it.
+    start_at: SystemTime,
+    /// Each generator's stream task's commands.
+    commands: Vec<mpsc::UnboundedSender<Command>>,
+    warnings: Vec<String>,
 }
 
 impl<'a> Coordinator<'a> {
@@ -295,6 +340,8 @@ impl<'a> Coordinator<'a> {
                 result: None,
                 failure: None,
                 refused: false,
+                lost_at: None,
+                respread: None,
             })
             .collect();
         Ok(Coordinator {
@@ -317,16 +364,19 @@ impl<'a> Coordinator<'a> {
             done: vec![false; n],
             termination: None,
             aborted: false,
+            start_at,
+            commands: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 
     async fn run(mut self, stop: &StopHandle) -> Result<Coordinated, CoordinateError> {
         let n = self.fleet.generators.len();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut cancels = Vec::with_capacity(n);
+        let mut commands = Vec::with_capacity(n);
         for g in 0..n {
-            let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-            cancels.push(cancel_tx);
+            let (command_tx, command_rx) = mpsc::unbounded_channel();
+            commands.push(command_tx);
             let spec = Some(proto::RunSpec { options: Some(convert::to_struct(&self.specs[g])) });
             let run_id = format!("coordinated-{}-{g}", std::process::id());
             let sample_period = Some(convert::to_duration(self.tick));
@@ -347,20 +397,16 @@ impl<'a> Coordinator<'a> {
             };
             let address = self.fleet.generators[g].clone();
             let security = self.fleet.security.clone();
-            tokio::spawn(generator(g, address, security, call, tx.clone(), cancel_rx));
+            tokio::spawn(generator(g, address, security, call, tx.clone(), command_rx));
         }
         drop(tx);
-        let cancel_all = |cancels: &[tokio::sync::watch::Sender<bool>]| {
-            for c in cancels {
-                let _ = c.send(true);
-            }
-        };
+        self.commands = commands;
         loop {
             let report = tokio::select! {
                 r = rx.recv() => r,
                 () = stop.stopped(), if self.termination.is_none() => {
                     self.termination = stop.reason().or(Some(Termination::Interrupted));
-                    cancel_all(&cancels);
+                    self.cancel_all();
                     continue;
                 }
             };
@@ -372,7 +418,7 @@ impl<'a> Coordinator<'a> {
                     if self.termination.is_none() {
                         if let Some(t) = self.fired() {
                             self.termination = Some(t);
-                            cancel_all(&cancels);
+                            self.cancel_all();
                         }
                     }
                 }
@@ -388,23 +434,18 @@ impl<'a> Coordinator<'a> {
                         continue;
                     }
                     self.reports[g].failure = Some(STOPPED_THERE.into());
-                    self.finish_generator(g);
-                    if self.fleet.on_failure == OnFailure::Abort {
-                        self.aborted = true;
-                        self.termination = Some(Termination::Interrupted);
-                        cancel_all(&cancels);
-                    }
+                    self.lost(g);
                 }
                 Report::Failed { g, why, refused } => {
                     self.reports[g].failure = Some(why);
                     self.reports[g].refused = refused;
-                    self.finish_generator(g);
-                    if self.fleet.on_failure == OnFailure::Abort && self.termination.is_none() {
-                        self.aborted = true;
-                        self.termination = Some(Termination::Interrupted);
-                        cancel_all(&cancels);
-                    }
+                    self.lost(g);
                 }
+                Report::Scaled { g, why: Some(why) } => self.warnings.push(format!(
+                    "{} did not take its part of a lost generator's share: {why}",
+                    self.reports[g].name
+                )),
+                Report::Scaled { .. } => {}
             }
         }
         self.flush_all();
@@ -434,6 +475,49 @@ impl<'a> Coordinator<'a> {
         slot.0.add(&sample);
         slot.1[g] = true;
         self.flush_ready();
+    }
+
+    /// Generator `g` is lost: stop the fleet (`abort`), or re-spread its share of the rate
+    /// over the generators still running (`continue`), so the fleet still offers the plan.
+    fn lost(&mut self, g: usize) {
+        let first = !self.done[g];
+        self.finish_generator(g);
+        if !first || self.termination.is_some() {
+            return;
+        }
+        let at = SystemTime::now().duration_since(self.start_at).unwrap_or_default();
+        self.reports[g].lost_at = Some(at);
+        if self.fleet.on_failure == OnFailure::Abort {
+            self.aborted = true;
+            self.termination = Some(Termination::Interrupted);
+            self.cancel_all();
+            return;
+        }
+        let alive: Vec<usize> = (0..self.done.len()).filter(|&i| !self.done[i]).collect();
+        let not = match self.work {
+            Work::Replay { .. } => Some("a replay's jobs are dealt out when it starts"),
+            Work::Run if matches!(self.spec.rate(), shrike_spec::RateSpec::Max) => {
+                Some("an unpaced run's share is its connections, not a rate")
+            }
+            Work::Run if alive.is_empty() => Some("no generator is left"),
+            Work::Run => None,
+        };
+        if let Some(why) = not {
+            self.reports[g].respread = Some(Respread::Not(why.into()));
+            return;
+        }
+        // Every generator running sends an equal share, so each takes 1/alive of this one's.
+        let factor = (alive.len() + 1) as f64 / alive.len() as f64;
+        for &i in &alive {
+            let _ = self.commands[i].send(Command::Scale(factor));
+        }
+        self.reports[g].respread = Some(Respread::Over { generators: alive.len(), factor });
+    }
+
+    fn cancel_all(&self) {
+        for c in &self.commands {
+            let _ = c.send(Command::Cancel);
+        }
     }
 
     fn finish_generator(&mut self, g: usize) {
@@ -515,7 +599,7 @@ impl<'a> Coordinator<'a> {
 
     fn result(mut self) -> Result<Coordinated, CoordinateError> {
         let mut inputs = Vec::new();
-        let mut warnings = Vec::new();
+        let mut warnings = std::mem::take(&mut self.warnings);
         // Each generator's entry is named by the name it gave; generators that share one (the
         // same host name, no --name) are told apart by address, never renamed to worker_N.
         let shared: Vec<bool> = (0..self.reports.len())
@@ -568,7 +652,21 @@ impl<'a> Coordinator<'a> {
                 .iter()
                 .map(|r| {
                     let state = if r.failure.is_some() { "lost" } else { "completed" };
-                    json!({"name": r.name, "address": r.address, "state": state, "why": r.failure})
+                    let mut g = json!({
+                        "name": r.name, "address": r.address, "state": state, "why": r.failure,
+                    });
+                    if let Some(at) = r.lost_at {
+                        g["lost_at"] = json!(at.as_secs_f64());
+                    }
+                    match &r.respread {
+                        Some(Respread::Over { generators, factor }) => {
+                            g["respread_over"] = json!(generators);
+                            g["respread_factor"] = json!(factor);
+                        }
+                        Some(Respread::Not(why)) => g["not_respread"] = json!(why),
+                        None => {}
+                    }
+                    g
                 })
                 .collect();
             o.insert("generators".into(), serde_json::Value::Array(generators));
@@ -709,7 +807,7 @@ async fn generator(
     security: ClientSecurity,
     call: Call,
     tx: mpsc::UnboundedSender<Report>,
-    mut cancel: tokio::sync::watch::Receiver<bool>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let fail = |why: String| Report::Failed { g, why, refused: false };
     let run_id = match &call {
@@ -749,12 +847,25 @@ async fn generator(
     loop {
         let message = tokio::select! {
             m = stream.message() => m,
-            Ok(()) = cancel.changed(), if !cancelled => {
-                cancelled = true;
-                let req = proto::CancelRequest { run_id: run_id.clone() };
-                let mut c = client.clone();
-                let security = security.clone();
-                tokio::spawn(async move { c.cancel(authorized(req, &security)).await });
+            Some(command) = commands.recv() => {
+                let (mut c, security) = (client.clone(), security.clone());
+                match command {
+                    Command::Cancel if !cancelled => {
+                        cancelled = true;
+                        let req = proto::CancelRequest { run_id: run_id.clone() };
+                        tokio::spawn(async move { c.cancel(authorized(req, &security)).await });
+                    }
+                    Command::Cancel => {}
+                    Command::Scale(factor) => {
+                        let req = proto::ScaleRateRequest { run_id: run_id.clone(), factor };
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let answer = c.scale_rate(authorized(req, &security)).await;
+                            let why = answer.err().map(|s| describe(&s));
+                            let _ = tx.send(Report::Scaled { g, why });
+                        });
+                    }
+                }
                 continue;
             }
         };

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use shrike_engine::{
-    Observer, Ready, Run, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig,
+    Observer, RateHandle, Ready, Run, RunSpec, Sample, StopHandle, Telemetry, TelemetryConfig,
 };
 use shrike_plan::capacity::CapacityOptions;
 use shrike_plan::sweep::SweepOptions;
@@ -56,6 +56,8 @@ pub(crate) struct Inner {
     pub(crate) config: ServiceConfig,
     slots: Arc<Semaphore>,
     runs: Mutex<HashMap<String, StopHandle>>,
+    /// The rate of each paced run in progress, for ScaleRate.
+    rates: Mutex<HashMap<String, RateHandle>>,
     next_id: AtomicU64,
 }
 
@@ -67,6 +69,7 @@ impl ShrikeService {
                 config,
                 slots,
                 runs: Mutex::new(HashMap::new()),
+                rates: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
             }),
         }
@@ -90,6 +93,10 @@ impl Inner {
         // A panic while holding this lock leaves the map itself consistent (inserts and
         // removes are single calls), so a poisoned lock is still usable.
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rates(&self) -> std::sync::MutexGuard<'_, HashMap<String, RateHandle>> {
+        self.rates.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The spec a request describes, with the service's defaults applied, or why not.
@@ -235,7 +242,7 @@ impl Inner {
         launch: Launch,
         execute: impl FnOnce(Telemetry, &StopHandle) -> Result<RunResult, String> + Send + 'static,
     ) -> Result<Response<RunStream>, Status> {
-        let Launch { run_id, period, spec, permit } = launch;
+        let Launch { run_id, period, spec, permit, rate } = launch;
         let period = match period.as_ref() {
             None => DEFAULT_SAMPLE_PERIOD,
             Some(p) => convert::from_duration(Some(p)).max(MIN_SAMPLE_PERIOD),
@@ -245,6 +252,9 @@ impl Inner {
             .ok_or_else(|| Status::invalid_argument("stats_interval is out of range"))?;
         let keep_series = spec.telemetry().stats_interval.is_some();
         let (id, stop) = self.register(&run_id)?;
+        if let Some(rate) = rate {
+            self.rates().insert(id.clone(), rate);
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let started = self.started(&id, &spec);
         let _ = tx.send(Ok(proto::RunEvent { event: Some(Event::Started(started)) }));
@@ -263,10 +273,12 @@ impl Inner {
                     Err(e) => Err(Status::internal(format!("the run could not start: {e}"))),
                 };
                 let _ = tx.send(event);
+                inner.rates().remove(&thread_id);
                 inner.runs().remove(&thread_id);
                 drop(permit);
             })
             .map_err(|e| {
+                self.rates().remove(&id);
                 self.runs().remove(&id);
                 Status::internal(format!("starting the run: {e}"))
             })?;
@@ -310,6 +322,8 @@ struct Launch {
     period: Option<prost_types::Duration>,
     spec: RunSpec,
     permit: OwnedSemaphorePermit,
+    /// A paced run's rate, which ScaleRate may change.
+    rate: Option<RateHandle>,
 }
 
 fn refused(r: Refusal) -> Status {
@@ -403,9 +417,18 @@ impl Shrike for ShrikeService {
         let spec = self.inner.spec(req.spec.as_ref(), false)?;
         let permit = self.inner.permit()?;
         let prepared = self.inner.prepare(&spec).await?;
-        let launch = Launch { run_id: req.run_id, period: req.sample_period, spec, permit };
+        // An unpaced run's load is its connections, not a rate: nothing to scale.
+        let paced = !matches!(spec.rate(), shrike_spec::RateSpec::Max);
+        let rate = paced.then(RateHandle::new);
+        let handle = rate.clone();
+        let launch = Launch { run_id: req.run_id, period: req.sample_period, spec, permit, rate };
         self.inner.clone().launch(launch, move |telemetry, stop| {
-            prepared.observed(telemetry).execute(stop).map_err(|e| e.to_string())
+            let ready = prepared.observed(telemetry);
+            let ready = match handle {
+                Some(h) => ready.rate_handle(h),
+                None => ready,
+            };
+            ready.execute(stop).map_err(|e| e.to_string())
         })
     }
 
@@ -448,7 +471,8 @@ impl Shrike for ShrikeService {
         let (ready, feeder) =
             prepared.start().map_err(|e| Status::internal(format!("starting the feeder: {e}")))?;
         let prefix = shrike_replay::path_prefix(&spec);
-        let launch = Launch { run_id: start.run_id, period: start.sample_period, spec, permit };
+        let launch =
+            Launch { run_id: start.run_id, period: start.sample_period, spec, permit, rate: None };
         self.inner.clone().launch(launch, move |telemetry, stop| {
             let result = ready.observed(telemetry).execute(stop);
             let progress = feeder.progress.clone();
@@ -529,5 +553,28 @@ impl Shrike for ShrikeService {
             None => false,
         };
         Ok(Response::new(proto::CancelResponse { cancelled }))
+    }
+
+    async fn scale_rate(
+        &self,
+        request: Request<proto::ScaleRateRequest>,
+    ) -> Result<Response<proto::ScaleRateResponse>, Status> {
+        let req = request.into_inner();
+        if !self.inner.runs().contains_key(&req.run_id) {
+            return Err(Status::not_found(format!("no run {:?} is in progress", req.run_id)));
+        }
+        let Some(rate) = self.inner.rates().get(&req.run_id).cloned() else {
+            return Err(Status::failed_precondition(format!(
+                "run {:?} is not paced by a rate (unpaced, a replay or a search)",
+                req.run_id
+            )));
+        };
+        if !rate.scale(req.factor) {
+            return Err(Status::invalid_argument(format!(
+                "factor {} is not a finite, positive number",
+                req.factor
+            )));
+        }
+        Ok(Response::new(proto::ScaleRateResponse {}))
     }
 }

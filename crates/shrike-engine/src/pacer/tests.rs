@@ -142,3 +142,55 @@ fn rate_validation() {
     assert!(Rate::try_new(f64::INFINITY).is_none());
     assert!(Rate::try_new(0.25).is_some());
 }
+
+#[test]
+fn a_rescale_keeps_the_past_and_changes_the_rest() {
+    let mut p = Pacer::linear(rate(100.0), 1, Duration::ZERO, 0.0, 1);
+    assert_eq!(offsets(&mut p, 3), vec![0, 10_000_000, 20_000_000]);
+    // One of three generators lost: the others send 3/2 of their rate from here on.
+    p.rescale(1.5);
+    let next = offsets(&mut p, 3);
+    let gaps: Vec<u64> = next.iter().map(|t| t - 20_000_000).collect();
+    for (got, want) in gaps.iter().zip([6_666_667, 13_333_333, 20_000_000]) {
+        assert!(got.abs_diff(want) <= 1, "{gaps:?}");
+    }
+}
+
+#[test]
+fn a_rescaled_ramp_plans_its_integral() {
+    // 0 → 100/s over 10 s, rescaled ×2 at the release nearest 5 s: the count planned by 10 s
+    // is the first half's 125 plus twice the second half's 375.
+    let plan = RatePlan::Stages(vec![
+        Stage { duration: Duration::from_secs(10), target: 100.0 },
+        Stage { duration: Duration::MAX, target: 100.0 },
+    ]);
+    let mut p = Pacer::new(&plan, 1, Duration::ZERO, 0.0, 1);
+    let before = p.planned_before(Duration::from_secs(5));
+    while let Release::At(t) = p.next_release() {
+        if t >= Duration::from_secs(5) {
+            break;
+        }
+    }
+    let from = Duration::from_nanos(p.last as u64);
+    p.rescale(2.0);
+    let at = |s: f64| count_at(&p.segments, s * 1e9);
+    let want_at_from = count_at(&Pacer::new(&plan, 1, Duration::ZERO, 0.0, 1).segments, p.last);
+    assert!((at(from.as_secs_f64()) - want_at_from).abs() < 1e-6);
+    let want = want_at_from + 2.0 * (500.0 - want_at_from);
+    assert!((at(10.0) - want).abs() < 1e-6, "{} against {want}", at(10.0));
+    assert!((124..=125).contains(&before), "{before}");
+    // And the rate after the ramp holds at twice 100/s.
+    assert!((at(11.0) - at(10.0) - 200.0).abs() < 1e-6);
+}
+
+#[test]
+fn a_counted_worker_scales_what_it_has_left() {
+    assert_eq!(scaled_limit(100, 40, 1.5), 130);
+    assert_eq!(scaled_limit(u64::MAX, 40, 1.5), u64::MAX);
+    let h = RateHandle::new();
+    let mut f = Follower::new(Some(h.clone()));
+    assert_eq!(f.change(), None);
+    assert!(h.scale(1.5) && h.scale(2.0) && !h.scale(f64::NAN) && !h.scale(0.0));
+    assert_eq!(f.change(), Some(3.0));
+    assert_eq!(f.change(), None);
+}

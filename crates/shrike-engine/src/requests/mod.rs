@@ -112,6 +112,9 @@ pub(crate) struct RequestCursor {
     len: u32,
     issued: Cell<u64>,
     limit: u64,
+    /// The limit is the worker's part of a total count (not the source's own limit), so a
+    /// rate change scales what is left of it.
+    counted: bool,
 }
 
 impl RequestCursor {
@@ -125,6 +128,15 @@ impl RequestCursor {
             len,
             issued: Cell::new(0),
             limit: share.map_or(limit, |s| s.min(limit)),
+            counted: share.is_some(),
+        }
+    }
+
+    /// The rate changed by `factor` ([`crate::pacer::RateHandle`]): a counted worker's
+    /// requests left change with it, so its time left stays what the plan said.
+    pub fn rescale(&mut self, factor: f64) {
+        if self.counted {
+            self.limit = crate::pacer::scaled_limit(self.limit, self.issued.get(), factor);
         }
     }
 

@@ -2,7 +2,7 @@
 //! each sends. No sessions: any connection may carry any request.
 
 use super::{Due, Peek, Schedule};
-use crate::pacer::{Pacer, Release};
+use crate::pacer::{Follower, Pacer, Release};
 use crate::requests::RequestCursor;
 
 pub struct RateSchedule {
@@ -10,11 +10,13 @@ pub struct RateSchedule {
     cursor: RequestCursor,
     /// The pacer's next release, computed by `peek` and spent by `take`.
     next: Option<Release>,
+    /// Rate changes made while the run goes on.
+    follower: Follower,
 }
 
 impl RateSchedule {
-    pub(crate) fn new(pacer: Pacer, cursor: RequestCursor) -> RateSchedule {
-        RateSchedule { pacer, cursor, next: None }
+    pub(crate) fn new(pacer: Pacer, cursor: RequestCursor, follower: Follower) -> RateSchedule {
+        RateSchedule { pacer, cursor, next: None, follower }
     }
 }
 
@@ -24,6 +26,15 @@ impl Schedule for RateSchedule {
     fn peek(&mut self) -> Peek {
         if self.cursor.spent() {
             return Peek::End;
+        }
+        if self.next.is_none() {
+            if let Some(factor) = self.follower.change() {
+                self.pacer.rescale(factor);
+                self.cursor.rescale(factor);
+                if self.cursor.spent() {
+                    return Peek::End;
+                }
+            }
         }
         Peek::of(*self.next.get_or_insert_with(|| self.pacer.next_release()))
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::{Due, Peek, Schedule};
 use crate::config::RequestSpec;
 use crate::feed::Payloads;
-use crate::pacer::{Pacer, Release};
+use crate::pacer::{scaled_limit, Follower, Pacer, Release};
 use crate::requests::remote::{encode, RemoteRequest, RemoteStream};
 use crate::target::Target;
 
@@ -27,6 +27,8 @@ pub struct RemoteSchedule {
     base: RequestSpec,
     target: Arc<Target>,
     left: u64,
+    /// Rate changes made while the run goes on.
+    follower: Follower,
 }
 
 impl RemoteSchedule {
@@ -37,6 +39,7 @@ impl RemoteSchedule {
         base: RequestSpec,
         target: Arc<Target>,
         limit: Option<u64>,
+        follower: Follower,
     ) -> RemoteSchedule {
         RemoteSchedule {
             pacer,
@@ -49,6 +52,7 @@ impl RemoteSchedule {
             base,
             target,
             left: limit.unwrap_or(u64::MAX),
+            follower,
         }
     }
 
@@ -80,6 +84,12 @@ impl Schedule for RemoteSchedule {
         }
         if self.ready.is_none() {
             return if self.ended { Peek::End } else { Peek::Wait };
+        }
+        if self.next.is_none() {
+            if let Some(factor) = self.follower.change() {
+                self.pacer.rescale(factor);
+                self.left = scaled_limit(self.left, 0, factor);
+            }
         }
         Peek::of(*self.next.get_or_insert_with(|| self.pacer.next_release()))
     }

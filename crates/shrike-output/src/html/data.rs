@@ -108,6 +108,7 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "generators": crate::fleet::generators(r).map_or(Value::Null, |g| {
             Value::Array(g.iter().map(|g| json!({
                 "name": g.name, "address": g.address, "state": g.state, "why": g.why,
+                "fate": g.fate(),
                 "requests": g.requests, "rate": g.rate, "errors": g.errors, "p99_ns": g.p99_ns,
             })).collect())
         }),

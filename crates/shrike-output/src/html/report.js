@@ -490,7 +490,8 @@
         var tr = el("tr", g.state === "completed" ? {} : { "class": "diff" }, body);
         el("td", { "class": "text" }, tr, g.name);
         el("td", { "class": "text" }, tr, g.address);
-        el("td", { "class": "text" }, tr, g.why ? g.state + " (" + g.why + ")" : g.state);
+        var state = g.why ? g.state + " (" + g.why + ")" : g.state;
+        el("td", { "class": "text" }, tr, g.fate ? state + "; " + g.fate : state);
         el("td", {}, tr, fmtInt(g.requests));
         el("td", {}, tr, g.rate == null ? "–" : fmtRate(g.rate) + "/s");
         el("td", {}, tr, fmtInt(g.errors));

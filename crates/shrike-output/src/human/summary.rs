@@ -43,10 +43,10 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     }
     rows.push(("Outcome:", outcome(g, f.sent, &f.result.verdict)));
     let mut rate = f.rate_line();
-    // Why a fleet sent less than asked: a lost generator's share went unsent after the loss.
-    let lost = fleet.as_ref().map_or(0, |g| g.iter().filter(|g| g.state != "completed").count());
-    if lost > 0 {
-        let _ = write!(rate, "; {lost} generator(s) lost, their share unsent from then on");
+    // Why a fleet sent other than asked: a lost generator's share went unsent from its loss,
+    // or unsent until it was found lost and re-spread over the others.
+    for fate in fleet.iter().flatten().filter_map(crate::fleet::Generator::fate) {
+        let _ = write!(rate, "; {fate}");
     }
     rows.push(("Rate:", rate));
     if let Some(l) = replay_lateness(f) {

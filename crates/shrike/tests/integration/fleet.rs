@@ -234,12 +234,16 @@ fn a_killed_generator_is_reported_and_the_others_results_kept() {
         out.stderr
     );
     let v = json(&out);
-    // 50 rps for 5 s across three: each sends a third of 250.
+    // 50 rps for 5 s across three: each sends a third of 250 until the kill halfway, then
+    // the two left take its share (half of 50/s each): about 42 + 62.
     let (a, b) = (requests(&v, "gen-127.0.0.2"), requests(&v, "gen-127.0.0.4"));
-    assert!((80..=86).contains(&a) && (80..=86).contains(&b), "{a} {b}");
+    assert!((92..=112).contains(&a) && (92..=112).contains(&b), "{a} {b}");
     let partial = requests(&v, "gen-127.0.0.3 (partial)");
     assert!(partial > 0 && partial < 80, "{partial}");
     assert_eq!(requests(&v, "global"), a + b + partial);
+    // The fleet still offered the plan: 250, less the moments between the kill and the
+    // re-spread.
+    assert!((238..=252).contains(&(a + b + partial)), "{a} {b} {partial}");
 
     // Every view shows the fleet, a row per generator, the lost one as lost.
     let rows = v["shrike"]["generators"].as_array().expect("shrike.generators");
@@ -644,12 +648,15 @@ fn a_generator_missing_at_start_stops_the_run_unless_remote_expect_allows_it() {
 
 /// A SIGTERM to one generator's service (what a pod eviction sends) mid-run: that generator is
 /// lost, named, its part kept as "(partial)"; the run is not "interrupted by signal" and exits
-/// 0 with the loss stated (`continue`), or stops the others and exits 1 (`abort`).
+/// 0 with the loss stated, the lost share re-spread over the other so the fleet still offers
+/// the plan (`continue`), or stops the others and exits 1 (`abort`).
 #[test]
 fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
     let target = Server::start(&[]);
     for abort in [false, true] {
         let fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
+        let dir = scratch("sigterm");
+        let stored = dir.join("fleet.json");
         let mut cmd = shrike();
         cmd.args(["run", &target.url("/"), "--remote", &addrs(&fleet)]).args([
             "--rps",
@@ -658,6 +665,8 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
             "4",
             "--remote-start-delay",
             "300ms",
+            "-o",
+            stored.to_str().unwrap(),
         ]);
         if abort {
             cmd.args(["--remote-failure", "abort"]);
@@ -677,7 +686,27 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
         assert_eq!(out.code(), 0, "{}", out.stderr);
         assert!(!out.stdout.contains("interrupted by signal"), "{}", out.stdout);
         assert!(out.stdout.contains(&format!("1 lost: {stopped} (its service stopped the run")));
-        assert!(out.stdout.contains("1 generator(s) lost"), "{}", out.stdout);
+        assert!(
+            out.stdout.contains(&format!("{stopped} lost at ")),
+            "the rate line says why: {}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("its share re-spread over 1 generator (×2.00"),
+            "{}",
+            out.stdout
+        );
+        // Lost about 1.5 s into 4 s: the survivor sent 25/s until then and 50/s after, so the
+        // fleet sent close to the plan's 200 (without the re-spread: about 137).
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+        let survivor = requests(&v, "gen-127.0.0.2");
+        let total = counter(global(&v), "upstream_rq_total");
+        assert!(survivor >= 140, "survivor {survivor}, total {total}");
+        assert!((175..=205).contains(&total), "survivor {survivor}, total {total}");
+        let lost = &v["options"]["generators"][1];
+        assert_eq!(lost["respread_over"], 1, "{lost}");
+        assert!(lost["lost_at"].as_f64().is_some_and(|t| t > 1.0 && t < 2.5), "{lost}");
     }
 }
 
@@ -708,4 +737,32 @@ fn a_silent_generator_is_lost_within_the_keepalive_bound() {
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stdout.contains("1 lost: gen-127.0.0.3"), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("Termination: completed"), "{}", out.stdout);
+}
+
+/// A counted run (`-n`) whose generator is lost: the one left takes over what the lost one
+/// had still to send, so the fleet sends close to the count asked for, not half the rest.
+#[test]
+fn a_counted_run_re_spreads_the_lost_generators_remaining_count() {
+    let target = Server::start(&[]);
+    let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
+    let child = shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
+        .args(["--rps", "100", "-n", "300", "--remote-start-delay", "300ms"])
+        .args(["--output-format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    fleet[1].child.kill().unwrap();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    let survivor = requests(&v, "gen-127.0.0.2");
+    let partial = requests(&v, "gen-127.0.0.3 (partial)");
+    // About 60 each before the kill; the survivor then sends the rest of both shares (about
+    // 240) where, without the re-spread, it would stop at its own 150.
+    assert!(survivor > 200, "survivor {survivor}, partial {partial}");
+    assert!((285..=300).contains(&(survivor + partial)), "survivor {survivor}, partial {partial}");
 }
