@@ -171,7 +171,7 @@ impl Ready {
             false => Unanswered::Fails,
         };
         let out = runner::execute(cfg, requests, run.sessions, stop.clone(), run.telemetry)?;
-        let mut result = RunResult::new(run.spec.to_json(), out.workers, out.termination);
+        let mut result = RunResult::new(run.spec.recorded_options(), out.workers, out.termination);
         result.intervals = out.intervals;
         result.errors = out.errors;
         result.differences = out.differences;

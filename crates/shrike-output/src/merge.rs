@@ -48,8 +48,8 @@ pub const STRICT_OPTIONS: [&str; 9] = [
 /// Options whose differences are not worth a warning (they do not describe the load).
 /// Shards of one run always differ in `shard`, and a fleet's generators may each send from an
 /// address of their own.
-const QUIET_OPTIONS: [&str; 6] =
-    ["labels", "output_format", "verbosity", "shard", "bind_address", "start_at"];
+const QUIET_OPTIONS: [&str; 7] =
+    ["labels", "output_format", "verbosity", "shard", "bind_address", "start_at", "execution_id"];
 
 /// One result to merge, with the name errors and warnings use for it (its file name).
 #[derive(Clone, Debug)]
@@ -134,6 +134,11 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         // Every shard of one run together is that run: its options without the shard, its
         // per-shard worker count (each shard ran them all at 1/N of the rate). A partial set
         // keeps the first's shard, so its requested rate is the shards' present share.
+        // Several runs merged by choice are no one run: their merge has no run id of its own.
+        let id = |i: &Input| i.result.options.get("execution_id").cloned();
+        if inputs.iter().any(|i| id(i) != id(&inputs[0])) {
+            o.remove("execution_id");
+        }
         if let Some(n) = whole_shards(&inputs) {
             o.remove("shard");
             o.insert("workers".into(), Value::from(workers / u64::from(n)));
@@ -201,7 +206,8 @@ fn whole_shards(inputs: &[Input]) -> Option<u32> {
     (seen.len() == n as usize && shards.len() == n as usize).then_some(n)
 }
 
-/// Checks that inputs that are shards (`--shard i/N`) are one run whole: all of one count `N`,
+/// Checks that inputs that are shards (`--shard i/N`) are one run whole: all of one run (one
+/// `execution_id`, where they record one) and one count `N`,
 /// each index once, and no input without a shard among them. Inputs with no shard at all (a
 /// fleet's, or runs merged by choice) pass.
 pub fn check_shards(inputs: &[Input]) -> Result<(), MergeError> {
@@ -221,6 +227,17 @@ pub fn check_shards(inputs: &[Input]) -> Result<(), MergeError> {
         return refuse(format!(
             "{} is shard {s}, {} is shard {of}: not one run",
             i.name, first.name
+        ));
+    }
+    // Shards of different runs (last week's shard 1 left in the directory) are no one run,
+    // however well their indices fit. Results from before run ids say nothing either way.
+    let id = |i: &Input| i.result.options.get("execution_id")?.as_str().map(str::to_string);
+    let ids: Vec<(&str, String)> =
+        shards.iter().filter_map(|(i, _)| Some((i.name.as_str(), id(i)?))).collect();
+    if let Some((other, other_id)) = ids.iter().find(|(_, x)| *x != ids[0].1) {
+        return refuse(format!(
+            "shards of different runs: {} is run {}, {other} is run {other_id}",
+            ids[0].0, ids[0].1
         ));
     }
     let mut by_index: Vec<Vec<&str>> = vec![Vec::new(); n as usize];

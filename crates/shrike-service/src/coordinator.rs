@@ -294,6 +294,8 @@ struct Coordinator<'a> {
     aborted: bool,
     /// The common start: a loss's time is from it.
     start_at: SystemTime,
+    /// The fleet's run id.
+    run_id: String,
     /// Each generator's stream task's commands.
     commands: Vec<mpsc::UnboundedSender<Command>>,
     warnings: Vec<String>,
@@ -312,6 +314,8 @@ impl<'a> Coordinator<'a> {
             None => (default_config(), Vec::new()),
         };
         let start_at = spec.start_at().unwrap_or_else(|| SystemTime::now() + fleet.start_delay);
+        // One id for the fleet's run, in every generator's result too.
+        let run_id = spec.run_id();
         let mut specs = Vec::with_capacity(n);
         for g in 0..n {
             // A replay's share is its jobs (in its options below), not a rate.
@@ -324,6 +328,7 @@ impl<'a> Coordinator<'a> {
             let s = spec
                 .edit()
                 .shard(shard)
+                .execution_id(Some(&run_id))
                 .start_at(Some(start_at))
                 .no_predicates()
                 .no_telemetry()
@@ -365,6 +370,7 @@ impl<'a> Coordinator<'a> {
             termination: None,
             aborted: false,
             start_at,
+            run_id,
             commands: Vec::new(),
             warnings: Vec::new(),
         })
@@ -644,6 +650,7 @@ impl<'a> Coordinator<'a> {
         warnings.extend(merged.warnings.into_iter().filter(|w| !w.starts_with("option ")));
         let mut result = merged.result;
         result.options = self.spec.to_json();
+        result.options["execution_id"] = json!(self.run_id);
         if let Some(o) = result.options.as_object_mut() {
             o.insert("remote".into(), json!(self.fleet.generators));
             // The fleet as it went, for every view's per-generator rows (shrike_output::fleet).

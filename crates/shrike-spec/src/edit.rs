@@ -267,6 +267,11 @@ impl SpecEdit {
         self.set(n::SHARD, |g| g.shard = s)
     }
 
+    /// The run's id (`--execution-id`; `None`: made when the result is).
+    pub fn execution_id(self, id: Option<&str>) -> Self {
+        self.set(n::EXECUTION_ID, |g| g.execution_id = id.map(str::to_string))
+    }
+
     // Pools.
 
     pub fn max_pending_requests(self, n: u32) -> Self {

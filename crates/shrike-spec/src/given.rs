@@ -66,6 +66,7 @@ pub struct Given {
     pub simple_warmup: Option<bool>,
     pub start_at: Option<SystemTime>,
     pub shard: Option<Shard>,
+    pub execution_id: Option<String>,
     pub bind_address: Option<IpAddr>,
     pub max_concurrent_streams: Option<u64>,
     pub max_active_requests: Option<u64>,
@@ -219,6 +220,7 @@ impl Given {
             simple_warmup: self.simple_warmup.unwrap_or(false),
             start_at: self.start_at,
             shard: self.shard,
+            execution_id: execution_id(self.execution_id.as_deref())?,
             bind_address: self.bind_address,
             streams,
             h1_reuse: self.h1_reuse.unwrap_or_default(),
@@ -650,6 +652,7 @@ impl Given {
             simple_warmup: Some(spec.simple_warmup),
             start_at: spec.start_at,
             shard: spec.shard,
+            execution_id: spec.execution_id.clone(),
             bind_address: spec.bind_address,
             max_concurrent_streams: Some(u64::from(spec.streams.max_concurrent_streams.get())),
             max_active_requests: Some(u64::from(spec.streams.max_active_requests.get())),
@@ -691,4 +694,17 @@ impl Given {
             no_progress: Some(t.no_progress),
         }
     }
+}
+
+/// A run id as given: trimmed, 1 to 128 printable characters without spaces (it names files,
+/// labels and log lines); empty is none.
+fn execution_id(id: Option<&str>) -> Result<Option<String>, SpecError> {
+    let Some(id) = id.map(str::trim).filter(|s| !s.is_empty()) else { return Ok(None) };
+    if id.len() > 128 || !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(SpecError::must(
+            n::EXECUTION_ID,
+            format!("must be 1-128 printable ASCII characters without spaces, got {id:?}"),
+        ));
+    }
+    Ok(Some(id.to_string()))
 }

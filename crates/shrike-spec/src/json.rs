@@ -32,7 +32,7 @@ pub use crate::given::IO_BACKEND_ENV;
 
 /// Options Shrike writes that are derived from others (for readers of a result), and
 /// Nighthawk's that have no effect on a run: accepted and ignored on input.
-const IGNORED: &[Opt] = &[n::WORKERS, n::REQUEST_FILE_ENTRIES, n::NUM_REQUESTS, n::EXECUTION_ID];
+const IGNORED: &[Opt] = &[n::WORKERS, n::REQUEST_FILE_ENTRIES, n::NUM_REQUESTS];
 
 /// Nighthawk options Shrike refuses, and why: accepting them would run something other than
 /// what was asked for. (`user_defined_plugin_configs` may be an empty list, as Nighthawk's own
@@ -134,6 +134,7 @@ pub(crate) fn read_given(v: &Value) -> Result<Given, SpecError> {
         None => None,
         Some(t) => Some(Shard::parse(t).map_err(|e| SpecError::invalid(r.path(n::SHARD), e))?),
     };
+    g.execution_id = r.str(n::EXECUTION_ID)?.map(str::to_string);
     g.bind_address = read_bind_address(&mut r)?;
     g.max_concurrent_streams = r.u64(n::MAX_CONCURRENT_STREAMS)?;
     g.max_active_requests = r.u64(n::MAX_ACTIVE_REQUESTS)?;
@@ -493,6 +494,7 @@ fn write(s: &RunSpec) -> Value {
     o.put(n::SIMPLE_WARMUP, s.simple_warmup);
     o.put(n::START_AT, s.start_at.map(format_rfc3339));
     o.put(n::SHARD, s.shard.map(|x| x.to_string()));
+    o.put(n::EXECUTION_ID, s.execution_id.clone());
     o.put(n::BIND_ADDRESS, s.bind_address.map(|a| a.to_string()));
     o.put(n::STATS_INTERVAL, t.stats_interval.map(format_short));
     o.put(n::METRICS_LISTEN, t.metrics_listen.clone());

@@ -138,6 +138,8 @@ options! {
     /// An older name of `start_at`, read and never written.
     SCHEDULED_START = "scheduled_start";
     SHARD = "shard" => "--shard";
+    /// The run's id (Nighthawk's execution id): shards of one run share it.
+    EXECUTION_ID = "execution_id" => "--execution-id";
     BIND_ADDRESS = "bind_address" => "--bind-address";
     UPSTREAM_BIND_CONFIG = "upstream_bind_config" => "--upstream-bind-config";
     STATS_INTERVAL = "stats_interval" => "--stats-interval";
@@ -151,8 +153,6 @@ options! {
     /// Written by older Shrikes for readers of a result; ignored when read.
     REQUEST_FILE_ENTRIES = "request_file_entries";
     NUM_REQUESTS = "num_requests";
-    /// Nighthawk's, accepted with no effect on a run.
-    EXECUTION_ID = "execution_id";
     /// Nighthawk options Shrike refuses (see the reader).
     USER_DEFINED_PLUGIN_CONFIGS = "user_defined_plugin_configs" => "--user-defined-plugin-config";
     TUNNEL_OPTIONS = "tunnel_options";

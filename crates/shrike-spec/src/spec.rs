@@ -204,6 +204,8 @@ pub struct RunSpec {
     pub(crate) start_at: Option<SystemTime>,
     /// This process sends one share of the run ([`Shard`]).
     pub(crate) shard: Option<Shard>,
+    /// The run's id as given ([`RunSpec::run_id`] for the one a result records).
+    pub(crate) execution_id: Option<String>,
     pub(crate) bind_address: Option<IpAddr>,
     pub(crate) streams: StreamLimits,
     pub(crate) h1_reuse: H1Reuse,
@@ -440,6 +442,47 @@ impl RunSpec {
     pub fn shard(&self) -> Option<Shard> {
         self.shard
     }
+    /// The run id as given (`--execution-id`), if it was.
+    pub fn execution_id(&self) -> Option<&str> {
+        self.execution_id.as_deref()
+    }
+    /// The id a result of this spec records: the one given; for a shard without one, one
+    /// every shard of the same run derives alike (from its options but the shard and the
+    /// start), so a merge can tell apart shards of runs with other options (runs with the same
+    /// options need `--execution-id`, as the Kubernetes batch Job passes its uid); else a new
+    /// one (the time and this process).
+    pub fn run_id(&self) -> String {
+        self.made_run_id()
+    }
+
+    /// The options a result records: [`RunSpec::to_json`] with [`RunSpec::run_id`] in
+    /// `execution_id`.
+    pub fn recorded_options(&self) -> serde_json::Value {
+        let mut options = self.to_json();
+        if self.execution_id.is_none() {
+            if let Some(o) = options.as_object_mut() {
+                o.insert(n::EXECUTION_ID.name.into(), self.run_id().into());
+            }
+        }
+        options
+    }
+
+    fn made_run_id(&self) -> String {
+        if let Some(id) = &self.execution_id {
+            return id.clone();
+        }
+        if self.shard.is_some() {
+            let mut options = self.to_json();
+            // Not the start either: `--start-at +3s` resolves a little differently in each.
+            if let Some(o) = options.as_object_mut() {
+                o.remove(n::SHARD.name);
+                o.remove(n::START_AT.name);
+            }
+            return format!("shards-{:016x}", fnv1a(options.to_string().as_bytes()));
+        }
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        format!("run-{:x}-{}", now.as_millis(), std::process::id())
+    }
     pub fn bind_address(&self) -> Option<IpAddr> {
         self.bind_address
     }
@@ -490,4 +533,12 @@ impl RunSpec {
     pub fn telemetry(&self) -> &TelemetrySpec {
         &self.telemetry
     }
+}
+
+/// FNV-1a, 64 bits: a stable hash (std's is seeded per process), for ids derived alike by
+/// separate processes.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }

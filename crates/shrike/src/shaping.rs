@@ -65,6 +65,12 @@ pub struct ShapingArgs {
     /// --start-at) make the run; `shrike transform --merge` joins their results exactly.
     #[arg(long, value_name = "i/N", value_parser = parse::shard)]
     pub shard: Option<Shard>,
+    /// The run's id, recorded in its result (`execution_id`, as Nighthawk names it). Shards of
+    /// one run share one: given here, or derived alike from their options (so shards of runs
+    /// with the same options need one given); `transform --merge` refuses shards of different
+    /// runs. By default a new one per run.
+    #[arg(long, value_name = "ID", visible_alias = "run-id")]
+    pub execution_id: Option<String>,
     /// Source IP address for outgoing connections (the port is chosen by the kernel).
     #[arg(long, value_name = "IP", conflicts_with = "upstream_bind_config", value_parser = parse::ip)]
     pub bind_address: Option<IpAddr>,
@@ -107,6 +113,9 @@ impl ShapingArgs {
         }
         if let Some(s) = self.shard {
             e = e.shard(Some(s));
+        }
+        if let Some(id) = &self.execution_id {
+            e = e.execution_id(Some(id));
         }
         if let Some(ip) = self.bind_address {
             e = e.bind_address(Some(ip));

@@ -68,6 +68,7 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
     vars.insert("SHRIKE_START_AT".to_string(), "+2s".to_string());
     vars.insert("SHRIKE_RPS".to_string(), "100".to_string());
     vars.insert("SHRIKE_DURATION".to_string(), "1s".to_string());
+    vars.insert("SHRIKE_RUN_ID".to_string(), "0c1f5e2a-job-uid".to_string());
     let render = |k: &str| parse(&kustomize(&deploy().join(k)));
     let (shard_docs, merge_docs) = (render("batch"), render("batch-merge"));
     let merge_job = containers(&merge_docs, &vars, &results);
@@ -109,6 +110,7 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
             .unwrap();
     assert_eq!(counter(global(&merged), "upstream_rq_total"), requests);
     assert!(merged["options"]["shard"].is_null(), "the whole run, not a shard");
+    assert_eq!(merged["options"]["execution_id"], "0c1f5e2a-job-uid", "the Job's uid, kept");
 }
 
 fn deploy() -> PathBuf {
@@ -176,6 +178,7 @@ fn manifests_render_validate_and_ask_only_what_shrike_accepts() {
         let mut vars: BTreeMap<String, String> = BTreeMap::new();
         vars.insert("POD_NAME".into(), "shrike-generator-0".into());
         vars.insert("SHARD_INDEX".into(), "0".into());
+        vars.insert("SHRIKE_RUN_ID".into(), "0c1f5e2a-job-uid".into());
         for (name, args) in containers(&docs, &vars, &dir) {
             count += 1;
             // Paths inside the pod, here: its mounted token.

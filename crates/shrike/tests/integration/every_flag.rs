@@ -287,6 +287,7 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
         ("--simple-warmup", dry(&b, &["--simple-warmup"])),
         ("--start-at", dry(&b, &["--start-at", later])),
         ("--shard", dry(&b, &["--shard", "0/2"])),
+        ("--execution-id", dry(&b, &["--execution-id", "batch-7"])),
         ("--bind-address", dry(&b, &["--bind-address", "127.0.0.1"])),
         (
             "--upstream-bind-config",

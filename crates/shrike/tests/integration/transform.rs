@@ -256,20 +256,23 @@ fn merge_is_exact_and_keeps_every_worker() {
 }
 
 /// Shards merge only as the whole run: each of 0/N … N-1/N once (`--allow-partial` merges what
-/// there is, saying so), and no file twice.
+/// there is, saying so), all of one run (a shard of another run is named), and no file twice.
 #[test]
 fn a_shard_merge_refuses_a_missing_or_repeated_shard() {
     let (a, b) = runs();
-    let shard = |from: &Path, name: &str, shard: &str| {
+    let shard = |from: &Path, name: &str, shard: &str, run: &str| {
         let mut v = doc(&read(from));
         v["options"]["shard"] = Value::from(shard);
+        v["options"]["execution_id"] = Value::from(run);
         let path = dir().join(name);
         std::fs::write(&path, v.to_string()).unwrap();
         path.to_str().unwrap().to_string()
     };
-    let s0 = shard(a, "s0.json", "0/2");
-    let s1 = shard(b, "s1.json", "1/2");
-    let again = shard(b, "s0-again.json", "0/2");
+    let s0 = shard(a, "s0.json", "0/2", "batch-2");
+    let s1 = shard(b, "s1.json", "1/2", "batch-2");
+    let again = shard(b, "s0-again.json", "0/2", "batch-2");
+    // Last run's shard 1, left beside this run's.
+    let stale = shard(b, "s1-stale.json", "1/2", "batch-1");
     let a = a.to_str().unwrap();
     let merge = |files: &[&str], extra: &[&str]| {
         let mut args = vec!["transform", "--merge"];
@@ -283,8 +286,11 @@ fn a_shard_merge_refuses_a_missing_or_repeated_shard() {
     assert!(!whole.stderr.contains("warning"), "a whole set merges quietly: {}", whole.stderr);
     assert!(doc(&whole.stdout)["options"]["shard"].is_null());
 
-    let cases: [(&[&str], &str); 4] = [
+    assert_eq!(doc(&whole.stdout)["options"]["execution_id"], "batch-2");
+
+    let cases: [(&[&str], &str); 5] = [
         (&[&s0], "shard 1/2 missing: 1 of 2 given"),
+        (&[&s0, &stale], "s1-stale.json is run batch-1"),
         (&[&s0, &again, &s1], "shard 0/2 is given 2 times"),
         (&[&s0, a], "has no shard, while"),
         (&[a, a], "is given twice"),
