@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::hosts::{Hosts, Listening};
 use crate::support::*;
 use serde_norway::Value;
 
@@ -54,16 +55,23 @@ fn containers(
 }
 
 /// The batch path as Kubernetes runs it, minus Kubernetes: the rendered shard Job's command
-/// for each completion index (run together, from one start, into a results directory that does
-/// not exist yet), then, once all completed, the rendered merge Job's. The merged run is the
-/// shards' sum; and the merge refuses when a shard is missing (one failed), naming it.
+/// for each completion index, each on a host of its own (a network namespace: the Indexed
+/// Job's pods) loading a target on another, run together from one start into a results
+/// directory that does not exist yet (the PVC); then, once all completed, the rendered merge
+/// Job's. The merged run is the shards' sum and keeps the Job's uid as its run id; and the
+/// merge refuses when a shard is missing (one failed), naming it.
 #[test]
 fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
     let dir = scratch("deploy-batch");
     let results = dir.join("volume");
-    let server = Server::start(&[]);
+    let hosts = Hosts::new("batch", &["target", "shard-0", "shard-1"]);
+    let target = Listening::start(hosts.command("target", env!("CARGO_BIN_EXE_shrike")).args([
+        "serve",
+        "--listen",
+        &format!("{}:0", hosts.addr("target")),
+    ]));
     let mut vars = BTreeMap::new();
-    vars.insert("SHRIKE_TARGET".to_string(), server.url("/"));
+    vars.insert("SHRIKE_TARGET".to_string(), format!("http://{}/", target.addr));
     vars.insert("SHRIKE_SHARDS".to_string(), "2".to_string());
     vars.insert("SHRIKE_START_AT".to_string(), "+2s".to_string());
     vars.insert("SHRIKE_RPS".to_string(), "100".to_string());
@@ -81,15 +89,15 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
             vars.insert("SHARD_INDEX".to_string(), i.to_string());
             let job = containers(&shard_docs, &vars, &results);
             let [(_, args)] = &job[..] else { panic!("one shard container: {job:?}") };
-            let mut cmd = shrike();
-            cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+            let mut cmd = hosts.command(&format!("shard-{i}"), env!("CARGO_BIN_EXE_shrike"));
+            cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
             cmd.spawn().unwrap()
         })
         .collect();
     let mut requests = 0;
     for (i, child) in shards.into_iter().enumerate() {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "shard {i}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = wait_limited(child, LIMIT);
+        assert_eq!(out.code(), 0, "shard {i}: {}", out.stderr);
         let path = results.join(format!("shards/shard-{i}.json"));
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -111,6 +119,84 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
     assert_eq!(counter(global(&merged), "upstream_rq_total"), requests);
     assert!(merged["options"]["shard"].is_null(), "the whole run, not a shard");
     assert_eq!(merged["options"]["execution_id"], "0c1f5e2a-job-uid", "the Job's uid, kept");
+}
+
+/// The base's generators and coordinator as their pods run them: each generator on a host of
+/// its own with the StatefulSet's rendered arguments (listening on 0.0.0.0:8443, named by its
+/// pod), the coordinator Job's rendered arguments on another, finding them as
+/// `dns:shrike-generator:8443` through a hosts file standing in for the headless Service's
+/// DNS (in the coordinator's own mount namespace), the token file where the Secret mounts.
+/// The run is the two generators' merged exactly, at the ConfigMap's rate.
+#[test]
+fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() {
+    let dir = scratch("deploy-fleet");
+    let results = dir.join("volume");
+    let token = dir.join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let pods = ["shrike-generator-0", "shrike-generator-1"];
+    let names: Vec<&str> = ["target", "coordinator"].iter().chain(&pods).copied().collect();
+    let hosts = Hosts::new("k8s", &names);
+    let target = Listening::start(hosts.command("target", env!("CARGO_BIN_EXE_shrike")).args([
+        "serve",
+        "--listen",
+        &format!("{}:0", hosts.addr("target")),
+    ]));
+    let mut vars = BTreeMap::new();
+    vars.insert("SHRIKE_TARGET".to_string(), format!("http://{}/", target.addr));
+    vars.insert("SHRIKE_ALLOW_TARGET".to_string(), "10.200.0.0/24".to_string());
+    vars.insert("SHRIKE_GENERATORS".to_string(), "2".to_string());
+    vars.insert("SHRIKE_RPS".to_string(), "100".to_string());
+    vars.insert("SHRIKE_DURATION".to_string(), "3s".to_string());
+    vars.insert("SHRIKE_CONNECTIONS".to_string(), "4".to_string());
+    let docs = parse(&kustomize(&deploy().join("base")));
+    let at_mount = |args: Vec<String>| -> Vec<String> {
+        args.iter().map(|a| a.replace("/etc/shrike/token", token.to_str().unwrap())).collect()
+    };
+    let generators: Vec<Listening> = pods
+        .iter()
+        .map(|pod| {
+            let mut vars = vars.clone();
+            vars.insert("POD_NAME".to_string(), pod.to_string());
+            let all = containers(&docs, &vars, &results);
+            let (_, args) = all.into_iter().find(|(_, a)| a[0] == "service").expect("generator");
+            Listening::start(hosts.command(pod, env!("CARGO_BIN_EXE_shrike")).args(at_mount(args)))
+        })
+        .collect();
+    assert!(generators.iter().all(|g| g.addr == "0.0.0.0:8443"), "as rendered");
+    let hosts_file = dir.join("hosts");
+    let mut lines = String::from("127.0.0.1 localhost\n");
+    for pod in pods {
+        lines.push_str(&format!("{} shrike-generator\n", hosts.addr(pod)));
+    }
+    std::fs::write(&hosts_file, lines).unwrap();
+    // (Every container's variables expand: the generators' too, unused here.)
+    vars.insert("POD_NAME".to_string(), pods[0].to_string());
+    let all = containers(&docs, &vars, &results);
+    let (_, args) = all.into_iter().find(|(_, a)| a[0] == "run").expect("coordinator");
+    assert!(args.contains(&"--remote=dns:shrike-generator:8443".to_string()), "{args:?}");
+    let mut cmd =
+        hosts.command_with_hosts("coordinator", &hosts_file, env!("CARGO_BIN_EXE_shrike"));
+    cmd.args(at_mount(args)).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = wait_limited(cmd.spawn().unwrap(), LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("coordinated.json")).unwrap())
+            .unwrap();
+    let entry = |name: &str| {
+        let r = v["results"].as_array().unwrap().iter().find(|r| r["name"] == name);
+        counter(r.unwrap_or_else(|| panic!("no result {name}: {v}")), "upstream_rq_total")
+    };
+    let (a, b) = (entry(pods[0]), entry(pods[1]));
+    assert_eq!(entry("global"), a + b, "merged exactly");
+    // 100/s for 3 s over the two, each half.
+    assert!((290..=301).contains(&(a + b)) && a.abs_diff(b) <= 2, "{a} {b}");
+    let listed = v["options"]["generators"].as_array().unwrap();
+    let addresses: Vec<&str> = listed.iter().map(|g| g["address"].as_str().unwrap()).collect();
+    assert_eq!(
+        addresses,
+        pods.iter().map(|p| format!("{}:8443", hosts.addr(p))).collect::<Vec<_>>(),
+        "found through the name"
+    );
 }
 
 fn deploy() -> PathBuf {

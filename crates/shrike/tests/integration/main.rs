@@ -18,6 +18,7 @@ mod client_options;
 mod deploy;
 mod every_flag;
 mod fleet;
+mod fleet_hosts;
 mod fuzz_corpus;
 mod grpc_python;
 mod h2_codec;

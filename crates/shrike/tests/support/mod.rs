@@ -8,6 +8,7 @@ pub mod dice;
 pub mod h2_frames;
 pub mod h2_wire;
 pub mod hostile;
+pub mod hosts;
 pub mod mariadb;
 pub mod nginx;
 pub mod page;
