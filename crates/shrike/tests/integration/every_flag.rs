@@ -939,6 +939,8 @@ fn shared_flags_a_subcommand_has_no_use_for_are_hidden_and_refused() {
         (&["run", url, "--remote-ca", "/dev/null"], "--remote-ca"),
         (&["run", url, "--remote-start-delay", "1s"], "--remote"),
         (&["run", url, "--remote-keepalive", "1s"], "--remote"),
+        // Pings every half of it: below a second a busy generator would read as lost.
+        (&["run", url, "--remote", "127.0.0.2:1", "--remote-keepalive", "500ms"], "at least 1s"),
         (&["service", "--service", "dummy-request-source", "--max-rps", "5"], "--max-rps"),
         (&["jobs", "filter", "x.jobs", "-o", "y.jobs", "--seed", "3"], "--sample"),
     ] {

@@ -77,7 +77,18 @@ for event in call:
         assert started.run_id == "py-1", started
     elif kind == "sample":
         samples.append(event.sample)
-        if len(samples) == 5:
+        if len(samples) == 4:
+            # The rate changes while the run goes on (a coordinator re-spreading a lost
+            # generator's share); what cannot be changed is refused by name.
+            for run_id, factor, code in [("py-none", 2.0, grpc.StatusCode.NOT_FOUND),
+                                         ("py-1", 0.0, grpc.StatusCode.INVALID_ARGUMENT)]:
+                try:
+                    stub.ScaleRate(pb.ScaleRateRequest(run_id=run_id, factor=factor), metadata=auth)
+                    raise AssertionError(f"ScaleRate {run_id} {factor} was accepted")
+                except grpc.RpcError as e:
+                    assert e.code() == code, (run_id, factor, e)
+            stub.ScaleRate(pb.ScaleRateRequest(run_id="py-1", factor=2.0), metadata=auth)
+        if len(samples) == 10:
             # Meanwhile the service is busy: a second run is refused.
             try:
                 next(iter(stub.Run(request("py-2", uri=target, duration="1s"), metadata=auth)))
@@ -99,7 +110,10 @@ assert total == streamed and total > 0, (total, streamed)
 hist = [h for s in samples for h in s.histograms if h.id.endswith("request_to_response")]
 assert sum(h.count for h in hist) == total and all(len(h.hdr_v2) > 0 for h in hist)
 assert samples[-1].last
-print(f"run: {len(samples)} samples, {total} requests, cancelled")
+per = [s.counters.get("upstream_rq_total", 0) for s in samples]
+before, after = sum(per[1:4]) / 3, sum(per[6:9]) / 3
+assert after > 1.6 * before, ("ScaleRate 2.0 doubles the rate", per)
+print(f"run: {len(samples)} samples, {total} requests, rate x{after / before:.1f}, cancelled")
 
 # Closing the stream stops the run: the service is free again at once.
 call = stub.Run(request("py-3", uri=target, requests_per_second=50, duration="30s"), metadata=auth)
