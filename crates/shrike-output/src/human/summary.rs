@@ -41,7 +41,23 @@ pub(super) fn render(f: &Facts, s: &mut String) {
     if let Some(gens) = &fleet {
         rows.push(("Generators:", generators_line(f, gens)));
     }
-    rows.push(("Outcome:", outcome(g, f.sent, &f.result.verdict)));
+    let mut outcome = outcome(g, f.sent, &f.result.verdict);
+    // A fleet that lost a generator did not run as asked, however its requests fared.
+    let lost: Vec<&str> = fleet
+        .iter()
+        .flatten()
+        .filter(|g| g.state != "completed")
+        .map(|g| g.name.as_str())
+        .collect();
+    if !lost.is_empty() {
+        let _ = write!(
+            outcome,
+            "; generator{} lost: {}",
+            if lost.len() == 1 { "" } else { "s" },
+            lost.join(", ")
+        );
+    }
+    rows.push(("Outcome:", outcome));
     let mut rate = f.rate_line();
     // Why a fleet sent other than asked: a lost generator's share went unsent from its loss,
     // or unsent until it was found lost and re-spread over the others.

@@ -686,6 +686,7 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
         assert_eq!(out.code(), 0, "{}", out.stderr);
         assert!(!out.stdout.contains("interrupted by signal"), "{}", out.stdout);
         assert!(out.stdout.contains(&format!("1 lost: {stopped} (its service stopped the run")));
+        assert!(out.stdout.contains(&format!("; generator lost: {stopped}\n")), "{}", out.stdout);
         assert!(
             out.stdout.contains(&format!("{stopped} lost at ")),
             "the rate line says why: {}",

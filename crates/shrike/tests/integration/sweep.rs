@@ -334,8 +334,9 @@ fn collect_stats_reports_only_what_was_chosen() {
             "2",
             "--iterations",
             "1",
+            // Long enough for the server to be billed a clock tick however busy the machine.
             "-d",
-            "0.3",
+            "1",
             "--server-cmd",
             &cmd,
             "--collect-stats",
