@@ -29,6 +29,13 @@ fn server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
     (addr, tx)
 }
 
+/// A result's options without its run id (each run makes its own), and that id.
+fn without_run_id(options: &serde_json::Value) -> (serde_json::Value, String) {
+    let mut o = options.clone();
+    let id = o.as_object_mut().and_then(|m| m.remove("execution_id"));
+    (o, id.and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
+}
+
 #[test]
 fn two_specs_run_one_after_another_in_one_process() {
     let (addr, _stop_server) = server();
@@ -50,9 +57,11 @@ fn two_specs_run_one_after_another_in_one_process() {
         assert_eq!(r.global.counters.get(Counter::Http2xx), want, "{:?}", r.errors);
         assert_eq!(r.global.counters.get(Counter::RqTotal), want);
         assert_eq!(r.workers.len(), spec.concurrency().workers().get());
-        // The result's options are the spec, and read back to it.
-        assert_eq!(r.options, spec.to_json());
-        assert_eq!(&RunSpec::from_json(&r.options).expect("options read back"), spec);
+        // The result's options are the spec with the run's id, and read back to it.
+        let (options, id) = without_run_id(&r.options);
+        assert!(id.starts_with("run-"), "{id}");
+        assert_eq!(options, without_run_id(&spec.to_json()).0);
+        assert_eq!(&RunSpec::from_json(&options).expect("options read back"), spec);
     }
     // The POST spec sent its bodies: 7 bytes each, visible in the bytes sent.
     let r = shrike_engine::run(&b, &StopHandle::new(), None).expect("run");
@@ -78,7 +87,9 @@ fn a_spec_round_trips_through_json_to_an_identical_result_shape() {
     assert_eq!(back, spec);
     let r1 = shrike_engine::run(&spec, &StopHandle::new(), None).expect("run");
     let r2 = shrike_engine::run(&back, &StopHandle::new(), None).expect("run");
-    assert_eq!(r1.options, r2.options);
+    let ((o1, id1), (o2, id2)) = (without_run_id(&r1.options), without_run_id(&r2.options));
+    assert_eq!(o1, o2);
+    assert_ne!(id1, id2, "two runs, two ids");
     let shape = |r: &shrike_stats::RunResult| {
         let ids: Vec<_> =
             r.global.stats.iter().filter(|(_, s)| s.count() > 0).map(|(id, _)| id.id()).collect();
