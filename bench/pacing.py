@@ -16,7 +16,8 @@ runs on CPU 0 and the server (nginx with one worker, or `shrike serve`) on CPU 1
 not Debian packages are installed on first use (bench/peers.py).
 
     cargo build --release && python3 bench/pacing.py [--duration 5] [--rates 1000,5000,20000]
-        [--strategies spin,poll,sleep,poll+io_uring] [--peers fortio,oha,vegeta] [--server nginx|shrike]
+        [--strategies spin,poll,sleep,poll+io_uring,late=1ms,late=100us] [--peers fortio,oha,vegeta]
+        [--server nginx|shrike]
         [--before BINARY] [--wire 2]
 """
 import argparse
@@ -84,12 +85,14 @@ def pct(stat, q):
 
 def shrike(binary, strategy):
     """A Shrike client; `strategy` is an idle strategy, optionally with `+io_uring` for the
-    io_uring backend (poll+io_uring)."""
+    io_uring backend (poll+io_uring), or a lateness budget (`late=1ms`: --max-lateness 1ms)."""
     idle, _, backend = strategy.partition("+")
+    pacing = (["--max-lateness", idle[len("late="):]] if idle.startswith("late=")
+              else ["--sequencer-idle-strategy", idle])
     def run(url, rate, d):
         out, cpu = timed_run([binary, "run", url, "--rps", str(rate), "--connections",
-                          str(CONNECTIONS), "--duration", str(d), "--concurrency", "1",
-                          "--sequencer-idle-strategy", idle, "--io-backend", backend or "epoll",
+                          str(CONNECTIONS), "--duration", str(d), "--concurrency", "1"]
+                         + pacing + ["--io-backend", backend or "epoll",
                           "--output-format", "json", "-v", "error"], text=True)
         g = next(r for r in json.loads(out.stdout)["results"] if r["name"] == "global")
         stats = {s["id"]: s for s in g["statistics"]}
@@ -139,7 +142,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--rates", default="1000,5000,20000")
-    ap.add_argument("--strategies", default="spin,poll,sleep,poll+io_uring")
+    ap.add_argument("--strategies", default="spin,poll,sleep,poll+io_uring,late=1ms,late=100us")
     ap.add_argument("--peers", default="fortio,oha,vegeta")
     ap.add_argument("--server", choices=["nginx", "shrike"], default="nginx")
     ap.add_argument("--before", metavar="BINARY", help="also run this Shrike build (poll)")
@@ -177,12 +180,14 @@ def main():
         server.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     lines = ["| target rps | client | requests | of planned | client CPU µs/req | vs fortio | "
-             "lateness p50 µs | lateness p99 µs | scheduled→response p99 µs |"
+             "vs cheapest peer | lateness p50 µs | lateness p99 µs | scheduled→response p99 µs |"
              + (" off-grid on the wire p50 µs | p99 µs |" if a.wire else ""),
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if a.wire else "")]
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if a.wire else "")]
     for r in rows:
         ref = next((x[4] for x in rows if x[0] == r[0] and x[1] == "fortio"), None)
         ratio = f"{r[4] / ref:.2f}×" if ref else "—"
+        peers = [x[4] for x in rows if x[0] == r[0] and not x[1].startswith("shrike")]
+        ratio += f" | {r[4] / min(peers):.2f}×" if peers else " | —"
         late = " | ".join(f"{x:.1f}" for x in r[5]) if r[5] else "— | — | —"
         wire = ""
         if a.wire:

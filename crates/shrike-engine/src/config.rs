@@ -240,6 +240,8 @@ pub(crate) struct EngineConfig {
     pub io_backend: IoBackend,
     /// An idle worker sleeps this long before reading what arrived (`--read-coalesce`).
     pub read_coalesce: Option<Duration>,
+    /// How late a release may be: the pacer's idle policy when set (`crate::idle::Budget`).
+    pub max_lateness: Option<Duration>,
     /// Release requests in groups of this size (1 = no bursts).
     pub burst: NonZeroU32,
     /// Uniform release jitter added to each scheduled time.

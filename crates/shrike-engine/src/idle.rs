@@ -1,5 +1,6 @@
-//! Waiting for the next release, per `--sequencer-idle-strategy`: the pacer's only blocking
-//! point, so its policy decides both release precision and the CPU a worker burns while idle.
+//! Waiting for the next release, per `--sequencer-idle-strategy` or a lateness budget
+//! (`--max-lateness`): the pacer's only blocking point, so its policy decides both release
+//! precision and the CPU a worker burns while idle.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -12,11 +13,16 @@ pub(crate) enum Idle {
     Spin,
     Poll(Hybrid),
     Sleep,
+    Budget(Budget),
 }
 
 impl Idle {
     /// Must be called inside the worker's runtime (the timerfd registers with its reactor).
-    pub fn new(strategy: IdleStrategy) -> Idle {
+    /// A lateness budget, when given, is the policy (the spec refuses it with spin or sleep).
+    pub fn new(strategy: IdleStrategy, max_lateness: Option<Duration>) -> Idle {
+        if let Some(budget) = max_lateness {
+            return Idle::Budget(Budget::new(budget));
+        }
         match strategy {
             IdleStrategy::Spin => Idle::Spin,
             IdleStrategy::Poll => Idle::Poll(Hybrid::new()),
@@ -30,6 +36,7 @@ impl Idle {
             Idle::Poll(hybrid) => hybrid.until(deadline, stopping).await,
             Idle::Sleep => tokio::time::sleep_until(deadline.into()).await,
             Idle::Spin => spin_until(deadline, stopping).await,
+            Idle::Budget(budget) => budget.until(deadline).await,
         }
     }
 }
@@ -42,52 +49,99 @@ async fn spin_until(deadline: Instant, stopping: &Cell<bool>) {
     }
 }
 
-/// The most a wake-up is armed ahead of its deadline. Past this the machine is overloaded
-/// and spinning would only make it worse.
+/// The most a `poll` wake-up is armed ahead of its deadline. Past this the machine is
+/// overloaded and spinning would only make it worse.
 const MAX_AHEAD: Duration = Duration::from_micros(100);
-/// How far one observation moves the estimate.
+/// How far one observation moves a lead.
 const STEP_NS: f64 = 500.0;
-/// The share of wake-ups that should come before the deadline (and spin the rest).
+/// `poll`: the share of wake-ups that should come before the deadline (and spin the rest).
 const EARLY_SHARE: f64 = 0.2;
+/// A budget: the share of wake-ups that should come within it.
+const WITHIN_BUDGET_SHARE: f64 = 0.9;
 
-/// `poll`: block on a timerfd armed a little *ahead* of the deadline, by what the kernel
-/// typically takes to deliver the wake-up, then spin the last stretch. On a VM a timerfd wake
-/// arrives tens of µs after its expiry (the halted vCPU must be rescheduled); arming at the
-/// expiry itself made that the release lateness. The lead is learnt per worker: a running
-/// estimate of the `EARLY_SHARE` quantile of observed wake delays (stochastic quantile
-/// tracking), so a fifth of wake-ups land early and spin a few µs, the rest land just after
-/// the deadline. Nothing is ever released early: the last stretch waits on the clock.
-pub(crate) struct Hybrid {
-    timer: PreciseTimer,
-    /// The current lead, ns.
-    ahead_ns: Cell<f64>,
+/// How far ahead of the moment it is wanted a timerfd is armed: a running estimate of a
+/// quantile (`share`) of the observed wake-up delays (stochastic quantile tracking), learnt
+/// per worker. On a VM a timerfd wake arrives tens of µs after its expiry (the halted vCPU
+/// must be rescheduled).
+struct Lead {
+    ns: Cell<f64>,
+    share: f64,
+    max: Duration,
 }
 
-impl Hybrid {
-    fn new() -> Hybrid {
-        Hybrid { timer: PreciseTimer::new(), ahead_ns: Cell::new(0.0) }
+impl Lead {
+    fn new(share: f64, max: Duration) -> Lead {
+        Lead { ns: Cell::new(0.0), share, max }
     }
 
-    async fn until(&self, deadline: Instant, stopping: &Cell<bool>) {
-        let ahead = Duration::from_nanos(self.ahead_ns.get() as u64);
-        let arm = deadline.checked_sub(ahead).unwrap_or(deadline);
-        if arm > Instant::now() {
-            self.timer.sleep_until(arm).await;
-            self.learn(Instant::now().saturating_duration_since(arm));
-        }
-        spin_until(deadline, stopping).await;
+    fn get(&self) -> Duration {
+        Duration::from_nanos(self.ns.get() as u64)
     }
 
     /// One observation of how late a wake-up came after its arming time.
     fn learn(&self, delay: Duration) {
         let delay = delay.as_nanos() as f64;
-        let ahead = self.ahead_ns.get();
+        let ahead = self.ns.get();
         let next = if delay < ahead {
-            ahead - STEP_NS * (1.0 - EARLY_SHARE)
+            ahead - STEP_NS * (1.0 - self.share)
         } else {
-            ahead + STEP_NS * EARLY_SHARE
+            ahead + STEP_NS * self.share
         };
-        self.ahead_ns.set(next.clamp(0.0, MAX_AHEAD.as_nanos() as f64));
+        self.ns.set(next.clamp(0.0, self.max.as_nanos() as f64));
+    }
+}
+
+/// `poll`: block on a timerfd armed a little *ahead* of the deadline, by what the kernel
+/// typically takes to deliver the wake-up, then spin the last stretch. Arming at the expiry
+/// itself made the wake-up's delay the release lateness. The lead is the `EARLY_SHARE`
+/// quantile of wake delays, so a fifth of wake-ups land early and spin a few µs, the rest land
+/// just after the deadline. Nothing is ever released early: the last stretch waits on the
+/// clock.
+pub(crate) struct Hybrid {
+    timer: PreciseTimer,
+    lead: Lead,
+}
+
+impl Hybrid {
+    fn new() -> Hybrid {
+        Hybrid { timer: PreciseTimer::new(), lead: Lead::new(EARLY_SHARE, MAX_AHEAD) }
+    }
+
+    async fn until(&self, deadline: Instant, stopping: &Cell<bool>) {
+        let arm = deadline.checked_sub(self.lead.get()).unwrap_or(deadline);
+        if arm > Instant::now() {
+            self.timer.sleep_until(arm).await;
+            self.lead.learn(Instant::now().saturating_duration_since(arm));
+        }
+        spin_until(deadline, stopping).await;
+    }
+}
+
+/// `--max-lateness`: a release may be up to the budget late, and that is what pays for fewer
+/// wake-ups. The timerfd is armed at the deadline plus the budget, less the lead that lands
+/// nine wake-ups in ten within it; the worker then releases everything due by the time it
+/// woke, so at a rate above one per budget it wakes once per budget, not per release. Each
+/// request keeps its own scheduled time (its lateness is measured, not hidden), and none is
+/// released early: the lead never exceeds the budget, so the arming is never before the
+/// deadline.
+pub(crate) struct Budget {
+    timer: PreciseTimer,
+    budget: Duration,
+    lead: Lead,
+}
+
+impl Budget {
+    fn new(budget: Duration) -> Budget {
+        Budget { timer: PreciseTimer::new(), budget, lead: Lead::new(WITHIN_BUDGET_SHARE, budget) }
+    }
+
+    async fn until(&self, deadline: Instant) {
+        if deadline <= Instant::now() {
+            return;
+        }
+        let arm = deadline + self.budget.saturating_sub(self.lead.get());
+        self.timer.sleep_until(arm).await;
+        self.lead.learn(Instant::now().saturating_duration_since(arm));
     }
 }
 
@@ -95,32 +149,51 @@ impl Hybrid {
 mod tests {
     use super::*;
 
-    fn hybrid() -> Hybrid {
-        Hybrid { timer: PreciseTimer::Tokio, ahead_ns: Cell::new(0.0) }
-    }
-
     #[test]
-    fn the_lead_settles_at_the_early_share_of_wake_delays() {
-        let h = hybrid();
-        // Delays spread evenly over 20..40 µs: the 20 % quantile is 24 µs.
-        for i in 0..20_000u64 {
-            h.learn(Duration::from_nanos(20_000 + (i * 7919) % 20_000));
+    fn the_lead_settles_at_its_share_of_wake_delays() {
+        for (share, want) in [(EARLY_SHARE, 24_000.0), (WITHIN_BUDGET_SHARE, 38_000.0)] {
+            let lead = Lead::new(share, MAX_AHEAD);
+            // Delays spread evenly over 20..40 µs: the 20 % quantile is 24 µs, the 90 % 38.
+            for i in 0..20_000u64 {
+                lead.learn(Duration::from_nanos(20_000 + (i * 7919) % 20_000));
+            }
+            let ahead = lead.ns.get();
+            assert!((want - 2_000.0..want + 2_000.0).contains(&ahead), "{share}: {ahead} ns");
         }
-        let ahead = h.ahead_ns.get();
-        assert!((22_000.0..26_000.0).contains(&ahead), "lead {ahead} ns");
     }
 
     #[test]
     fn the_lead_stays_within_bounds() {
-        let h = hybrid();
+        let lead = Lead::new(EARLY_SHARE, MAX_AHEAD);
         for _ in 0..10_000 {
-            h.learn(Duration::ZERO);
+            lead.learn(Duration::ZERO);
         }
-        assert_eq!(h.ahead_ns.get(), 0.0, "punctual wake-ups need no lead");
+        assert_eq!(lead.ns.get(), 0.0, "punctual wake-ups need no lead");
         for _ in 0..100_000 {
-            h.learn(Duration::from_millis(5));
+            lead.learn(Duration::from_millis(5));
         }
-        assert_eq!(h.ahead_ns.get(), MAX_AHEAD.as_nanos() as f64, "an overloaded machine");
+        assert_eq!(lead.get(), MAX_AHEAD, "an overloaded machine");
+    }
+
+    /// A budget's wake-ups: never before the deadline, at most one per budget while releases
+    /// come faster than that, and (on an idle enough machine) mostly within the budget.
+    #[tokio::test]
+    async fn a_budget_wakes_once_per_budget_and_never_early() {
+        let b = Budget::new(Duration::from_millis(2));
+        let began = Instant::now();
+        let (mut wakes, mut now) = (0, began);
+        // 400 releases due every 100 µs: 40 ms of them.
+        for i in 1..=400u64 {
+            let deadline = began + Duration::from_micros(100 * i);
+            if deadline > now {
+                b.until(deadline).await;
+                wakes += 1;
+                now = Instant::now();
+            }
+            assert!(now >= deadline, "release {i} early");
+        }
+        // 40 ms at one wake-up per 2 ms budget: 20, give or take the machine.
+        assert!((10..=40).contains(&wakes), "{wakes} wake-ups");
     }
 
     /// The lead moves the arming, never the release: with the timerfd armed up to 100 µs
@@ -128,7 +201,7 @@ mod tests {
     #[tokio::test]
     async fn never_returns_before_the_deadline() {
         let h = Hybrid::new();
-        h.ahead_ns.set(MAX_AHEAD.as_nanos() as f64);
+        h.lead.ns.set(MAX_AHEAD.as_nanos() as f64);
         let stopping = Cell::new(false);
         let began = Instant::now();
         for i in 1..=300u64 {

@@ -38,6 +38,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         idle: spec.idle(),
         io_backend: io_backend(spec)?,
         read_coalesce: spec.read_coalesce(),
+        max_lateness: spec.max_lateness(),
         burst: spec.burst(),
         jitter: spec.jitter(),
         connections: spec.connections(),

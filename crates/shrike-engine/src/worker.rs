@@ -211,7 +211,7 @@ async fn drive<S: Schedule>(
 async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) {
     let cx = &pools.cx;
     let deadline = pools.cfg.duration.map(|d| start + d);
-    let idle = Idle::new(pools.cfg.idle);
+    let idle = Idle::new(pools.cfg.idle, pools.cfg.max_lateness);
     // Unpaced runs start with the others, not before: wait for the (possibly --start-at) start.
     if schedule.peek() == Peek::Now {
         tokio::select! {

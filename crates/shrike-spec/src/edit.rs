@@ -254,6 +254,11 @@ impl SpecEdit {
         self.set(n::READ_COALESCE, |g| g.read_coalesce = d)
     }
 
+    /// A lateness budget (`None`: the idle strategy's precision).
+    pub fn max_lateness(self, d: Option<Duration>) -> Self {
+        self.set(n::MAX_LATENESS, |g| g.max_lateness = d)
+    }
+
     pub fn simple_warmup(self, on: bool) -> Self {
         self.set(n::SIMPLE_WARMUP, |g| g.simple_warmup = Some(on))
     }

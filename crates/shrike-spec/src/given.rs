@@ -56,6 +56,7 @@ pub struct Given {
     pub idle: Option<IdleStrategy>,
     pub io_backend: Option<IoBackend>,
     pub read_coalesce: Option<Duration>,
+    pub max_lateness: Option<Duration>,
     pub burst_size: Option<u64>,
     pub jitter: Option<Duration>,
     pub max_pending_requests: Option<u64>,
@@ -206,6 +207,7 @@ impl Given {
             idle: self.idle.unwrap_or_default(),
             io_backend,
             read_coalesce: self.read_coalesce.filter(|d| !d.is_zero()),
+            max_lateness: self.max_lateness.filter(|d| !d.is_zero()),
             burst_size: u32_at_least(n::BURST_SIZE, self.burst_size.unwrap_or(0), 0)?,
             jitter: self.jitter.unwrap_or_default(),
             max_pending_requests: u32_at_least(
@@ -642,6 +644,7 @@ impl Given {
             idle: Some(spec.idle),
             io_backend: Some(spec.io_backend),
             read_coalesce: spec.read_coalesce,
+            max_lateness: spec.max_lateness,
             burst_size: Some(u64::from(spec.burst_size)),
             jitter: Some(spec.jitter),
             max_pending_requests: Some(u64::from(spec.max_pending_requests)),

@@ -116,6 +116,7 @@ pub(crate) fn read_given(v: &Value) -> Result<Given, SpecError> {
     g.idle = r.choice(n::IDLE_STRATEGY, IdleStrategy::parse, "spin, poll or sleep")?;
     g.io_backend = r.choice(n::IO_BACKEND, IoBackend::parse, "epoll or io_uring")?;
     g.read_coalesce = r.duration(n::READ_COALESCE)?;
+    g.max_lateness = r.duration(n::MAX_LATENESS)?;
     g.burst_size = r.u64(n::BURST_SIZE)?;
     g.jitter = r.duration(n::JITTER_UNIFORM)?;
     g.max_pending_requests = r.u64(n::MAX_PENDING_REQUESTS)?;
@@ -491,6 +492,7 @@ fn write(s: &RunSpec) -> Value {
     o.put(n::IDLE_STRATEGY, s.idle.name());
     o.put(n::IO_BACKEND, s.io_backend.name());
     o.put(n::READ_COALESCE, s.read_coalesce.map(format_short));
+    o.put(n::MAX_LATENESS, s.max_lateness.map(format_short));
     o.put(n::SIMPLE_WARMUP, s.simple_warmup);
     o.put(n::START_AT, s.start_at.map(format_rfc3339));
     o.put(n::SHARD, s.shard.map(|x| x.to_string()));

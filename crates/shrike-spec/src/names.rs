@@ -133,6 +133,7 @@ options! {
     IDLE_STRATEGY = "sequencer_idle_strategy" => "--sequencer-idle-strategy";
     IO_BACKEND = "io_backend" => "--io-backend";
     READ_COALESCE = "read_coalesce" => "--read-coalesce";
+    MAX_LATENESS = "max_lateness" => "--max-lateness";
     SIMPLE_WARMUP = "simple_warmup" => "--simple-warmup";
     START_AT = "start_at" => "--start-at";
     /// An older name of `start_at`, read and never written.

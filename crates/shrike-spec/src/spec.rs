@@ -191,6 +191,10 @@ pub struct RunSpec {
     /// `read_coalesce`: an idle worker waits this long before reading what arrived, so one
     /// wake-up reads many responses; they are timed by the kernel's receive stamps.
     pub(crate) read_coalesce: Option<Duration>,
+    /// `max_lateness`: how late a release may be. A worker sleeps past a release's time by up
+    /// to this much and releases everything due by then in one wake-up: fewer wake-ups, each
+    /// request still timed from its own scheduled time. `None`: the idle strategy's precision.
+    pub(crate) max_lateness: Option<Duration>,
     pub(crate) burst_size: u32,
     pub(crate) jitter: Duration,
     pub(crate) max_pending_requests: u32,
@@ -247,6 +251,7 @@ impl RunSpec {
     /// Cross-field rules, checked after every field was read on its own.
     pub(crate) fn check(self) -> Result<RunSpec, SpecError> {
         self.check_read_coalesce()?;
+        self.check_max_lateness()?;
         let urls = self.target.urls();
         if self.protocol == Protocol::Http3 {
             if let Some(u) = urls.iter().find(|u| u.scheme == Scheme::Http) {
@@ -342,6 +347,29 @@ impl RunSpec {
         Err(SpecError::must(n::READ_COALESCE, why))
     }
 
+    /// `max_lateness`: for paced runs, replacing the precise idle strategies it would undo.
+    fn check_max_lateness(&self) -> Result<(), SpecError> {
+        let Some(budget) = self.max_lateness else { return Ok(()) };
+        let why = if budget > Duration::from_secs(1) {
+            msg!("must be at most 1s")
+        } else if matches!(self.rate, RateSpec::Max) {
+            msg!(
+                "needs a paced run (",
+                n::REQUESTS_PER_SECOND,
+                " max releases at once, never late)"
+            )
+        } else if self.idle != IdleStrategy::Poll {
+            msg!(
+                "replaces ",
+                n::IDLE_STRATEGY,
+                ": a lateness budget is how a worker idles; give one of them"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(SpecError::must(n::MAX_LATENESS, why))
+    }
+
     pub fn target(&self) -> &TargetSpec {
         &self.target
     }
@@ -398,6 +426,10 @@ impl RunSpec {
     /// reads each as it arrives).
     pub fn read_coalesce(&self) -> Option<Duration> {
         self.read_coalesce
+    }
+    /// How late a release may be ([`RunSpec`]'s `max_lateness`), if a budget was given.
+    pub fn max_lateness(&self) -> Option<Duration> {
+        self.max_lateness
     }
     /// Requests released together (1: no bursts).
     pub fn burst(&self) -> NonZeroU32 {

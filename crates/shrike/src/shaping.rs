@@ -51,6 +51,13 @@ pub struct ShapingArgs {
     /// later.
     #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
     pub read_coalesce: Option<Duration>,
+    /// How late a release may be (paced runs; at most 1s): a worker sleeps past a release's
+    /// time by up to this much and sends everything due by then in one wake-up, so it wakes
+    /// once per budget rather than per request and costs less CPU. Every request is still
+    /// timed from its own scheduled time (sequencer.send_lateness shows what the budget
+    /// allowed). Replaces --sequencer-idle-strategy; without it, releases are precise.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub max_lateness: Option<Duration>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
     /// Nighthawk; not in latency statistics).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -104,6 +111,9 @@ impl ShapingArgs {
         }
         if let Some(d) = self.read_coalesce {
             e = e.read_coalesce(Some(d));
+        }
+        if let Some(d) = self.max_lateness {
+            e = e.max_lateness(Some(d));
         }
         if let Some(on) = self.simple_warmup {
             e = e.simple_warmup(on);

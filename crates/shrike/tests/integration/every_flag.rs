@@ -285,6 +285,7 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
             dry(&[&b[..], &["--rps", "max"]].concat(), &["--read-coalesce", "50us"]),
         ),
         ("--simple-warmup", dry(&b, &["--simple-warmup"])),
+        ("--max-lateness", dry(&b, &["--max-lateness", "1ms"])),
         ("--start-at", dry(&b, &["--start-at", later])),
         ("--shard", dry(&b, &["--shard", "0/2"])),
         ("--execution-id", dry(&b, &["--execution-id", "batch-7"])),
@@ -431,8 +432,12 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
     let mut s = load_probes(f, &sw, url);
     let sb = ["sweep", url, "--connections", "1,2", "--dry-run"];
     let rates = ["sweep", url, "--rates", "10", "--dry-run"];
-    s.retain(|(flag, _)| !["--connections", "--open-loop", "--max-active-requests"].contains(flag));
+    s.retain(|(flag, _)| {
+        !["--connections", "--open-loop", "--max-active-requests", "--max-lateness"].contains(flag)
+    });
     s.extend([
+        // A budget paces: a sweep of rates, not of connections (unpaced).
+        ("--max-lateness", dry(&rates, &["--max-lateness", "1ms"])),
         ("--connections", dry(&rates, &["--connections", "3"])),
         ("--open-loop", dry(&rates, &["--open-loop=false"])),
         ("--max-active-requests", dry(&rates, &["--max-active-requests", "3"])),

@@ -188,6 +188,49 @@ fn every_idle_strategy_keeps_the_rate() {
     assert!(out.stderr.contains("spin, poll or sleep"), "{}", out.stderr);
 }
 
+/// A lateness budget (`--max-lateness`): requests leave in one wake-up per budget, up to the
+/// budget late, each still timed from its own scheduled time; what cannot use one is refused.
+#[test]
+fn a_lateness_budget_batches_releases_and_times_each_from_its_schedule() {
+    let nginx = Nginx::start_logged(Listen::Http1);
+    let url = nginx.url("http", "127.0.0.1", "/file");
+    // 200/s is a release every 5 ms; a 20 ms budget sends them about four at a time.
+    let args = ["run", &url, "--rps", "200", "--duration", "1", "--connections", "8"];
+    let v = run_json_ok(&[&args[..], &["--max-lateness", "20ms"]].concat());
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 200);
+    assert_eq!(v["options"]["max_lateness"], "20ms");
+    let mut times: Vec<f64> = nginx.access_log().iter().map(|e| e.secs).collect();
+    times.sort_by(f64::total_cmp);
+    let groups = clusters(&times, 0.002).len();
+    // Precise releases arrive 5 ms apart (200 groups); a budget's in about 50.
+    assert!(groups <= 100, "{groups} groups of arrivals: {times:?}");
+    // Timed from the schedule: the batch's first waited most of the budget, its last little.
+    let late = statistic(g, "sequencer.send_lateness");
+    assert_eq!(late["count"], "200");
+    let p50 = percentile_secs(late, 0.5);
+    assert!(p50 > 0.004, "p50 lateness {p50}s: releases were not batched");
+
+    let unpaced = ["run", &url, "--rps", "max", "-n", "10"];
+    for (base, extra, says) in [
+        (&args[..], &["--max-lateness", "2s"][..], "at most 1s"),
+        (&unpaced[..], &["--max-lateness", "1ms"][..], "needs a paced run"),
+        (
+            &args[..],
+            &["--max-lateness", "1ms", "--sequencer-idle-strategy", "spin"][..],
+            "replaces",
+        ),
+    ] {
+        let out = run(&[base, extra].concat(), Duration::from_secs(10));
+        assert_eq!(out.code(), 2, "{extra:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("--max-lateness") && out.stderr.contains(says),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
 #[test]
 fn simple_warmup_counts_but_does_not_measure() {
     let server = Server::start(&[]);

@@ -168,7 +168,9 @@ for event in stub.Capacity(pb.CapacityRequest(
 assert report is not None and report.complete and report.failed, report
 doc = json.loads(report.json)
 assert len(doc["capacity"]["trials"]) == len(trials) > 0, (doc["capacity"]["trials"], trials)
-assert all(t.verdicts[0] == "fail" for t in trials), trials
+# Each trial fails its SLO, or (on a machine too busy to pace) is judged invalid: never a pass.
+assert all(t.verdicts[0] in ("fail", "invalid") for t in trials), trials
+assert any(t.verdicts[0] == "fail" for t in trials), trials
 print(f"capacity: {len(trials)} trials streamed, no rate meets p99<=10ms")
 # A trial beyond the service's --max-rps ends the search, naming the limit.
 try:
