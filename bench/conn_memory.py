@@ -91,7 +91,11 @@ def main():
                ("shrike io_uring, prefetched, mostly idle", shrike(SHRIKE, 20, uring))]
     if a.before:
         clients += [("shrike before, every connection used", shrike(a.before, 3000, lru)),
-                    ("shrike before, prefetched, mostly idle", shrike(a.before, 20, []))]
+                    ("shrike before, prefetched, mostly idle", shrike(a.before, 20, [])),
+                    ("shrike before io_uring, every connection used",
+                     shrike(a.before, 3000, lru + uring)),
+                    ("shrike before io_uring, prefetched, mostly idle",
+                     shrike(a.before, 20, uring))]
     clients.append(("wrk", lambda c: ["wrk", "-t1", f"-c{c}", f"-d{d}s", "--timeout", "30s",
                                       url]))
     oha = peer("oha")

@@ -227,6 +227,9 @@ pub(crate) fn execute(
                             if w_cfg.read_coalesce.is_some() {
                                 ring.coalesce();
                             }
+                            if frugal(&w_cfg) {
+                                ring.frugal();
+                            }
                             drop(local.spawn_local(shrike_uring::drive(ring)));
                         }
                         Err(e) => {
@@ -415,4 +418,13 @@ pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<EncodedRequests>, EngineE
         });
     }
     Ok(requests)
+}
+
+/// A worker with this many connections or more keeps no buffers on idle ones: their memory is
+/// then most of the client's, and each is used rarely enough that allocating per request costs
+/// little (`bench/conn_memory.py`).
+pub(crate) const FRUGAL_CONNECTIONS: u32 = 256;
+
+pub(crate) fn frugal(cfg: &EngineConfig) -> bool {
+    cfg.connections.get() >= FRUGAL_CONNECTIONS
 }
