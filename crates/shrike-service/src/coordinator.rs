@@ -232,7 +232,7 @@ async fn answers(address: &str, security: &ClientSecurity) -> Result<(), (String
 
 /// Why a generator whose own service stopped its run is lost.
 const STOPPED_THERE: &str =
-    "its service stopped the run (SIGTERM or SIGINT to the service, as a pod eviction sends)";
+    "its service stopped the run: SIGTERM or SIGINT to the service, as a pod eviction sends";
 
 /// A message from one generator's stream task.
 enum Report {
