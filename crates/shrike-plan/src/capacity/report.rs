@@ -130,7 +130,8 @@ impl Report<'_> {
                 self.amount(*passed),
             ),
             (_, Some(m)) if self.complete => format!(
-                "{name}: NOT SETTLED — out of trials (--max-trials {}): the answer lies between                  {} (passed, rests on {}) and {}",
+                "{name}: NOT SETTLED — out of trials ({} run, the --max-trials limit): the answer \
+                 lies between {} (passed, rests on {}) and {}",
                 self.trials.len(),
                 self.amount(m),
                 on(a.trials),

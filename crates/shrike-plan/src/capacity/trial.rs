@@ -159,7 +159,9 @@ impl Trial {
             return None;
         }
         let late = result.global.stats.get(StatId::SendLateness);
-        if late.count() > 0 && late.clamped_quantile(0.5) as f64 >= LATE_SENDS.as_nanos() as f64 {
+        // Lateness within a budget the user chose (`--max-lateness`) is the pacing asked for.
+        let allowed = LATE_SENDS + lateness_budget(result);
+        if late.count() > 0 && late.clamped_quantile(0.5) as f64 >= allowed.as_nanos() as f64 {
             return Some(format!(
                 "the client released requests late (send lateness p50 {:.2}ms)",
                 late.clamped_quantile(0.5) as f64 / 1e6
@@ -193,8 +195,10 @@ impl Trial {
                 Some(q) => late.clamped_quantile(q) as f64,
                 None => late.mean(),
             };
+            // A stall is lateness beyond what the user's budget allowed.
+            let beyond = lateness - lateness_budget(result).as_nanos() as f64;
             let missed = !slo.met_by(self.value(slo.metric));
-            (missed && lateness >= LATE_TAIL * slo.bound).then(|| {
+            (missed && beyond >= LATE_TAIL * slo.bound).then(|| {
                 format!(
                     "the client stalled: its own send lateness {} was {} against {slo}",
                     slo.metric.name(),
@@ -297,4 +301,10 @@ impl Trial {
             false => TrialVerdict::Fail { narrow: misses.iter().all(|m| *m < NARROW) },
         }
     }
+}
+
+/// The lateness budget the run was given (`max_lateness`), zero without one.
+fn lateness_budget(result: &RunResult) -> Duration {
+    let budget = result.options.get("max_lateness").and_then(serde_json::Value::as_str);
+    budget.and_then(|b| shrike_stats::duration::parse_duration(b).ok()).unwrap_or_default()
 }

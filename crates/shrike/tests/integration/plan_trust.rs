@@ -148,6 +148,14 @@ fn a_p99_9_objective_is_shown_as_itself_while_the_search_runs() {
     let progress: Vec<&str> = out.stderr.lines().filter(|l| l.contains("trial 1")).collect();
     assert!(progress.iter().any(|l| l.contains("p99.9 ")), "{}", out.stderr);
     assert!(!progress.iter().any(|l| l.contains(" p99 ")), "{}", out.stderr);
+    // Two passing trials and no more allowed: not settled, said in one readable line.
+    if let Some(l) = out.stdout.lines().find(|l| l.contains("NOT SETTLED")) {
+        assert!(
+            l.contains("out of trials (2 run, the --max-trials limit): the answer lies"),
+            "{l}"
+        );
+        assert!(!l.trim_start().contains("  "), "no run of spaces inside the sentence: {l:?}");
+    }
 }
 
 #[test]

@@ -303,3 +303,27 @@ fn a_goal_whose_bound_sits_in_noise_does_not_spend_every_trial() {
     let max = second.max.unwrap();
     assert!((980.0 * 0.95..=980.0 * 1.02).contains(&max), "{max}: {answers:?}");
 }
+
+/// A run paced with a lateness budget (`--max-lateness 5ms`) sends up to that late by choice:
+/// its trials are judged, not set aside as a client that could not keep up; lateness beyond
+/// the budget still is.
+#[test]
+fn lateness_within_the_budget_chosen_is_not_the_clients_fault() {
+    let goal = vec![vec![Slo::parse("p99<=50ms").unwrap()]];
+    let client = ClientLoad { cpu_cores: Some(0.1), workers: 1 };
+    let budgeted = |late_ns: u64, budget: Option<&str>| {
+        let mut r = result(100.0, 1e6, late_ns);
+        if let Some(b) = budget {
+            r.options = serde_json::json!({ "max_lateness": b });
+        }
+        Trial::judge(100.0, true, false, &r, client, &goal)
+    };
+    // 3 ms late at the median: late for a precise pacer, within a 5 ms budget.
+    let precise = budgeted(3_000_000, None);
+    assert!(precise.invalid.as_deref().unwrap_or_default().contains("late"), "{precise:?}");
+    let within = budgeted(3_000_000, Some("5ms"));
+    assert_eq!(within.invalid, None, "{within:?}");
+    assert_eq!(within.verdicts, [TrialVerdict::Pass]);
+    let beyond = budgeted(9_000_000, Some("5ms"));
+    assert!(beyond.invalid.is_some(), "{beyond:?}");
+}
