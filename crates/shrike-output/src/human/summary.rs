@@ -274,18 +274,22 @@ fn generators_table(gens: &[crate::fleet::Generator], s: &mut String) {
     s.push_str("  (p99 from schedule; a lost generator's figures are what it streamed)\n");
 }
 
-/// A replay's fidelity: how late requests left their captured (scheduled) time.
+/// How late requests left their schedule, where the user asked about it: a replay's fidelity
+/// to its captured times, or what a lateness budget (`--max-lateness`) allowed.
 fn replay_lateness(f: &Facts) -> Option<String> {
-    if !crate::options::is_replay(f.result) {
-        return None;
-    }
+    let budget = f.result.options.get("max_lateness").and_then(serde_json::Value::as_str);
+    let after = match (crate::options::is_replay(f.result), budget) {
+        (true, _) => "after their captured time".to_string(),
+        (false, Some(b)) => format!("after their scheduled time (--max-lateness {b})"),
+        (false, None) => return None,
+    };
     let s = f.g.stats.get(StatId::SendLateness);
     if s.count() == 0 {
         return None;
     }
     let q = |q: f64| format_human_ns(s.clamped_quantile(q) as f64);
     Some(format!(
-        "p50 {}, p99 {}, max {} after their captured time",
+        "p50 {}, p99 {}, max {} {after}",
         q(0.5),
         q(0.99),
         format_human_ns(s.max() as f64)

@@ -210,6 +210,14 @@ fn a_lateness_budget_batches_releases_and_times_each_from_its_schedule() {
     assert_eq!(late["count"], "200");
     let p50 = percentile_secs(late, 0.5);
     assert!(p50 > 0.004, "p50 lateness {p50}s: releases were not batched");
+    // The summary says what the budget allowed.
+    let out = run(&[&args[..], &["--max-lateness", "20ms"]].concat(), Duration::from_secs(30));
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("Lateness:")
+            && l.contains("after their scheduled time (--max-lateness 20ms)")),
+        "{}",
+        out.stdout
+    );
 
     let unpaced = ["run", &url, "--rps", "max", "-n", "10"];
     for (base, extra, says) in [
