@@ -379,10 +379,9 @@ impl<'a> Coordinator<'a> {
     async fn run(mut self, stop: &StopHandle) -> Result<Coordinated, CoordinateError> {
         let n = self.fleet.generators.len();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut commands = Vec::with_capacity(n);
         for g in 0..n {
             let (command_tx, command_rx) = mpsc::unbounded_channel();
-            commands.push(command_tx);
+            self.commands.push(command_tx);
             let spec = Some(proto::RunSpec { options: Some(convert::to_struct(&self.specs[g])) });
             let run_id = format!("coordinated-{}-{g}", std::process::id());
             let sample_period = Some(convert::to_duration(self.tick));
@@ -406,7 +405,6 @@ impl<'a> Coordinator<'a> {
             tokio::spawn(generator(g, address, security, call, tx.clone(), command_rx));
         }
         drop(tx);
-        self.commands = commands;
         loop {
             let report = tokio::select! {
                 r = rx.recv() => r,

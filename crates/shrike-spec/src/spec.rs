@@ -484,22 +484,6 @@ impl RunSpec {
     /// options need `--execution-id`, as the Kubernetes batch Job passes its uid); else a new
     /// one (the time and this process).
     pub fn run_id(&self) -> String {
-        self.made_run_id()
-    }
-
-    /// The options a result records: [`RunSpec::to_json`] with [`RunSpec::run_id`] in
-    /// `execution_id`.
-    pub fn recorded_options(&self) -> serde_json::Value {
-        let mut options = self.to_json();
-        if self.execution_id.is_none() {
-            if let Some(o) = options.as_object_mut() {
-                o.insert(n::EXECUTION_ID.name.into(), self.run_id().into());
-            }
-        }
-        options
-    }
-
-    fn made_run_id(&self) -> String {
         if let Some(id) = &self.execution_id {
             return id.clone();
         }
@@ -514,6 +498,16 @@ impl RunSpec {
         }
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
         format!("run-{:x}-{}", now.as_millis(), std::process::id())
+    }
+
+    /// The options a result records: [`RunSpec::to_json`] with [`RunSpec::run_id`] in
+    /// `execution_id`.
+    pub fn recorded_options(&self) -> serde_json::Value {
+        let mut options = self.to_json();
+        if let Some(o) = options.as_object_mut() {
+            o.insert(n::EXECUTION_ID.name.into(), self.run_id().into());
+        }
+        options
     }
     pub fn bind_address(&self) -> Option<IpAddr> {
         self.bind_address

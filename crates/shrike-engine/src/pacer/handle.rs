@@ -69,6 +69,14 @@ impl Follower {
     pub(crate) fn change(&mut self) -> Option<f64> {
         self.handle.as_ref()?.since(&mut self.seen)
     }
+
+    /// Applies a change not yet applied to `pacer`; the factor, for the caller's count.
+    #[inline]
+    pub(crate) fn rescale(&mut self, pacer: &mut crate::pacer::Pacer) -> Option<f64> {
+        let factor = self.change()?;
+        pacer.rescale(factor);
+        Some(factor)
+    }
 }
 
 /// What is left of a `limit` with `issued` spent, once scaled by `factor`: the new limit.

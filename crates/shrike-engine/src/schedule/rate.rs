@@ -28,8 +28,7 @@ impl Schedule for RateSchedule {
             return Peek::End;
         }
         if self.next.is_none() {
-            if let Some(factor) = self.follower.change() {
-                self.pacer.rescale(factor);
+            if let Some(factor) = self.follower.rescale(&mut self.pacer) {
                 self.cursor.rescale(factor);
                 if self.cursor.spent() {
                     return Peek::End;

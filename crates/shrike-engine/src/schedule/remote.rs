@@ -86,8 +86,7 @@ impl Schedule for RemoteSchedule {
             return if self.ended { Peek::End } else { Peek::Wait };
         }
         if self.next.is_none() {
-            if let Some(factor) = self.follower.change() {
-                self.pacer.rescale(factor);
+            if let Some(factor) = self.follower.rescale(&mut self.pacer) {
                 self.left = scaled_limit(self.left, 0, factor);
             }
         }

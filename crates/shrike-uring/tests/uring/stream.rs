@@ -32,6 +32,21 @@ fn peer<T: Send + 'static>(
     (listener, std::thread::spawn(move || f(theirs)))
 }
 
+/// A peer that sends back whatever it reads, until the end of the stream.
+fn echo_peer() -> (TcpListener, std::thread::JoinHandle<()>) {
+    peer(|listener| {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = vec![0; 65536];
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            s.write_all(&buf[..n]).unwrap();
+        }
+    })
+}
+
 fn connect(listener: &TcpListener) -> UringStream {
     let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     UringStream::new(shrike_uring::current().unwrap(), sock, false).unwrap()
@@ -43,17 +58,7 @@ fn connect(listener: &TcpListener) -> UringStream {
 #[test]
 fn a_frugal_ring_holds_no_buffers_between_exchanges() {
     for frugal in [false, true] {
-        let (listener, server) = peer(|listener| {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut buf = vec![0; 65536];
-            loop {
-                let n = s.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                s.write_all(&buf[..n]).unwrap();
-            }
-        });
+        let (listener, server) = echo_peer();
         on_ring(|| async move {
             let ring = shrike_uring::current().unwrap();
             if frugal {
@@ -82,17 +87,7 @@ fn a_frugal_ring_holds_no_buffers_between_exchanges() {
 
 #[test]
 fn echoes_small_and_large_writes_in_order() {
-    let (listener, server) = peer(|listener| {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut buf = vec![0; 65536];
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            s.write_all(&buf[..n]).unwrap();
-        }
-    });
+    let (listener, server) = echo_peer();
     on_ring(|| async move {
         let mut s = connect(&listener);
         for i in 0..100u32 {

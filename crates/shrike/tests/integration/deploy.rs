@@ -65,18 +65,16 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
     let dir = scratch("deploy-batch");
     let results = dir.join("volume");
     let hosts = Hosts::new("batch", &["target", "shard-0", "shard-1"]);
-    let target = Listening::start(hosts.command("target", env!("CARGO_BIN_EXE_shrike")).args([
-        "serve",
-        "--listen",
-        &format!("{}:0", hosts.addr("target")),
-    ]));
-    let mut vars = BTreeMap::new();
-    vars.insert("SHRIKE_TARGET".to_string(), format!("http://{}/", target.addr));
-    vars.insert("SHRIKE_SHARDS".to_string(), "2".to_string());
-    vars.insert("SHRIKE_START_AT".to_string(), "+2s".to_string());
-    vars.insert("SHRIKE_RPS".to_string(), "100".to_string());
-    vars.insert("SHRIKE_DURATION".to_string(), "1s".to_string());
-    vars.insert("SHRIKE_RUN_ID".to_string(), "0c1f5e2a-job-uid".to_string());
+    let target = hosts.serve("target");
+    let url = format!("http://{}/", target.addr);
+    let vars = vars(&[
+        ("SHRIKE_TARGET", &url),
+        ("SHRIKE_SHARDS", "2"),
+        ("SHRIKE_START_AT", "+2s"),
+        ("SHRIKE_RPS", "100"),
+        ("SHRIKE_DURATION", "1s"),
+        ("SHRIKE_RUN_ID", "0c1f5e2a-job-uid"),
+    ]);
     let render = |k: &str| parse(&kustomize(&deploy().join(k)));
     let (shard_docs, merge_docs) = (render("batch"), render("batch-merge"));
     let merge_job = containers(&merge_docs, &vars, &results);
@@ -89,7 +87,7 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
             vars.insert("SHARD_INDEX".to_string(), i.to_string());
             let job = containers(&shard_docs, &vars, &results);
             let [(_, args)] = &job[..] else { panic!("one shard container: {job:?}") };
-            let mut cmd = hosts.command(&format!("shard-{i}"), env!("CARGO_BIN_EXE_shrike"));
+            let mut cmd = hosts.shrike(&format!("shard-{i}"));
             cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
             cmd.spawn().unwrap()
         })
@@ -136,18 +134,16 @@ fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() 
     let pods = ["shrike-generator-0", "shrike-generator-1"];
     let names: Vec<&str> = ["target", "coordinator"].iter().chain(&pods).copied().collect();
     let hosts = Hosts::new("k8s", &names);
-    let target = Listening::start(hosts.command("target", env!("CARGO_BIN_EXE_shrike")).args([
-        "serve",
-        "--listen",
-        &format!("{}:0", hosts.addr("target")),
-    ]));
-    let mut vars = BTreeMap::new();
-    vars.insert("SHRIKE_TARGET".to_string(), format!("http://{}/", target.addr));
-    vars.insert("SHRIKE_ALLOW_TARGET".to_string(), "10.200.0.0/24".to_string());
-    vars.insert("SHRIKE_GENERATORS".to_string(), "2".to_string());
-    vars.insert("SHRIKE_RPS".to_string(), "100".to_string());
-    vars.insert("SHRIKE_DURATION".to_string(), "3s".to_string());
-    vars.insert("SHRIKE_CONNECTIONS".to_string(), "4".to_string());
+    let target = hosts.serve("target");
+    let url = format!("http://{}/", target.addr);
+    let mut vars = vars(&[
+        ("SHRIKE_TARGET", &url),
+        ("SHRIKE_ALLOW_TARGET", "10.200.0.0/24"),
+        ("SHRIKE_GENERATORS", "2"),
+        ("SHRIKE_RPS", "100"),
+        ("SHRIKE_DURATION", "3s"),
+        ("SHRIKE_CONNECTIONS", "4"),
+    ]);
     let docs = parse(&kustomize(&deploy().join("base")));
     let at_mount = |args: Vec<String>| -> Vec<String> {
         args.iter().map(|a| a.replace("/etc/shrike/token", token.to_str().unwrap())).collect()
@@ -159,7 +155,7 @@ fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() 
             vars.insert("POD_NAME".to_string(), pod.to_string());
             let all = containers(&docs, &vars, &results);
             let (_, args) = all.into_iter().find(|(_, a)| a[0] == "service").expect("generator");
-            Listening::start(hosts.command(pod, env!("CARGO_BIN_EXE_shrike")).args(at_mount(args)))
+            Listening::start(hosts.shrike(pod).args(at_mount(args)))
         })
         .collect();
     assert!(generators.iter().all(|g| g.addr == "0.0.0.0:8443"), "as rendered");
@@ -197,6 +193,11 @@ fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() 
         pods.iter().map(|p| format!("{}:8443", hosts.addr(p))).collect::<Vec<_>>(),
         "found through the name"
     );
+}
+
+/// Values for the manifests' `$(VAR)`s, as the test gives them.
+fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn deploy() -> PathBuf {

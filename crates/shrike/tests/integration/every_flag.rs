@@ -944,6 +944,8 @@ fn shared_flags_a_subcommand_has_no_use_for_are_hidden_and_refused() {
         (&["run", url, "--remote-ca", "/dev/null"], "--remote-ca"),
         (&["run", url, "--remote-start-delay", "1s"], "--remote"),
         (&["run", url, "--remote-keepalive", "1s"], "--remote"),
+        // A run id names files and labels: no spaces, no control characters.
+        (&["run", url, "--execution-id", "a b"], "--execution-id must be 1-128 printable"),
         // Pings every half of it: below a second a busy generator would read as lost.
         (&["run", url, "--remote", "127.0.0.2:1", "--remote-keepalive", "500ms"], "at least 1s"),
         (&["service", "--service", "dummy-request-source", "--max-rps", "5"], "--max-rps"),

@@ -59,6 +59,18 @@ fn addrs(fleet: &[Service]) -> String {
     fleet.iter().map(|s| s.addr.as_str()).collect::<Vec<_>>().join(",")
 }
 
+/// `shrike run TARGET --remote FLEET ARGS…` started in the background, its output piped.
+fn coordinate(target: &Server, fleet: &[Service], args: &[&str]) -> Child {
+    shrike()
+        .args(["run", &target.url("/"), "--remote", &addrs(fleet)])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn requests(result: &serde_json::Value, name: &str) -> u64 {
     let r = result["results"].as_array().unwrap().iter().find(|r| r["name"] == name);
     counter(r.unwrap_or_else(|| panic!("no result {name}: {result}")), "upstream_rq_total")
@@ -215,14 +227,8 @@ fn a_predicate_on_the_merged_counters_stops_every_generator() {
 fn a_killed_generator_is_reported_and_the_others_results_kept() {
     let target = Server::start(&[]);
     let mut fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
-    let child = shrike()
-        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
-        .args(["--rps", "50", "--duration", "5", "--output-format", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = ["--rps", "50", "--duration", "5", "--output-format", "json"];
+    let child = coordinate(&target, &fleet, &args);
     // The run starts 2 s after it is sent; kill the middle generator halfway through.
     std::thread::sleep(Duration::from_millis(4500));
     fleet[1].child.kill().unwrap();
@@ -582,15 +588,9 @@ fn generators_sharing_a_name_are_told_apart_by_address() {
 fn remote_failure_abort_stops_the_others_and_fails_the_run() {
     let target = Server::start(&[]);
     let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
-    let child = shrike()
-        .args(["run", &target.url("/"), "--remote", &addrs(&fleet), "--remote-failure", "abort"])
-        .args(["--rps", "50", "--duration", "20", "--output-format", "json"])
-        .args(["--remote-start-delay", "500ms"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = ["--remote-failure", "abort", "--rps", "50", "--duration", "20"];
+    let args = [&args[..], &["--output-format", "json", "--remote-start-delay", "500ms"]].concat();
+    let child = coordinate(&target, &fleet, &args);
     std::thread::sleep(Duration::from_millis(2000));
     fleet[0].child.kill().unwrap();
     let t = std::time::Instant::now();
@@ -657,22 +657,12 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
         let fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
         let dir = scratch("sigterm");
         let stored = dir.join("fleet.json");
-        let mut cmd = shrike();
-        cmd.args(["run", &target.url("/"), "--remote", &addrs(&fleet)]).args([
-            "--rps",
-            "50",
-            "--duration",
-            "4",
-            "--remote-start-delay",
-            "300ms",
-            "-o",
-            stored.to_str().unwrap(),
-        ]);
+        let mut args = vec!["--rps", "50", "--duration", "4", "--remote-start-delay", "300ms"];
+        args.extend(["-o", stored.to_str().unwrap()]);
         if abort {
-            cmd.args(["--remote-failure", "abort"]);
+            args.extend(["--remote-failure", "abort"]);
         }
-        let child =
-            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let child = coordinate(&target, &fleet, &args);
         std::thread::sleep(Duration::from_millis(1800));
         let pid = fleet[1].child.id().to_string();
         assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
@@ -719,15 +709,8 @@ fn a_silent_generator_is_lost_within_the_keepalive_bound() {
     let target = Server::start(&[]);
     let fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
     let began = std::time::Instant::now();
-    let child = shrike()
-        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
-        .args(["--rps", "50", "--duration", "4", "--remote-start-delay", "300ms"])
-        .args(["--remote-keepalive", "2s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = ["--rps", "50", "--duration", "4", "--remote-start-delay", "300ms"];
+    let child = coordinate(&target, &fleet, &[&args[..], &["--remote-keepalive", "2s"]].concat());
     std::thread::sleep(Duration::from_millis(1500));
     let pid = fleet[1].child.id().to_string();
     assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
@@ -746,15 +729,8 @@ fn a_silent_generator_is_lost_within_the_keepalive_bound() {
 fn a_counted_run_re_spreads_the_lost_generators_remaining_count() {
     let target = Server::start(&[]);
     let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
-    let child = shrike()
-        .args(["run", &target.url("/"), "--remote", &addrs(&fleet)])
-        .args(["--rps", "100", "-n", "300", "--remote-start-delay", "300ms"])
-        .args(["--output-format", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args = ["--rps", "100", "-n", "300", "--remote-start-delay", "300ms"];
+    let child = coordinate(&target, &fleet, &[&args[..], &["--output-format", "json"]].concat());
     std::thread::sleep(Duration::from_millis(1500));
     fleet[1].child.kill().unwrap();
     let out = wait_limited(child, LIMIT);

@@ -41,16 +41,11 @@ fn fleet_meets(fault: Fault, tag: &str) -> Outcome {
     std::fs::write(&token, "t0ken\n").unwrap();
     let token = token.to_str().unwrap();
     let listen = |name: &str| format!("{}:0", hosts.addr(name));
-    let target = Listening::start(
-        hosts
-            .command("target", env!("CARGO_BIN_EXE_shrike"))
-            .args(["serve", "--listen"])
-            .arg(listen("target")),
-    );
+    let target = hosts.serve("target");
     let generators: Vec<Listening> = GENERATORS
         .iter()
         .map(|g| {
-            let mut c = hosts.command(g, env!("CARGO_BIN_EXE_shrike"));
+            let mut c = hosts.shrike(g);
             c.args(["service", "--listen", &listen(g), "--token-file", token, "--name", g])
                 .args(["--allow-target", "10.200.0.0/24"]);
             Listening::start(&mut c)
@@ -58,7 +53,7 @@ fn fleet_meets(fault: Fault, tag: &str) -> Outcome {
         .collect();
     let fleet: Vec<&str> = generators.iter().map(|g| g.addr.as_str()).collect();
     let stored = dir.join("fleet.json");
-    let mut cmd = hosts.command("coordinator", env!("CARGO_BIN_EXE_shrike"));
+    let mut cmd = hosts.shrike("coordinator");
     cmd.args(["run", &format!("http://{}/", target.addr), "--remote", &fleet.join(",")])
         .args(["--remote-token-file", token, "--rps", "60", "--duration", "5"])
         .args(["--remote-start-delay", "300ms", "--remote-keepalive", "2s"])

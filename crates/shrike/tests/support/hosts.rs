@@ -60,6 +60,18 @@ impl Hosts {
         c
     }
 
+    /// The shrike binary under test, run on the host.
+    pub fn shrike(&self, name: &str) -> Command {
+        self.command(name, env!("CARGO_BIN_EXE_shrike"))
+    }
+
+    /// `shrike serve` on the host's address (a free port).
+    pub fn serve(&self, name: &str) -> Listening {
+        Listening::start(
+            self.shrike(name).args(["serve", "--listen"]).arg(format!("{}:0", self.addr(name))),
+        )
+    }
+
     /// `program` on the host, with `hosts_file` as its /etc/hosts (a mount namespace of its
     /// own: the machine's /etc/hosts is untouched).
     pub fn command_with_hosts(&self, name: &str, hosts_file: &Path, program: &str) -> Command {
