@@ -25,9 +25,7 @@ use conn::{Ended, Failure, Handle};
 
 pub mod captured;
 mod conn;
-mod frame;
-mod hpack;
-mod huffman;
+use shrike_h2::{frame, hpack};
 
 /// For the fuzz target (`fuzz/fuzz_targets/h2_response.rs`): see [`conn::fuzz_server_bytes`].
 #[doc(hidden)]

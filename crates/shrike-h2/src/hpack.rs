@@ -1,18 +1,20 @@
-//! HPACK (RFC 7541) for an HTTP/2 client: a decoder for the server's response header blocks
-//! and a stateless encoder for request templates.
+//! HPACK (RFC 7541) for both ends: a decoder for the peer's header blocks (the client's
+//! responses, the server's requests) and a stateless encoder for request templates and response
+//! heads.
 //!
-//! The decoder runs once per response, so it allocates nothing per field: raw strings are
+//! The decoder runs once per message, so it allocates nothing per field: raw strings are
 //! handed out as slices of the block, Huffman strings are decoded into two scratch buffers it
 //! keeps, and the dynamic table stores its entries in one byte arena that is compacted in
 //! place. The callback sees each field before the next is decoded, so nothing is collected.
 //!
-//! The encoder only uses the static table and literals without indexing, so our requests never
-//! depend on the dynamic table and the server's SETTINGS_HEADER_TABLE_SIZE does not matter.
+//! The encoder only uses the static table and literals without indexing, so what we send never
+//! depends on the dynamic table and the peer's SETTINGS_HEADER_TABLE_SIZE does not matter; a
+//! block can be built once and sent many times.
 
 use std::collections::VecDeque;
 use std::fmt;
 
-use super::huffman::{self, HuffmanError};
+use crate::huffman::{self, HuffmanError};
 
 /// Per-entry overhead in the table's size accounting (RFC 7541 §4.1).
 const ENTRY_OVERHEAD: usize = 32;
@@ -61,7 +63,7 @@ const STATIC_TABLE: [(&[u8], &[u8]); 61] = [
 /// COMPRESSION_ERROR (RFC 9113 §4.3): the decoder's table may be half updated afterwards, so
 /// the connection, and the decoder with it, must be dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HpackError {
+pub enum HpackError {
     /// Index 0, or past the end of the static and dynamic tables.
     BadIndex(usize),
     /// An integer longer than the implementation limit.
@@ -102,9 +104,9 @@ impl From<HuffmanError> for HpackError {
 }
 
 /// Decodes the header blocks of one connection; it holds that connection's dynamic table.
-pub(crate) struct Decoder {
+pub struct Decoder {
     table: DynamicTable,
-    /// The SETTINGS_HEADER_TABLE_SIZE we announced, the ceiling for the server's size updates.
+    /// The SETTINGS_HEADER_TABLE_SIZE we announced, the ceiling for the peer's size updates.
     max_allowed: usize,
     /// Scratch for Huffman-coded names and values, kept to reuse their capacity.
     name_buf: Vec<u8>,
@@ -114,7 +116,7 @@ pub(crate) struct Decoder {
 impl Decoder {
     /// `max_table_size` is the SETTINGS_HEADER_TABLE_SIZE we announce (4096 by default); the
     /// table starts at that size, as RFC 7541 §4.2 and RFC 9113 §6.5.2 have it.
-    pub(crate) fn new(max_table_size: usize) -> Decoder {
+    pub fn new(max_table_size: usize) -> Decoder {
         Decoder {
             table: DynamicTable::new(max_table_size),
             max_allowed: max_table_size,
@@ -126,7 +128,7 @@ impl Decoder {
     /// Decodes one complete header block (HEADERS plus any CONTINUATION), calling
     /// `field(name, value)` for each field in order. On error some fields may already have
     /// been delivered; see [`HpackError`] for what the caller must do.
-    pub(crate) fn decode(
+    pub fn decode(
         &mut self,
         block: &[u8],
         mut field: impl FnMut(&[u8], &[u8]),
@@ -156,7 +158,7 @@ impl Decoder {
                 continue;
             } else {
                 // §6.2.2 Without Indexing (0000) and §6.2.3 Never Indexed (0001) decode alike;
-                // a client that never re-encodes has no use for the distinction.
+                // a decoder that never re-encodes has no use for the distinction.
                 self.literal(block, &mut pos, 4, false, &mut field)?;
             }
             seen_field = true;
@@ -239,14 +241,14 @@ fn read_string<'a>(
     Ok(scratch)
 }
 
-/// Appends one request field to a header block: an Indexed Header Field (§6.1) when the static
+/// Appends one field to a header block: an Indexed Header Field (§6.1) when the static
 /// table has exactly this field, else a Literal without Indexing (§6.2.2) naming the lowest
 /// static entry with this name, or with a literal name. `name` must already be lowercase.
 ///
-/// Only the static table is used, so the block decodes the same whatever the server's table
-/// holds and can be built once per request template and sent many times. Credentials go as
+/// Only the static table is used, so the block decodes the same whatever the peer's table
+/// holds and can be built once (a request template, a response head) and sent many times. Credentials go as
 /// Never Indexed literals (§6.2.3, §7.1.3), so a proxy on the way does not index them either.
-pub(crate) fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     let mut name_index = 0;
     for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
         if n == name {
@@ -417,8 +419,8 @@ impl DynamicTable {
 
 #[cfg(test)]
 mod tests {
-    use super::super::huffman::tests::{hex, Rng};
     use super::*;
+    use crate::huffman::tests::{hex, Rng};
 
     type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 

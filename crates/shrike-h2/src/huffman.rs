@@ -141,7 +141,7 @@ const fn fast_entry(sym1: u32, sym2: u32, n: u32, len1: u32, used: u32) -> u32 {
 
 /// Why a Huffman-coded string was rejected (RFC 7541 §5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HuffmanError {
+pub enum HuffmanError {
     /// The string contains the EOS symbol.
     Eos,
     /// The string ends in more than 7 bits, or in bits that are not a prefix of EOS (all ones).
@@ -160,7 +160,7 @@ impl fmt::Display for HuffmanError {
 impl std::error::Error for HuffmanError {}
 
 /// Decodes `src`, appending to `dst`; on error `dst` is left as it was.
-pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
+pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let start = dst.len();
     // Every code is at least 5 bits, so `src` decodes to at most `len * 8 / 5` bytes. The 8
     // spare bytes let the bulk loop store 8-byte chunks (it stops while 48 bits, room for 9
@@ -307,7 +307,7 @@ fn decode_slow(window: u64) -> (u16, u32) {
 }
 
 /// Appends the Huffman coding of `src` to `dst`, padded with the most significant bits of EOS.
-pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
+pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
     let (mut acc, mut bits) = (0u64, 0u32);
     for &byte in src {
         let len = u32::from(LENGTHS[usize::from(byte)]);
@@ -324,16 +324,16 @@ pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
 }
 
 /// Length in bytes of `encode(src)`, to choose between Huffman and raw before encoding.
-pub(crate) fn encoded_len(src: &[u8]) -> usize {
+pub fn encoded_len(src: &[u8]) -> usize {
     let bits: u64 = src.iter().map(|&b| u64::from(LENGTHS[usize::from(b)])).sum();
     usize::try_from(bits.div_ceil(8)).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn hex(s: &str) -> Vec<u8> {
+    pub fn hex(s: &str) -> Vec<u8> {
         let digits: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
         digits
             .chunks(2)
@@ -373,21 +373,21 @@ pub(super) mod tests {
     }
 
     /// xorshift64: deterministic, dependency-free randomness.
-    pub(crate) struct Rng(pub(crate) u64);
+    pub struct Rng(pub(crate) u64);
 
     impl Rng {
-        pub(crate) fn next(&mut self) -> u64 {
+        pub fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0
         }
 
-        pub(crate) fn below(&mut self, n: usize) -> usize {
+        pub fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
 
-        pub(crate) fn bytes(&mut self, len: usize) -> Vec<u8> {
+        pub fn bytes(&mut self, len: usize) -> Vec<u8> {
             (0..len).map(|_| self.next() as u8).collect()
         }
     }

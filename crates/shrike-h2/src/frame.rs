@@ -1,57 +1,59 @@
-//! HTTP/2 framing (RFC 9113 §4, §6): frame headers, the frames the client writes, and the
+//! HTTP/2 framing (RFC 9113 §4, §6): frame headers, the frames either end writes, and the
 //! error codes by name.
 
 /// Frame types (RFC 9113 §6).
-pub(super) const DATA: u8 = 0x0;
-pub(super) const HEADERS: u8 = 0x1;
-pub(super) const PRIORITY: u8 = 0x2;
-pub(super) const RST_STREAM: u8 = 0x3;
-pub(super) const SETTINGS: u8 = 0x4;
-pub(super) const PUSH_PROMISE: u8 = 0x5;
-pub(super) const PING: u8 = 0x6;
-pub(super) const GOAWAY: u8 = 0x7;
-pub(super) const WINDOW_UPDATE: u8 = 0x8;
-pub(super) const CONTINUATION: u8 = 0x9;
+pub const DATA: u8 = 0x0;
+pub const HEADERS: u8 = 0x1;
+pub const PRIORITY: u8 = 0x2;
+pub const RST_STREAM: u8 = 0x3;
+pub const SETTINGS: u8 = 0x4;
+pub const PUSH_PROMISE: u8 = 0x5;
+pub const PING: u8 = 0x6;
+pub const GOAWAY: u8 = 0x7;
+pub const WINDOW_UPDATE: u8 = 0x8;
+pub const CONTINUATION: u8 = 0x9;
 
 /// Flags.
-pub(super) const END_STREAM: u8 = 0x1;
-pub(super) const ACK: u8 = 0x1;
-pub(super) const END_HEADERS: u8 = 0x4;
-pub(super) const PADDED: u8 = 0x8;
-pub(super) const PRIORITY_FLAG: u8 = 0x20;
+pub const END_STREAM: u8 = 0x1;
+pub const ACK: u8 = 0x1;
+pub const END_HEADERS: u8 = 0x4;
+pub const PADDED: u8 = 0x8;
+pub const PRIORITY_FLAG: u8 = 0x20;
 
 /// Error codes (RFC 9113 §7).
-pub(super) const NO_ERROR: u32 = 0x0;
-pub(super) const PROTOCOL_ERROR: u32 = 0x1;
-pub(super) const FLOW_CONTROL_ERROR: u32 = 0x3;
-pub(super) const FRAME_SIZE_ERROR: u32 = 0x6;
-pub(super) const REFUSED_STREAM: u32 = 0x7;
-pub(super) const CANCEL: u32 = 0x8;
-pub(super) const COMPRESSION_ERROR: u32 = 0x9;
-pub(super) const ENHANCE_YOUR_CALM: u32 = 0xb;
+pub const NO_ERROR: u32 = 0x0;
+pub const PROTOCOL_ERROR: u32 = 0x1;
+pub const INTERNAL_ERROR: u32 = 0x2;
+pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+pub const STREAM_CLOSED: u32 = 0x5;
+pub const FRAME_SIZE_ERROR: u32 = 0x6;
+pub const REFUSED_STREAM: u32 = 0x7;
+pub const CANCEL: u32 = 0x8;
+pub const COMPRESSION_ERROR: u32 = 0x9;
+pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// Settings (RFC 9113 §6.5.2).
-pub(super) const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
-pub(super) const SETTINGS_ENABLE_PUSH: u16 = 0x2;
-pub(super) const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
-pub(super) const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
-pub(super) const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
-pub(super) const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
+pub const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
+pub const SETTINGS_ENABLE_PUSH: u16 = 0x2;
+pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
+pub const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
 
 /// The client connection preface (RFC 9113 §3.4).
-pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// The frame header's size, and the largest payload before SETTINGS_MAX_FRAME_SIZE changes it
-/// (we never raise ours, so it bounds every frame the server may send).
-pub(super) const HEADER_LEN: usize = 9;
-pub(super) const DEFAULT_MAX_FRAME: usize = 16_384;
+/// (neither end of Shrike raises its own, so it bounds every frame the peer may send us).
+pub const HEADER_LEN: usize = 9;
+pub const DEFAULT_MAX_FRAME: usize = 16_384;
 
 /// The largest flow-control window (RFC 9113 §6.9.1).
-pub(super) const MAX_WINDOW: i64 = (1 << 31) - 1;
+pub const MAX_WINDOW: i64 = (1 << 31) - 1;
 
 /// A frame header as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Head {
+pub struct Head {
     pub len: usize,
     pub kind: u8,
     pub flags: u8,
@@ -71,19 +73,19 @@ impl Head {
 }
 
 /// Appends a frame header; the payload follows.
-pub(super) fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+pub fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
     let l = (len as u32).to_be_bytes();
     let s = stream.to_be_bytes();
     out.extend_from_slice(&[l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]);
 }
 
 /// Appends a whole frame.
-pub(super) fn put(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+pub fn put(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
     put_head(out, payload.len(), kind, flags, stream);
     out.extend_from_slice(payload);
 }
 
-pub(super) fn put_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
+pub fn put_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
     put_head(out, settings.len() * 6, SETTINGS, 0, 0);
     for (id, v) in settings {
         out.extend_from_slice(&id.to_be_bytes());
@@ -91,22 +93,22 @@ pub(super) fn put_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
     }
 }
 
-pub(super) fn put_window_update(out: &mut Vec<u8>, stream: u32, increment: u32) {
+pub fn put_window_update(out: &mut Vec<u8>, stream: u32, increment: u32) {
     put(out, WINDOW_UPDATE, 0, stream, &increment.to_be_bytes());
 }
 
-pub(super) fn put_rst(out: &mut Vec<u8>, stream: u32, code: u32) {
+pub fn put_rst(out: &mut Vec<u8>, stream: u32, code: u32) {
     put(out, RST_STREAM, 0, stream, &code.to_be_bytes());
 }
 
-pub(super) fn put_goaway(out: &mut Vec<u8>, last_stream: u32, code: u32) {
+pub fn put_goaway(out: &mut Vec<u8>, last_stream: u32, code: u32) {
     put_head(out, 8, GOAWAY, 0, 0);
     out.extend_from_slice(&last_stream.to_be_bytes());
     out.extend_from_slice(&code.to_be_bytes());
 }
 
 /// Appends a header block as HEADERS and, beyond `max_frame`, CONTINUATION frames.
-pub(super) fn put_header_block(
+pub fn put_header_block(
     out: &mut Vec<u8>,
     stream: u32,
     block: &[u8],
@@ -130,7 +132,7 @@ pub(super) fn put_header_block(
 
 /// The payload of a PADDED frame without its padding (§6.1): `None` if the padding does not
 /// fit.
-pub(super) fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
+pub fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
     if flags & PADDED == 0 {
         return Some(payload);
     }
@@ -139,7 +141,7 @@ pub(super) fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
 }
 
 /// An error code by its RFC name, so failures read as the peers print them.
-pub(super) fn reason(code: u32) -> String {
+pub fn reason(code: u32) -> String {
     const NAMES: [&str; 14] = [
         "NO_ERROR",
         "PROTOCOL_ERROR",
