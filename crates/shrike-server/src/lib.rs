@@ -16,8 +16,8 @@
 //! The crate has four parts: the protocol-neutral behaviour (configuration, header merging,
 //! delays, server-wide counters); the HTTP/1.1 front end, a hand-written codec built for low
 //! CPU per request (pipelined requests are parsed in place and answered with one write); the
-//! HTTP/2 front end on the `h2` crate; and the HTTP/3 front end on `h3` and `quinn`, which shares
-//! HTTP/2's response encoding. All serve bodies from one shared buffer of `a` bytes and count
+//! HTTP/2 front end, a connection state machine on the codec the load generator's client uses
+//! (`shrike-h2`: frames, HPACK, Huffman); and the HTTP/3 front end on `h3` and `quinn`. All serve bodies from one shared buffer of `a` bytes and count
 //! request bodies without storing them. A plaintext port serves HTTP/1.1 and HTTP/2 (by prior
 //! knowledge); with [`TlsConfig`] the protocol is negotiated by ALPN, and a UDP socket on the
 //! same port adds HTTP/3.

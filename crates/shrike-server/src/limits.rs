@@ -136,15 +136,18 @@ pub(crate) fn header_refusal(
     limits: &Limits,
     parts: &http::request::Parts,
 ) -> Option<(LimitKind, String)> {
-    if parts.headers.len() > limits.max_headers {
+    refusal(limits, parts.headers.len(), header_list_size(parts))
+}
+
+/// [`header_refusal`] from the counts: `fields` regular fields making a list of `size` bytes.
+pub(crate) fn refusal(limits: &Limits, fields: usize, size: usize) -> Option<(LimitKind, String)> {
+    if fields > limits.max_headers {
         let why = format!(
-            "request header fields too large: {} header fields, more than {}",
-            parts.headers.len(),
+            "request header fields too large: {fields} header fields, more than {}",
             limits.max_headers
         );
         return Some((LimitKind::TooManyHeaders, why));
     }
-    let size = header_list_size(parts);
     (size > limits.max_header_bytes).then(|| {
         let why = format!(
             "request header fields too large: the header list is {size} bytes, more than {}",

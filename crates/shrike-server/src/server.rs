@@ -20,7 +20,10 @@ pub(crate) struct Shared {
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) state: ServerState,
     pub(crate) h1: h1::FixedParts,
-    pub(crate) h2: http2::FixedParts,
+    /// HTTP/2's server-wide headers, HPACK-encoded.
+    pub(crate) h2: http2::FixedBlock,
+    /// HTTP/3's, as `http` types.
+    pub(crate) h3: http2::FixedParts,
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
@@ -80,7 +83,8 @@ pub async fn run_with_udp(
     };
     let shared = Arc::new(Shared {
         h1: h1::FixedParts::new(&config),
-        h2: http2::FixedParts::new(&config),
+        h2: http2::FixedBlock::new(&config),
+        h3: http2::FixedParts::new(&config),
         tls: config.tls().map(|tls| tls.acceptor()),
         state: ServerState::new(),
         config,

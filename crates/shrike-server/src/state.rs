@@ -130,6 +130,16 @@ impl ServerState {
         ActiveGuard(&self.active)
     }
 
+    /// [`ServerState::begin_active`] for a request whose owner is not a scope (an HTTP/2
+    /// connection's stream table): [`ServerState::leave_active`] must follow once.
+    pub(crate) fn enter_active(&self) {
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn leave_active(&self) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn totals(&self) -> &Totals {
         &self.totals
     }

@@ -7,7 +7,7 @@ mod request;
 mod response;
 
 pub(crate) use conn::{serve, READ_BUF};
-pub(crate) use response::FixedParts;
+pub(crate) use response::{itoa, FixedParts};
 
 /// The server's request head parser, body framing and chunked decoder over one input, as the
 /// connection loop runs them (for `fuzz/`, through [`crate::fuzzing`]). Panics are the bugs

@@ -250,7 +250,7 @@ fn write_echo(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) {
 }
 
 /// Decimal digits of `n` in a caller-provided buffer (no allocation, no formatter machinery).
-fn itoa(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+pub(crate) fn itoa(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;

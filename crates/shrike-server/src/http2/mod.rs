@@ -1,144 +1,232 @@
-//! The HTTP/2 front end, on the `h2` crate: one task drives each connection and answers simple
-//! requests inline; requests that must wait get a task of their own (see [`stream`]).
+//! The HTTP/2 front end, on Shrike's own codec (the `shrike-h2` crate the load generator's
+//! client uses too): one task per connection, driving the connection state machine of
+//! [`conn`] with the bytes it reads, the timers that come due and a graceful shutdown, and
+//! writing what it queued once per wake-up. Responses to requests read in one wake-up leave in
+//! one write.
 //!
-//! Shutdown is HTTP/2's graceful one: GOAWAY, then the connection keeps serving the streams it
-//! has already accepted and closes once they are done. New streams are refused by the GOAWAY.
-//! The accept loop's drain timeout bounds all of it.
+//! Shutdown is HTTP/2's graceful one: GOAWAY(2^31-1) and a PING, then the final GOAWAY naming
+//! the last stream the round trip let in; the connection keeps serving the streams it accepted
+//! and closes once they are done. The accept loop's drain timeout bounds all of it.
 //!
 //! Limits: until the first request arrives the header timeout runs, then the idle timeout
 //! whenever no stream is being served; either ends the connection with GOAWAY(NO_ERROR). After
-//! the request cap's Nth stream the connection sends GOAWAY and finishes what it accepted;
-//! streams the client opened before it saw the GOAWAY are refused with REFUSED_STREAM, which
-//! clients retry on a new connection.
+//! the request cap's Nth stream the connection shuts down gracefully; streams the client opened
+//! before it saw the GOAWAY are refused with REFUSED_STREAM, which clients retry on a new
+//! connection.
 
+mod conn;
+mod encode;
+mod request;
 // HTTP/3 builds its responses with the same code.
 pub(crate) mod response;
-mod stream;
 
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use h2::server::Connection;
-use tokio::io::{AsyncRead, AsyncWrite};
+use shrike_timer::PreciseTimer;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
 
+pub(crate) use encode::FixedBlock;
 pub(crate) use response::FixedParts;
 
 use crate::server::Shared;
 use crate::stats::LimitKind;
+use conn::{Conn, OUT_HIGH};
 
-/// Per-stream receive window: large enough that a request body of a few MiB streams without
-/// waiting for a WINDOW_UPDATE per 64 KiB (the protocol default) on every round trip.
-const STREAM_WINDOW: u32 = 1 << 20;
-/// Connection receive window: several streams uploading at once each get their full window.
-const CONNECTION_WINDOW: u32 = 16 << 20;
-/// How long a closing connection may take to send its last frames (GOAWAY) to the peer.
+/// How long a closing connection may take to send its last frames (GOAWAY) to the peer, and to
+/// read what the peer still sends so the close is a FIN, not a reset that could lose them.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+/// The read buffer: four frames of the largest size we accept.
+const READ_BUF: usize = 64 * 1024;
+
+type Alarm = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Serves HTTP/2 on `io`; the preface and first request must have arrived by `head_deadline`.
 pub(crate) async fn serve<S>(
     io: S,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<()>,
-    head_deadline: Instant,
+    head_deadline: tokio::time::Instant,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let limits = *shared.config.limits();
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(shared.config.max_concurrent_streams().get())
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        // h2's own limit (16 MiB by default) bounds memory; the configured cap is checked per
-        // stream so that refusals are counted and explained.
-        .max_header_list_size(limits.library_header_list_size());
-    let stats = shared.state.stats();
-    let mut conn = tokio::select! {
-        biased;
-        // No stream has been accepted yet, so shutdown can drop the connection outright.
-        _ = shutdown.changed() => return,
-        () = tokio::time::sleep_until(head_deadline) => {
-            stats.limit(LimitKind::HeaderTimeout);
-            return;
-        }
-        conn = builder.handshake::<_, Bytes>(io) => match conn {
-            Ok(conn) => conn,
-            Err(_) => return,
-        },
+    let idle_timeout = shared.config.limits().idle_timeout;
+    let mut driver = Driver {
+        io,
+        conn: Conn::new(shared, Instant::now()),
+        inbuf: vec![0; READ_BUF].into_boxed_slice(),
+        filled: 0,
+        written: 0,
+        unflushed: false,
+        shutdown: Box::pin(async move {
+            // `changed` fails once the accept loop drops the sender: that is the signal too.
+            let _ = shutdown.changed().await;
+        }),
+        shutdown_seen: false,
+        head_deadline: head_deadline.into_std(),
+        idle_timeout,
+        quiet: Box::pin(tokio::time::sleep_until(head_deadline)),
+        quiet_armed: head_deadline.into_std(),
+        timer: None,
+        alarm: None,
     };
-    // Dropping the set when the connection ends aborts streams still running: with the
-    // connection gone they could not send anything anyway.
-    let mut tasks = JoinSet::new();
-    let mut draining = false;
-    let ctx = stream::ConnCtx::default();
-    let kill = ctx.kill.clone();
-    // Runs while no stream is being served: first as the header timeout, then (from the first
-    // request on) as the idle timeout, re-armed whenever the last stream finishes.
-    let quiet = tokio::time::sleep_until(head_deadline);
-    tokio::pin!(quiet);
-    let mut accepted: u64 = 0;
-    loop {
-        tokio::select! {
-            biased;
-            // A fault asked for the whole connection to go: GOAWAY with an error, then close.
-            () = kill.notified() => {
-                close_now(&mut conn, h2::Reason::INTERNAL_ERROR).await;
-                break;
-            }
-            () = &mut quiet, if tasks.is_empty() => {
-                let kind =
-                    if accepted == 0 { LimitKind::HeaderTimeout } else { LimitKind::IdleTimeout };
-                stats.limit(kind);
-                close_now(&mut conn, h2::Reason::NO_ERROR).await;
-                break;
-            }
-            // `changed` fails once the accept loop drops the sender: that is the signal.
-            _ = shutdown.changed(), if !draining => {
-                conn.graceful_shutdown();
-                draining = true;
-            }
-            // Reaping finished streams keeps the set from growing with every request.
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {
-                if tasks.is_empty() {
-                    quiet.as_mut().reset(Instant::now() + limits.idle_timeout);
-                }
-            }
-            // Polling `accept` also drives the connection's I/O for every open stream; after
-            // GOAWAY it yields `None` once the accepted streams have completed.
-            next = conn.accept() => match next {
-                Some(Ok((request, mut respond))) => {
-                    accepted += 1;
-                    if limits.is_last(accepted - 1) {
-                        // Sent before the client saw our GOAWAY: safe for it to retry.
-                        respond.send_reset(h2::Reason::REFUSED_STREAM);
-                        continue;
-                    }
-                    stream::accept(request, respond, &shared, &mut tasks, &ctx);
-                    quiet.as_mut().reset(Instant::now() + limits.idle_timeout);
-                    if limits.is_last(accepted) && !draining {
-                        stats.limit(LimitKind::MaxRequestsReached);
-                        conn.graceful_shutdown();
-                        draining = true;
-                    }
-                }
-                // A connection error: the peer vanished or broke the protocol.
-                Some(Err(_)) | None => break,
-            },
-        }
+    if poll_fn(|cx| driver.poll(cx)).await {
+        driver.close().await;
     }
 }
 
-/// Sends GOAWAY with `reason` and closes, giving the frame a bounded time to leave.
-async fn close_now<S, B>(conn: &mut Connection<S, B>, reason: h2::Reason)
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-    B: bytes::Buf,
-{
-    conn.abrupt_shutdown(reason);
-    let flush = async { while let Some(Ok(_)) = conn.accept().await {} };
-    let _ = tokio::time::timeout(CLOSE_FLUSH, flush).await;
+struct Driver<S> {
+    io: S,
+    conn: Conn,
+    inbuf: Box<[u8]>,
+    filled: usize,
+    /// Bytes of `conn.out` already written.
+    written: usize,
+    unflushed: bool,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    shutdown_seen: bool,
+    head_deadline: Instant,
+    idle_timeout: Duration,
+    /// The header or idle timeout; armed at or before the deadline, checked when it fires.
+    quiet: Pin<Box<tokio::time::Sleep>>,
+    quiet_armed: Instant,
+    /// The streams' timers share one precise timer, made on first use.
+    timer: Option<Arc<PreciseTimer>>,
+    alarm: Option<(Instant, Alarm)>,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
+    /// Runs until the connection ends: `true` when it should be closed with care (our GOAWAY
+    /// is out), `false` when the peer is gone.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        loop {
+            let now = Instant::now();
+            let mut progressed = false;
+            if !self.shutdown_seen && self.shutdown.as_mut().poll(cx).is_ready() {
+                self.shutdown_seen = true;
+                self.conn.shutdown(now);
+            }
+            if self.conn.ending().is_none() && self.conn.out.len() < OUT_HIGH {
+                let mut buf = ReadBuf::new(&mut self.inbuf[self.filled..]);
+                match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+                    Poll::Ready(Ok(())) => {
+                        let n = buf.filled().len();
+                        if n == 0 {
+                            return Poll::Ready(false);
+                        }
+                        self.filled += n;
+                        let used = self.conn.receive(&self.inbuf[..self.filled], now);
+                        self.inbuf.copy_within(used..self.filled, 0);
+                        self.filled -= used;
+                        progressed = true;
+                    }
+                    Poll::Ready(Err(_)) => return Poll::Ready(false),
+                    Poll::Pending => {}
+                }
+            }
+            if self.conn.next_deadline().is_some_and(|at| at <= now) {
+                self.conn.fire(now);
+                progressed = true;
+            }
+            self.conn.pump();
+            match self.write(cx) {
+                Poll::Ready(Ok(true)) => progressed |= self.conn.wants_room(),
+                Poll::Ready(Ok(false)) | Poll::Pending => {}
+                Poll::Ready(Err(())) => return Poll::Ready(false),
+            }
+            let flushed = self.conn.out.is_empty() && !self.unflushed;
+            if self.conn.ending().is_some() && flushed {
+                return Poll::Ready(true);
+            }
+            if progressed {
+                continue;
+            }
+            if self.poll_quiet(cx, now) || self.poll_alarm(cx) {
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Writes what is queued; `Ok(true)` once all of it is written and flushed.
+    fn write(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, ()>> {
+        while self.written < self.conn.out.len() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.conn.out[self.written..]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                Poll::Ready(Ok(n)) => {
+                    self.written += n;
+                    self.unflushed = true;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.conn.out.clear();
+        self.written = 0;
+        if self.unflushed {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(true))
+    }
+
+    /// The header timeout until the first request, then the idle timeout while no stream is
+    /// open. Returns whether it fired.
+    fn poll_quiet(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let (deadline, kind) = if self.conn.accepted() == 0 {
+            (self.head_deadline, LimitKind::HeaderTimeout)
+        } else if !self.conn.is_busy() {
+            (self.conn.quiet_since + self.idle_timeout, LimitKind::IdleTimeout)
+        } else {
+            return false;
+        };
+        if deadline <= now {
+            self.conn.time_out(kind);
+            return true;
+        }
+        // Re-arming on every request would cost a timer-wheel update each; instead the sleep
+        // stays armed early and is moved on when it fires before the deadline.
+        if self.quiet_armed > deadline || self.quiet_armed <= now {
+            self.quiet_armed = deadline;
+            self.quiet.as_mut().reset(deadline.into());
+        }
+        self.quiet.as_mut().poll(cx).is_ready()
+    }
+
+    /// The streams' earliest timer. Returns whether it fired.
+    fn poll_alarm(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(at) = self.conn.next_deadline() else {
+            self.alarm = None;
+            return false;
+        };
+        if self.alarm.as_ref().is_none_or(|(armed, _)| *armed != at) {
+            let timer = self.timer.get_or_insert_with(|| Arc::new(PreciseTimer::new())).clone();
+            self.alarm = Some((at, Box::pin(async move { timer.sleep_until(at).await })));
+        }
+        match &mut self.alarm {
+            Some((_, alarm)) => alarm.as_mut().poll(cx).is_ready(),
+            None => false,
+        }
+    }
+
+    /// Closes after our GOAWAY: shuts the write side, then reads and drops what the peer still
+    /// sends until it closes, so the kernel ends with a FIN rather than a reset that could
+    /// overtake the GOAWAY. Bounded by [`CLOSE_FLUSH`].
+    async fn close(&mut self) {
+        let finish = async {
+            let _ = self.io.shutdown().await;
+            while let Ok(n) = self.io.read(&mut self.inbuf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_FLUSH, finish).await;
+    }
 }

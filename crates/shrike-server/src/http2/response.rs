@@ -1,5 +1,7 @@
-//! Response heads and payloads as `http` types: a [`ResponsePlan`] as an `http::Response`, plus the body
-//! to stream after it. HTTP/2 and HTTP/3 share them, so both encode a plan the same way.
+//! Response heads and payloads as `http` types: a [`ResponsePlan`] as an `http::Response`, plus
+//! the body to stream after it, for HTTP/3 (h3 takes `http` types). HTTP/2 encodes the same
+//! plan straight to HPACK (`super::encode`); the body side, [`Payload`], is shared by all
+//! three protocols.
 
 use std::cell::RefCell;
 
@@ -104,7 +106,7 @@ pub(crate) fn for_request(
     match ResponsePlan::for_request(&shared.config, &shared.state, values, head_only) {
         Ok((plan, delta_ns)) => {
             let x = Exchange { request: parts, head_only, delta_ns };
-            (planned(&shared.h2, &plan, &x), plan.pacing())
+            (planned(&shared.h3, &plan, &x), plan.pacing())
         }
         Err(e) => (text(500, &e.to_string(), head_only), Pacing::default()),
     }

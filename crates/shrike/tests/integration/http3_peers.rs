@@ -17,18 +17,7 @@ use std::time::Duration;
 use crate::support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
-/// A cold build compiles quic-go and its dependencies (about 25 s here); leave room for a
-/// slower machine and the module download.
-const GO_BUILD_LIMIT: Duration = Duration::from_secs(300);
 const QUIC_GO: &str = "github.com/quic-go/quic-go v0.65.0";
-
-fn go() -> PathBuf {
-    let on_path = std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("go")).find(|g| g.is_file()));
-    on_path
-        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|g| g.is_file()))
-        .expect("Go toolchain (go on PATH or /usr/local/go/bin/go) is needed to build quic-go")
-}
 
 fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -37,40 +26,7 @@ fn tmp() -> &'static Path {
 /// Builds the quic-go server and client once; returns the directory holding both binaries.
 fn quic_go_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bin = tmp().join("quic_go-bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let child = Command::new(go())
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic_go"))
-            .args(["build", "-o"])
-            .arg(&bin)
-            .args(["./server", "./client"])
-            // Same build cache as the fortio decode test, so the standard library is shared.
-            .env("GOCACHE", tmp().join("gocache"))
-            .env("GOMODCACHE", tmp().join("gomodcache"))
-            // Go makes its module cache read-only by default, which would break `cargo clean`.
-            .env("GOFLAGS", "-modcacherw -mod=readonly")
-            .env("GOTOOLCHAIN", "local")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn go build");
-        let out = wait_limited(child, GO_BUILD_LIMIT);
-        if out.code() != 0 {
-            // What Go prints when the proxy is unreachable, refuses, or is turned off.
-            let fetch = ["GOPROXY", "dial tcp", "no such host", "reading https://", "go: downloading"]
-                .iter()
-                .any(|s| out.stderr.contains(s));
-            let what = if fetch {
-                format!("could not fetch {QUIC_GO} (and its go.sum dependencies) from the Go module proxy")
-            } else {
-                format!("go build of tests/quic_go ({QUIC_GO}) failed")
-            };
-            panic!("{what}; go said:\n{}", out.stderr);
-        }
-        bin
-    })
+    BIN.get_or_init(|| go_build("quic_go", &["./server", "./client"], QUIC_GO))
 }
 
 /// A directory for one test's files, removed when the test ends.

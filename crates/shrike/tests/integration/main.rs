@@ -22,6 +22,7 @@ mod fleet_hosts;
 mod fuzz_corpus;
 mod grpc_python;
 mod h2_codec;
+mod h2spec;
 mod hostile_peers;
 mod http3;
 mod http3_peers;

@@ -306,8 +306,8 @@ fn http2_header_caps_answer_431_on_the_stream() {
     let (body, status) = curl_h2(&url, &[format!("x-big: {}", "a".repeat(3000))]);
     assert_eq!(status, "431 2");
     assert!(body.contains("more than 2048"), "{body}");
-    // Far past the cap (twice it is what the server advertises), the h2 library itself answers
-    // 431, without a body; that refusal is not counted.
+    // Far past the cap (twice it is what the server advertises), the server answers a bare
+    // 431, without a body, and does not count it: the fields were not even kept.
     let (body, status) = curl_h2(&url, &[format!("x-huge: {}", "a".repeat(10_000))]);
     assert_eq!((body.as_str(), status.as_str()), ("", "431 2"));
     let l = limits(&server);

@@ -288,6 +288,61 @@ impl Drop for TlsServer {
     }
 }
 
+/// The Go toolchain: `go` on PATH, or the official install's /usr/local/go/bin/go (.ci/run
+/// installs golang-go when there is neither).
+pub fn go() -> std::path::PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("go")).find(|g| g.is_file()));
+    on_path
+        .or_else(|| Some(std::path::PathBuf::from("/usr/local/go/bin/go")).filter(|g| g.is_file()))
+        .expect("Go toolchain (go on PATH or /usr/local/go/bin/go; .ci/run installs golang-go)")
+}
+
+/// Builds Go packages from the module in `tests/DIR` (its versions pinned in go.mod and
+/// go.sum) into a directory under the Cargo target dir, with the build and module caches there
+/// too, so later runs only relink; returns the directory. `what` names the build in errors.
+pub fn go_build(dir: &str, packages: &[&str], what: &str) -> std::path::PathBuf {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let bin = tmp.join(format!("{dir}-bin"));
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let child = Command::new(go())
+        .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(dir))
+        .args(["build", "-o"])
+        .arg(&bin)
+        .args(packages)
+        // One build cache for every Go build of the tests, so the standard library is shared.
+        .env("GOCACHE", tmp.join("gocache"))
+        .env("GOMODCACHE", tmp.join("gomodcache"))
+        // Go makes its module cache read-only by default, which would break `cargo clean`.
+        .env("GOFLAGS", "-modcacherw -mod=readonly")
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn go build");
+    // A cold build compiles the programs and their dependencies; leave room for a slower
+    // machine and the module download.
+    let out = wait_limited(child, Duration::from_secs(300));
+    if out.code() != 0 {
+        // What Go prints when the proxy is unreachable, refuses, or is turned off.
+        let fetch = ["GOPROXY", "dial tcp", "no such host", "reading https://", "go: downloading"]
+            .iter()
+            .any(|s| out.stderr.contains(s));
+        let why = if fetch {
+            format!("could not fetch {what} (and its go.sum dependencies) from the Go module proxy")
+        } else {
+            format!("go build of tests/{dir} ({what}) failed")
+        };
+        panic!(
+            "{why}; go said:
+{}",
+            out.stderr
+        );
+    }
+    bin
+}
+
 /// A fresh directory for one test's files, named after the test binary's process, `name` and
 /// a count (every test of the binary shares the process, and two may pick the same name).
 pub fn scratch(name: &str) -> std::path::PathBuf {

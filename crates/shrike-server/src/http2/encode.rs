@@ -1,0 +1,290 @@
+//! Response heads as HPACK header blocks, straight from a [`ResponsePlan`]: the HTTP/2 twin of
+//! the HTTP/1.1 encoder, with the same parts done once.
+//!
+//! The server-wide headers are encoded once per server ([`FixedBlock`]), and a connection keeps
+//! the whole block of its last default response ([`Heads`]): a load test's responses share one
+//! head for a second at a time (the `date` changes), so most heads are one copy. Only the
+//! static table is used, so a block never depends on what the client's decoder holds.
+
+use shrike_h2::hpack::encode_field;
+
+use super::request::RequestHead;
+use super::response::Payload;
+use crate::behaviour::Pacing;
+use crate::behaviour::{
+    Body, Headers, ResponsePlan, StatsHeaders, ACTIVE_HEADER, CONFIG_HEADER, SERVICE_TIME_HEADER,
+};
+use crate::h1::itoa;
+use crate::server::Shared;
+use crate::{date, status, ServerConfig};
+
+/// The server-wide response headers, encoded once per server.
+#[derive(Debug)]
+pub(crate) struct FixedBlock {
+    block: Vec<u8>,
+    date: bool,
+}
+
+impl FixedBlock {
+    pub(crate) fn new(config: &ServerConfig) -> Self {
+        let mut block = Vec::new();
+        let mut name = Vec::new();
+        for (n, value) in config.response_headers() {
+            put_lowercase(&mut block, &mut name, n, value.as_bytes());
+        }
+        Self { block, date: config.emits_date() }
+    }
+}
+
+/// What a default head depends on: status, content-length and the second of its `date`.
+type HeadKey = (u16, Option<u64>, u64);
+
+/// One connection's encoder state: the last default head, whole.
+#[derive(Debug, Default)]
+pub(crate) struct Heads {
+    last: Option<(HeadKey, Vec<u8>)>,
+    name: Vec<u8>,
+}
+
+/// A planned response, whose head block (less the service time, stamped when it leaves) went to
+/// the caller's buffer: its body, and how it goes out.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    pub(crate) payload: Payload,
+    pub(crate) pacing: Pacing,
+}
+
+impl Heads {
+    /// Plans the response to `head` and writes its block to `out`. Records the request's
+    /// arrival and counts it, as [`ResponsePlan::for_request`] does; the statistics endpoint,
+    /// when the request names it, is answered here too.
+    pub(crate) fn for_request(
+        &mut self,
+        shared: &Shared,
+        head: &RequestHead,
+        head_only: bool,
+        out: &mut Vec<u8>,
+    ) -> Planned {
+        let config = &shared.config;
+        if let Some(path) = config.stats_path() {
+            if head.path_only() == path.as_bytes() {
+                let json = shared.state.stats().to_json(shared.state.active());
+                let payload = text(out, 200, &json, head_only, b"application/json");
+                return Planned { payload, pacing: Pacing::default() };
+            }
+        }
+        let values = head.has_config.then(|| head.values(CONFIG_HEADER.as_bytes()));
+        match ResponsePlan::for_request(config, &shared.state, values, head_only) {
+            Ok((plan, delta)) => {
+                let payload = self.planned(&shared.h2, &plan, delta, head, head_only, out);
+                Planned { payload, pacing: plan.pacing() }
+            }
+            Err(e) => {
+                let payload = text(out, 500, &e.to_string(), head_only, TEXT_PLAIN);
+                Planned { payload, pacing: Pacing::default() }
+            }
+        }
+    }
+
+    fn planned(
+        &mut self,
+        fixed: &FixedBlock,
+        plan: &ResponsePlan<'_>,
+        delta: Option<u64>,
+        head: &RequestHead,
+        head_only: bool,
+        out: &mut Vec<u8>,
+    ) -> Payload {
+        let payload = match (status::allows_body(plan.status), plan.body) {
+            (false, _) => None,
+            (true, Body::Filler(n)) => Some(Payload::Filler(n)),
+            (true, Body::Echo) => Some(Payload::Bytes(head.echo().into())),
+        };
+        let length = payload.as_ref().map(Payload::len);
+        let delta = plan.delta_header.as_deref().zip(delta);
+        if plan.headers == Headers::Default && delta.is_none() && plan.stats.is_none() {
+            self.default_head(fixed, plan.status, length, out);
+        } else {
+            put_status(out, plan.status);
+            match &plan.headers {
+                Headers::Default => {
+                    if fixed.date {
+                        put_date(out);
+                    }
+                    out.extend_from_slice(&fixed.block);
+                }
+                Headers::Custom(list) => {
+                    if list.date {
+                        put_date(out);
+                    }
+                    for (name, value) in &list.entries {
+                        put_lowercase(out, &mut self.name, name, value.as_bytes());
+                    }
+                }
+            }
+            if let Some((name, delta)) = delta {
+                put_lowercase(out, &mut self.name, name, itoa(&mut [0; 20], delta));
+            }
+            if let Some(stats) = plan.stats {
+                let active = stats.active as u64;
+                encode_field(out, ACTIVE_HEADER.as_bytes(), itoa(&mut [0; 20], active));
+            }
+            if let Some(len) = length {
+                encode_field(out, b"content-length", itoa(&mut [0; 20], len));
+            }
+        }
+        match payload {
+            Some(payload) if !head_only => payload,
+            _ => Payload::EMPTY,
+        }
+    }
+
+    /// The server-wide head: one copy when it matches the connection's last one.
+    fn default_head(
+        &mut self,
+        fixed: &FixedBlock,
+        status: u16,
+        length: Option<u64>,
+        out: &mut Vec<u8>,
+    ) {
+        let key = (status, length, if fixed.date { date::unix_now() } else { 0 });
+        if let Some((last, block)) = &self.last {
+            if *last == key {
+                out.extend_from_slice(block);
+                return;
+            }
+        }
+        let mut block = Vec::with_capacity(fixed.block.len() + 48);
+        put_status(&mut block, status);
+        if fixed.date {
+            put_date(&mut block);
+        }
+        block.extend_from_slice(&fixed.block);
+        if let Some(len) = length {
+            encode_field(&mut block, b"content-length", itoa(&mut [0; 20], len));
+        }
+        out.extend_from_slice(&block);
+        self.last = Some((key, block));
+    }
+}
+
+/// Appends the service time (arrival to now) to a head about to leave.
+pub(crate) fn stamp_service_time(block: &mut Vec<u8>, stats: Option<StatsHeaders>) {
+    if let Some(stats) = stats {
+        let us = stats.service_time_us();
+        encode_field(block, SERVICE_TIME_HEADER.as_bytes(), itoa(&mut [0; 20], us));
+    }
+}
+
+const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
+
+/// A server-generated response (errors, statistics), worded as the HTTP/1.1 front end words
+/// it; writes its block to `out` and returns its body.
+pub(crate) fn text(
+    out: &mut Vec<u8>,
+    status: u16,
+    message: &str,
+    head_only: bool,
+    content_type: &[u8],
+) -> Payload {
+    let body = format!("{message}\n").into_bytes();
+    put_status(out, status);
+    put_date(out);
+    encode_field(out, b"server", b"shrike");
+    encode_field(out, b"content-type", content_type);
+    encode_field(out, b"content-length", itoa(&mut [0; 20], body.len() as u64));
+    if head_only {
+        Payload::EMPTY
+    } else {
+        Payload::Bytes(body.into())
+    }
+}
+
+/// A head with nothing but its status, for refusals that explain nothing.
+pub(crate) fn bare(out: &mut Vec<u8>, status: u16) -> Payload {
+    put_status(out, status);
+    Payload::EMPTY
+}
+
+/// A `text/plain` error response.
+pub(crate) fn error(out: &mut Vec<u8>, status: u16, message: &str, head_only: bool) -> Payload {
+    text(out, status, message, head_only, TEXT_PLAIN)
+}
+
+fn put_status(out: &mut Vec<u8>, status: u16) {
+    encode_field(out, b":status", itoa(&mut [0; 20], u64::from(status)));
+}
+
+/// `date`, its field encoded at most once per second per thread.
+fn put_date(out: &mut Vec<u8>) {
+    use std::cell::RefCell;
+    thread_local! {
+        static FIELD: RefCell<(u64, Vec<u8>)> = const { RefCell::new((u64::MAX, Vec::new())) };
+    }
+    let second = date::unix_now();
+    FIELD.with(|field| {
+        let mut field = field.borrow_mut();
+        if field.0 != second {
+            field.1.clear();
+            encode_field(&mut field.1, b"date", &date::format(second));
+            field.0 = second;
+        }
+        out.extend_from_slice(&field.1);
+    });
+}
+
+/// A configured header: HTTP/2 field names are lowercase (RFC 9113 §8.2.1), as the `http`
+/// crate makes them for HTTP/3.
+fn put_lowercase(out: &mut Vec<u8>, scratch: &mut Vec<u8>, name: &str, value: &[u8]) {
+    scratch.clear();
+    scratch.extend(name.bytes().map(|b| b.to_ascii_lowercase()));
+    encode_field(out, scratch, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shrike_h2::hpack::Decoder;
+
+    fn fields(block: &[u8]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        Decoder::new(4096)
+            .decode(block, |n, v| {
+                out.push((
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+            })
+            .expect("decodes");
+        out
+    }
+
+    #[test]
+    fn default_heads_are_reused_and_decode() {
+        let config = ServerConfig::default();
+        let fixed = FixedBlock::new(&config);
+        let plan = ResponsePlan::defaults(&config);
+        let head = RequestHead::default();
+        let mut heads = Heads::default();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let payload = heads.planned(&fixed, &plan, None, &head, false, &mut a);
+        assert_eq!(payload.len(), 10);
+        heads.planned(&fixed, &plan, None, &head, true, &mut b);
+        assert_eq!(a, b, "the second head is the first's copy");
+        let f = fields(&a);
+        assert_eq!(f[0], (":status".into(), "200".into()));
+        assert_eq!(f[1].0, "date");
+        assert_eq!(f[1].1.len(), date::HTTP_DATE_LEN);
+        assert!(f.contains(&("server".into(), "shrike".into())));
+        assert_eq!(f.last(), Some(&("content-length".into(), "10".into())));
+        let mut out = Vec::new();
+        let payload = error(&mut out, 413, "too big", false);
+        assert_eq!(payload.len(), 8);
+        assert!(fields(&out).contains(&("content-type".into(), "text/plain; charset=utf-8".into())));
+        let no_body = ResponsePlan { status: 204, ..ResponsePlan::defaults(&config) };
+        let mut out = Vec::new();
+        let payload = heads.planned(&fixed, &no_body, None, &head, false, &mut out);
+        assert_eq!(payload.len(), 0);
+        assert!(!fields(&out).iter().any(|(n, _)| n == "content-length"));
+    }
+}
