@@ -74,9 +74,14 @@ impl Head {
 
 /// Appends a frame header; the payload follows.
 pub fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    out.extend_from_slice(&head_bytes(len, kind, flags, stream));
+}
+
+/// A frame header, for writing over a placeholder once the payload's length is known.
+pub fn head_bytes(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEADER_LEN] {
     let l = (len as u32).to_be_bytes();
     let s = stream.to_be_bytes();
-    out.extend_from_slice(&[l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]);
+    [l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]
 }
 
 /// Appends a whole frame.

@@ -17,7 +17,7 @@ use std::fmt;
 use crate::huffman::{self, HuffmanError};
 
 /// Per-entry overhead in the table's size accounting (RFC 7541 §4.1).
-const ENTRY_OVERHEAD: usize = 32;
+pub(crate) const ENTRY_OVERHEAD: usize = 32;
 
 /// At most this many continuation bytes per integer: values stay below 2^29, far above any
 /// length or index a block can hold, and `usize` arithmetic cannot overflow even on 32 bits.
@@ -25,7 +25,7 @@ const MAX_INT_CONTINUATIONS: usize = 4;
 
 /// The static table of RFC 7541 Appendix A; index `i` is HPACK index `i + 1`.
 #[rustfmt::skip]
-const STATIC_TABLE: [(&[u8], &[u8]); 61] = [
+pub(crate) const STATIC_TABLE: [(&[u8], &[u8]); 61] = [
     (b":authority", b""),                   (b":method", b"GET"),
     (b":method", b"POST"),                  (b":path", b"/"),
     (b":path", b"/index.html"),             (b":scheme", b"http"),
@@ -270,7 +270,7 @@ pub fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 /// Writes `value` with an N-bit prefix (§5.1); `flags` holds the bits above the prefix.
-fn write_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
+pub(crate) fn write_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
     let mask = (1usize << prefix_bits) - 1;
     if value < mask {
         out.push(flags | value as u8);
@@ -286,7 +286,7 @@ fn write_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
 }
 
 /// Writes a string literal (§5.2), Huffman-coded only when that is strictly shorter.
-fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn write_string(out: &mut Vec<u8>, s: &[u8]) {
     let coded_len = huffman::encoded_len(s);
     if coded_len < s.len() {
         write_int(out, 0x80, 7, coded_len);

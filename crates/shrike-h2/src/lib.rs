@@ -9,3 +9,4 @@
 pub mod frame;
 pub mod hpack;
 pub mod huffman;
+pub mod indexing;

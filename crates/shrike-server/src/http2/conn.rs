@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use shrike_h2::frame::{self, Head};
 use shrike_h2::hpack::Decoder;
 
-use super::encode::{self, Heads};
+use super::encode::{self, DefaultHead, Heads};
 use super::request::{self, RequestHead};
 use super::response::Payload;
 use crate::behaviour::{self, Pacing, ResetScope, Schedule, Step};
@@ -102,6 +102,8 @@ struct Stream {
     /// The response was refused (413), so its body is sent whole and the request's discarded.
     refused: bool,
     head_only: bool,
+    /// The head: a default one, encoded (indexed) when sent, or this block of literals.
+    default: Option<DefaultHead>,
     block: Vec<u8>,
     payload: Payload,
     pacing: Pacing,
@@ -386,14 +388,16 @@ impl Conn {
                         }
                     }
                 }
+                frame::SETTINGS_HEADER_TABLE_SIZE => {
+                    self.heads.table.set_peer_limit(value as usize);
+                }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
                     if !(frame::DEFAULT_MAX_FRAME as u32..=(1 << 24) - 1).contains(&value) {
                         return Err(frame::PROTOCOL_ERROR);
                     }
                     self.peer_max_frame = value as usize;
                 }
-                // The encoder uses no dynamic table, so the header table size does not matter;
-                // unknown settings are ignored (§6.5.2).
+                // Unknown settings are ignored (§6.5.2).
                 _ => {}
             }
         }
@@ -486,6 +490,7 @@ impl Conn {
                     let message =
                         behaviour::body_too_large(None, self.shared.config.max_body_size());
                     s.block.clear();
+                    s.default = None;
                     s.payload = encode::error(&mut s.block, 413, &message, s.head_only);
                     s.pacing = Pacing::default();
                     s.refused = true;
@@ -647,12 +652,12 @@ impl Conn {
                 encode::error(&mut block, 413, &why, head_only)
             })
         };
-        let (payload, pacing, refused) = match refusal {
-            Some(payload) => (payload, Pacing::default(), true),
+        let (payload, pacing, refused, default) = match refusal {
+            Some(payload) => (payload, Pacing::default(), true, None),
             None => {
                 let planned =
                     self.heads.for_request(&self.shared, &self.request, head_only, &mut block);
-                (planned.payload, planned.pacing, false)
+                (planned.payload, planned.pacing, false, planned.default)
             }
         };
         let mut s = Stream {
@@ -663,6 +668,7 @@ impl Conn {
             active: false,
             refused,
             head_only,
+            default,
             block,
             payload,
             pacing,
@@ -765,10 +771,30 @@ impl Conn {
     /// Writes the head (with the service time, if asked) and as much body as the windows
     /// allow; `s` is left in the phase that sends the rest.
     fn send_head(&mut self, id: u32, s: &mut Stream) {
-        encode::stamp_service_time(&mut s.block, s.pacing.stats);
         let len = s.payload.len();
         let end = len == 0;
-        frame::put_header_block(&mut self.out, id, &s.block, end, self.peer_max_frame);
+        // The block goes straight behind a frame header whose length is filled in after; one
+        // too large for a frame is moved out and split into CONTINUATION frames.
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; frame::HEADER_LEN]);
+        self.heads.table.start_block(&mut self.out);
+        match s.default {
+            Some(head) => self.heads.default_head(&self.shared.h2, head, &mut self.out),
+            None => {
+                encode::stamp_service_time(&mut s.block, s.pacing.stats);
+                self.out.extend_from_slice(&s.block);
+            }
+        }
+        let block_len = self.out.len() - at - frame::HEADER_LEN;
+        if block_len <= self.peer_max_frame {
+            let flags = frame::END_HEADERS | if end { frame::END_STREAM } else { 0 };
+            let head = frame::head_bytes(block_len, frame::HEADERS, flags, id);
+            self.out[at..at + frame::HEADER_LEN].copy_from_slice(&head);
+        } else {
+            let block = self.out.split_off(at + frame::HEADER_LEN);
+            self.out.truncate(at);
+            frame::put_header_block(&mut self.out, id, &block, end, self.peer_max_frame);
+        }
         if end {
             s.phase = Phase::Linger;
             s.payload = Payload::EMPTY;

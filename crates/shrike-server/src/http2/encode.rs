@@ -1,12 +1,17 @@
 //! Response heads as HPACK header blocks, straight from a [`ResponsePlan`]: the HTTP/2 twin of
 //! the HTTP/1.1 encoder, with the same parts done once.
 //!
-//! The server-wide headers are encoded once per server ([`FixedBlock`]), and a connection keeps
-//! the whole block of its last default response ([`Heads`]): a load test's responses share one
-//! head for a second at a time (the `date` changes), so most heads are one copy. Only the
-//! static table is used, so a block never depends on what the client's decoder holds.
+//! The default head (the server-wide headers, `date` and the body's length) is what nearly every
+//! load-test response carries, so a connection indexes it in the client's dynamic table, as h2o
+//! and nginx do: the first such head is sent as literals the client indexes, later ones as one
+//! byte per field, and the connection keeps that block whole ([`Heads`]) while it stays valid
+//! (the same status, length and second, and no change to the table). Such heads are encoded
+//! only when sent, so the indices follow the order the client decodes them in. Every other
+//! head (errors, per-request headers, the stats headers) uses literals that never touch the
+//! table, encoded when planned.
 
 use shrike_h2::hpack::encode_field;
+use shrike_h2::indexing::Encoder;
 
 use super::request::RequestHead;
 use super::response::Payload;
@@ -18,10 +23,12 @@ use crate::h1::itoa;
 use crate::server::Shared;
 use crate::{date, status, ServerConfig};
 
-/// The server-wide response headers, encoded once per server.
+/// The server-wide response headers: as literals, encoded once per server, and as fields for
+/// the indexing encoder.
 #[derive(Debug)]
 pub(crate) struct FixedBlock {
     block: Vec<u8>,
+    fields: Vec<(Vec<u8>, Vec<u8>)>,
     date: bool,
 }
 
@@ -29,29 +36,43 @@ impl FixedBlock {
     pub(crate) fn new(config: &ServerConfig) -> Self {
         let mut block = Vec::new();
         let mut name = Vec::new();
+        let mut fields = Vec::new();
         for (n, value) in config.response_headers() {
             put_lowercase(&mut block, &mut name, n, value.as_bytes());
+            fields.push((name.clone(), value.as_bytes().to_vec()));
         }
-        Self { block, date: config.emits_date() }
+        Self { block, fields, date: config.emits_date() }
     }
 }
 
-/// What a default head depends on: status, content-length and the second of its `date`.
-type HeadKey = (u16, Option<u64>, u64);
+/// A default head, encoded when it is sent: its status and content-length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DefaultHead {
+    status: u16,
+    length: Option<u64>,
+}
 
-/// One connection's encoder state: the last default head, whole.
+/// What a default head's block depends on: the head, the second of its `date` and the
+/// generation of the client's table.
+type HeadKey = (DefaultHead, u64, u64);
+
+/// One connection's encoder state: its model of the client's table and its last default
+/// head, whole.
 #[derive(Debug, Default)]
 pub(crate) struct Heads {
+    pub(crate) table: Encoder,
     last: Option<(HeadKey, Vec<u8>)>,
     name: Vec<u8>,
 }
 
-/// A planned response, whose head block (less the service time, stamped when it leaves) went to
-/// the caller's buffer: its body, and how it goes out.
+/// A planned response: its body, how it goes out, and its head. The head is either a default
+/// one, to be encoded when it is sent, or a block written to the caller's buffer (less the
+/// service time, stamped when it leaves).
 #[derive(Debug)]
 pub(crate) struct Planned {
     pub(crate) payload: Payload,
     pub(crate) pacing: Pacing,
+    pub(crate) default: Option<DefaultHead>,
 }
 
 impl Heads {
@@ -70,18 +91,19 @@ impl Heads {
             if head.path_only() == path.as_bytes() {
                 let json = shared.state.stats().to_json(shared.state.active());
                 let payload = text(out, 200, &json, head_only, b"application/json");
-                return Planned { payload, pacing: Pacing::default() };
+                return Planned { payload, pacing: Pacing::default(), default: None };
             }
         }
         let values = head.has_config.then(|| head.values(CONFIG_HEADER.as_bytes()));
         match ResponsePlan::for_request(config, &shared.state, values, head_only) {
             Ok((plan, delta)) => {
-                let payload = self.planned(&shared.h2, &plan, delta, head, head_only, out);
-                Planned { payload, pacing: plan.pacing() }
+                let (payload, default) =
+                    self.planned(&shared.h2, &plan, delta, head, head_only, out);
+                Planned { payload, pacing: plan.pacing(), default }
             }
             Err(e) => {
                 let payload = text(out, 500, &e.to_string(), head_only, TEXT_PLAIN);
-                Planned { payload, pacing: Pacing::default() }
+                Planned { payload, pacing: Pacing::default(), default: None }
             }
         }
     }
@@ -94,7 +116,7 @@ impl Heads {
         head: &RequestHead,
         head_only: bool,
         out: &mut Vec<u8>,
-    ) -> Payload {
+    ) -> (Payload, Option<DefaultHead>) {
         let payload = match (status::allows_body(plan.status), plan.body) {
             (false, _) => None,
             (true, Body::Filler(n)) => Some(Payload::Filler(n)),
@@ -102,9 +124,9 @@ impl Heads {
         };
         let length = payload.as_ref().map(Payload::len);
         let delta = plan.delta_header.as_deref().zip(delta);
-        if plan.headers == Headers::Default && delta.is_none() && plan.stats.is_none() {
-            self.default_head(fixed, plan.status, length, out);
-        } else {
+        let default = (plan.headers == Headers::Default && delta.is_none() && plan.stats.is_none())
+            .then_some(DefaultHead { status: plan.status, length });
+        if default.is_none() {
             put_status(out, plan.status);
             match &plan.headers {
                 Headers::Default => {
@@ -133,38 +155,46 @@ impl Heads {
                 encode_field(out, b"content-length", itoa(&mut [0; 20], len));
             }
         }
-        match payload {
+        let payload = match payload {
             Some(payload) if !head_only => payload,
             _ => Payload::EMPTY,
-        }
+        };
+        (payload, default)
     }
 
-    /// The server-wide head: one copy when it matches the connection's last one.
-    fn default_head(
+    /// Appends a default head's block, indexed in the client's table: the connection's last
+    /// block again when nothing it depends on changed.
+    pub(crate) fn default_head(
         &mut self,
         fixed: &FixedBlock,
-        status: u16,
-        length: Option<u64>,
+        head: DefaultHead,
         out: &mut Vec<u8>,
     ) {
-        let key = (status, length, if fixed.date { date::unix_now() } else { 0 });
+        let second = if fixed.date { date::unix_now() } else { 0 };
+        let key = (head, second, self.table.generation());
         if let Some((last, block)) = &self.last {
             if *last == key {
                 out.extend_from_slice(block);
                 return;
             }
         }
-        let mut block = Vec::with_capacity(fixed.block.len() + 48);
-        put_status(&mut block, status);
+        let start = out.len();
+        let table = &mut self.table;
+        table.field(out, b":status", itoa(&mut [0; 20], u64::from(head.status)));
         if fixed.date {
-            put_date(&mut block);
+            table.field(out, b"date", &date::format(second));
         }
-        block.extend_from_slice(&fixed.block);
-        if let Some(len) = length {
-            encode_field(&mut block, b"content-length", itoa(&mut [0; 20], len));
+        for (name, value) in &fixed.fields {
+            table.field(out, name, value);
         }
-        out.extend_from_slice(&block);
-        self.last = Some((key, block));
+        if let Some(len) = head.length {
+            table.field(out, b"content-length", itoa(&mut [0; 20], len));
+        }
+        // Kept only once the block indexed nothing new: the first block after a change adds
+        // entries, and sent again it would add them twice; the next one is all indices.
+        if table.generation() == key.2 {
+            self.last = Some((key, out[start..].to_vec()));
+        }
     }
 }
 
@@ -246,9 +276,9 @@ mod tests {
     use super::*;
     use shrike_h2::hpack::Decoder;
 
-    fn fields(block: &[u8]) -> Vec<(String, String)> {
+    fn fields(decoder: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        Decoder::new(4096)
+        decoder
             .decode(block, |n, v| {
                 out.push((
                     String::from_utf8_lossy(n).into_owned(),
@@ -266,12 +296,19 @@ mod tests {
         let plan = ResponsePlan::defaults(&config);
         let head = RequestHead::default();
         let mut heads = Heads::default();
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        let payload = heads.planned(&fixed, &plan, None, &head, false, &mut a);
+        let (payload, default) = heads.planned(&fixed, &plan, None, &head, false, &mut Vec::new());
         assert_eq!(payload.len(), 10);
-        heads.planned(&fixed, &plan, None, &head, true, &mut b);
-        assert_eq!(a, b, "the second head is the first's copy");
-        let f = fields(&a);
+        let default = default.expect("a default head");
+        // The first block indexes the fields; the second is all indices, and is kept.
+        let mut decoder = Decoder::new(4096);
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        heads.default_head(&fixed, default, &mut a);
+        heads.default_head(&fixed, default, &mut b);
+        heads.default_head(&fixed, default, &mut c);
+        assert!(b.len() <= 4 && b.len() < a.len(), "{b:?}");
+        assert_eq!(b, c);
+        let f = fields(&mut decoder, &a);
+        assert_eq!(fields(&mut decoder, &b), f);
         assert_eq!(f[0], (":status".into(), "200".into()));
         assert_eq!(f[1].0, "date");
         assert_eq!(f[1].1.len(), date::HTTP_DATE_LEN);
@@ -280,11 +317,13 @@ mod tests {
         let mut out = Vec::new();
         let payload = error(&mut out, 413, "too big", false);
         assert_eq!(payload.len(), 8);
-        assert!(fields(&out).contains(&("content-type".into(), "text/plain; charset=utf-8".into())));
+        let text_plain = ("content-type".into(), "text/plain; charset=utf-8".into());
+        assert!(fields(&mut Decoder::new(4096), &out).contains(&text_plain));
         let no_body = ResponsePlan { status: 204, ..ResponsePlan::defaults(&config) };
         let mut out = Vec::new();
-        let payload = heads.planned(&fixed, &no_body, None, &head, false, &mut out);
+        let (payload, default) = heads.planned(&fixed, &no_body, None, &head, false, &mut out);
         assert_eq!(payload.len(), 0);
-        assert!(!fields(&out).iter().any(|(n, _)| n == "content-length"));
+        heads.default_head(&fixed, default.expect("a default head"), &mut out);
+        assert!(!fields(&mut decoder, &out).iter().any(|(n, _)| n == "content-length"));
     }
 }

@@ -106,6 +106,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
         loop {
             let now = Instant::now();
             let mut progressed = false;
+            // Whether the socket's read side has our waker: tokio registers it only when a read
+            // finds nothing, and returning Pending without it could miss the client's next
+            // frames.
+            let mut read_armed = false;
             if !self.shutdown_seen && self.shutdown.as_mut().poll(cx).is_ready() {
                 self.shutdown_seen = true;
                 self.conn.shutdown(now);
@@ -125,7 +129,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                         progressed = true;
                     }
                     Poll::Ready(Err(_)) => return Poll::Ready(false),
-                    Poll::Pending => {}
+                    Poll::Pending => read_armed = true,
                 }
             }
             if self.conn.next_deadline().is_some_and(|at| at <= now) {
@@ -142,7 +146,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
             if self.conn.ending().is_some() && flushed {
                 return Poll::Ready(true);
             }
-            if progressed {
+            let may_read = self.conn.ending().is_none() && self.conn.out.len() < OUT_HIGH;
+            if progressed || (may_read && !read_armed) {
                 continue;
             }
             if self.poll_quiet(cx, now) || self.poll_alarm(cx) {

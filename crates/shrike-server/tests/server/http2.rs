@@ -313,6 +313,32 @@ fn request_bodies_are_consumed_and_capped() {
 }
 
 #[test]
+fn trailers_end_a_request_and_a_wrong_content_length_resets_only_its_stream() {
+    let server = server();
+    block_on(async {
+        let (h2, conn) = H2::connect(server.addr).await;
+        let mut send = h2.send.clone().ready().await.unwrap();
+        let request = Request::post("http://test/").body(()).unwrap();
+        let (response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(Bytes::from_static(b"abc"), false).unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", "1".parse().unwrap());
+        stream.send_trailers(trailers).unwrap();
+        assert_eq!(response.await.unwrap().status(), 200);
+        // Five bytes declared, three sent: malformed (RFC 9113 §8.1.1), so only this stream is
+        // reset and the connection serves on.
+        let request = Request::post("http://test/").header("content-length", "5").body(()).unwrap();
+        let mut send = h2.send.clone().ready().await.unwrap();
+        let (response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(Bytes::from_static(b"abc"), true).unwrap();
+        let err = response.await.expect_err("reset");
+        assert_eq!(err.reason(), Some(h2::Reason::PROTOCOL_ERROR), "{err}");
+        h2.get(&[]).await.assert_filler(10);
+        assert!(!conn.is_finished());
+    });
+}
+
+#[test]
 fn settings_advertise_max_concurrent_streams() {
     let server =
         TestServer::start(ServerConfig::builder().max_concurrent_streams(7).build().unwrap());
