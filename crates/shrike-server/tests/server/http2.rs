@@ -339,6 +339,57 @@ fn trailers_end_a_request_and_a_wrong_content_length_resets_only_its_stream() {
 }
 
 #[test]
+fn a_client_without_a_dynamic_table_gets_no_indices() {
+    // The server indexes its default head in the client's table. A client that allows no
+    // table (SETTINGS_HEADER_TABLE_SIZE 0) must be told so at the start of the next block and
+    // get literals from then on; h2's own client is lenient here, so the frames are read raw
+    // and decoded with a decoder that holds no table at all.
+    use shrike_h2::{frame, hpack};
+    use std::io::{Read, Write};
+    let server = server();
+    let mut tcp = std::net::TcpStream::connect(server.addr).unwrap();
+    tcp.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut out = frame::PREFACE.to_vec();
+    frame::put_settings(&mut out, &[(frame::SETTINGS_HEADER_TABLE_SIZE, 0)]);
+    let mut get = Vec::new();
+    for (name, value) in
+        [(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", "t")]
+    {
+        hpack::encode_field(&mut get, name.as_bytes(), value.as_bytes());
+    }
+    for id in [1, 3, 5] {
+        frame::put(&mut out, frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, id, &get);
+    }
+    tcp.write_all(&out).unwrap();
+    let mut decoder = hpack::Decoder::new(0);
+    let mut heads = Vec::new();
+    let mut buf = Vec::new();
+    while heads.len() < 3 {
+        let mut chunk = [0u8; 4096];
+        let n = tcp.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {} responses", heads.len());
+        buf.extend_from_slice(&chunk[..n]);
+        while buf.len() >= frame::HEADER_LEN {
+            let head = frame::Head::parse(buf[..frame::HEADER_LEN].try_into().unwrap());
+            if buf.len() < frame::HEADER_LEN + head.len {
+                break;
+            }
+            let payload: Vec<u8> = buf.drain(..frame::HEADER_LEN + head.len).skip(9).collect();
+            if head.kind == frame::HEADERS {
+                let mut fields = Vec::new();
+                decoder
+                    .decode(&payload, |n, v| fields.push((n.to_vec(), v.to_vec())))
+                    .unwrap_or_else(|e| panic!("response {}: {e}", heads.len() + 1));
+                heads.push((payload, fields));
+            }
+        }
+    }
+    assert_eq!(heads[0].0[0], 0x20, "the first block announces the size 0: {:?}", heads[0].0);
+    assert_eq!(heads[1].1, heads[0].1);
+    assert_eq!(heads[2].1, heads[0].1);
+}
+
+#[test]
 fn settings_advertise_max_concurrent_streams() {
     let server =
         TestServer::start(ServerConfig::builder().max_concurrent_streams(7).build().unwrap());
