@@ -35,6 +35,12 @@ pub fn h1_request(data: &[u8]) {
     shrike_server::fuzzing::request(data);
 }
 
+/// The test server's HTTP/2 connection state machine (framing, HPACK, stream states, flow
+/// control, request bodies, timers): any frames from a client, in chunks of any size.
+pub fn h2_request(data: &[u8]) {
+    shrike_server::fuzzing::h2_request(data);
+}
+
 /// Up to two responses in a row (the second starts from what the first left buffered):
 /// (status, header bytes, body bytes, close) for each, or the error that ended the reading.
 fn read_two(mut reader: ResponseReader, mut input: &[u8], head: bool) -> Vec<String> {

@@ -61,6 +61,12 @@ pub mod fuzzing {
     pub fn request(data: &[u8]) {
         crate::h1::fuzz_request(data);
     }
+
+    /// HTTP/2 frames as a client sends them, after the preface and an empty SETTINGS frame:
+    /// read in chunks of the size the first byte picks, with the timers fired after each.
+    pub fn h2_request(data: &[u8]) {
+        crate::http2::fuzz_client_bytes(data);
+    }
 }
 pub use server::{run, run_with_udp};
 pub use state::ServerTotals;

@@ -27,6 +27,19 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
+impl Shared {
+    pub(crate) fn new(config: Arc<ServerConfig>) -> Shared {
+        Shared {
+            h1: h1::FixedParts::new(&config),
+            h2: http2::FixedBlock::new(&config),
+            h3: http2::FixedParts::new(&config),
+            tls: config.tls().map(|tls| tls.acceptor()),
+            state: ServerState::new(),
+            config,
+        }
+    }
+}
+
 /// Serves HTTP/1.1 and HTTP/2 on `listener` until `shutdown` completes, then drains.
 ///
 /// Without TLS in `config`, each connection speaks HTTP/1.1, or HTTP/2 when it opens with the
@@ -81,14 +94,7 @@ pub async fn run_with_udp(
             (Some(quic), Arc::new(config.with_alt_svc(port)))
         }
     };
-    let shared = Arc::new(Shared {
-        h1: h1::FixedParts::new(&config),
-        h2: http2::FixedBlock::new(&config),
-        h3: http2::FixedParts::new(&config),
-        tls: config.tls().map(|tls| tls.acceptor()),
-        state: ServerState::new(),
-        config,
-    });
+    let shared = Arc::new(Shared::new(config));
     // Everything waits on `changed()`, which completes when the sender is dropped.
     let (notify, watch) = watch::channel(());
     let signal = async move {

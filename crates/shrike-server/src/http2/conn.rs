@@ -171,7 +171,7 @@ impl Conn {
     pub(super) fn new(shared: Arc<Shared>, now: Instant) -> Conn {
         let limits = *shared.config.limits();
         let max_streams = shared.config.max_concurrent_streams().get();
-        let mut out = Vec::with_capacity(16 * 1024);
+        let mut out = Vec::with_capacity(4096);
         frame::put_settings(
             &mut out,
             &[

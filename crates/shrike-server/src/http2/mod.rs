@@ -40,8 +40,9 @@ use conn::{Conn, OUT_HIGH};
 /// How long a closing connection may take to send its last frames (GOAWAY) to the peer, and to
 /// read what the peer still sends so the close is a FIN, not a reset that could lose them.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
-/// The read buffer: four frames of the largest size we accept.
-const READ_BUF: usize = 64 * 1024;
+/// The read buffer: two frames of the largest size we accept (a frame is parsed only whole).
+/// Per connection, so it is kept small: a reader of a long body gets 32 KiB per read.
+const READ_BUF: usize = 32 * 1024;
 
 type Alarm = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -76,6 +77,32 @@ pub(crate) async fn serve<S>(
     };
     if poll_fn(|cx| driver.poll(cx)).await {
         driver.close().await;
+    }
+}
+
+/// For the fuzz target (`fuzz/fuzz_targets/h2_request.rs`): a connection fed `data` the way
+/// the driver feeds it, with a config that exercises request bodies and the stats endpoint.
+pub(crate) fn fuzz_client_bytes(data: &[u8]) {
+    let Some((&chunk, data)) = data.split_first() else { return };
+    let chunk = usize::from(chunk).max(1) * 7;
+    let config = crate::ServerConfig::builder().max_body_size(4096).stats_path("/stats").build();
+    let Ok(config) = config else { return };
+    let mut conn = Conn::new(Arc::new(Shared::new(Arc::new(config))), Instant::now());
+    let mut input = shrike_h2::frame::PREFACE.to_vec();
+    shrike_h2::frame::put_settings(&mut input, &[]);
+    input.extend_from_slice(data);
+    let mut buf = Vec::new();
+    for piece in input.chunks(chunk) {
+        buf.extend_from_slice(piece);
+        let used = conn.receive(&buf, Instant::now());
+        buf.drain(..used);
+        // Every timer due: delays, pauses and lingers all run to their end.
+        conn.fire(Instant::now() + Duration::from_secs(3600));
+        conn.pump();
+        conn.out.clear();
+        if conn.ending().is_some() {
+            return;
+        }
     }
 }
 

@@ -14,10 +14,11 @@ mod targets;
 type Target = fn(&[u8]);
 
 /// The fuzz targets, by their `fuzz/fuzz_targets/NAME.rs` names.
-const TARGETS: [(&str, Target); 9] = [
+const TARGETS: [(&str, Target); 10] = [
     ("capture", targets::capture),
     ("h1_request", targets::h1_request),
     ("h1_response", targets::h1_response),
+    ("h2_request", targets::h2_request),
     ("h2_response", targets::h2_response),
     ("jobs", targets::jobs),
     ("request_file", targets::request_file),
