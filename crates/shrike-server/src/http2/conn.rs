@@ -22,10 +22,12 @@ use shrike_h2::hpack::Decoder;
 use super::encode::{self, DefaultHead, Heads};
 use super::request::{self, RequestHead};
 use super::response::Payload;
-use crate::behaviour::{self, Pacing, ResetScope, Schedule, Step};
+use crate::behaviour::{self, Pacing, Schedule};
 use crate::limits::{self, Limits};
 use crate::server::Shared;
 use crate::stats::LimitKind;
+
+mod send;
 
 /// Per-stream receive window: a request body of a few MiB streams without waiting for a
 /// WINDOW_UPDATE per 64 KiB (the protocol default) on every round trip.
@@ -712,245 +714,6 @@ impl Conn {
         self.streams.insert(id, s);
     }
 
-    /// The request is complete (or refused): wait out its delay, then answer.
-    fn respond(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else { return };
-        let wait = if s.refused { Duration::ZERO } else { s.pacing.delay.now(&self.shared.state) };
-        if wait.is_zero() {
-            self.after_delay(id);
-        } else {
-            s.phase = Phase::Delay;
-            self.wake(id, Instant::now() + wait);
-        }
-    }
-
-    fn after_delay(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else { return };
-        if !s.refused {
-            match s.pacing.rolled.reset {
-                Some(ResetScope::Stream) => return self.reset(id, frame::INTERNAL_ERROR),
-                Some(ResetScope::Connection) => return self.fail(frame::INTERNAL_ERROR),
-                None => {}
-            }
-            let stall = s.pacing.stall_before_head();
-            if !stall.is_zero() {
-                s.phase = Phase::Stall;
-                self.wake(id, Instant::now() + stall);
-                return;
-            }
-        }
-        self.head_now(id);
-    }
-
-    /// Sends the head of a stream in the table and carries on with its body.
-    fn head_now(&mut self, id: u32) {
-        let Some(mut s) = self.streams.remove(&id) else { return };
-        self.send_head(id, &mut s);
-        if s.done() && s.ended {
-            if s.active {
-                self.shared.state.leave_active();
-            }
-            self.remember(id, false);
-            self.after_close();
-            return;
-        }
-        if s.done() {
-            // The response is out but the request is still coming: read and drop the rest.
-            s.phase = Phase::Linger;
-            if s.active {
-                self.shared.state.leave_active();
-                s.active = false;
-            }
-            self.streams.insert(id, s);
-            self.wake(id, Instant::now() + LINGER_TIME);
-            return;
-        }
-        self.streams.insert(id, s);
-    }
-
-    /// Writes the head (with the service time, if asked) and as much body as the windows
-    /// allow; `s` is left in the phase that sends the rest.
-    fn send_head(&mut self, id: u32, s: &mut Stream) {
-        let len = s.payload.len();
-        let end = len == 0;
-        // The block goes straight behind a frame header whose length is filled in after; one
-        // too large for a frame is moved out and split into CONTINUATION frames.
-        let at = self.out.len();
-        self.out.extend_from_slice(&[0; frame::HEADER_LEN]);
-        self.heads.table.start_block(&mut self.out);
-        match s.default {
-            Some(head) => self.heads.default_head(&self.shared.h2, head, &mut self.out),
-            None => {
-                encode::stamp_service_time(&mut s.block, s.pacing.stats);
-                self.out.extend_from_slice(&s.block);
-            }
-        }
-        let block_len = self.out.len() - at - frame::HEADER_LEN;
-        if block_len <= self.peer_max_frame {
-            let flags = frame::END_HEADERS | if end { frame::END_STREAM } else { 0 };
-            let head = frame::head_bytes(block_len, frame::HEADERS, flags, id);
-            self.out[at..at + frame::HEADER_LEN].copy_from_slice(&head);
-        } else {
-            let block = self.out.split_off(at + frame::HEADER_LEN);
-            self.out.truncate(at);
-            frame::put_header_block(&mut self.out, id, &block, end, self.peer_max_frame);
-        }
-        if end {
-            s.phase = Phase::Linger;
-            s.payload = Payload::EMPTY;
-            return;
-        }
-        let schedule = (s.pacing.paced_body() && !s.refused).then(|| s.pacing.schedule(len));
-        s.phase = match schedule {
-            Some(schedule) => Phase::Pause(schedule),
-            None => Phase::Sending { left: len, schedule: None },
-        };
-        if let Phase::Pause(_) = s.phase {
-            self.next_step(id, s);
-        } else {
-            self.send_body(id, s);
-        }
-    }
-
-    /// Sends body data for `s` while the windows and the buffer allow.
-    fn send_body(&mut self, id: u32, s: &mut Stream) {
-        loop {
-            let Phase::Sending { left, schedule } = &mut s.phase else { return };
-            if *left == 0 {
-                match schedule.take() {
-                    Some(schedule) => {
-                        s.phase = Phase::Pause(schedule);
-                        self.next_step(id, s);
-                    }
-                    None => s.phase = Phase::Linger,
-                }
-                return;
-            }
-            let credit = self.send_window.min(s.send_window);
-            if credit <= 0 || self.out.len() >= OUT_HIGH {
-                if !s.queued && (self.out.len() >= OUT_HIGH || self.send_window <= 0) {
-                    s.queued = true;
-                    self.ready.push_back(id);
-                }
-                return;
-            }
-            let n = (*left).min(credit as u64).min(self.peer_max_frame as u64);
-            let chunk = s.payload.split_to(n as usize);
-            let n = chunk.len() as u64;
-            *left -= n;
-            let last = *left == 0 && schedule.is_none();
-            let flags = if last { frame::END_STREAM } else { 0 };
-            frame::put(&mut self.out, frame::DATA, flags, id, &chunk);
-            self.send_window -= n as i64;
-            s.send_window -= n as i64;
-        }
-    }
-
-    /// A paced body's next step.
-    fn next_step(&mut self, id: u32, s: &mut Stream) {
-        let Phase::Pause(schedule) = &mut s.phase else { return };
-        match schedule.next_step() {
-            Step::Send(n) => {
-                let schedule = std::mem::replace(schedule, Schedule::new(0, None, None, None));
-                s.phase = Phase::Sending { left: n, schedule: Some(schedule) };
-                self.send_body(id, s);
-            }
-            Step::Wait(d) => {
-                let at = Instant::now() + d;
-                s.wake = Some(at);
-                self.timers.push(Reverse((at, id)));
-            }
-            Step::Abort => {
-                s.phase = Phase::Linger;
-                s.wake = None;
-                s.payload = Payload::EMPTY;
-                frame::put_rst(&mut self.out, id, frame::INTERNAL_ERROR);
-                self.remember(id, true);
-                s.ended = true;
-            }
-            Step::Done => {
-                frame::put(&mut self.out, frame::DATA, frame::END_STREAM, id, &[]);
-                s.phase = Phase::Linger;
-            }
-        }
-    }
-
-    /// Streams whose body waits for room or credit: called once per wake-up, after reading.
-    pub(super) fn pump(&mut self) {
-        let mut rounds = self.ready.len();
-        while rounds > 0 && self.send_window > 0 && self.out.len() < OUT_HIGH {
-            rounds -= 1;
-            let Some(id) = self.ready.pop_front() else { break };
-            let Some(mut s) = self.streams.remove(&id) else { continue };
-            s.queued = false;
-            // A stream that runs out of room queues itself again, behind the others.
-            self.send_body(id, &mut s);
-            self.settle(id, s);
-        }
-    }
-
-    /// Puts a stream taken out back in the table, or closes it when both sides are done.
-    fn settle(&mut self, id: u32, mut s: Stream) {
-        if s.done() {
-            if s.ended {
-                if s.active {
-                    self.shared.state.leave_active();
-                }
-                self.remember(id, false);
-                self.after_close();
-                return;
-            }
-            if s.wake.is_none() {
-                let at = Instant::now() + LINGER_TIME;
-                s.wake = Some(at);
-                self.timers.push(Reverse((at, id)));
-            }
-        }
-        self.streams.insert(id, s);
-    }
-
-    /// Fires the timers due by `now`.
-    pub(super) fn fire(&mut self, now: Instant) {
-        if let Goaway::Probing(since) = self.goaway {
-            if now >= since + PING_WAIT {
-                self.final_goaway();
-            }
-        }
-        while let Some(&Reverse((at, id))) = self.timers.peek() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(s) = self.streams.get_mut(&id) else { continue };
-            if s.wake != Some(at) {
-                continue;
-            }
-            s.wake = None;
-            match s.phase {
-                Phase::Delay => self.after_delay(id),
-                Phase::Stall => self.head_now(id),
-                Phase::Pause(_) => {
-                    if let Some(mut s) = self.streams.remove(&id) {
-                        self.next_step(id, &mut s);
-                        self.settle(id, s);
-                    }
-                }
-                Phase::Linger => {
-                    // The linger is over: end the stream whose request never finished.
-                    self.reset(id, frame::NO_ERROR);
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn wake(&mut self, id: u32, at: Instant) {
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.wake = Some(at);
-            self.timers.push(Reverse((at, id)));
-        }
-    }
-
     /// Begins a graceful shutdown (RFC 9113 §6.8): GOAWAY(2^31-1) and a PING; the final
     /// GOAWAY names the last stream the PING's round trip let in.
     pub(super) fn shutdown(&mut self, now: Instant) {
@@ -1055,18 +818,6 @@ impl Conn {
     }
 }
 
-impl Stream {
-    /// The response is complete.
-    fn done(&self) -> bool {
-        matches!(self.phase, Phase::Linger)
-    }
-
-    /// Body data waits for flow-control credit.
-    fn wants_credit(&self) -> bool {
-        matches!(self.phase, Phase::Sending { left, .. } if left > 0)
-    }
-}
-
 impl Drop for Conn {
     fn drop(&mut self) {
         for s in self.streams.values() {
@@ -1081,3 +832,6 @@ impl Drop for Conn {
 fn depends_on(priority: &[u8]) -> u32 {
     u32::from_be_bytes([priority[0], priority[1], priority[2], priority[3]]) & !(1 << 31)
 }
+
+#[cfg(test)]
+mod tests;
