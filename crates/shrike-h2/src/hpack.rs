@@ -246,27 +246,43 @@ fn read_string<'a>(
 /// static entry with this name, or with a literal name. `name` must already be lowercase.
 ///
 /// Only the static table is used, so the block decodes the same whatever the peer's table
-/// holds and can be built once (a request template, a response head) and sent many times. Credentials go as
-/// Never Indexed literals (§6.2.3, §7.1.3), so a proxy on the way does not index them either.
+/// holds and can be built once (a request template, a response head) and sent many times.
+/// Credentials go as Never Indexed literals (§6.2.3, §7.1.3), so a proxy on the way does not
+/// index them either.
 pub fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    let mut name_index = 0;
-    for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
-        if n == name {
-            if v == value {
-                write_int(out, 0x80, 7, i + 1);
-                return;
-            }
-            if name_index == 0 {
-                name_index = i + 1;
-            }
-        }
-    }
+    let name_index = match static_index(name, value) {
+        StaticIndex::Field(i) => return write_int(out, 0x80, 7, i),
+        StaticIndex::Name(i) => i,
+    };
     let sensitive = matches!(name, b"authorization" | b"proxy-authorization" | b"cookie");
     write_int(out, if sensitive { 0x10 } else { 0x00 }, 4, name_index);
     if name_index == 0 {
         write_string(out, name);
     }
     write_string(out, value);
+}
+
+/// Where a field stands in the static table.
+pub(crate) enum StaticIndex {
+    /// This index holds the whole field.
+    Field(usize),
+    /// The lowest index holding its name, or 0 for none.
+    Name(usize),
+}
+
+pub(crate) fn static_index(name: &[u8], value: &[u8]) -> StaticIndex {
+    let mut name_index = 0;
+    for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
+        if n == name {
+            if v == value {
+                return StaticIndex::Field(i + 1);
+            }
+            if name_index == 0 {
+                name_index = i + 1;
+            }
+        }
+    }
+    StaticIndex::Name(name_index)
 }
 
 /// Writes `value` with an N-bit prefix (§5.1); `flags` holds the bits above the prefix.

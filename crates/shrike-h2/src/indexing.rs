@@ -10,7 +10,9 @@
 
 use std::collections::VecDeque;
 
-use crate::hpack::{write_int, write_string, ENTRY_OVERHEAD, STATIC_TABLE};
+use crate::hpack::{
+    static_index, write_int, write_string, StaticIndex, ENTRY_OVERHEAD, STATIC_TABLE,
+};
 
 /// The table size the protocol starts with (SETTINGS_HEADER_TABLE_SIZE's default), and the
 /// most this encoder uses even when the peer allows more.
@@ -72,18 +74,10 @@ impl Encoder {
     /// Appends one field: indexed when the peer's table (or the static table) has it, else a
     /// literal that the peer adds to its table. `name` must be lowercase.
     pub fn field(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-        let mut static_name = 0;
-        for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
-            if n == name {
-                if v == value {
-                    write_int(out, 0x80, 7, i + 1);
-                    return;
-                }
-                if static_name == 0 {
-                    static_name = i + 1;
-                }
-            }
-        }
+        let static_name = match static_index(name, value) {
+            StaticIndex::Field(i) => return write_int(out, 0x80, 7, i),
+            StaticIndex::Name(i) => i,
+        };
         if let Some(i) = self.entries.iter().position(|(n, v)| n == name && v == value) {
             write_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
             return;

@@ -38,6 +38,13 @@ impl Shared {
             config,
         }
     }
+
+    /// The statistics endpoint's answer (the counts as JSON) when `path` names the endpoint;
+    /// each front end passes the path as its protocol compares it.
+    pub(crate) fn stats_answer(&self, path: &[u8]) -> Option<String> {
+        let endpoint = self.config.stats_path()?;
+        (path == endpoint.as_bytes()).then(|| self.state.stats().to_json(self.state.active()))
+    }
 }
 
 /// Serves HTTP/1.1 and HTTP/2 on `listener` until `shutdown` completes, then drains.

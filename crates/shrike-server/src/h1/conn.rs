@@ -516,31 +516,22 @@ fn prepare(
         wbuf.extend_from_slice(CONTINUE);
     }
     let held = wbuf.len();
-    if let Some(path) = config.stats_path() {
-        if req.path == Some(path) {
-            let json = shared.state.stats().to_json(shared.state.active());
-            let encoded = response::encode_typed(
-                wbuf,
-                200,
-                "application/json",
-                &json,
-                framing.head,
-                connection,
-            );
-            return Step::Request(Pending {
-                head_len,
-                body: framing.body,
-                held,
-                pacing: Pacing::default(),
-                paced: None,
-                service_time_at: None,
-                connection,
-                connection_at: encoded.connection_at - held,
-                deferred_body: 0,
-                close,
-                linger: close && framing.keep_alive,
-            });
-        }
+    if let Some(json) = req.path.and_then(|path| shared.stats_answer(path.as_bytes())) {
+        let encoded =
+            response::encode_typed(wbuf, 200, "application/json", &json, framing.head, connection);
+        return Step::Request(Pending {
+            head_len,
+            body: framing.body,
+            held,
+            pacing: Pacing::default(),
+            paced: None,
+            service_time_at: None,
+            connection,
+            connection_at: encoded.connection_at - held,
+            deferred_body: 0,
+            close,
+            linger: close && framing.keep_alive,
+        });
     }
     let values = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(CONFIG_HEADER));
     let values = framing.has_config.then(|| values.map(|h| h.value));

@@ -67,8 +67,11 @@ impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.0
     }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("stream ids hash as u32")
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u32` is used for a `u32` key; this keeps any other input hashing too.
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
     }
     fn write_u32(&mut self, id: u32) {
         self.0 = u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -759,12 +762,17 @@ impl Conn {
 
     fn close(&mut self, id: u32) {
         if let Some(s) = self.streams.remove(&id) {
-            if s.active {
-                self.shared.state.leave_active();
-            }
-            self.remember(id, false);
-            self.after_close();
+            self.finish(id, &s);
         }
+    }
+
+    /// The bookkeeping of a stream taken out of the table for good.
+    fn finish(&mut self, id: u32, s: &Stream) {
+        if s.active {
+            self.shared.state.leave_active();
+        }
+        self.remember(id, false);
+        self.after_close();
     }
 
     /// Checks whether the connection is done once a stream closed.

@@ -87,12 +87,9 @@ impl Heads {
         out: &mut Vec<u8>,
     ) -> Planned {
         let config = &shared.config;
-        if let Some(path) = config.stats_path() {
-            if head.path_only() == path.as_bytes() {
-                let json = shared.state.stats().to_json(shared.state.active());
-                let payload = text(out, 200, &json, head_only, b"application/json");
-                return Planned { payload, pacing: Pacing::default(), default: None };
-            }
+        if let Some(json) = shared.stats_answer(head.path_only()) {
+            let payload = text(out, 200, &json, head_only, b"application/json");
+            return Planned { payload, pacing: Pacing::default(), default: None };
         }
         let values = head.has_config.then(|| head.values(CONFIG_HEADER.as_bytes()));
         match ResponsePlan::for_request(config, &shared.state, values, head_only) {

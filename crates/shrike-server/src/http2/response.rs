@@ -90,16 +90,10 @@ pub(crate) fn for_request(
     head_only: bool,
     shared: &Shared,
 ) -> (Reply, Pacing) {
-    if let Some(path) = shared.config.stats_path() {
-        if parts.uri.path() == path {
-            let json = shared.state.stats().to_json(shared.state.active());
-            let mut reply = text(200, &json, head_only);
-            reply
-                .head
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            return (reply, Pacing::default());
-        }
+    if let Some(json) = shared.stats_answer(parts.uri.path().as_bytes()) {
+        let mut reply = text(200, &json, head_only);
+        reply.head.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return (reply, Pacing::default());
     }
     let values = parts.headers.get_all(CONFIG_HEADER);
     let values = values.iter().next().is_some().then(|| values.iter().map(|v| v.as_bytes()));

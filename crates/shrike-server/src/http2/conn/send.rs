@@ -48,26 +48,7 @@ impl Conn {
     fn head_now(&mut self, id: u32) {
         let Some(mut s) = self.streams.remove(&id) else { return };
         self.send_head(id, &mut s);
-        if s.done() && s.ended {
-            if s.active {
-                self.shared.state.leave_active();
-            }
-            self.remember(id, false);
-            self.after_close();
-            return;
-        }
-        if s.done() {
-            // The response is out but the request is still coming: read and drop the rest.
-            s.phase = Phase::Linger;
-            if s.active {
-                self.shared.state.leave_active();
-                s.active = false;
-            }
-            self.streams.insert(id, s);
-            self.wake(id, Instant::now() + LINGER_TIME);
-            return;
-        }
-        self.streams.insert(id, s);
+        self.settle(id, s);
     }
 
     /// Writes the head (with the service time, if asked) and as much body as the windows
@@ -195,12 +176,14 @@ impl Conn {
     fn settle(&mut self, id: u32, mut s: Stream) {
         if s.done() {
             if s.ended {
-                if s.active {
-                    self.shared.state.leave_active();
-                }
-                self.remember(id, false);
-                self.after_close();
+                self.finish(id, &s);
                 return;
+            }
+            // The response is out but the request is still coming: its rest is read and
+            // dropped until the linger ends, no longer counted as active.
+            if s.active {
+                self.shared.state.leave_active();
+                s.active = false;
             }
             if s.wake.is_none() {
                 let at = Instant::now() + LINGER_TIME;
