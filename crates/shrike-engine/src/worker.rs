@@ -6,6 +6,8 @@
 //! hands back its statistics.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -24,6 +26,7 @@ use crate::schedule::remote::RemoteSchedule;
 use crate::schedule::sessions::{SessionPlan, SessionSchedule};
 use crate::schedule::{Due, Peek, Schedule, Ticket};
 use crate::stop::StopHandle;
+use crate::trace::TraceIds;
 
 /// The longest a worker waits for its schedule to be primed before the clock starts.
 const PRIME_LIMIT: Duration = Duration::from_secs(2);
@@ -212,6 +215,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
     let cx = &pools.cx;
     let deadline = pools.cfg.duration.map(|d| start + d);
     let idle = Idle::new(pools.cfg.idle, pools.cfg.max_lateness);
+    cx.release_until.set(deadline);
     // Unpaced runs start with the others, not before: wait for the (possibly --start-at) start.
     if schedule.peek() == Peek::Now {
         tokio::select! {
@@ -251,6 +255,24 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
                 }
                 Some(due)
             }
+            // Every connection is busy and unpaced requests wait for them: these join them
+            // here while there is room, without a dispatch or a clock read (a full wait
+            // blocks in dispatch).
+            Peek::Now if pool::waiting_ahead(pools) => {
+                while let Some(due) = schedule.take() {
+                    let trace = cx.tracing.as_ref().and_then(crate::trace::Tracing::sample);
+                    if !pool::put_ahead(pools, due, trace) {
+                        if !dispatch(pools, None, due, trace, deadline).await {
+                            return;
+                        }
+                        break;
+                    }
+                    if schedule.peek() != Peek::Now {
+                        break;
+                    }
+                }
+                continue;
+            }
             Peek::Now if deadline.is_some_and(|d| Instant::now() >= d) => return,
             Peek::Now => None,
             // Nothing is due until a request finishes (or, for a plan that ended at rate 0,
@@ -265,7 +287,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
                 }
                 continue;
             }
-            Peek::End => return,
+            Peek::End => return hand_over_ahead(pools, deadline).await,
         };
         let taken = match scheduled {
             // Sessions: what matters most of what is due by now, with its own due time.
@@ -283,7 +305,8 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
             tokio::task::yield_now().await;
             continue;
         }
-        if !dispatch(pools, scheduled, due, deadline).await {
+        let trace = cx.tracing.as_ref().and_then(crate::trace::Tracing::sample);
+        if !dispatch(pools, scheduled, due, trace, deadline).await {
             return;
         }
     }
@@ -334,14 +357,17 @@ async fn dispatch(
     pools: &Rc<Pools>,
     scheduled: Option<Instant>,
     due: Due,
+    trace: Option<TraceIds>,
     deadline: Option<Instant>,
 ) -> bool {
     let cx = &pools.cx;
     if due.session.is_some_and(|s| s.first) {
         cx.state.borrow_mut().counters.inc(Counter::JobsStarted);
     }
+    // Unpaced, a request no connection is free for waits for the first that finishes,
+    // which releases it then (`pool::take_ahead`); the loop goes on taking while there is room.
+    let ahead = |pools: &Pools| scheduled.is_none() && pool::put_ahead(pools, due, trace);
     let released = Instant::now();
-    let trace = cx.tracing.as_ref().and_then(crate::trace::Tracing::sample);
     let ticket = |at: Instant| Ticket {
         scheduled: scheduled.unwrap_or(at),
         released: at,
@@ -350,7 +376,7 @@ async fn dispatch(
         session: due.session,
         trace,
     };
-    if pool::try_dispatch(pools, ticket(released)).is_ok() {
+    if pool::try_dispatch(pools, ticket(released)).is_ok() || ahead(pools) {
         return true;
     }
     // Closed loop and no capacity: block. The request keeps its scheduled time, so the wait
@@ -365,24 +391,44 @@ async fn dispatch(
         }
     };
     loop {
-        cx.pacer_blocked.set(true);
-        let ended = tokio::select! {
-            biased;
-            _ = cx.wake.notified() => false,
-            _ = &mut end => true,
-            _ = cx.capacity.notified() => false,
-        };
-        cx.pacer_blocked.set(false);
+        let ended = wait_for_capacity(cx, end.as_mut()).await;
         let now = Instant::now();
         if ended || cx.stopping.get() {
             record_blocking(now);
             return false;
         }
-        if pool::try_dispatch(pools, ticket(now)).is_ok() {
+        if pool::try_dispatch(pools, ticket(now)).is_ok() || ahead(pools) {
             record_blocking(now);
             return true;
         }
     }
+}
+
+/// Waits until connections have taken every request taken ahead of them (a spent schedule's
+/// last ones), or the run ends.
+async fn hand_over_ahead(pools: &Rc<Pools>, deadline: Option<Instant>) {
+    let cx = &pools.cx;
+    let end = run_end(deadline);
+    tokio::pin!(end);
+    while !cx.stopping.get() && !cx.state.borrow().ahead.is_empty() {
+        if wait_for_capacity(cx, end.as_mut()).await {
+            return;
+        }
+    }
+}
+
+/// Blocks the worker loop until a pool reports capacity, the run is stopping (`wake`) or
+/// `end` completes; true for the end.
+async fn wait_for_capacity(cx: &PoolCx, end: Pin<&mut impl Future<Output = ()>>) -> bool {
+    cx.pacer_blocked.set(true);
+    let ended = tokio::select! {
+        biased;
+        _ = cx.wake.notified() => false,
+        _ = end => true,
+        _ = cx.capacity.notified() => false,
+    };
+    cx.pacer_blocked.set(false);
+    ended
 }
 
 /// Completes when the run's deadline passes; never, for a run without one.
@@ -402,6 +448,8 @@ async fn drain(pools: &Rc<Pools>) {
         let mut st = cx.state.borrow_mut();
         let queued = st.queue.len();
         st.queue.clear();
+        // Taken ahead but never released: not requests of this run.
+        st.ahead.clear();
         st.outstanding -= queued;
         st.counters.add(Counter::RqCancelled, queued as u64);
     }

@@ -492,6 +492,27 @@ impl Statistic {
         }
     }
 
+    /// A statistic from its histogram and exact moments (`m2`: the sum of squared deviations
+    /// from the mean), as a recorder that keeps them its own way hands them over.
+    pub(crate) fn from_moments(
+        hist: Histogram<u64>,
+        count: u64,
+        mean: f64,
+        m2: f64,
+        min: u64,
+        max: u64,
+    ) -> Self {
+        let mut s = Self::with_histogram(hist);
+        s.hist.auto(true);
+        (s.count, s.mean, s.m2, s.min, s.max) = (count, mean, m2, min, max);
+        s
+    }
+
+    /// An empty histogram that grows to what it receives, as [`Statistic::new`]'s.
+    pub(crate) fn growing_histogram() -> Histogram<u64> {
+        Self::empty_histogram(EMPTY_HIGHEST)
+    }
+
     /// A statistic known only by its summary (Nighthawk's JSON, which stores no histogram):
     /// exact moments plus the percentile points as printed. Percentile questions are answered
     /// from `percentiles` (see [`Statistic::value_at_quantile`]); it cannot be merged exactly.
@@ -529,10 +550,6 @@ impl Stats {
     /// Empty statistics to merge or read into (see [`Statistic::new`]).
     pub fn new() -> Self {
         Stats { stats: (0..StatId::COUNT).map(|_| Statistic::new()).collect() }
-    }
-    /// Empty statistics for a worker to record into (see [`Statistic::presized`]).
-    pub fn presized() -> Self {
-        Stats { stats: (0..StatId::COUNT).map(|_| Statistic::presized()).collect() }
     }
     /// Empties every statistic in place (see [`Statistic::reset`]).
     pub fn reset(&mut self) {

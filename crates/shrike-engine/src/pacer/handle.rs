@@ -45,6 +45,14 @@ impl RateHandle {
         if self.inner.changes.load(Ordering::Relaxed) == *seen {
             return None;
         }
+        self.changed_since(seen)
+    }
+
+    /// [`RateHandle::since`] once something changed: out of line, so that the check every
+    /// release makes stays a load and a compare in the worker loop.
+    #[cold]
+    #[inline(never)]
+    fn changed_since(&self, seen: &mut u64) -> Option<f64> {
         let factors = self.inner.factors.lock().unwrap_or_else(|p| p.into_inner());
         let from = usize::try_from(*seen).unwrap_or(usize::MAX).min(factors.len());
         *seen = factors.len() as u64;

@@ -8,17 +8,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shrike_spec::{Predicate, PredicateKind};
-use shrike_stats::{BatchedStats, Counter, Counters, StatusCodes, Termination};
+use shrike_stats::{Counter, Counters, RecordingStats, StatId, StatusCodes, Termination};
 use tokio::sync::Notify;
 
 use crate::config::Protocol;
 use crate::feed::{Payload, Payloads};
 use crate::requests::Renderer;
-use crate::schedule::Ticket;
+use crate::schedule::{Due, Ticket};
 use crate::stop::StopHandle;
+use crate::trace::TraceIds;
 
 /// Distinct error messages are kept (with counts) so a failed run can say what went wrong;
 /// bounded so a misbehaving server cannot grow memory.
@@ -27,12 +28,15 @@ const MAX_DISTINCT_ERRORS: usize = 32;
 /// A worker's measurements and its queue. Borrowed briefly, never across an `.await`.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerState {
-    pub stats: BatchedStats,
+    pub stats: RecordingStats,
     pub counters: Counters,
     pub status_codes: StatusCodes,
     /// Released requests waiting for a connection (bounded by `max_pending_requests`, or by
     /// the number of live sessions for session requests).
     pub queue: VecDeque<Ticket>,
+    /// Unpaced requests taken from the schedule before any connection was free, not yet
+    /// released (see [`crate::pool::take_ahead`]); with a sampled trace, if any.
+    pub ahead: VecDeque<(Due, Option<TraceIds>)>,
     /// Requests assigned or queued and not yet finished.
     pub outstanding: usize,
     pub errors: BTreeMap<String, u64>,
@@ -44,6 +48,22 @@ pub(crate) struct WorkerState {
 }
 
 impl WorkerState {
+    pub fn new() -> WorkerState {
+        let mut state = WorkerState::default();
+        // Usually equal value for value: an unpaced ticket is released when it is due (no
+        // lateness before its release), and most answers are 2xx. Each pair is then recorded
+        // once (see `RecordingStats::twin`), and apart from its first difference on.
+        let twins = [
+            (StatId::QueueToConnect, StatId::SendLateness),
+            (StatId::SequencerCallback, StatId::ScheduledToResponse),
+            (StatId::RequestToResponse, StatId::Latency2xx),
+        ];
+        for (a, b) in twins {
+            state.stats.twin(a, b);
+        }
+        state
+    }
+
     /// Counts an error by its message. The message is built only when the error is new or
     /// the summary has room, never for the 33rd distinct kind onward.
     pub fn note_error(&mut self, msg: impl FnOnce() -> String) {
@@ -96,6 +116,8 @@ pub struct PoolCx {
     pub(crate) wake: Notify,
     /// No new requests are released once set.
     pub(crate) stopping: Cell<bool>,
+    /// Nor at or after this instant (the run's deadline), which the worker loop sets.
+    pub(crate) release_until: Cell<Option<Instant>>,
     pub(crate) stop: StopHandle,
     pub(crate) connect: ConnectOptions,
     /// A request unanswered this long is abandoned (`upstream_rq_timeout`).
@@ -145,7 +167,7 @@ impl PoolCx {
         predicates: &[Predicate],
     ) -> PoolCx {
         PoolCx {
-            state: RefCell::new(WorkerState::default()),
+            state: RefCell::new(WorkerState::new()),
             capacity: Notify::new(),
             pacer_blocked: Cell::new(false),
             drained: Notify::new(),
@@ -153,6 +175,7 @@ impl PoolCx {
             session_finished: Notify::new(),
             wake: Notify::new(),
             stopping: Cell::new(false),
+            release_until: Cell::new(None),
             stop,
             connect,
             request_timeout,
@@ -168,13 +191,20 @@ impl PoolCx {
     /// Requests that fail while the run drains (after its deadline, or once a count is spent)
     /// still count: only a stop already requested (its reason wins) skips the check, so a run
     /// whose last requests all failed never reads as completed.
+    #[inline]
     pub(crate) fn check_predicates(&self, counters: &mut Counters) {
+        // Every response checks: the loop inline, the rest (a predicate fired) out of line.
+        if let Some(p) = self.predicates.iter().find(|p| p.fired(counters)) {
+            self.predicate_fired(p, counters);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn predicate_fired(&self, p: &Predicate, counters: &mut Counters) {
         if self.stop.is_stopped() {
             return;
         }
-        let Some(p) = self.predicates.iter().find(|p| p.fired(counters)) else {
-            return;
-        };
         let reason = match p.kind {
             PredicateKind::Failure => {
                 counters.inc(Counter::SequencerFailedTerminations);

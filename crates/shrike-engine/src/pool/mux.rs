@@ -431,8 +431,16 @@ async fn stream_task<M: Mux>(
             let done = arrived.map_or(done, |a| a.max(sent));
             let status = Some(status);
             let failed = false;
-            let x =
-                Exchange { ticket, sent, done, status, header_bytes, body_bytes, origin, failed };
+            let x = Exchange {
+                ticket: &ticket,
+                sent,
+                done,
+                status,
+                header_bytes,
+                body_bytes,
+                origin,
+                failed,
+            };
             record_response(&pools, &x);
             pools.cx.request_finished(&ticket);
         }

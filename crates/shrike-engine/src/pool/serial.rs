@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use shrike_stats::Counter;
 
-use super::timer::RequestTimer;
+use super::timer::{Deadlines, Watch};
 use super::{record_answer_error, record_connection_failure, record_failure};
 use super::{record_response, record_timeout};
 use super::{Exchange, Pools};
@@ -89,6 +89,8 @@ pub(crate) struct SerialPool<P: Protocol> {
     sessions: RefCell<HashMap<u32, Rc<Slot>>>,
     /// Connections exit once set.
     closing: Cell<bool>,
+    /// The `--timeout` bound on every connection's exchange.
+    deadlines: Rc<Deadlines>,
 }
 
 /// A serial pool of a caller's protocol, behind a pointer: the engine does not know its type,
@@ -153,6 +155,7 @@ impl<P: Protocol> SerialPool<P> {
             prefetch: cfg.prefetch_connections,
             sessions: RefCell::new(HashMap::new()),
             closing: Cell::new(false),
+            deadlines: Rc::default(),
         }
     }
 
@@ -206,6 +209,7 @@ impl<P: Protocol> SerialPool<P> {
 
     pub fn close(&self) {
         self.closing.set(true);
+        self.deadlines.close();
         for s in self.slots.iter().chain(self.sessions.borrow().values()) {
             s.wake();
         }
@@ -214,6 +218,7 @@ impl<P: Protocol> SerialPool<P> {
     /// Opens every shared connection first if `--prefetch-connections`, then starts one task
     /// per shared slot.
     pub async fn start(self: &Rc<Self>, pools: &Rc<Pools>) {
+        tokio::task::spawn_local(self.deadlines.clone().sweep());
         let n = self.slots.len();
         let initial: Vec<Option<Open<P::Conn>>> = if self.prefetch {
             let handles: Vec<_> = (0..n)
@@ -254,12 +259,14 @@ async fn connection_task<P: Protocol>(
     mut conn: Option<Open<P::Conn>>,
     owner: Owner,
 ) {
-    let mut timer = RequestTimer::new();
+    let watch = pool.deadlines.watch();
     loop {
         let Some(mut ticket) = slot.next(&pool.closing).await else { return };
+        // A clock reading of this moment, when one was just made.
+        let mut now = None;
         loop {
             let shared = matches!(owner, Owner::Shared(_));
-            serve(&pools, &pool, &mut conn, ticket, shared, &mut timer).await;
+            let ended = serve(&pools, &pool, &mut conn, &ticket, shared, &watch, now).await;
             pools.cx.request_finished(&ticket);
             let id = match owner {
                 Owner::Session(s) => {
@@ -275,10 +282,15 @@ async fn connection_task<P: Protocol>(
                 }
                 Owner::Shared(id) => id,
             };
-            // Taking the next queued request here, on this connection, is the hot path under
-            // load: no wake-up of another task, no pool search.
+            // Taking the next queued (or, unpaced, the next due) request here, on this
+            // connection, is the hot path under load: no wake-up of another task, no pool
+            // search.
             if let Some(next) = pools.cx.state.borrow_mut().queue.pop_front() {
-                ticket = next;
+                (ticket, now) = (next, None);
+                continue;
+            }
+            if let Some(next) = super::take_ahead(&pools, ended) {
+                (ticket, now) = (next, Some(next.released));
                 continue;
             }
             pool.idle.borrow_mut().push_back(id);
@@ -292,15 +304,17 @@ async fn connection_task<P: Protocol>(
 
 /// Serves one request on this connection (connecting first if needed) and records it.
 /// `limit` applies `max_requests_per_connection` (shared connections only: a session keeps
-/// its connection for its life).
+/// its connection for its life). `now` is a clock reading of this moment, if the caller has
+/// one. Returns the reading that timed the response's end, if the clock's (not the kernel's).
 async fn serve<P: Protocol>(
     pools: &Pools,
     pool: &SerialPool<P>,
     conn: &mut Option<Open<P::Conn>>,
-    ticket: Ticket,
+    ticket: &Ticket,
     limit: bool,
-    timer: &mut RequestTimer,
-) {
+    watch: &Watch,
+    now: Option<Instant>,
+) -> Option<Instant> {
     let cx = &pools.cx;
     let mut retried = false;
     loop {
@@ -312,20 +326,22 @@ async fn serve<P: Protocol>(
         }
         let Some(open) = conn.as_mut() else {
             record_connection_failure(pools);
-            return;
+            return None;
         };
         let mut io = Io { trace: ticket.trace, ..Io::default() };
-        timer.arm(cx.request_timeout);
-        let result = tokio::select! {
-            biased;
-            answer = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io) => {
-                Ok(answer)
-            }
-            _ = timer.expired() => Err(()),
+        // A connect or a retry since makes the caller's reading stale.
+        let start = match reused && !retried {
+            true => now.unwrap_or_else(Instant::now),
+            false => Instant::now(),
         };
+        pool.deadlines.arm(watch, start, cx.request_timeout);
+        let exchange = pool.protocol.exchange(cx, &mut open.conn, ticket.request, &mut io);
+        let result = watch.bound(std::pin::pin!(exchange)).await;
+        watch.disarm();
         // A response the kernel stamped ended when it arrived; only an unstamped one is timed
         // here (a clock read is ~2 % of a saturating request's CPU).
-        let done = io.arrived.unwrap_or_else(Instant::now);
+        let clock = io.arrived.is_none().then(Instant::now);
+        let done = io.arrived.or(clock).unwrap_or(start);
         let mut st = cx.state.borrow_mut();
         st.counters.add(Counter::CxRxBytesTotal, io.rx);
         st.counters.add(Counter::CxTxBytesTotal, io.tx);
@@ -335,8 +351,8 @@ async fn serve<P: Protocol>(
             st.counters.inc(Counter::CxDestroyLocalWithActiveRq);
             drop(st);
             *conn = None;
-            record_timeout(pools, &ticket, io.sent);
-            return;
+            record_timeout(pools, ticket, io.sent);
+            return clock;
         };
         match result {
             Ok(answer) => {
@@ -393,7 +409,7 @@ async fn serve<P: Protocol>(
                         Exchange { done: m.done, status, header_bytes, body_bytes, origin, ..x };
                     record_response(pools, &more);
                 }
-                return;
+                return clock;
             }
             // The server closed an idle keep-alive connection just as we reused it: nothing of
             // the request was processed, so retry once on a fresh connection, as browsers and
@@ -423,8 +439,8 @@ async fn serve<P: Protocol>(
                 }
                 drop(st);
                 *conn = None;
-                record_failure(pools, &ticket, io.sent, protocol_error, || f.error.to_string());
-                return;
+                record_failure(pools, ticket, io.sent, protocol_error, || f.error.to_string());
+                return clock;
             }
         }
     }

@@ -118,11 +118,18 @@ impl Protocol for Http1 {
         // The flush matters for TLS only (a no-op on TCP): tokio-rustls accepts plaintext into
         // rustls and may return before the socket took every record; nothing else would send
         // them while we wait to read.
-        let written = async {
-            stream.write_all(bytes).await?;
-            stream.flush().await
+        let written = match stream.try_send(bytes) {
+            Ok(n) if n == bytes.len() => Ok(()),
+            Ok(n) => {
+                async {
+                    stream.write_all(&bytes[n..]).await?;
+                    stream.flush().await
+                }
+                .await
+            }
+            Err(e) => Err(e),
         };
-        if let Err(e) = written.await {
+        if let Err(e) = written {
             let class = if reset(&e) { FailureClass::Unanswered } else { FailureClass::Broken };
             return Err(Failure { class, error: e.into() });
         }

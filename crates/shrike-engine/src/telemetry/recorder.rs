@@ -212,7 +212,7 @@ pub(crate) fn attach(pools: &Rc<Pools>, link: Link, start: Instant) {
 /// Records one response into the current tick (rolling over first if it completed past the
 /// boundary). An untaken branch when telemetry is off.
 #[inline]
-pub(crate) fn record_response(st: &mut WorkerState, x: &Exchange) {
+pub(crate) fn record_response(st: &mut WorkerState, x: &Exchange<'_>) {
     if let Some(r) = st.interval.as_deref_mut() {
         r.roll(x.done, &st.counters, &st.status_codes, st.outstanding);
         r.stats.scheduled_to_response.record(nanos(x.done - x.ticket.scheduled));

@@ -244,3 +244,44 @@ fn prefetch_opens_all_connections_and_body_sizes_are_recorded() {
     // 20 requests of at least 100 body bytes each went out.
     assert!(counter(&g, "upstream_cx_tx_bytes_total") > 20 * 100);
 }
+
+/// Unpaced, a connection that finishes takes its next request itself, and the worker loop
+/// only tops up the requests waiting for one. The counts stay exact: a count-limited run
+/// sends exactly its count, every one answered and none cancelled (the last requests taken
+/// ahead are all handed over before the run ends); a timed run's server saw exactly what the
+/// client counted, and the requests taken ahead but never released by the deadline are
+/// counted nowhere.
+#[test]
+fn unpaced_runs_hand_over_exactly_what_they_count() {
+    let stats_path = "/.shrike/stats";
+    let server = Server::start(&["--stats-path", stats_path]);
+    let url = server.url("/");
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--rps",
+        "max",
+        "-n",
+        "3001",
+        "--connections",
+        "8",
+        "--concurrency",
+        "2",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 3001);
+    assert_eq!(counter(g, "upstream_rq_total"), 3001);
+    assert_eq!(counter(g, "upstream_rq_cancelled"), 0);
+    let v = run_json_ok(&["run", &url, "--rps", "max", "--duration", "1", "--connections", "8"]);
+    let g = global(&v);
+    let ok = counter(g, "benchmark.http_2xx");
+    assert!(ok > 100, "{ok} answered in a second");
+    assert_eq!(counter(g, "upstream_rq_total"), ok);
+    assert_eq!(counter(g, "upstream_rq_cancelled"), 0);
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "5", &server.url(stats_path)])
+        .output()
+        .expect("curl runs");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    assert_eq!(s["requests"], 3001 + ok, "{s}");
+}
