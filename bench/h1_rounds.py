@@ -8,11 +8,13 @@ client the medians of user, system and total CPU per request (getrusage of the c
 user and system apart), the median and range of its per-round ratio to wrk, context switches
 per request and throughput. Client on CPU 0, nginx (1 worker) on CPU 1.
 
-    cargo build --release && python3 bench/h1_rounds.py [--rounds 11] [--duration 4]
+    cargo build --release && python3 bench/h1_rounds.py [--rounds 11] [--duration 4] \
+        [--only 'epoll$'] [--baseline path/to/an/older/shrike]
 
 Results are printed and appended as a dated Markdown table to bench/results/h1-closed-loop.md.
 """
 import argparse
+import re
 import shutil
 import statistics
 import sys
@@ -32,12 +34,17 @@ def shrike_count(stdout):
     return C.shrike_answered(stdout)[1]
 
 
-def clients(url, c, d):
-    """(name, command, request counter) for every client; wrk first, as the reference."""
-    shrike = [C.SHRIKE, "run", url, "--rps", "max", "--connections", str(c), "--duration", str(d),
-              "--concurrency", "1", "--output-format", "json", "-v", "error"]
+def clients(url, c, d, baseline=None):
+    """(name, command, request counter) for every client; wrk first, as the reference. With
+    `baseline` (another build's binary), its default epoll run too, beside this build's."""
+    def args(binary):
+        return [binary, "run", url, "--rps", "max", "--connections", str(c), "--duration", str(d),
+                "--concurrency", "1", "--output-format", "json", "-v", "error"]
+    shrike = args(C.SHRIKE)
+    before = [("shrike baseline, epoll", args(baseline) + ["--io-backend", "epoll"], shrike_count)]
     return [
         ("wrk -t1", ["wrk", "-t1", f"-c{c}", f"-d{d}s", url], C.wrk_requests),
+        *(before if baseline else []),
         ("shrike, epoll", shrike + ["--io-backend", "epoll"], shrike_count),
         ("shrike, epoll, `--read-coalesce 100us`",
          shrike + ["--io-backend", "epoll", "--read-coalesce", "100us"], shrike_count),
@@ -55,6 +62,8 @@ def main():
     ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--no-record", action="store_true", help="do not write bench/results/")
+    ap.add_argument("--baseline", help="another build's shrike binary, run beside this one")
+    ap.add_argument("--only", help="run only the clients whose name this regex finds (and wrk)")
     a = ap.parse_args()
     for tool in ["wrk", "nginx", "taskset"]:
         if not shutil.which(tool):
@@ -63,7 +72,8 @@ def main():
     server, url = C.start_nginx(tmp)
     runs = {}  # name -> [(user µs/req, sys µs/req, total µs/req, switches/req, req/s, round)]
     try:
-        table = clients(url, a.connections, a.duration)
+        table = [t for t in clients(url, a.connections, a.duration, a.baseline)
+                 if t[0] == "wrk -t1" or not a.only or re.search(a.only, t[0])]
         for r in range(a.rounds):
             # Rotating the order keeps a client from always following the same neighbour.
             k = r % len(table)
@@ -79,21 +89,26 @@ def main():
         server.terminate()
         server.wait()
 
-    wrk = {row[5]: row[2] for row in runs["wrk -t1"]}
+    wrk = {row[5]: row for row in runs["wrk -t1"]}
     med = statistics.median
-    lines = ["| client | user µs/req | system µs/req | CPU µs/req | vs wrk, median (range of rounds) "
-             "| context switches/req | req/s |", "|---|---:|---:|---:|---|---:|---:|"]
+    lines = ["| client | user µs/req | user vs wrk (range of rounds) | system µs/req | CPU µs/req "
+             "| CPU vs wrk (range of rounds) | context switches/req | req/s |",
+             "|---|---:|---|---:|---:|---|---:|---:|"]
+
+    def ratio(rows, k):
+        r = [row[k] / wrk[row[5]][k] for row in rows]
+        return f"{med(r):.2f}× ({min(r):.2f}–{max(r):.2f})"
     for name, _, _ in table:
         rows = runs[name]
-        ratios = [row[2] / wrk[row[5]] for row in rows]
-        lines.append(f"| {name} | {med(x[0] for x in rows):.2f} | {med(x[1] for x in rows):.2f} | "
-                     f"{med(x[2] for x in rows):.2f} | {med(ratios):.2f}× "
-                     f"({min(ratios):.2f}–{max(ratios):.2f}) | {med(x[3] for x in rows):.3f} | "
+        lines.append(f"| {name} | {med(x[0] for x in rows):.2f} | {ratio(rows, 0)} | "
+                     f"{med(x[1] for x in rows):.2f} | {med(x[2] for x in rows):.2f} | "
+                     f"{ratio(rows, 2)} | {med(x[3] for x in rows):.3f} | "
                      f"{med(x[4] for x in rows):,.0f} |")
     text = (f"{C.heading()}\n\n`bench/h1_rounds.py`: saturating HTTP/1.1 against nginx (1 worker) "
             f"on CPU {C.SERVER_CPU}, client on CPU {C.CLIENT_CPU}, {a.connections} connections, "
             f"{a.rounds} interleaved rounds of {a.duration} s runs (the order rotates each round). "
-            f"Medians over the rounds; each round's ratio is against wrk's run in the same round.\n\n"
+            f"Medians over the rounds; each round's ratio is against wrk's run in the same round"
+            + (f"; the baseline is `{a.baseline}`" if a.baseline else "") + ".\n\n"
             + "\n".join(lines) + "\n")
     C.record("h1-closed-loop.md", text, enabled=not a.no_record)
 
