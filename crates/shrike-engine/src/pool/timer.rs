@@ -76,6 +76,8 @@ impl Watch {
 #[derive(Default)]
 pub(crate) struct Deadlines {
     watches: RefCell<Vec<Rc<Watch>>>,
+    /// How many watches the last pass over them kept.
+    live: Cell<usize>,
     /// The sweeper has no deadline to sleep until, and waits for one here.
     idle: Cell<bool>,
     sweeper: Cell<Option<Waker>>,
@@ -83,10 +85,17 @@ pub(crate) struct Deadlines {
 }
 
 impl Deadlines {
-    /// A watch for a new connection.
+    /// A watch for a new connection. The watches of connections that ended are dropped here
+    /// too, once the list has doubled since the last such pass: a replay opening a connection
+    /// per session between two of the sweeper's wake-ups keeps no more than twice what lives.
     pub fn watch(&self) -> Rc<Watch> {
         let w = Rc::new(Watch::default());
-        self.watches.borrow_mut().push(w.clone());
+        let mut watches = self.watches.borrow_mut();
+        if watches.len() >= (2 * self.live.get()).max(64) {
+            watches.retain(|w| Rc::strong_count(w) > 1);
+            self.live.set(watches.len());
+        }
+        watches.push(w.clone());
         w
     }
 
@@ -132,6 +141,7 @@ impl Deadlines {
             // Only this list holds the watch of a connection whose task ended.
             Rc::strong_count(w) > 1
         });
+        self.live.set(self.watches.borrow().len());
         next
     }
 
@@ -180,6 +190,18 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
         let rt = rt.expect("a test runtime");
         tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    /// Watches of ended connections do not pile up between wake-ups of the sweeper.
+    #[test]
+    fn ended_connections_watches_are_dropped() {
+        let d = Deadlines::default();
+        let live: Vec<_> = (0..10).map(|_| d.watch()).collect();
+        for _ in 0..10_000 {
+            drop(d.watch());
+        }
+        assert!(d.watches.borrow().len() <= 128, "{}", d.watches.borrow().len());
+        assert_eq!(live.iter().filter(|w| Rc::strong_count(w) == 2).count(), 10);
     }
 
     /// The bound fires beside an exchange that never yields on its own budget's account.
