@@ -14,6 +14,7 @@ per request and throughput. Client on CPU 0, nginx (1 worker) on CPU 1.
 Results are printed and appended as a dated Markdown table to bench/results/h1-closed-loop.md.
 """
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -65,6 +66,12 @@ def main():
     ap.add_argument("--baseline", help="another build's shrike binary, run beside this one")
     ap.add_argument("--only", help="run only the clients whose name this regex finds (and wrk)")
     a = ap.parse_args()
+    try:
+        re.compile(a.only or "")
+    except re.error as e:
+        sys.exit(f"--only {a.only!r} is no regular expression: {e}")
+    if a.baseline and not os.access(a.baseline, os.X_OK):
+        sys.exit(f"--baseline {a.baseline}: no executable there")
     for tool in ["wrk", "nginx", "taskset"]:
         if not shutil.which(tool):
             sys.exit(f"{tool} not found: apt-get install wrk nginx-light util-linux")

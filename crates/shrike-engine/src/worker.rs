@@ -317,15 +317,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
 /// Nighthawk documents); its latency samples are discarded. False when a stop came first and
 /// the warm-up request was left in flight.
 async fn warmup(pools: &Rc<Pools>, request: u32) -> bool {
-    let now = Instant::now();
-    let ticket = Ticket {
-        scheduled: now,
-        released: now,
-        retried: false,
-        request,
-        session: None,
-        trace: None,
-    };
+    let ticket = Ticket::release(Due { request, session: None }, None, None, Instant::now());
     if pool::try_dispatch(pools, ticket).is_err() {
         return true;
     }
@@ -368,14 +360,7 @@ async fn dispatch(
     // which releases it then (`pool::take_ahead`); the loop goes on taking while there is room.
     let ahead = |pools: &Pools| scheduled.is_none() && pool::put_ahead(pools, due, trace);
     let released = Instant::now();
-    let ticket = |at: Instant| Ticket {
-        scheduled: scheduled.unwrap_or(at),
-        released: at,
-        retried: false,
-        request: due.request,
-        session: due.session,
-        trace,
-    };
+    let ticket = |at: Instant| Ticket::release(due, trace, scheduled, at);
     if pool::try_dispatch(pools, ticket(released)).is_ok() || ahead(pools) {
         return true;
     }

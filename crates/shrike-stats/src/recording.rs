@@ -232,11 +232,17 @@ impl RecordingStats {
 
     #[inline]
     pub fn record(&mut self, id: StatId, value: u64) {
+        self.alone(id).record(value);
+    }
+
+    /// `id`'s own statistic, to record into alone: parted from its twin first, if it has one.
+    #[inline]
+    fn alone(&mut self, id: StatId) -> &mut Flat {
         let i = id as usize;
         if self.twin_of[i].is_some() || self.twin_at[i].is_some() {
             self.part(id);
         }
-        self.stats[i].record(value);
+        &mut self.stats[i]
     }
 
     /// Records `value` into `a` and `b_value` (if any) into `b`: a single recording while `b`
@@ -272,11 +278,7 @@ impl RecordingStats {
     /// when it ends. Nothing changes in what [`RecordingStats::take`] returns.
     #[inline]
     pub fn record_run(&mut self, id: StatId, value: u64) {
-        let i = id as usize;
-        if self.twin_of[i].is_some() || self.twin_at[i].is_some() {
-            self.part(id);
-        }
-        self.stats[i].record_run(value);
+        self.alone(id).record_run(value);
     }
 
     /// Every value recorded so far, as [`Stats`]; leaves this empty, ready to record again

@@ -479,17 +479,8 @@ impl Statistic {
         min: u64,
         max: u64,
     ) -> Self {
-        let mut hist = hist;
-        hist.auto(true);
-        Statistic {
-            hist,
-            count,
-            mean,
-            m2: pstdev * pstdev * count as f64,
-            min: if count == 0 { u64::MAX } else { min },
-            max,
-            stored: None,
-        }
+        let min = if count == 0 { u64::MAX } else { min };
+        Self::from_moments(hist, count, mean, pstdev * pstdev * count as f64, min, max)
     }
 
     /// A statistic from its histogram and exact moments (`m2`: the sum of squared deviations

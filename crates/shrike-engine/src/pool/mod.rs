@@ -30,6 +30,7 @@ pub(crate) mod timer;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use shrike_stats::{Counter, Counters, RecordingStats, StatId};
@@ -323,15 +324,7 @@ pub(crate) fn take_ahead(pools: &Pools, now: Option<Instant>) -> Option<Ticket> 
     if refill && cx.pacer_blocked.replace(false) {
         cx.capacity.notify_one();
     }
-    let session = None;
-    Some(Ticket {
-        scheduled: now,
-        released: now,
-        retried: false,
-        request: due.request,
-        session,
-        trace,
-    })
+    Some(Ticket::release(due, trace, None, now))
 }
 
 /// A pool gained capacity (a stream or connection finished): start queued requests while it
@@ -348,6 +341,18 @@ pub(crate) fn capacity_freed(pools: &Rc<Pools>) {
     if cx.pacer_blocked.get() {
         cx.capacity.notify_one();
     }
+}
+
+/// Registers the polling task in `waiter` and returns `Pending`. The waker is kept while it is
+/// the same task's (re-registering clones nothing): one task waits on such a cell for its whole
+/// life, polled on every wake-up.
+pub(crate) fn wait_here<T>(waiter: &Cell<Option<Waker>>, cx: &Context<'_>) -> Poll<T> {
+    let w = match waiter.take() {
+        Some(w) if w.will_wake(cx.waker()) => w,
+        _ => cx.waker().clone(),
+    };
+    waiter.set(Some(w));
+    Poll::Pending
 }
 
 /// Hands a traced request's span to the collector.

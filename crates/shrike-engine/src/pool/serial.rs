@@ -64,12 +64,7 @@ impl Slot {
             if closing.get() {
                 return Poll::Ready(None);
             }
-            let waiter = match self.waiter.take() {
-                Some(w) if w.will_wake(cx.waker()) => w,
-                _ => cx.waker().clone(),
-            };
-            self.waiter.set(Some(waiter));
-            Poll::Pending
+            super::wait_here(&self.waiter, cx)
         })
         .await
     }

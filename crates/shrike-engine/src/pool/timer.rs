@@ -58,12 +58,7 @@ impl Watch {
         if self.expired.get() {
             return Poll::Ready(());
         }
-        let waiter = match self.waiter.take() {
-            Some(w) if w.will_wake(cx.waker()) => w,
-            _ => cx.waker().clone(),
-        };
-        self.waiter.set(Some(waiter));
-        Poll::Pending
+        super::wait_here(&self.waiter, cx)
     }
 
     /// The exchange ended (answered, failed or expired): nothing left to watch.

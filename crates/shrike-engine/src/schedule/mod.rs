@@ -128,3 +128,18 @@ pub(crate) struct Ticket {
     /// Set when the request is traced: it carries B3 headers and becomes a Zipkin span.
     pub trace: Option<crate::trace::TraceIds>,
 }
+
+impl Ticket {
+    /// `due`, released at `released` (with `trace`, if sampled), due at `scheduled`: the
+    /// release itself for an unpaced request.
+    pub fn release(
+        due: Due,
+        trace: Option<crate::trace::TraceIds>,
+        scheduled: Option<Instant>,
+        released: Instant,
+    ) -> Ticket {
+        let scheduled = scheduled.unwrap_or(released);
+        let (request, session) = (due.request, due.session);
+        Ticket { scheduled, released, retried: false, request, session, trace }
+    }
+}

@@ -278,10 +278,6 @@ fn unpaced_runs_hand_over_exactly_what_they_count() {
     assert!(ok > 100, "{ok} answered in a second");
     assert_eq!(counter(g, "upstream_rq_total"), ok);
     assert_eq!(counter(g, "upstream_rq_cancelled"), 0);
-    let out = std::process::Command::new("curl")
-        .args(["-s", "--max-time", "5", &server.url(stats_path)])
-        .output()
-        .expect("curl runs");
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let s = server.stats(stats_path);
     assert_eq!(s["requests"], 3001 + ok, "{s}");
 }

@@ -43,11 +43,7 @@ fn run_with(
 }
 
 fn stats(server: &Server) -> serde_json::Value {
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "5", &server.url(STATS)])
-        .output()
-        .expect("curl runs");
-    serde_json::from_slice(&out.stdout).expect("stats JSON")
+    server.stats(STATS)
 }
 
 /// Asserts a seeded run's fault count. The count is exact: on a fresh server every request

@@ -192,6 +192,15 @@ impl Server {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// The server's own counts, fetched with curl from its `--stats-path` (`path`).
+    pub fn stats(&self, path: &str) -> serde_json::Value {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", &self.url(path)])
+            .output()
+            .expect("curl runs");
+        serde_json::from_slice(&out.stdout).expect("stats JSON")
+    }
 }
 
 impl Drop for Server {
