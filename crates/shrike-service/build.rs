@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "api/client/service.proto",
         "api/request_source/service.proto",
         "api/request_source/request_source_plugin.proto",
+        "api/rate_limiter/linear_ramping_rate_limiter.proto",
     ];
     let fds = protox::compile(files, [&nighthawk])?;
     std::fs::write(out.join("nighthawk_descriptor.bin"), fds.encode_to_vec())?;

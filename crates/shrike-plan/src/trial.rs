@@ -235,6 +235,15 @@ mod tests {
         assert_eq!(t.total_requests(), None);
         // The defaults are off (errors are judged, not fatal); the user's own predicate stays.
         assert_eq!(t.predicates().len(), 1, "{:?}", t.predicates());
+        // A base ramping Nighthawk's way (the rate limiter plugin) does not ramp its trials.
+        let plugin = RunSpec::from_json(&serde_json::json!({"uri": "http://127.0.0.1/",
+            "requests_per_second": 10, "duration": "30s",
+            "rate_limiter_plugin_config": {"name": "nighthawk.linear-ramping-rate-limiter-plugin",
+                "typed_config": {"@type": "type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig",
+                    "ramp_time": "10s"}}}))
+        .unwrap();
+        let t = trial_spec(&plugin, Dimension::Rate, 300.0, Duration::from_secs(2), true).unwrap();
+        assert!(matches!(t.rate(), RateSpec::Rps { ramp: None, .. }), "{:?}", t.rate());
     }
 
     #[test]

@@ -213,9 +213,15 @@ impl SpecEdit {
         })
     }
 
-    /// Reach the rate by a linear ramp over `d` (`None`: no ramp).
+    /// Reach the rate by a linear ramp over `d`. `None`: no ramp, neither Shrike's nor the
+    /// Nighthawk plugin's (a capacity trial runs at its rate from the start).
     pub fn ramp(self, d: Option<Duration>) -> Self {
-        self.set(n::RAMP_DURATION, |g| g.ramp = d)
+        self.set(n::RAMP_DURATION, |g| {
+            g.ramp = d;
+            if d.is_none() {
+                g.rate_limiter = None;
+            }
+        })
     }
 
     /// k6-style stages; the run lasts their sum. Replaces the rate, a ramp and the duration.
@@ -227,6 +233,18 @@ impl SpecEdit {
             g.duration = None;
             g.no_duration = None;
         })
+    }
+
+    /// Nighthawk's `--rate-limiter-plugin-config` (JSON): its linear-ramping plugin, a ramp
+    /// from 0 to the rate over the config's `ramp_time`. The spec refuses it beside a ramp,
+    /// stages, bursts or jitter.
+    pub fn rate_limiter_plugin_config(self, json: &str) -> Self {
+        let o = n::RATE_LIMITER_PLUGIN_CONFIG;
+        self.parse(
+            o,
+            || crate::nighthawk::rate_limiter_plugin(Value::String(json.into()), o.name),
+            |g, ramp_time| g.rate_limiter = Some(ramp_time),
+        )
     }
 
     pub fn open_loop(self, on: bool) -> Self {

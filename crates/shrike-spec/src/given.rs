@@ -49,6 +49,8 @@ pub struct Given {
     pub connections: Option<u64>,
     pub rps: Option<Rps>,
     pub ramp: Option<Duration>,
+    /// The ramp time of Nighthawk's linear-ramping rate limiter plugin.
+    pub rate_limiter: Option<Duration>,
     pub stages: Option<Vec<Stage>>,
     pub duration: Option<Duration>,
     pub no_duration: Option<bool>,
@@ -164,6 +166,18 @@ impl Given {
         };
         let rate = self.rate()?;
         let duration = self.duration(&rate)?;
+        if let (RateSpec::LinearRamp { ramp_time, .. }, Some(d)) = (&rate, duration) {
+            if *ramp_time >= d {
+                return Err(must(
+                    n::RATE_LIMITER_PLUGIN_CONFIG,
+                    format!(
+                        "ramp_time ({}) must be shorter than the duration ({})",
+                        shrike_stats::duration::format_proto(*ramp_time),
+                        shrike_stats::duration::format_proto(d)
+                    ),
+                ));
+            }
+        }
         let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
         if timeout.is_zero() {
             return Err(must(n::TIMEOUT, "must be greater than 0"));
@@ -310,6 +324,9 @@ impl Given {
                 format!("must be a number greater than 0 or 'max', got {shown}"),
             )
         };
+        if let Some(ramp_time) = self.rate_limiter {
+            return self.linear_ramp(ramp_time);
+        }
         match (&self.stages, self.rps) {
             (Some(_), Some(_)) => {
                 Err(must(n::STAGES, msg!("cannot be used with ", n::REQUESTS_PER_SECOND)))
@@ -339,6 +356,38 @@ impl Given {
                 ramp: self.ramp,
             }),
         }
+    }
+
+    /// Nighthawk's linear-ramping rate limiter plugin: a ramp to `requests_per_second`, which
+    /// Nighthawk refuses beside bursts, jitter and (Shrike's) other ways of shaping the rate.
+    fn linear_ramp(&self, ramp_time: Duration) -> Result<RateSpec, SpecError> {
+        let o = n::RATE_LIMITER_PLUGIN_CONFIG;
+        let conflict = [
+            (self.stages.is_some(), n::STAGES),
+            (self.ramp.is_some(), n::RAMP_DURATION),
+            (self.burst_size.is_some_and(|b| b > 1), n::BURST_SIZE),
+            (self.jitter.is_some_and(|j| !j.is_zero()), n::JITTER_UNIFORM),
+        ];
+        if let Some((_, other)) = conflict.iter().find(|(set, _)| *set) {
+            return Err(must(o, msg!("cannot be used with ", *other)));
+        }
+        let per_second = match self.rps {
+            None => DEFAULT_RPS,
+            Some(Rps::PerSecond(r)) => r,
+            Some(Rps::Max) => {
+                return Err(must(
+                    o,
+                    msg!("needs a numeric ", n::REQUESTS_PER_SECOND, " to ramp to"),
+                ))
+            }
+        };
+        let rate = Rate::try_new(per_second).ok_or_else(|| {
+            must(
+                n::REQUESTS_PER_SECOND,
+                format!("must be a number greater than 0 or 'max', got {per_second}"),
+            )
+        })?;
+        Ok(RateSpec::LinearRamp { rate, ramp_time })
     }
 
     /// The run's length: stages last their sum; `no_duration` runs until stopped.
@@ -617,8 +666,15 @@ impl Given {
         };
         let (rps, ramp, stages) = match &spec.rate {
             RateSpec::Rps { rate, ramp } => (Some(Rps::PerSecond(rate.per_second())), *ramp, None),
+            RateSpec::LinearRamp { rate, .. } => {
+                (Some(Rps::PerSecond(rate.per_second())), None, None)
+            }
             RateSpec::Max => (Some(Rps::Max), None, None),
             RateSpec::Stages(s) => (None, None, Some(s.clone())),
+        };
+        let rate_limiter = match &spec.rate {
+            RateSpec::LinearRamp { ramp_time, .. } => Some(*ramp_time),
+            _ => None,
         };
         let kind = |k: PredicateKind| -> Vec<Predicate> {
             spec.user_predicates.iter().filter(|p| p.kind == k).copied().collect()
@@ -637,6 +693,7 @@ impl Given {
             connections: Some(u64::from(spec.connections.get())),
             rps,
             ramp,
+            rate_limiter,
             stages,
             duration: spec.duration,
             no_duration: Some(spec.duration.is_none()),

@@ -44,10 +44,6 @@ const NIGHTHAWK_REFUSED: &[(Opt, &str)] = &[
     ),
     (n::TUNNEL_OPTIONS, "is not supported by Shrike (it has no CONNECT tunnels)"),
     (
-        n::RATE_LIMITER_PLUGIN_CONFIG,
-        "is not supported by Shrike (its rate is requests_per_second, a ramp or stages)",
-    ),
-    (
         n::NIGHTHAWK_SERVICE,
         "is how a client sends a run (shrike run --nighthawk-service), not an option of the run",
     ),
@@ -74,6 +70,9 @@ impl RateSpec {
         let mut r = Reader::new(obj, "")?;
         let mut g = Given::default();
         read_rate(&mut r, &mut g)?;
+        // A plugin's ramp must end within the run.
+        g.duration = r.duration(n::DURATION)?;
+        g.no_duration = r.bool(n::NO_DURATION)?;
         if g.rps.is_none() && g.stages.is_none() {
             return Ok(None);
         }
@@ -215,6 +214,12 @@ fn read_target(r: &mut Reader, g: &mut Given) -> Result<(), SpecError> {
 
 fn read_rate(r: &mut Reader, g: &mut Given) -> Result<(), SpecError> {
     g.ramp = r.duration(n::RAMP_DURATION)?;
+    g.rate_limiter = match r.take(n::RATE_LIMITER_PLUGIN_CONFIG) {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(crate::nighthawk::rate_limiter_plugin(v, &r.path(n::RATE_LIMITER_PLUGIN_CONFIG))?)
+        }
+    };
     g.stages = match r.str(n::STAGES)? {
         None => None,
         Some(s) => {
@@ -415,8 +420,15 @@ fn write(s: &RunSpec) -> Value {
     };
     let (rps, ramp, stages) = match &s.rate {
         RateSpec::Rps { rate, ramp } => (json!(rate.per_second()), ramp.map(format_short), None),
+        RateSpec::LinearRamp { rate, .. } => (json!(rate.per_second()), None, None),
         RateSpec::Max => (json!("max"), None, None),
         RateSpec::Stages(st) => (Value::Null, None, Some(RatePlan::format_stages(st))),
+    };
+    let rate_limiter = match &s.rate {
+        RateSpec::LinearRamp { ramp_time, .. } => {
+            Some(crate::nighthawk::linear_ramping(*ramp_time))
+        }
+        _ => None,
     };
     let r = &s.requests;
     let t = &s.telemetry;
@@ -488,6 +500,7 @@ fn write(s: &RunSpec) -> Value {
     o.put(n::LATENCY_HEADER, r.latency_header.as_deref().unwrap_or(""));
     o.put(n::REQUESTS_PER_SECOND, rps);
     o.put(n::RAMP_DURATION, ramp);
+    o.put(n::RATE_LIMITER_PLUGIN_CONFIG, rate_limiter);
     o.put(n::STAGES, stages);
     o.put(n::IDLE_STRATEGY, s.idle.name());
     o.put(n::IO_BACKEND, s.io_backend.name());

@@ -130,6 +130,8 @@ options! {
     REQUESTS_PER_SECOND = "requests_per_second" => "--rps";
     RAMP_DURATION = "ramp_duration" => "--ramp-duration";
     STAGES = "stages" => "--stages";
+    /// Nighthawk's linear-ramping rate limiter plugin: a ramp asked for Nighthawk's way.
+    RATE_LIMITER_PLUGIN_CONFIG = "rate_limiter_plugin_config" => "--rate-limiter-plugin-config";
     IDLE_STRATEGY = "sequencer_idle_strategy" => "--sequencer-idle-strategy";
     IO_BACKEND = "io_backend" => "--io-backend";
     READ_COALESCE = "read_coalesce" => "--read-coalesce";
@@ -157,7 +159,6 @@ options! {
     /// Nighthawk options Shrike refuses (see the reader).
     USER_DEFINED_PLUGIN_CONFIGS = "user_defined_plugin_configs" => "--user-defined-plugin-config";
     TUNNEL_OPTIONS = "tunnel_options";
-    RATE_LIMITER_PLUGIN_CONFIG = "rate_limiter_plugin_config";
     NIGHTHAWK_SERVICE = "nighthawk_service" => "--nighthawk-service";
 }
 

@@ -10,6 +10,7 @@
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -109,29 +110,114 @@ pub(crate) fn transport_socket(v: Value, field: &str) -> Result<TlsPatch, SpecEr
         ));
     }
     let typed_field = join(field, "typed_config");
+    let obj = typed_config(&m, &typed_field, UPSTREAM_TLS_TYPE, "an UpstreamTlsContext")?;
+    upstream_tls_context(&Value::Object(obj), &typed_field)
+}
+
+/// A `TypedExtensionConfig`'s `typed_config` (an `Any`), which must be of type `ty`: its
+/// fields, `@type` taken out.
+fn typed_config(
+    m: &Map<String, Value>,
+    field: &str,
+    ty: &str,
+    what: &str,
+) -> Result<Map<String, Value>, SpecError> {
     let Some(typed) = m.get("typed_config") else {
-        return Err(SpecError::must(typed_field, "is missing (an UpstreamTlsContext)"));
+        return Err(SpecError::must(field, format!("is missing ({what})")));
     };
-    let mut obj = typed
-        .as_object()
-        .cloned()
-        .ok_or_else(|| SpecError::must(&typed_field, "must be an object"))?;
+    let mut obj =
+        typed.as_object().cloned().ok_or_else(|| SpecError::must(field, "must be an object"))?;
     match obj.remove("@type") {
-        Some(Value::String(t)) if t.rsplit('/').next() == Some(UPSTREAM_TLS_TYPE) => {}
-        Some(t) => {
+        Some(Value::String(t)) if t.rsplit('/').next() == Some(ty) => Ok(obj),
+        Some(t) => Err(SpecError::must(
+            join(field, "@type"),
+            format!("must be type.googleapis.com/{ty}, got {t}"),
+        )),
+        None => Err(SpecError::must(
+            join(field, "@type"),
+            format!("is missing (type.googleapis.com/{ty})"),
+        )),
+    }
+}
+
+/// The one rate limiter plugin Nighthawk ships, and its config's type.
+pub(crate) const LINEAR_RAMPING_PLUGIN: &str = "nighthawk.linear-ramping-rate-limiter-plugin";
+pub(crate) const LINEAR_RAMPING_TYPE: &str =
+    "nighthawk.rate_limiter.LinearRampingRateLimiterConfig";
+
+/// `rate_limiter_plugin_config`: `{name: "nighthawk.linear-ramping-rate-limiter-plugin",
+/// typed_config: {"@type": "…LinearRampingRateLimiterConfig", ramp_time: "5.5s"}}`; the ramp's
+/// length. `ramp_time` may also be `{seconds, nanos}`, as Nighthawk's own tests write it.
+pub(crate) fn rate_limiter_plugin(v: Value, field: &str) -> Result<Duration, SpecError> {
+    let v = relaxed(v, field)?;
+    let m = message(&v, field, &["name", "typed_config"])?;
+    let name_field = join(field, "name");
+    match m.get("name").map(|n| string(n, &name_field)).transpose()? {
+        Some(n) if n == LINEAR_RAMPING_PLUGIN => {}
+        Some(n) => {
             return Err(SpecError::must(
-                join(&typed_field, "@type"),
-                format!("must be type.googleapis.com/{UPSTREAM_TLS_TYPE}, got {t}"),
+                name_field,
+                format!(
+                    "{n:?} is not supported by Shrike (it has Nighthawk's {LINEAR_RAMPING_PLUGIN})"
+                ),
             ))
         }
         None => {
             return Err(SpecError::must(
-                join(&typed_field, "@type"),
-                format!("is missing (type.googleapis.com/{UPSTREAM_TLS_TYPE})"),
+                name_field,
+                format!("is missing ({LINEAR_RAMPING_PLUGIN})"),
             ))
         }
     }
-    upstream_tls_context(&Value::Object(obj), &typed_field)
+    let typed_field = join(field, "typed_config");
+    let what = "a LinearRampingRateLimiterConfig";
+    let obj = typed_config(&m, &typed_field, LINEAR_RAMPING_TYPE, what)?;
+    let c = message(&Value::Object(obj), &typed_field, &["ramp_time"])?;
+    let ramp_field = join(&typed_field, "ramp_time");
+    let ramp = match c.get("ramp_time") {
+        None => return Err(SpecError::must(ramp_field, "is missing (the ramp's length, > 0)")),
+        Some(v) => proto_duration(v, &ramp_field)?,
+    };
+    if ramp.is_zero() {
+        return Err(SpecError::must(ramp_field, "must be greater than 0"));
+    }
+    Ok(ramp)
+}
+
+/// The plugin config of a linear ramp of `ramp_time`, as Nighthawk's proto3 JSON writes it.
+pub(crate) fn linear_ramping(ramp_time: Duration) -> Value {
+    serde_json::json!({
+        "name": LINEAR_RAMPING_PLUGIN,
+        "typed_config": {
+            "@type": format!("type.googleapis.com/{LINEAR_RAMPING_TYPE}"),
+            "ramp_time": shrike_stats::duration::format_proto(ramp_time),
+        },
+    })
+}
+
+/// A `google.protobuf.Duration`: proto3 JSON's `"5.5s"`, or the message's own `{seconds,
+/// nanos}`.
+fn proto_duration(v: &Value, field: &str) -> Result<Duration, SpecError> {
+    let bad = || SpecError::must(field, format!("must be a duration such as \"5.5s\", got {v}"));
+    match v {
+        Value::String(s) => {
+            shrike_stats::duration::parse_duration(s).map_err(|e| SpecError::invalid(field, e))
+        }
+        Value::Object(_) => {
+            let m = message(v, field, &["seconds", "nanos"])?;
+            let int = |k: &str| match m.get(k) {
+                None => Some(0),
+                Some(Value::Number(n)) => n.as_u64(),
+                Some(Value::String(s)) => s.trim().parse().ok(),
+                Some(_) => None,
+            };
+            match (int("seconds"), int("nanos")) {
+                (Some(s), Some(n)) if n < 1_000_000_000 => Ok(Duration::new(s, n as u32)),
+                _ => Err(bad()),
+            }
+        }
+        _ => Err(bad()),
+    }
 }
 
 /// `tls_context` (deprecated in Nighthawk): an `UpstreamTlsContext` itself.

@@ -93,6 +93,9 @@ impl TargetSpec {
 pub enum RateSpec {
     /// `requests_per_second`, optionally reached by a linear ramp.
     Rps { rate: Rate, ramp: Option<Duration> },
+    /// The same ramp (never zero) asked for as Nighthawk's linear-ramping rate limiter plugin
+    /// (`rate_limiter_plugin_config`), and written back that way.
+    LinearRamp { rate: Rate, ramp_time: Duration },
     /// `requests_per_second: "max"`: an unpaced closed loop.
     Max,
     /// k6-style stages; the run lasts their sum.
@@ -105,6 +108,7 @@ impl RateSpec {
         match self {
             RateSpec::Rps { rate, ramp: Some(d) } if !d.is_zero() => RatePlan::ramp(*rate, *d),
             RateSpec::Rps { rate, .. } => RatePlan::Constant(*rate),
+            RateSpec::LinearRamp { rate, ramp_time } => RatePlan::ramp(*rate, *ramp_time),
             RateSpec::Max => RatePlan::Unpaced,
             RateSpec::Stages(s) => RatePlan::Stages(s.clone()),
         }
@@ -114,7 +118,9 @@ impl RateSpec {
     /// a staged plan's mean over `window`. `None` for unpaced runs.
     pub fn requested_rate(&self, workers: usize, window: Duration) -> Option<f64> {
         let per_worker = match self {
-            RateSpec::Rps { rate, .. } => Some(rate.per_second()),
+            RateSpec::Rps { rate, .. } | RateSpec::LinearRamp { rate, .. } => {
+                Some(rate.per_second())
+            }
             RateSpec::Max => None,
             RateSpec::Stages(s) => RatePlan::Stages(s.clone()).mean_rate(window),
         }?;

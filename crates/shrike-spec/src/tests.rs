@@ -33,7 +33,30 @@ fn specs() -> Vec<RunSpec> {
         spec(json!({"uri": "https://127.0.0.1/", "protocol": "http3",
             "http3_protocol_options": {"quic_protocol_options": {"max_concurrent_streams": 4,
                 "initial_stream_window_size": 65536}}})),
+        // Nighthawk's proto3 JSON of the plugin: camelCase, a Duration as its message.
+        spec(json!({"uri": "http://127.0.0.1/", "requests_per_second": 50, "duration": "20s",
+            "rateLimiterPluginConfig": {"name": "nighthawk.linear-ramping-rate-limiter-plugin",
+                "typedConfig": {"@type":
+                    "type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig",
+                    "rampTime": {"seconds": "5", "nanos": 500000000}}}})),
     ]
+}
+
+#[test]
+fn the_linear_ramping_plugin_is_a_ramp_written_back_as_the_plugin() {
+    let s = specs().pop().unwrap();
+    let ramp_time = Duration::from_millis(5500);
+    let rate = crate::Rate::try_new(50.0).unwrap();
+    assert_eq!(*s.rate(), RateSpec::LinearRamp { rate, ramp_time });
+    assert_eq!(s.rate().plan(), crate::RatePlan::ramp(rate, ramp_time));
+    let written = s.to_json();
+    assert_eq!(written["rate_limiter_plugin_config"]["typed_config"]["ramp_time"], "5.500s");
+    assert!(written["ramp_duration"].is_null(), "{written}");
+    // The same ramp asked for Shrike's way is Shrike's ramp, not the plugin.
+    let own = spec(json!({"uri": "http://127.0.0.1/", "requests_per_second": 50,
+        "duration": "20s", "ramp_duration": "5.5s"}));
+    assert_eq!(own.rate().plan(), s.rate().plan());
+    assert!(own.to_json()["rate_limiter_plugin_config"].is_null());
 }
 
 #[test]

@@ -43,12 +43,14 @@ const REFUSED: &[Refused] = refused! {
         "total_requests" "--requests" TRIAL_LENGTH,
         "no_duration" "--no-duration" TRIAL_LENGTH,
         "ramp_duration" "--ramp-duration" TRIAL_RATE,
+        "rate_limiter_plugin_config" "--rate-limiter-plugin-config" TRIAL_RATE,
         "stages" "--stages" TRIAL_RATE;
     "sweep":
         "total_requests" "--requests" RUN_LENGTH,
         "no_duration" "--no-duration" RUN_LENGTH,
         "rps" "--rps" RUN_RATE,
         "ramp_duration" "--ramp-duration" RUN_RATE,
+        "rate_limiter_plugin_config" "--rate-limiter-plugin-config" RUN_RATE,
         "stages" "--stages" RUN_RATE;
     "capacity":
         "no_default_failure_predicates" "--no-default-failure-predicates" NO_DEFAULTS,

@@ -32,6 +32,12 @@ pub struct ShapingArgs {
     /// the sum of the stages. Example: 10s:1000,30s:5000,10s:0.
     #[arg(long, value_name = "LIST", conflicts_with_all = ["rps", "duration", "no_duration"])]
     pub stages: Option<String>,
+    /// Nighthawk's rate limiter plugin config (JSON): its linear-ramping plugin, the rate rising
+    /// from 0 to --rps over ramp_time (shorter than --duration), then held, e.g.
+    /// {name:"nighthawk.linear-ramping-rate-limiter-plugin",typed_config:{"@type":"type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig",ramp_time:"10s"}}.
+    /// Not with --burst-size, --jitter-uniform, --ramp-duration or --stages.
+    #[arg(long, value_name = "JSON")]
+    pub rate_limiter_plugin_config: Option<String>,
     /// How a worker waits for its next release: spin (busy-wait: tightest timing, burns a core
     /// per worker), poll (timerfd in epoll armed early, then a short spin: ~10 µs late, no idle
     /// CPU; the default) or sleep (tokio's 1 ms timer: fewest wake-ups, coarse).
@@ -102,6 +108,9 @@ impl ShapingArgs {
         if let Some(list) = &self.stages {
             let stages = parse::stages(list).map_err(|why| usage(format!("--stages: {why}")))?;
             e = e.stages(stages);
+        }
+        if let Some(json) = &self.rate_limiter_plugin_config {
+            e = e.rate_limiter_plugin_config(json);
         }
         if let Some(s) = self.sequencer_idle_strategy {
             e = e.idle_strategy(s);

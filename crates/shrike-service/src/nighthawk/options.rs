@@ -77,6 +77,10 @@ pub fn from_spec(spec: &RunSpec) -> (Value, Vec<String>) {
         shrike_spec::RateSpec::Rps { rate, ramp: None } if rate.per_second().fract() == 0.0 => {
             put("requests_per_second", json!(rate.per_second() as u64));
         }
+        shrike_spec::RateSpec::LinearRamp { rate, .. } if rate.per_second().fract() == 0.0 => {
+            put("requests_per_second", json!(rate.per_second() as u64));
+            put("rate_limiter_plugin_config", get("rate_limiter_plugin_config"));
+        }
         _ => shrike_only.push("requests_per_second (a fraction, max, a ramp or stages)".into()),
     }
     for k in [
@@ -307,6 +311,21 @@ mod tests {
         }))
         .unwrap();
         let back = round_trip(&spec);
+        assert_eq!(back.to_json(), spec.to_json());
+    }
+
+    /// The linear-ramping plugin crosses the wire as an `Any` Nighthawk's API resolves.
+    #[test]
+    fn the_rate_limiter_plugin_survives_nighthawks_options() {
+        let spec = RunSpec::from_json(&json!({
+            "uri": "http://127.0.0.1:8080/", "requests_per_second": 100, "duration": "12s",
+            "rate_limiter_plugin_config": "{name:\"nighthawk.linear-ramping-rate-limiter-plugin\",typed_config:{\"@type\":\"type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig\",ramp_time:{seconds:5,nanos:500000000}}}",
+        }))
+        .unwrap();
+        let (json, _) = from_spec(&spec);
+        assert_eq!(json["rate_limiter_plugin_config"]["typed_config"]["ramp_time"], "5.500s");
+        let back = round_trip(&spec);
+        assert_eq!(back.rate(), spec.rate());
         assert_eq!(back.to_json(), spec.to_json());
     }
 

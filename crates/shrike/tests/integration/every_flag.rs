@@ -276,6 +276,18 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
         ("--rps", dry(&b, &["--rps", "50"])),
         ("--ramp-duration", dry(&b, &["--ramp-duration", "2s"])),
         ("--stages", dry(&b, &["--stages", "1s:5"])),
+        (
+            "--rate-limiter-plugin-config",
+            dry(
+                &b,
+                &[
+                    "--rate-limiter-plugin-config",
+                    "{name:\"nighthawk.linear-ramping-rate-limiter-plugin\",typed_config:{\
+                     \"@type\":\"type.googleapis.com/nighthawk.rate_limiter.\
+                     LinearRampingRateLimiterConfig\",ramp_time:\"1s\"}}",
+                ],
+            ),
+        ),
         ("--sequencer-idle-strategy", dry(&b, &["--sequencer-idle-strategy", "spin"])),
         // The backend the default is not: CI's second pass makes io_uring the default
         // (SHRIKE_IO_BACKEND), where asking for it again changes nothing.
@@ -860,6 +872,7 @@ fn shared_flags_a_subcommand_has_no_use_for_are_hidden_and_refused() {
                 "--requests 3",
                 "--no-duration",
                 "--ramp-duration 1s",
+                "--rate-limiter-plugin-config {}",
                 "--stages 1s:5",
                 "--no-default-failure-predicates",
                 "--start-at +1m",
@@ -881,6 +894,7 @@ fn shared_flags_a_subcommand_has_no_use_for_are_hidden_and_refused() {
                 "--no-duration",
                 "--rps 5",
                 "--ramp-duration 1s",
+                "--rate-limiter-plugin-config {}",
                 "--stages 1s:5",
                 "--no-default-failure-predicates",
                 "--start-at +1m",

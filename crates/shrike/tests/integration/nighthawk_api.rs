@@ -29,9 +29,14 @@ fn a_python_client_runs_a_test_through_execution_stream() {
         .expect("python3");
     let out = wait_limited(client, Duration::from_secs(90));
     assert_eq!(out.code(), 0, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    for line in
-        ["run:", "unsupported:", "failed run:", "nighthawk.client.NighthawkService", "all ok"]
-    {
+    for line in [
+        "run:",
+        "ramp:",
+        "unsupported:",
+        "failed run:",
+        "nighthawk.client.NighthawkService",
+        "all ok",
+    ] {
         assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
     }
 }
@@ -57,6 +62,28 @@ fn a_run_through_the_service_counts_as_a_local_one() {
     // How the run ended travels in Shrike's extension.
     assert_eq!(remote["shrike"]["termination"]["kind"], local["shrike"]["termination"]["kind"]);
     assert_eq!(remote["options"]["requests_per_second"], 200);
+}
+
+/// Nighthawk's linear-ramping rate limiter plugin through the API (an `Any` on the wire): the
+/// service runs the ramp's integral, as a local run does, and echoes the plugin.
+#[test]
+fn the_rate_limiter_plugin_travels_to_the_service() {
+    let target = Server::start(&[]);
+    let service = service(&[]);
+    let url = target.url("/");
+    let plugin = "{\"name\":\"nighthawk.linear-ramping-rate-limiter-plugin\",\"typed_config\":\
+        {\"@type\":\"type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig\",\
+        \"ramp_time\":\"0.5s\"}}";
+    let args =
+        ["run", &url, "--rps", "200", "--duration", "1", "--rate-limiter-plugin-config", plugin];
+    let local = run_json_ok(&args);
+    let remote = run_json_ok(&[&args[..], &["--nighthawk-service", &service.uri()]].concat());
+    for doc in [&local, &remote] {
+        // 0→200 over 0.5 s (50), then 200/s for 0.5 s (100).
+        assert_eq!(counter(global(doc), "benchmark.http_2xx"), 150, "{doc}");
+        let echoed = &doc["options"]["rate_limiter_plugin_config"];
+        assert_eq!(echoed["typed_config"]["ramp_time"], "0.500s", "{echoed}");
+    }
 }
 
 #[test]

@@ -97,6 +97,75 @@ fn ramp_duration_ramps_then_holds() {
     assert_eq!(v["options"]["ramp_duration"], "1s");
 }
 
+/// Nighthawk's linear-ramping rate limiter plugin, in the compact form its own tests write
+/// (`ramp_time` as `{seconds, nanos}`).
+const LINEAR_RAMP_1_5S: &str = "{name:\"nighthawk.linear-ramping-rate-limiter-plugin\",\
+    typed_config:{\"@type\":\"type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig\",\
+    ramp_time:{seconds:1,nanos:500000000}}}";
+
+#[test]
+fn the_linear_ramping_plugin_sends_its_integral_and_reruns_from_its_result() {
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    // 0→100 rps over 1.5 s (75 requests), then 100 rps for 1.5 s (150): 225, not the 300 of
+    // the rate alone nor the 150 of a ramp over the whole run.
+    let args = ["run", &url, "--rps", "100", "--duration", "3"];
+    let v = run_json_ok(&[&args[..], &["--rate-limiter-plugin-config", LINEAR_RAMP_1_5S]].concat());
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 225);
+    let echoed = &v["options"]["rate_limiter_plugin_config"];
+    assert_eq!(echoed["name"], "nighthawk.linear-ramping-rate-limiter-plugin", "{echoed}");
+    assert_eq!(echoed["typed_config"]["ramp_time"], "1.500s", "{echoed}");
+    assert!(v["options"]["ramp_duration"].is_null(), "{}", v["options"]);
+    // The result's options are a spec that runs the same ramp.
+    let dir = crate::support::scratch("linear-ramp");
+    let stored = dir.join("first.json");
+    std::fs::write(&stored, v.to_string()).unwrap();
+    let again = run_json_ok(&["run", "--spec", stored.to_str().unwrap()]);
+    assert_eq!(again["options"], v["options"]);
+    assert_eq!(counter(global(&again), "benchmark.http_2xx"), 225);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_rate_limiter_plugin_refuses_what_nighthawk_refuses_by_name() {
+    let url = "http://127.0.0.1:9/";
+    let plugin = ["--rate-limiter-plugin-config", LINEAR_RAMP_1_5S];
+    let cases: [(&[&str], &str); 8] = [
+        (&["--burst-size", "5"], "cannot be used with --burst-size"),
+        (&["--jitter-uniform", "1ms"], "cannot be used with --jitter-uniform"),
+        (&["--ramp-duration", "1s"], "cannot be used with --ramp-duration"),
+        (&["--rps", "max"], "needs a numeric --rps"),
+        (&["--duration", "1.5"], "ramp_time (1.500s) must be shorter than the duration (1.500s)"),
+        (
+            &["--rate-limiter-plugin-config", "{name:\"nighthawk.stub-rate-limiter-plugin\"}"],
+            "\"nighthawk.stub-rate-limiter-plugin\" is not supported",
+        ),
+        (
+            &[
+                "--rate-limiter-plugin-config",
+                "{name:\"nighthawk.linear-ramping-rate-limiter-plugin\",typed_config:{\"@type\":\
+                 \"type.googleapis.com/nighthawk.rate_limiter.LinearRampingRateLimiterConfig\"}}",
+            ],
+            "(typed_config.ramp_time) is missing",
+        ),
+        (&["--rate-limiter-plugin-config", "{name:"], "not JSON"),
+    ];
+    for (extra, why) in cases {
+        let mut args = vec!["run", url];
+        if !extra.contains(&plugin[0]) {
+            args.extend(plugin);
+        }
+        if !extra.contains(&"--duration") {
+            args.extend(["--duration", "5"]);
+        }
+        args.extend(extra);
+        let out = run(&args, Duration::from_secs(20));
+        assert_eq!(out.code(), 2, "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains(why), "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains("--rate-limiter-plugin-config"), "{}", out.stderr);
+    }
+}
+
 #[test]
 fn sub_one_rps_and_fractional_rates() {
     let server = Server::start(&[]);

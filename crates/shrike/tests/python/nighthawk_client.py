@@ -29,13 +29,16 @@ rc = protoc.main(["protoc", f"-I{proto_root}", f"-I{well_known}", f"--python_out
                   "envoy/config/core/v3/extension.proto", "envoy/config/core/v3/protocol.proto",
                   "envoy/config/metrics/v3/stats.proto",
                   "envoy/extensions/transport_sockets/tls/v3/tls.proto",
-                  "envoy/type/v3/semantic_version.proto", "google/rpc/status.proto"])
+                  "envoy/type/v3/semantic_version.proto", "google/rpc/status.proto",
+                  "api/rate_limiter/linear_ramping_rate_limiter.proto"])
 assert rc == 0, f"protoc failed: {rc}"
 sys.path.insert(0, out)
 service_pb2 = importlib.import_module("api.client.service_pb2")
 service_grpc = importlib.import_module("api.client.service_pb2_grpc")
 options_pb2 = importlib.import_module("api.client.options_pb2")
-from google.protobuf import duration_pb2, wrappers_pb2  # noqa: E402
+extension_pb2 = importlib.import_module("envoy.config.core.v3.extension_pb2")
+ramping_pb2 = importlib.import_module("api.rate_limiter.linear_ramping_rate_limiter_pb2")
+from google.protobuf import any_pb2, duration_pb2, wrappers_pb2  # noqa: E402
 
 channel = grpc.insecure_channel(addr)
 stub = service_grpc.NighthawkServiceStub(channel)
@@ -83,6 +86,22 @@ assert out.options.requests_per_second.value == 200, out.options
 assert out.options.uri.value == target, out.options
 print(f"run: {counters['benchmark.http_2xx']} responses, p99 present, histogram "
       f"{len(latency.shrike_histogram)} bytes")
+
+# Nighthawk's linear-ramping rate limiter plugin, packed in an Any as Nighthawk's tooling
+# packs it: 0→200/s over 0.5 s (50 requests), then 200/s for 0.5 s (100).
+ramp = any_pb2.Any()
+ramp.Pack(ramping_pb2.LinearRampingRateLimiterConfig(ramp_time=duration_pb2.Duration(nanos=500000000)))
+r = execute(options(rate_limiter_plugin_config=extension_pb2.TypedExtensionConfig(
+    name="nighthawk.linear-ramping-rate-limiter-plugin", typed_config=ramp)))
+assert not r.HasField("error_detail"), r.error_detail
+g = [x for x in r.output.results if x.name == "global"][0]
+counters = {c.name: c.value for c in g.counters}
+assert counters["benchmark.http_2xx"] == 150, counters
+echoed = r.output.options.rate_limiter_plugin_config
+assert echoed.name == "nighthawk.linear-ramping-rate-limiter-plugin", echoed
+back = ramping_pb2.LinearRampingRateLimiterConfig()
+assert echoed.typed_config.Unpack(back) and back.ramp_time.ToNanoseconds() == 500000000, echoed
+print("ramp: 150 responses, the plugin echoed")
 
 # An option Shrike does not support: error_detail names it, no output.
 r = execute(options(tunnel_options=options_pb2.CommandLineOptions.TunnelOptions(
