@@ -273,6 +273,8 @@ pub(crate) struct EngineConfig {
     pub start_at: Option<SystemTime>,
     /// Source address for outgoing connections (port chosen by the kernel).
     pub bind_address: Option<IpAddr>,
+    /// Every connection is a CONNECT tunnel through this proxy (`tunnel_options`).
+    pub tunnel: Option<std::sync::Arc<crate::tunnel::Tunnel>>,
     /// This process's share of a run split over several ([`shrike_spec::Shard`]).
     pub shard: Option<shrike_spec::Shard>,
     pub predicates: Vec<Predicate>,

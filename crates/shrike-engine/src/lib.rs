@@ -49,6 +49,7 @@ pub mod telemetry;
 pub mod tls;
 pub mod trace;
 pub(crate) mod transport;
+pub mod tunnel;
 pub mod worker;
 
 pub use config::{Body, ConfigError, Endpoint, RequestSpec};

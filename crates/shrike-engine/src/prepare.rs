@@ -11,6 +11,7 @@ use crate::config::{Body, Endpoint, EngineConfig, RequestSpec};
 use crate::requests::{file, nighthawk, RequestSource};
 use crate::target::Target;
 use crate::tls::TlsClient;
+use crate::tunnel::Tunnel;
 
 /// Resolves `spec` into the engine's configuration.
 pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
@@ -20,10 +21,15 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         TargetSpec::Uri(_) => "uri",
         TargetSpec::Multi { .. } => "multi_target_endpoints",
     };
+    let tunnel = tunnel(spec)?;
+    // Through a tunnel the proxy resolves the target (it may be a name only the proxy knows).
     let targets = spec
         .urls()
         .into_iter()
-        .map(|u| Target::resolve(Target::from_url(u), spec.address_family()))
+        .map(|u| match tunnel {
+            Some(_) => Ok(Target::from_url(u)),
+            None => Target::resolve(Target::from_url(u), spec.address_family()),
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SpecError::invalid(target_field, e))?;
     let requests = request_source(spec, &targets)?;
@@ -57,6 +63,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         start_at: spec.start_at(),
         shard: spec.shard(),
         bind_address: spec.bind_address(),
+        tunnel,
         predicates: spec.predicates().to_vec(),
         trace: trace(spec)?,
         rate: None,
@@ -72,6 +79,26 @@ fn check_unbuilt(spec: &RunSpec) -> Result<(), SpecError> {
         ));
     }
     Ok(())
+}
+
+/// The proxy of `tunnel_options`, resolved, with its TLS client when TLS goes to it.
+fn tunnel(spec: &RunSpec) -> Result<Option<Arc<Tunnel>>, SpecError> {
+    let Some(t) = spec.tunnel() else { return Ok(None) };
+    let host = match t.host.contains(':') {
+        true => format!("[{}]", t.host),
+        false => t.host.clone(),
+    };
+    let proxy =
+        Target::parse_with_family(&format!("http://{host}:{}/", t.port), Default::default())
+            .map_err(|e| SpecError::invalid("tunnel_options.tunnel_uri", e))?;
+    let tls = match &t.tls {
+        None => None,
+        Some(o) => Some(
+            TlsClient::build(o, &t.host, shrike_spec::Protocol::Http1)
+                .map_err(|e| SpecError::invalid("tunnel_options.tunnel_tls_context", e))?,
+        ),
+    };
+    Ok(Some(Arc::new(Tunnel::new(proxy, tls, t.uri.clone()))))
 }
 
 /// Where spans go; the collector must resolve now, not fail every batch later.

@@ -5,7 +5,6 @@
 //! Nighthawk measures it.
 
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -31,7 +30,10 @@ pub struct Transport(Stream);
 #[derive(Debug)]
 enum Stream {
     Plain(Socket),
+    /// TLS to the target, or to a proxy tunnelling to a plain target.
     Tls(Box<TlsStream<Socket>>),
+    /// TLS to the target inside a TLS connection to a proxy's tunnel.
+    TlsInTls(Box<TlsStream<TlsStream<Socket>>>),
 }
 
 /// A TCP connection on the run's I/O backend: tokio's epoll (with the kernel's receive
@@ -50,6 +52,7 @@ impl Transport {
         let socket = match &self.0 {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.get_ref().0,
+            Stream::TlsInTls(t) => t.get_ref().0.get_ref().0,
         };
         match socket {
             Socket::Stamped(s) => s.arrival(),
@@ -132,7 +135,7 @@ macro_rules! delegate_io {
     };
 }
 
-delegate_io!(Stream { Plain, Tls });
+delegate_io!(Stream { Plain, Tls, TlsInTls });
 
 impl AsyncRead for Transport {
     fn poll_read(
@@ -190,13 +193,20 @@ fn on_backend(stream: TcpStream, stamp: bool) -> io::Result<Socket> {
 /// counted in `upstream_cx_connect_fail` (or a TLS/ALPN failure also in
 /// `upstream_cx_protocol_error` when the server spoke the wrong protocol) and noted with a
 /// message that names the peer and the reason.
+///
+/// Through a tunnel ([`crate::tunnel`]), the TCP connection (and its count) is to the proxy,
+/// and the target's TLS, if any, runs inside the tunnel.
 pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transport> {
     let cfg = &cx.connect;
     let mut last_err = String::new();
     let mut timed_out = false;
-    for addr in &endpoint.target.addrs {
+    let tunnel = cfg.tunnel.as_deref();
+    let addrs = tunnel.map_or(&endpoint.target.addrs, |t| &t.proxy.addrs);
+    let whom = if tunnel.is_some() { "proxy " } else { "" };
+    for addr in addrs {
         if cfg.bind_address.is_some_and(|b| b.is_ipv4() != addr.is_ipv4()) {
-            last_err = format!("connect to {addr}: the bind address is of the other IP family");
+            last_err =
+                format!("connect to {whom}{addr}: the bind address is of the other IP family");
             continue;
         }
         let attempt = tokio::time::timeout(cfg.timeout, open(*addr, cfg.bind_address));
@@ -204,13 +214,13 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
         let stream = match attempt {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
-                last_err = format!("connect to {addr}: {e}");
+                last_err = format!("connect to {whom}{addr}: {e}");
                 continue;
             }
             Err(_) => {
                 timed_out = true;
-                last_err =
-                    format!("connect to {addr}: timed out after {}s", cfg.timeout.as_secs_f64());
+                let secs = cfg.timeout.as_secs_f64();
+                last_err = format!("connect to {whom}{addr}: timed out after {secs}s");
                 continue;
             }
         };
@@ -220,14 +230,19 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
         let stream = match on_backend(stream, cfg.stamp_receives) {
             Ok(s) => s,
             Err(e) => {
-                last_err = format!("connect to {addr}: setting up the socket's I/O: {e}");
+                last_err = format!("connect to {whom}{addr}: setting up the socket's I/O: {e}");
                 continue;
             }
         };
+        if let Some(t) = tunnel {
+            return crate::tunnel::through(cx, t, endpoint, addr, stream).await;
+        }
         let Some(tls) = &endpoint.tls else {
             return Some(Transport(Stream::Plain(stream)));
         };
-        return tls_handshake(cx, tls, addr, stream).await;
+        let peer = addr.to_string();
+        let s = handshake(cx, tls, &peer, cfg.protocol, stream).await?;
+        return Some(Transport(Stream::Tls(Box::new(s))));
     }
     let mut st = cx.state.borrow_mut();
     st.counters.inc(Counter::CxConnectFail);
@@ -294,17 +309,18 @@ fn not_tls_reason(e: &io::Error) -> Option<&'static str> {
     }
 }
 
-/// The TLS half of [`connect`]: handshake, check the ALPN answer, count the handshake and
-/// whether it resumed a session.
-async fn tls_handshake(
+/// The TLS half of [`connect`]: handshake with `peer` (the target, or a proxy), check the ALPN
+/// answer against `protocol`, count the handshake and whether it resumed a session.
+pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     cx: &PoolCx,
     tls: &TlsClient,
-    addr: &SocketAddr,
-    stream: Socket,
-) -> Option<Transport> {
+    peer: &str,
+    protocol: Protocol,
+    stream: S,
+) -> Option<TlsStream<S>> {
     let cfg = &cx.connect;
     let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-    let describe = || format!("TLS handshake with {addr} ({})", tls.describe_sni());
+    let describe = || format!("TLS handshake with {peer} ({})", tls.describe_sni());
     let handshake = connector.connect(tls.server_name.clone(), stream);
     let fail = |cx: &PoolCx, msg: String, protocol_error: bool| {
         let mut st = cx.state.borrow_mut();
@@ -328,8 +344,8 @@ async fn tls_handshake(
             let hint = if no_alpn {
                 format!(
                     " (the server does not offer {} via ALPN {:?})",
-                    cfg.protocol.name(),
-                    String::from_utf8_lossy(cfg.protocol.alpn())
+                    protocol.name(),
+                    String::from_utf8_lossy(protocol.alpn())
                 )
             } else {
                 String::new()
@@ -353,12 +369,12 @@ async fn tls_handshake(
     };
     let (_, conn) = stream.get_ref();
     let alpn = conn.alpn_protocol();
-    let wanted = cfg.protocol.alpn();
+    let wanted = protocol.alpn();
     // A server that ignores ALPN speaks HTTP/1.1, the protocol ALPN is optional for; HTTP/2
     // over TLS is only ever negotiated (RFC 9113 §3.2), so no ALPN answer is a mismatch.
     let ok = match alpn {
         Some(p) => p == wanted,
-        None => cfg.protocol == Protocol::Http1,
+        None => protocol == Protocol::Http1,
     };
     if !ok {
         let got = alpn.map_or_else(
@@ -368,7 +384,7 @@ async fn tls_handshake(
         let msg = format!(
             "{}: the server selected {got} via ALPN but {} was requested ({:?})",
             describe(),
-            cfg.protocol.name(),
+            protocol.name(),
             String::from_utf8_lossy(wanted)
         );
         return fail(cx, msg, true);
@@ -379,5 +395,35 @@ async fn tls_handshake(
     if resumed {
         st.counters.inc(Counter::SslSessionReused);
     }
-    Some(Transport(Stream::Tls(Box::new(stream))))
+    Some(stream)
+}
+
+impl Transport {
+    /// A tunnel through a plain proxy connection, with TLS to the target inside if `tls`.
+    pub(crate) async fn in_plain_tunnel(
+        cx: &PoolCx,
+        tls: Option<(&TlsClient, &str)>,
+        s: Socket,
+    ) -> Option<Transport> {
+        Some(Transport(match tls {
+            None => Stream::Plain(s),
+            Some((t, peer)) => {
+                Stream::Tls(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
+            }
+        }))
+    }
+
+    /// A tunnel through a TLS connection to the proxy, with TLS to the target inside if `tls`.
+    pub(crate) async fn in_tls_tunnel(
+        cx: &PoolCx,
+        tls: Option<(&TlsClient, &str)>,
+        s: TlsStream<Socket>,
+    ) -> Option<Transport> {
+        Some(Transport(match tls {
+            None => Stream::Tls(Box::new(s)),
+            Some((t, peer)) => {
+                Stream::TlsInTls(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
+            }
+        }))
+    }
 }

@@ -85,6 +85,7 @@ pub(crate) async fn run_worker(
         bind_address: cfg.bind_address,
         protocol: cfg.protocol,
         stamp_receives: cfg.read_coalesce.is_some(),
+        tunnel: cfg.tunnel.clone(),
     };
     let renderer = Renderer::new(index, cfg.workers.get(), seed(index).rotate_left(17));
     let payloads: Rc<Payloads> = Rc::default();

@@ -179,6 +179,14 @@ impl Inner {
         if let Some(t) = spec.trace() {
             self.check_host("trace", &t.collector).await?;
         }
+        // Through a tunnel, the service reaches the proxy, and the proxy the targets (which the
+        // proxy resolves, but which must resolve here to be checked).
+        if let Some(t) = spec.tunnel() {
+            self.check_host("tunnel_options.tunnel_uri", &host_port(&t.host, t.port)).await?;
+            for u in spec.urls() {
+                self.check_host("uri (through the tunnel)", &host_port(&u.host, u.port)).await?;
+            }
+        }
         if let Some(source) = &spec.requests().remote_source {
             self.check_host("request_source", source).await?;
             let streams = crate::nighthawk::request_source::streams(spec, &Default::default())
@@ -194,7 +202,7 @@ impl Inner {
     }
 
     /// Every address `host` (`HOST:PORT`, the option `what`) resolves to is inside the
-    /// allowlist.
+    /// allowlist; a host that resolves to nothing is refused too.
     async fn check_host(&self, what: &str, host: &str) -> Result<(), Status> {
         let addrs = tokio::net::lookup_host(host)
             .await
@@ -576,5 +584,13 @@ impl Shrike for ShrikeService {
             )));
         }
         Ok(Response::new(proto::ScaleRateResponse {}))
+    }
+}
+
+/// `HOST:PORT`, an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
     }
 }

@@ -406,6 +406,37 @@ impl SpecEdit {
         )
     }
 
+    // Tunnels.
+
+    /// The proxy every connection is tunnelled through: `HOST:PORT`, `http://HOST:PORT` or
+    /// `https://HOST:PORT` (TLS to the proxy).
+    pub fn tunnel_uri(self, uri: &str) -> Self {
+        self.set(n::TUNNEL_URI, |g| g.tunnel.uri = Some(uri.to_string()))
+    }
+
+    pub fn tunnel_protocol(self, p: Protocol) -> Self {
+        self.set(n::TUNNEL_PROTOCOL, |g| g.tunnel.protocol = Some(p))
+    }
+
+    /// TLS to the proxy, as an Envoy `UpstreamTlsContext` (JSON or Nighthawk's compact form).
+    pub fn tunnel_tls_context(self, json: &str) -> Self {
+        let o = n::TUNNEL_TLS_CONTEXT;
+        self.parse(
+            o,
+            || {
+                let v = crate::nighthawk::relaxed(Value::String(json.into()), o.name)?;
+                let patch = crate::nighthawk::tls_context(v.clone(), o.name)?;
+                Ok((v, patch))
+            },
+            |g, c| g.tunnel.tls_context = Some(c),
+        )
+    }
+
+    /// Extra trust roots (PEM) for the proxy's certificate.
+    pub fn tunnel_ca(self, file: PathBuf) -> Self {
+        self.set(n::TUNNEL_CA, |g| g.tunnel.ca = Some(file))
+    }
+
     // What is sent.
 
     pub fn request_method(self, m: &str) -> Self {

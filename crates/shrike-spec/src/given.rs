@@ -49,6 +49,7 @@ pub struct Given {
     pub connections: Option<u64>,
     pub rps: Option<Rps>,
     pub ramp: Option<Duration>,
+    pub tunnel: crate::tunnel::GivenTunnel,
     /// The ramp time of Nighthawk's linear-ramping rate limiter plugin.
     pub rate_limiter: Option<Duration>,
     pub stages: Option<Vec<Stage>>,
@@ -242,6 +243,7 @@ impl Given {
             h1_reuse: self.h1_reuse.unwrap_or_default(),
             address_family: self.address_family.unwrap_or_default(),
             tls: self.tls()?,
+            tunnel: self.tunnel.resolve(protocol)?,
             http3,
             trace: self.trace()?,
             requests: self.requests()?,
@@ -693,6 +695,7 @@ impl Given {
             connections: Some(u64::from(spec.connections.get())),
             rps,
             ramp,
+            tunnel: crate::tunnel::GivenTunnel::of(spec.tunnel.as_ref()),
             rate_limiter,
             stages,
             duration: spec.duration,

@@ -42,7 +42,6 @@ const NIGHTHAWK_REFUSED: &[(Opt, &str)] = &[
         n::USER_DEFINED_PLUGIN_CONFIGS,
         "is not implemented (Nighthawk itself rejects it as unimplemented)",
     ),
-    (n::TUNNEL_OPTIONS, "is not supported by Shrike (it has no CONNECT tunnels)"),
     (
         n::NIGHTHAWK_SERVICE,
         "is how a client sends a run (shrike run --nighthawk-service), not an option of the run",
@@ -146,6 +145,7 @@ pub(crate) fn read_given(v: &Value) -> Result<Given, SpecError> {
     g.h1_reuse = r.choice(n::H1_REUSE, H1Reuse::parse, "mru or lru")?;
     g.address_family = r.choice(n::ADDRESS_FAMILY, AddressFamily::parse, "auto, v4 or v6")?;
     read_tls(&mut r, &mut g)?;
+    read_tunnel(&mut r, &mut g)?;
     g.trace_sample_rate = match r.present(n::TRACE_SAMPLE_RATE) {
         None => None,
         Some(v) => {
@@ -298,6 +298,28 @@ pub(crate) fn bind_config(cfg: Value, field: &str) -> Result<IpAddr, SpecError> 
         .and_then(Value::as_str)
         .ok_or_else(|| bad("source_address.address is missing"))?;
     addr.parse().map_err(|_| bad(&format!("{addr:?} is not an IP address")))
+}
+
+/// `tunnel_options`: `{tunnel_uri, tunnel_protocol, tunnel_tls_context}` (and Shrike's
+/// `tunnel_ca`).
+fn read_tunnel(r: &mut Reader, g: &mut Given) -> Result<(), SpecError> {
+    let Some(v) = r.take(n::TUNNEL_OPTIONS).filter(|v| !v.is_null()) else { return Ok(()) };
+    let field = r.path(n::TUNNEL_OPTIONS);
+    let obj = v.as_object().ok_or_else(|| SpecError::must(&field, "must be an object"))?;
+    let mut t = Reader::new(obj, &field)?;
+    g.tunnel.uri = t.str(n::TUNNEL_URI)?.map(str::to_string);
+    g.tunnel.protocol = t.choice(n::TUNNEL_PROTOCOL, Protocol::parse, "http1, http2 or http3")?;
+    g.tunnel.tls_context = match t.take(n::TUNNEL_TLS_CONTEXT).filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => {
+            let path = t.path(n::TUNNEL_TLS_CONTEXT);
+            let v = crate::nighthawk::relaxed(v, &path)?;
+            let patch = crate::nighthawk::tls_context(v.clone(), &path)?;
+            Some((v, patch))
+        }
+    };
+    g.tunnel.ca = t.str(n::TUNNEL_CA)?.map(PathBuf::from);
+    t.finish()
 }
 
 fn read_tls(r: &mut Reader, g: &mut Given) -> Result<(), SpecError> {
@@ -501,6 +523,7 @@ fn write(s: &RunSpec) -> Value {
     o.put(n::REQUESTS_PER_SECOND, rps);
     o.put(n::RAMP_DURATION, ramp);
     o.put(n::RATE_LIMITER_PLUGIN_CONFIG, rate_limiter);
+    o.put(n::TUNNEL_OPTIONS, s.tunnel.as_ref().map(crate::tunnel::to_json));
     o.put(n::STAGES, stages);
     o.put(n::IDLE_STRATEGY, s.idle.name());
     o.put(n::IO_BACKEND, s.io_backend.name());

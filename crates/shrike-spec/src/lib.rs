@@ -34,6 +34,7 @@ pub mod plan;
 pub mod predicate;
 pub mod shard;
 pub mod spec;
+pub mod tunnel;
 pub mod types;
 pub mod url;
 
@@ -47,6 +48,7 @@ pub use plan::{Rate, RatePlan, Stage, StagesError};
 pub use predicate::{Predicate, PredicateError, PredicateKind};
 pub use shard::Shard;
 pub use spec::{RateSpec, RequestsSpec, RunSpec, TargetSpec, TelemetrySpec};
+pub use tunnel::TunnelSpec;
 pub use types::{
     AddressFamily, Concurrency, H1Reuse, Http3Options, IdleStrategy, IoBackend, Protocol,
     StreamLimits, TlsOptions, TlsVersion, TraceSpec, Verbosity,

@@ -130,6 +130,11 @@ options! {
     REQUESTS_PER_SECOND = "requests_per_second" => "--rps";
     RAMP_DURATION = "ramp_duration" => "--ramp-duration";
     STAGES = "stages" => "--stages";
+    TUNNEL_OPTIONS = "tunnel_options" => "tunnel options";
+    TUNNEL_URI = "tunnel_options.tunnel_uri" => "--tunnel-uri";
+    TUNNEL_PROTOCOL = "tunnel_options.tunnel_protocol" => "--tunnel-protocol";
+    TUNNEL_TLS_CONTEXT = "tunnel_options.tunnel_tls_context" => "--tunnel-tls-context";
+    TUNNEL_CA = "tunnel_options.tunnel_ca" => "--tunnel-ca";
     /// Nighthawk's linear-ramping rate limiter plugin: a ramp asked for Nighthawk's way.
     RATE_LIMITER_PLUGIN_CONFIG = "rate_limiter_plugin_config" => "--rate-limiter-plugin-config";
     IDLE_STRATEGY = "sequencer_idle_strategy" => "--sequencer-idle-strategy";
@@ -158,7 +163,6 @@ options! {
     NUM_REQUESTS = "num_requests";
     /// Nighthawk options Shrike refuses (see the reader).
     USER_DEFINED_PLUGIN_CONFIGS = "user_defined_plugin_configs" => "--user-defined-plugin-config";
-    TUNNEL_OPTIONS = "tunnel_options";
     NIGHTHAWK_SERVICE = "nighthawk_service" => "--nighthawk-service";
 }
 

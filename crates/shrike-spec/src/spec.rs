@@ -221,6 +221,8 @@ pub struct RunSpec {
     pub(crate) h1_reuse: H1Reuse,
     pub(crate) address_family: AddressFamily,
     pub(crate) tls: TlsOptions,
+    /// Connections go through a proxy's `CONNECT` tunnels.
+    pub(crate) tunnel: Option<crate::tunnel::TunnelSpec>,
     pub(crate) http3: Http3Options,
     pub(crate) trace: Option<TraceSpec>,
     pub(crate) requests: RequestsSpec,
@@ -535,6 +537,9 @@ impl RunSpec {
     }
     pub fn tls(&self) -> &TlsOptions {
         &self.tls
+    }
+    pub fn tunnel(&self) -> Option<&crate::tunnel::TunnelSpec> {
+        self.tunnel.as_ref()
     }
     pub fn http3(&self) -> Http3Options {
         self.http3

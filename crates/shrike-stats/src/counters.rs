@@ -56,6 +56,10 @@ counters! {
     CxTcpTotal => "upstream_cx_tcp_total";
     CxMysqlTotal => "upstream_cx_mysql_total";
     CxConnectFail => "upstream_cx_connect_fail";
+    // CONNECT tunnels set up through the proxy (`--tunnel-uri`): a 2xx answer.
+    TunnelTotal => "upstream_cx_tunnel_total";
+    // CONNECTs the proxy refused (any non-2xx), reset, closed or garbled.
+    TunnelFail => "benchmark.tunnel_failure";
     CxConnectTimeout => "upstream_cx_connect_timeout";
     CxDestroyLocal => "upstream_cx_destroy_local";
     CxDestroyRemote => "upstream_cx_destroy_remote";

@@ -91,6 +91,8 @@ stat_ids! {
         "Response body size in bytes";
     OriginLatency => "benchmark_http_client.origin_latency_statistic", Duration,
         "Server-reported latency (origin latency header)";
+    TunnelSetup => "benchmark_http_client.tunnel_setup", Duration,
+        "Tunnel set-up (CONNECT written to its 2xx answer)";
     SequencerCallback => "sequencer.callback", Duration, "Initiation to completion";
     SequencerBlocking => "sequencer.blocking", Duration,
         "Blocking. Results are skewed when significant numbers are reported here.";

@@ -43,6 +43,23 @@ pub struct NighthawkArgs {
     /// Not implemented, as in Nighthawk (which rejects it too): accepted only to say so.
     #[arg(long, value_name = "JSON")]
     pub user_defined_plugin_config: Vec<String>,
+    /// Tunnel every connection through this proxy with HTTP CONNECT: HOST:PORT,
+    /// http://HOST:PORT or https://HOST:PORT (TLS to the proxy). TLS to an https:// target
+    /// runs inside the tunnel.
+    #[arg(long, value_name = "URI")]
+    pub tunnel_uri: Option<String>,
+    /// How tunnels are set up with the proxy: http1 (a CONNECT per connection; the default).
+    /// http2 and http3 (CONNECT streams, CONNECT-UDP for HTTP/3 load) are refused for now.
+    #[arg(long, value_name = "http1|http2|http3", value_parser = crate::args::parse::protocol)]
+    pub tunnel_protocol: Option<shrike_spec::Protocol>,
+    /// TLS to the proxy, as an Envoy UpstreamTlsContext (JSON or Nighthawk's compact form):
+    /// SNI, TLS versions, cipher suites and a trusted CA file, as --tls-context takes them.
+    #[arg(long, value_name = "JSON")]
+    pub tunnel_tls_context: Option<String>,
+    /// A PEM file of extra trust roots for the proxy's certificate (as --tls-ca is for the
+    /// target's).
+    #[arg(long, value_name = "FILE")]
+    pub tunnel_ca: Option<std::path::PathBuf>,
     /// Send the run to a service speaking Nighthawk's gRPC API (shrike service, or
     /// nighthawk_service) and write its result here: grpc://HOST:PORT.
     #[arg(long, value_name = "URI")]
@@ -58,6 +75,18 @@ impl NighthawkArgs {
                 "--user-defined-plugin-config is not implemented (Nighthawk rejects it as \
                  unimplemented too); results carry no user-defined outputs",
             ));
+        }
+        if let Some(u) = &self.tunnel_uri {
+            e = e.tunnel_uri(u);
+        }
+        if let Some(p) = self.tunnel_protocol {
+            e = e.tunnel_protocol(p);
+        }
+        if let Some(j) = &self.tunnel_tls_context {
+            e = e.tunnel_tls_context(j);
+        }
+        if let Some(f) = &self.tunnel_ca {
+            e = e.tunnel_ca(f.clone());
         }
         if let Some(j) = &self.transport_socket {
             e = e.transport_socket(j);

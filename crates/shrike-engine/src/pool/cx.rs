@@ -88,7 +88,7 @@ fn tally(map: &mut BTreeMap<String, u64>, key: impl FnOnce() -> String, other: &
 }
 
 /// How connections are opened.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ConnectOptions {
     /// Connect (and TLS handshake) timeout.
     pub timeout: Duration,
@@ -98,6 +98,8 @@ pub(crate) struct ConnectOptions {
     pub protocol: Protocol,
     /// Stamp receives with the kernel's arrival time (`--read-coalesce`).
     pub stamp_receives: bool,
+    /// Every connection is a CONNECT tunnel through this proxy.
+    pub tunnel: Option<std::sync::Arc<crate::tunnel::Tunnel>>,
 }
 
 /// The narrow context pools and protocols work in. Single-threaded: cells, never locks.

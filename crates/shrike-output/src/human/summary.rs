@@ -178,6 +178,7 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
     for (counter, what) in [
         (Counter::RqTimeout, "timed out"),
         (Counter::StreamResets, "reset or broken"),
+        (Counter::TunnelFail, "CONNECT failed at the proxy"),
         (Counter::PoolConnectionFailure, "could not connect"),
         (Counter::PoolOverflow, "not sent (pool overflow)"),
         (Counter::AnswerErrors, "answered with an error"),

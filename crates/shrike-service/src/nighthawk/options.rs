@@ -171,6 +171,19 @@ pub fn from_spec(spec: &RunSpec) -> (Value, Vec<String>) {
     if r.body_file.is_some() {
         shrike_only.push("request_options.request_body_file".into());
     }
+    if let Some(t) = spec.tunnel() {
+        let mut tunnel = get("tunnel_options");
+        if let Some(o) = tunnel.as_object_mut() {
+            if o.remove("tunnel_ca").is_some() {
+                shrike_only.push("tunnel_options.tunnel_ca".into());
+            }
+            o.insert(
+                "tunnel_protocol".into(),
+                json!({ "value": t.protocol.name().to_ascii_uppercase() }),
+            );
+        }
+        put("tunnel_options", tunnel);
+    }
     match tls_context(spec) {
         Ok(Some(ctx)) => put(
             "transport_socket",
@@ -312,6 +325,20 @@ mod tests {
         .unwrap();
         let back = round_trip(&spec);
         assert_eq!(back.to_json(), spec.to_json());
+    }
+
+    /// Tunnel options cross the wire as Nighthawk's `TunnelOptions`.
+    #[test]
+    fn tunnel_options_survive_nighthawks_options() {
+        let spec = RunSpec::from_json(&json!({
+            "uri": "https://127.0.0.1:8443/", "tunnel_options": {"tunnel_uri": "127.0.0.1:3128",
+                "tunnel_protocol": "http1", "tunnel_tls_context": {"sni": "proxy.test"}},
+        }))
+        .unwrap();
+        let back = round_trip(&spec);
+        assert_eq!(back.tunnel(), spec.tunnel());
+        assert_eq!(back.to_json(), spec.to_json());
+        assert_eq!(back.tunnel().unwrap().tls.as_ref().unwrap().sni.as_deref(), Some("proxy.test"));
     }
 
     /// The linear-ramping plugin crosses the wire as an `Any` Nighthawk's API resolves.

@@ -206,7 +206,13 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
     let remote = [&b[..], &["--remote", "127.0.0.1:1"]].concat();
     let nh = "{name:\"envoy.transport_sockets.tls\",typed_config:{\"@type\":\"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext\",sni:\"x\"}}";
     let ctx = "{sni:\"y\"}";
+    let tunnelled = [&b[..], &["--tunnel-uri", "127.0.0.1:3128"]].concat();
+    let tls_tunnel = [&b[..], &["--tunnel-uri", "https://127.0.0.1:3128"]].concat();
     vec![
+        ("--tunnel-uri", dry(&b, &["--tunnel-uri", "127.0.0.1:3128"])),
+        ("--tunnel-protocol", refused(&[&tunnelled[..], &["--tunnel-protocol", "http2"]].concat())),
+        ("--tunnel-tls-context", dry(&tunnelled, &["--tunnel-tls-context", ctx])),
+        ("--tunnel-ca", dry(&tls_tunnel, &["--tunnel-ca", p("cert.pem")])),
         ("--spec", dry(&b, &["--spec", p("spec.json")])),
         ("--connections", dry(&b, &["--connections", "7"])),
         ("--duration", dry(&b, &["--duration", "2s"])),

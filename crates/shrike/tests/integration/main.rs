@@ -59,4 +59,5 @@ mod telemetry;
 mod tls;
 mod tracing;
 mod transform;
+mod tunnels;
 mod verdict;

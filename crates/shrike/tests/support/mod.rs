@@ -12,6 +12,7 @@ pub mod hosts;
 pub mod mariadb;
 pub mod nginx;
 pub mod page;
+pub mod squid;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,174 @@
+//! HTTP `CONNECT` tunnels (RFC 9110 §9.3.6) through a terminating proxy, Nighthawk's
+//! `tunnel_options` with an HTTP/1.1 tunnel: every connection of the run is a TCP connection to
+//! the proxy (TLS to it when asked), a `CONNECT host:port` answered 2xx, and then the load's
+//! own protocol, with the target's TLS inside the tunnel for `https://` targets.
+//!
+//! Accounting: the connection counts (`upstream_cx_total`, pool limits) are the tunnelled
+//! connections; a tunnel set up counts in `upstream_cx_tunnel_total` and its set-up time (the
+//! `CONNECT` written to its 2xx read) in `benchmark_http_client.tunnel_setup`; a `CONNECT` the
+//! proxy refuses, resets or garbles counts in `benchmark.tunnel_failure` with a message naming
+//! the answer, not as a failure to connect to the target.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use shrike_stats::{Counter, StatId};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::{Endpoint, Protocol};
+use crate::pool::cx::PoolCx;
+use crate::target::Target;
+use crate::tls::TlsClient;
+use crate::transport::{handshake, unless_stopped, Socket, Transport};
+
+/// Where a run's connections are tunnelled.
+#[derive(Debug)]
+pub struct Tunnel {
+    /// The proxy, resolved.
+    pub(crate) proxy: Target,
+    /// TLS to the proxy (offering HTTP/1.1 by ALPN); `None`: plain TCP.
+    pub(crate) tls: Option<TlsClient>,
+    /// The proxy as the user gave it, for messages.
+    pub(crate) uri: String,
+}
+
+impl Tunnel {
+    pub(crate) fn new(proxy: Target, tls: Option<TlsClient>, uri: String) -> Tunnel {
+        Tunnel { proxy, tls, uri }
+    }
+}
+
+/// The rest of [`crate::transport::connect`] through a tunnel: `stream` is connected to the
+/// proxy at `addr`.
+pub(crate) async fn through(
+    cx: &PoolCx,
+    t: &Tunnel,
+    endpoint: &Endpoint,
+    addr: &SocketAddr,
+    stream: Socket,
+) -> Option<Transport> {
+    let target = &endpoint.target;
+    let authority = match target.host.contains(':') {
+        true => format!("[{}]:{}", target.host, target.port),
+        false => format!("{}:{}", target.host, target.port),
+    };
+    let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, target.authority.as_str()));
+    match &t.tls {
+        None => {
+            let mut s = stream;
+            establish(cx, t, &authority, &mut s).await?;
+            Transport::in_plain_tunnel(cx, inner_tls, s).await
+        }
+        Some(proxy_tls) => {
+            let peer = format!("proxy {addr}");
+            let mut s = handshake(cx, proxy_tls, &peer, Protocol::Http1, stream).await?;
+            establish(cx, t, &authority, &mut s).await?;
+            Transport::in_tls_tunnel(cx, inner_tls, s).await
+        }
+    }
+}
+
+/// Sets up the tunnel on `s` and accounts for it; `None` when it failed (counted and noted).
+async fn establish<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &PoolCx,
+    t: &Tunnel,
+    authority: &str,
+    s: &mut S,
+) -> Option<()> {
+    let started = Instant::now();
+    let attempt = tokio::time::timeout(cx.connect.timeout, exchange(s, authority));
+    let outcome = unless_stopped(cx, attempt).await?;
+    let mut st = cx.state.borrow_mut();
+    let failure = match outcome {
+        Ok(Ok(())) => {
+            st.counters.inc(Counter::TunnelTotal);
+            let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            st.stats.record(StatId::TunnelSetup, took);
+            return Some(());
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {}s", cx.connect.timeout.as_secs_f64()),
+    };
+    st.counters.inc(Counter::TunnelFail);
+    st.note_error(|| format!("CONNECT {authority} through proxy {}: {failure}", t.uri));
+    None
+}
+
+/// Why a `CONNECT` failed.
+#[derive(Debug)]
+enum Refusal {
+    /// The proxy answered, and not 2xx (407, 403, 502, …).
+    Status(u16, String),
+    Closed,
+    Io(io::Error),
+    Malformed(String),
+    /// Bytes after a 2xx, before anything was sent through the tunnel.
+    Extra(usize),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Status(code, reason) => write!(f, "the proxy answered {code} {reason}"),
+            Refusal::Closed => f.write_str("the proxy closed the connection without an answer"),
+            Refusal::Io(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                write!(f, "the proxy reset the connection ({e})")
+            }
+            Refusal::Io(e) => write!(f, "{e}"),
+            Refusal::Malformed(why) => write!(f, "the proxy's answer is not HTTP/1.1 ({why})"),
+            Refusal::Extra(n) => {
+                write!(f, "the proxy sent {n} bytes after its answer, before the tunnel was used")
+            }
+        }
+    }
+}
+
+impl From<io::Error> for Refusal {
+    fn from(e: io::Error) -> Self {
+        Refusal::Io(e)
+    }
+}
+
+/// The largest answer head read (the proxy's headers; its body, if it refused, is not read).
+const MAX_HEAD: usize = 16 * 1024;
+
+/// `CONNECT authority` and its answer. Once per connection, so plainly written: the hot path
+/// is what the tunnel then carries.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    authority: &str,
+) -> Result<(), Refusal> {
+    let request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+    s.write_all(request.as_bytes()).await?;
+    s.flush().await?;
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(Refusal::Closed);
+        }
+        head.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut answer = httparse::Response::new(&mut headers);
+        match answer.parse(&head) {
+            Ok(httparse::Status::Complete(len)) => {
+                let code = answer.code.unwrap_or(0);
+                if !(200..300).contains(&code) {
+                    return Err(Refusal::Status(code, answer.reason.unwrap_or("").to_string()));
+                }
+                return match head.len() - len {
+                    0 => Ok(()),
+                    extra => Err(Refusal::Extra(extra)),
+                };
+            }
+            Ok(httparse::Status::Partial) if head.len() > MAX_HEAD => {
+                return Err(Refusal::Malformed(format!("no end of its head in {MAX_HEAD} bytes")))
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(Refusal::Malformed(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Load through CONNECT tunnels (Nighthawk's `--tunnel-uri`), against Debian's squid as the
+//! proxy: exact counts at the target, one CONNECT in squid's own log per connection the run
+//! counted, TLS to the target inside the tunnel, and a refused CONNECT counted and named as
+//! the proxy's refusal, not as a failure to reach the target.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use crate::support::squid::Squid;
+use crate::support::*;
+
+#[test]
+fn http1_and_http2_load_go_through_squid_one_connect_per_connection() {
+    let squid = Squid::start(&[]);
+    let server = Server::start(&["--stats-path", "/stats"]);
+    let port = server.addr.rsplit(':').next().unwrap();
+    let mut tunnels = 0;
+    for protocol in ["http1", "http2"] {
+        let v = run_json_ok(&[
+            "run",
+            &server.url("/"),
+            "--protocol",
+            protocol,
+            "--tunnel-uri",
+            &squid.addr(),
+            "--rps",
+            "100",
+            "--duration",
+            "1",
+            "--connections",
+            "3",
+        ]);
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
+        let opened = counter(g, "upstream_cx_total");
+        assert!(opened >= 1, "{protocol}: {v}");
+        assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}: a tunnel each");
+        assert_eq!(counter(g, "benchmark.tunnel_failure"), 0);
+        let setup = statistic(g, "benchmark_http_client.tunnel_setup");
+        assert_eq!(setup["count"], opened.to_string(), "{setup}");
+        assert_eq!(v["options"]["tunnel_options"]["tunnel_uri"], squid.addr());
+        assert_eq!(v["options"]["tunnel_options"]["tunnel_protocol"], "HTTP1");
+        tunnels += opened as usize;
+    }
+    // The target served every request, and squid tunnelled each connection once.
+    let stats = server.stats("/stats");
+    assert_eq!(stats["requests"], 200, "{stats}");
+    let connects = squid.connects(tunnels);
+    assert_eq!(connects.len(), tunnels, "{connects:?}");
+    for (code, url) in &connects {
+        assert_eq!(code, "TCP_TUNNEL/200");
+        assert_eq!(url, &format!("127.0.0.1:{port}"));
+    }
+}
+
+#[test]
+fn tls_to_the_target_runs_inside_the_tunnel() {
+    let squid = Squid::start(&[]);
+    let server = TlsServer::start(&["--tls"]);
+    let v = run_json_ok(&[
+        "run",
+        &server.url(),
+        "--tls-ca",
+        &server.ca,
+        "--protocol",
+        "http2",
+        "--tunnel-uri",
+        &format!("http://{}", squid.addr()),
+        "--rps",
+        "50",
+        "--duration",
+        "1",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
+    assert_eq!(counter(g, "ssl.handshake"), counter(g, "upstream_cx_total"));
+    // The proxy saw the target's name and port, and bytes it could not read.
+    let connects = squid.connects(1);
+    assert_eq!(connects[0], ("TCP_TUNNEL/200".into(), format!("localhost:{}", server.port)));
+}
+
+#[test]
+fn a_refused_connect_is_the_proxys_refusal_and_fails_the_run() {
+    let target = Server::start(&[]);
+    let port: u16 = target.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let squid = Squid::start(&[port]);
+    let out = run(
+        &[
+            "run",
+            &target.url("/"),
+            "--tunnel-uri",
+            &squid.addr(),
+            "--rps",
+            "20",
+            "--duration",
+            "1",
+            "--output-format",
+            "json",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    assert!(counter(g, "benchmark.tunnel_failure") >= 1, "{v}");
+    assert_eq!(counter(g, "upstream_cx_connect_fail"), 0, "not a failure to reach the target");
+    assert_eq!(counter(g, "upstream_cx_tunnel_total"), 0);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 0);
+    let why =
+        format!("CONNECT 127.0.0.1:{port} through proxy {}: the proxy answered 403", squid.addr());
+    assert!(out.stderr.contains(&why), "{}", out.stderr);
+    assert_eq!(squid.connects(1)[0].0, "TCP_DENIED/403");
+    // The human summary names it too.
+    let out = run(
+        &["run", &target.url("/"), "--tunnel-uri", &squid.addr(), "--rps", "5", "--duration", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1);
+    assert!(out.stdout.contains("CONNECT failed at the proxy"), "{}", out.stdout);
+    assert!(out.stdout.contains("the proxy answered 403 Forbidden"), "{}", out.stdout);
+}
+
+#[test]
+fn a_proxy_that_is_not_there_is_named_as_the_proxy() {
+    let target = Server::start(&[]);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = free.local_addr().unwrap().to_string();
+    drop(free);
+    let out = run(
+        &["run", &target.url("/"), "--tunnel-uri", &proxy, "--rps", "5", "--duration", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("connect to proxy {proxy}")), "{}", out.stderr);
+}
+
+#[test]
+fn tunnel_pairs_nighthawk_refuses_or_shrike_lacks_are_refused_by_name() {
+    let url = "http://127.0.0.1:9/";
+    let cases: [(&[&str], &str); 6] = [
+        (&["--tunnel-protocol", "http1"], "--tunnel-protocol needs --tunnel-uri"),
+        (&["--tunnel-uri", "127.0.0.1"], "--tunnel-uri: no port"),
+        (&["--tunnel-uri", "127.0.0.1:3128", "-p", "http3"], "http1 cannot carry HTTP/3 load"),
+        (
+            &["--tunnel-uri", "127.0.0.1:3128", "-p", "http3", "--tunnel-protocol", "http3"],
+            "http3 cannot carry HTTP/3 load",
+        ),
+        (
+            &["--tunnel-uri", "127.0.0.1:3128", "--tunnel-protocol", "http2"],
+            "not supported by Shrike yet",
+        ),
+        (&["--tunnel-uri", "127.0.0.1:3128", "--tunnel-ca", "/x.pem"], "needs TLS to the proxy"),
+    ];
+    for (extra, why) in cases {
+        let out = run(&[&["run", url][..], extra].concat(), Duration::from_secs(20));
+        assert_eq!(out.code(), 2, "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains(why), "{extra:?}: {}", out.stderr);
+    }
+}
+
+/// Tunnel options through Nighthawk's API: the service runs the same tunnelled load, and its
+/// allowlist covers the proxy as it covers targets.
+#[test]
+fn the_service_tunnels_too_and_its_allowlist_covers_the_proxy() {
+    let squid = Squid::start(&[]);
+    let target = Server::start(&[]);
+    let service = Service::start(&["--allow-target", "127.0.0.1/32"]);
+    let url = target.url("/");
+    let args = ["run", &url, "--tunnel-uri", &squid.addr(), "--rps", "50", "--duration", "1"];
+    let remote = run_json_ok(&[&args[..], &["--nighthawk-service", &service.uri()]].concat());
+    let g = global(&remote);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{remote}");
+    assert_eq!(counter(g, "upstream_cx_tunnel_total"), counter(g, "upstream_cx_total"));
+    assert_eq!(remote["options"]["tunnel_options"]["tunnel_uri"], squid.addr());
+    // A proxy outside the allowlist (127.0.0.2 is not 127.0.0.1/32) is refused by name.
+    let outside = format!("127.0.0.2:{}", squid.port);
+    let out = run(
+        &["run", &url, "--tunnel-uri", &outside, "--nighthawk-service", &service.uri()],
+        Duration::from_secs(30),
+    );
+    assert_ne!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stderr.contains("tunnel_options.tunnel_uri"), "{}", out.stderr);
+    assert!(out.stderr.contains("outside this service's allowlist"), "{}", out.stderr);
+}
+
+/// TLS to the proxy (squid's `https_port`): an `https://` tunnel URI with `--tunnel-ca`, or
+/// Nighthawk's `--tunnel-tls-context` naming the CA; TLS to an https target inside that; and a
+/// proxy certificate nobody vouches for, named as the proxy's handshake.
+#[test]
+fn tls_to_the_proxy_with_the_target_tls_inside_it() {
+    let squid = Squid::start_tls();
+    let ca = squid.dir.join("ca.pem").display().to_string();
+    let proxy = format!("127.0.0.1:{}", squid.tls_port.unwrap());
+    let plain = Server::start(&[]);
+    let v = run_json_ok(&[
+        "run",
+        &plain.url("/"),
+        "--tunnel-uri",
+        &format!("https://{proxy}"),
+        "--tunnel-ca",
+        &ca,
+        "--rps",
+        "40",
+        "--duration",
+        "1",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 40, "{v}");
+    // One TLS handshake per connection: the proxy's.
+    assert_eq!(counter(g, "ssl.handshake"), counter(g, "upstream_cx_total"), "{v}");
+    assert_eq!(v["options"]["tunnel_options"]["tunnel_ca"], ca);
+
+    let tls = TlsServer::start(&["--tls"]);
+    let context = format!(
+        "{{common_tls_context:{{validation_context:{{trusted_ca:{{filename:\"{ca}\"}}}}}}}}"
+    );
+    let v = run_json_ok(&[
+        "run",
+        &tls.url(),
+        "--tls-ca",
+        &tls.ca,
+        "--tunnel-uri",
+        &proxy,
+        "--tunnel-tls-context",
+        &context,
+        "--rps",
+        "40",
+        "--duration",
+        "1",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 40, "{v}");
+    // Two per connection: the proxy's, and the target's inside the tunnel.
+    assert_eq!(counter(g, "ssl.handshake"), 2 * counter(g, "upstream_cx_total"), "{v}");
+    assert!(v["options"]["tunnel_options"]["tunnel_tls_context"].is_object(), "{v}");
+    let connects = squid.connects(2);
+    assert_eq!(connects.len(), 2, "{connects:?}");
+    assert_eq!(connects[1], ("TCP_TUNNEL/200".into(), format!("localhost:{}", tls.port)));
+
+    // The proxy's certificate without its CA: the proxy's handshake fails, by name.
+    let out = run(
+        &["run", &plain.url("/"), "--tunnel-uri", &format!("https://{proxy}"), "-d", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("TLS handshake with proxy {proxy}")), "{}", out.stderr);
+}
