@@ -104,6 +104,35 @@ pub struct ServerConfig {
     tls: Option<TlsConfig>,
     tls_handshake_timeout: Duration,
     limits: Limits,
+    proxy: Option<ProxyConfig>,
+}
+
+/// `CONNECT` tunnelling (`shrike serve --connect-proxy`): the destinations it may open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Networks a tunnel may reach (address, prefix length); a destination that resolves
+    /// outside every one is refused with 403.
+    pub allow: Vec<(std::net::IpAddr, u8)>,
+    /// How long opening the connection to the destination may take before 504.
+    pub connect_timeout: Duration,
+}
+
+impl ProxyConfig {
+    /// Whether `ip` is inside one of the allowed networks.
+    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        self.allow.iter().any(|&(net, len)| match (net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(len.min(32))).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(len.min(128))).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        })
+    }
 }
 
 impl ServerConfig {
@@ -188,6 +217,11 @@ impl ServerConfig {
         self.drain_timeout
     }
 
+    /// `CONNECT` tunnelling, when the server is also a proxy.
+    pub fn proxy(&self) -> Option<&ProxyConfig> {
+        self.proxy.as_ref()
+    }
+
     /// With TLS every connection is TLS; the protocol is chosen by ALPN.
     pub fn tls(&self) -> Option<&TlsConfig> {
         self.tls.as_ref()
@@ -257,6 +291,7 @@ impl Default for ServerConfig {
             tls: None,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             limits: Limits::default(),
+            proxy: None,
         }
     }
 }
@@ -283,6 +318,7 @@ pub struct ServerConfigBuilder {
     tls: Option<TlsConfig>,
     tls_handshake_timeout: Duration,
     limits: RawLimits,
+    proxy: Option<ProxyConfig>,
 }
 
 /// The builder's unchecked limits; `Limits::try_new` checks them in `build`.
@@ -325,6 +361,7 @@ impl Default for ServerConfigBuilder {
             tls: None,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             limits: RawLimits::default(),
+            proxy: None,
         }
     }
 }
@@ -402,6 +439,12 @@ impl ServerConfigBuilder {
 
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
+        self
+    }
+
+    /// Also a `CONNECT` proxy (HTTP/1.1) to the destinations `proxy` allows.
+    pub fn connect_proxy(mut self, proxy: ProxyConfig) -> Self {
+        self.proxy = Some(proxy);
         self
     }
 
@@ -495,6 +538,7 @@ impl ServerConfigBuilder {
             tls: self.tls,
             tls_handshake_timeout: self.tls_handshake_timeout,
             limits,
+            proxy: self.proxy,
         };
         match &self.defaults_json {
             None => Ok(config),

@@ -70,6 +70,23 @@ struct Shard {
     response_body_bytes: AtomicU64,
     faults: [AtomicU64; 5],
     limits: [AtomicU64; 6],
+    proxy: [AtomicU64; 5],
+}
+
+/// What the server did as a `CONNECT` proxy, by [`ProxyEvent`].
+const PROXY_NAMES: [&str; 5] =
+    ["tunnels", "refused", "failed", "bytes_to_destination", "bytes_from_destination"];
+
+/// A `CONNECT` proxy's counts: tunnels opened (answered 200), refused (403: a destination
+/// outside `--proxy-allow`, 405: not a proxy), failed (502/504: the destination did not
+/// answer), and the bytes carried each way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ProxyEvent {
+    Tunnel,
+    Refused,
+    Failed,
+    BytesTo,
+    BytesFrom,
 }
 
 #[derive(Debug)]
@@ -125,6 +142,10 @@ impl Stats {
         add(&self.shard().limits[kind as usize], 1);
     }
 
+    pub(crate) fn proxy(&self, event: ProxyEvent, n: u64) {
+        add(&self.shard().proxy[event as usize], n);
+    }
+
     /// The endpoint's JSON document. `active` is the server's in-flight request count.
     pub(crate) fn to_json(&self, active: usize) -> String {
         let sum = |f: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
@@ -146,6 +167,11 @@ impl Stats {
             .enumerate()
             .map(|(i, n)| ((*n).to_string(), sum(&|s| &s.limits[i]).into()))
             .collect();
+        let proxy: serde_json::Map<String, serde_json::Value> = PROXY_NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((*n).to_string(), sum(&|s| &s.proxy[i]).into()))
+            .collect();
         let doc = serde_json::json!({
             "requests": sum(&|s| &s.requests),
             "responses": responses,
@@ -154,6 +180,7 @@ impl Stats {
             "response_body_bytes": sum(&|s| &s.response_body_bytes),
             "faults": faults,
             "limits": limits,
+            "proxy": proxy,
             "uptime_seconds": self.started.elapsed().as_secs_f64(),
         });
         doc.to_string()

@@ -29,6 +29,29 @@ use crate::args::{flag_duration, parse_concurrency, usage};
 pub use limits::LimitArgs;
 
 mod limits;
+/// `ADDRESS/PREFIX` (or an address alone, a host network) for `--proxy-allow`.
+fn parse_cidr(s: &str) -> Result<(std::net::IpAddr, u8), String> {
+    let (ip, len) = match s.split_once('/') {
+        Some((ip, len)) => (ip, Some(len)),
+        None => (s, None),
+    };
+    let ip: std::net::IpAddr = ip
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected ADDRESS/PREFIX such as 10.0.0.0/8, got {s:?}"))?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        None => max,
+        Some(l) => l
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|l| *l <= max)
+            .ok_or_else(|| format!("the prefix length of {s:?} must be 0..={max}"))?,
+    };
+    Ok((ip, len))
+}
+
 #[cfg(test)]
 use crate::UsageError;
 
@@ -96,6 +119,15 @@ pub struct ServeArgs {
     /// --tls-cert/--tls-key); TCP responses then advertise it with alt-svc.
     #[arg(long)]
     pub http3: bool,
+    /// Also be a forward proxy: an HTTP/1.1 CONNECT host:port opens a TCP connection there and
+    /// carries bytes both ways (shrike run --tunnel-uri, curl -p -x), counted under proxy in
+    /// --stats-path. Destinations are limited to --proxy-allow.
+    #[arg(long)]
+    pub connect_proxy: bool,
+    /// Networks a CONNECT may reach, as CIDR (repeatable) [default: 127.0.0.0/8 and ::1]; a
+    /// destination resolving outside them gets 403.
+    #[arg(long, value_name = "CIDR", requires = "connect_proxy", value_parser = parse_cidr)]
+    pub proxy_allow: Vec<(std::net::IpAddr, u8)>,
     #[command(flatten)]
     pub tls: Box<TlsArgs>,
     /// Check every flag and print the server's configuration as JSON, without listening (or
@@ -427,6 +459,19 @@ fn build_config(
     builder = args.limits.apply(builder)?;
     if let Some(tls) = tls {
         builder = builder.tls(tls);
+    }
+    if args.connect_proxy {
+        let allow = match args.proxy_allow.is_empty() {
+            true => vec![
+                (std::net::Ipv4Addr::LOCALHOST.into(), 8),
+                (std::net::Ipv6Addr::LOCALHOST.into(), 128),
+            ],
+            false => args.proxy_allow.clone(),
+        };
+        builder = builder.connect_proxy(shrike_server::ProxyConfig {
+            allow,
+            connect_timeout: std::time::Duration::from_secs(10),
+        });
     }
     if let Some(delay) = &args.static_delay {
         builder = builder.static_delay(flag_duration("static-delay", delay)?);

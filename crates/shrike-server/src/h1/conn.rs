@@ -90,6 +90,8 @@ enum Step {
     Incomplete,
     Request(Pending),
     Reject(Reject),
+    /// A `CONNECT` of this head length to this authority: the connection becomes a tunnel.
+    Connect(usize, String),
 }
 
 /// A request whose head has been answered (the response sits in `wbuf`) but whose body,
@@ -132,6 +134,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
                     }
                 }
                 Step::Reject(reject) => return self.reject(reject).await,
+                Step::Connect(head_len, authority) => {
+                    self.flush().await?;
+                    self.start += head_len;
+                    let early = self.rbuf.split_off(self.start);
+                    let (stream, shared) = (&mut self.stream, self.shared);
+                    return super::proxy::tunnel(
+                        stream,
+                        &early,
+                        &authority,
+                        shared,
+                        &mut self.shutdown,
+                    )
+                    .await;
+                }
             }
         }
     }
@@ -153,6 +169,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
         match req.parse_with_uninit_headers(buf, &mut headers[..max_headers]) {
             Ok(httparse::Status::Complete(len)) if len > max_head => {
                 Step::Reject(Reject::HeadTooLarge(max_head))
+            }
+            Ok(httparse::Status::Complete(len)) if req.method == Some("CONNECT") => {
+                Step::Connect(len, req.path.unwrap_or_default().to_string())
             }
             Ok(httparse::Status::Complete(len)) => {
                 let closing = self.shutdown.has_changed().is_err();

@@ -3,6 +3,7 @@
 
 mod chunked;
 mod conn;
+mod proxy;
 mod request;
 mod response;
 

@@ -625,6 +625,11 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
             ("--config", dry(&sv, &["--config", r#"{"response_body_size": 3}"#])),
             ("--stats-path", dry(&sv, &["--stats-path", "/s"])),
             ("--http3", dry(&tls_serve, &["--http3"])),
+            ("--connect-proxy", dry(&sv, &["--connect-proxy"])),
+            (
+                "--proxy-allow",
+                dry(&[&sv[..], &["--connect-proxy"]].concat(), &["--proxy-allow", "10.0.0.0/8"]),
+            ),
             ("--tls", dry(&sv, &["--tls"])),
             ("--tls-cert", dry(&sv, &["--tls-cert", p("cert.pem"), "--tls-key", p("key.pem")])),
             ("--tls-key", dry(&sv, &["--tls-key", p("key.pem"), "--tls-cert", p("cert.pem")])),

@@ -245,3 +245,58 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains(&format!("TLS handshake with proxy {proxy}")), "{}", out.stderr);
 }
+
+/// `shrike serve --connect-proxy` as the proxy: Shrike's client and curl tunnel through it, it
+/// counts what it carried, refuses destinations outside `--proxy-allow`, and a server that is
+/// not a proxy says so.
+#[test]
+fn shrike_serve_is_a_connect_proxy() {
+    let proxy = Server::start(&["--connect-proxy", "--stats-path", "/stats"]);
+    let target = Server::start(&["--stats-path", "/stats"]);
+    let mut tunnels = 0;
+    for protocol in ["http1", "http2"] {
+        let v = run_json_ok(&[
+            "run",
+            &target.url("/"),
+            "-p",
+            protocol,
+            "--tunnel-uri",
+            &proxy.addr,
+            "--rps",
+            "100",
+            "--duration",
+            "1",
+        ]);
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
+        tunnels += counter(g, "upstream_cx_tunnel_total");
+    }
+    // curl through it, as a user would check the proxy by hand.
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-p", "-x"])
+        .arg(format!("http://{}", proxy.addr))
+        .arg(target.url("/"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    let p = proxy.stats("/stats");
+    assert_eq!(p["proxy"]["tunnels"], tunnels + 1, "{p}");
+    assert!(p["proxy"]["bytes_from_destination"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!(target.stats("/stats")["requests"], 201);
+
+    // Outside --proxy-allow (loopback by default): 403, counted, named by the client.
+    let out = run(
+        &["run", "http://10.255.0.1:80/", "--tunnel-uri", &proxy.addr, "--rps", "5", "-d", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("the proxy answered 403"), "{}", out.stderr);
+    assert!(proxy.stats("/stats")["proxy"]["refused"].as_u64().unwrap() >= 1);
+    // A server without --connect-proxy answers 405.
+    let out = run(
+        &["run", &target.url("/"), "--tunnel-uri", &target.addr, "--rps", "5", "-d", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("the proxy answered 405"), "{}", out.stderr);
+}
