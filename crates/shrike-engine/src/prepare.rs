@@ -94,11 +94,11 @@ fn tunnel(spec: &RunSpec) -> Result<Option<Arc<Tunnel>>, SpecError> {
     let tls = match &t.tls {
         None => None,
         Some(o) => Some(
-            TlsClient::build(o, &t.host, shrike_spec::Protocol::Http1)
+            TlsClient::build(o, &t.host, t.protocol)
                 .map_err(|e| SpecError::invalid("tunnel_options.tunnel_tls_context", e))?,
         ),
     };
-    Ok(Some(Arc::new(Tunnel::new(proxy, tls, t.uri.clone()))))
+    Ok(Some(Arc::new(Tunnel::new(proxy, tls, t.uri.clone(), t.protocol))))
 }
 
 /// Where spans go; the collector must resolve now, not fail every batch later.

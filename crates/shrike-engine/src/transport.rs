@@ -5,6 +5,7 @@
 //! Nighthawk measures it.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -34,6 +35,9 @@ enum Stream {
     Tls(Box<TlsStream<Socket>>),
     /// TLS to the target inside a TLS connection to a proxy's tunnel.
     TlsInTls(Box<TlsStream<TlsStream<Socket>>>),
+    /// A tunnel that is a stream of an HTTP/2 connection to the proxy, and TLS inside one.
+    H2(Box<crate::tunnel::h2::H2Stream>),
+    TlsInH2(Box<TlsStream<crate::tunnel::h2::H2Stream>>),
 }
 
 /// A TCP connection on the run's I/O backend: tokio's epoll (with the kernel's receive
@@ -53,6 +57,7 @@ impl Transport {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.get_ref().0,
             Stream::TlsInTls(t) => t.get_ref().0.get_ref().0,
+            Stream::H2(_) | Stream::TlsInH2(_) => return None,
         };
         match socket {
             Socket::Stamped(s) => s.arrival(),
@@ -135,7 +140,7 @@ macro_rules! delegate_io {
     };
 }
 
-delegate_io!(Stream { Plain, Tls, TlsInTls });
+delegate_io!(Stream { Plain, Tls, TlsInTls, H2, TlsInH2 });
 
 impl AsyncRead for Transport {
     fn poll_read(
@@ -197,12 +202,38 @@ fn on_backend(stream: TcpStream, stamp: bool) -> io::Result<Socket> {
 /// Through a tunnel ([`crate::tunnel`]), the TCP connection (and its count) is to the proxy,
 /// and the target's TLS, if any, runs inside the tunnel.
 pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transport> {
+    match cx.connect.tunnel.as_deref() {
+        Some(t) if t.protocol == Protocol::Http2 => {
+            crate::tunnel::h2::connect(cx, t, endpoint).await
+        }
+        Some(t) => {
+            let (addr, stream) = dial(cx, &t.proxy.addrs, "proxy ").await?;
+            cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+            crate::tunnel::through(cx, t, endpoint, &addr, stream).await
+        }
+        None => {
+            let (addr, stream) = dial(cx, &endpoint.target.addrs, "").await?;
+            cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+            let Some(tls) = &endpoint.tls else {
+                return Some(Transport(Stream::Plain(stream)));
+            };
+            let s = handshake(cx, tls, &addr.to_string(), cx.connect.protocol, stream).await?;
+            Some(Transport(Stream::Tls(Box::new(s))))
+        }
+    }
+}
+
+/// A TCP connection to the first of `addrs` that takes one, on the run's I/O backend; `whom`
+/// prefixes the address in messages (`"proxy "`). A failure of all is counted in
+/// `upstream_cx_connect_fail` (and `_timeout`) and noted.
+pub(crate) async fn dial(
+    cx: &PoolCx,
+    addrs: &[SocketAddr],
+    whom: &str,
+) -> Option<(SocketAddr, Socket)> {
     let cfg = &cx.connect;
     let mut last_err = String::new();
     let mut timed_out = false;
-    let tunnel = cfg.tunnel.as_deref();
-    let addrs = tunnel.map_or(&endpoint.target.addrs, |t| &t.proxy.addrs);
-    let whom = if tunnel.is_some() { "proxy " } else { "" };
     for addr in addrs {
         if cfg.bind_address.is_some_and(|b| b.is_ipv4() != addr.is_ipv4()) {
             last_err =
@@ -226,23 +257,12 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
         };
         // Requests are written whole; Nagle would only delay them.
         let _ = stream.set_nodelay(true);
-        cx.state.borrow_mut().counters.inc(Counter::CxTotal);
-        let stream = match on_backend(stream, cfg.stamp_receives) {
-            Ok(s) => s,
+        match on_backend(stream, cfg.stamp_receives) {
+            Ok(s) => return Some((*addr, s)),
             Err(e) => {
-                last_err = format!("connect to {whom}{addr}: setting up the socket's I/O: {e}");
-                continue;
+                last_err = format!("connect to {whom}{addr}: setting up the socket's I/O: {e}")
             }
-        };
-        if let Some(t) = tunnel {
-            return crate::tunnel::through(cx, t, endpoint, addr, stream).await;
         }
-        let Some(tls) = &endpoint.tls else {
-            return Some(Transport(Stream::Plain(stream)));
-        };
-        let peer = addr.to_string();
-        let s = handshake(cx, tls, &peer, cfg.protocol, stream).await?;
-        return Some(Transport(Stream::Tls(Box::new(s))));
     }
     let mut st = cx.state.borrow_mut();
     st.counters.inc(Counter::CxConnectFail);
@@ -409,6 +429,20 @@ impl Transport {
             None => Stream::Plain(s),
             Some((t, peer)) => {
                 Stream::Tls(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
+            }
+        }))
+    }
+
+    /// A tunnel that is an HTTP/2 stream, with TLS to the target inside if `tls`.
+    pub(crate) async fn in_h2_tunnel(
+        cx: &PoolCx,
+        tls: Option<(&TlsClient, &str)>,
+        s: crate::tunnel::h2::H2Stream,
+    ) -> Option<Transport> {
+        Some(Transport(match tls {
+            None => Stream::H2(Box::new(s)),
+            Some((t, peer)) => {
+                Stream::TlsInH2(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
             }
         }))
     }

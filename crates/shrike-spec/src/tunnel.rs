@@ -4,8 +4,8 @@
 //! `https://`, runs inside it.
 //!
 //! The pairs Nighthawk refuses are refused with its reasons; the pairs Shrike cannot carry yet
-//! (an HTTP/2 or HTTP/3 tunnel, CONNECT-UDP for HTTP/3 load) are refused by name too, never
-//! run some other way.
+//! (an HTTP/3 tunnel, CONNECT-UDP for HTTP/3 load) are refused by name too, never run some
+//! other way.
 
 use serde_json::{json, Map, Value};
 
@@ -184,15 +184,12 @@ fn check_pair(load: Protocol, tunnel: Protocol, tls_context: bool) -> Result<(),
             "http2 with HTTP/3 load means CONNECT-UDP (RFC 9298), which Shrike does not support \
              yet; HTTP/1.1 and HTTP/2 load go through an http1 tunnel",
         )),
-        (_, Protocol::Http2 | Protocol::Http3) => Err(must(
+        (_, Protocol::Http3) => Err(must(
             o,
-            format!(
-                "{}: CONNECT over an HTTP/2 or HTTP/3 proxy connection is not supported by Shrike \
-                 yet; use http1 (a CONNECT per connection)",
-                tunnel.name()
-            ),
+            "http3: CONNECT over an HTTP/3 proxy connection is not supported by Shrike yet; use \
+             http1 (a CONNECT per connection) or http2 (a CONNECT stream per connection)",
         )),
-        (_, Protocol::Http1) => Ok(()),
+        (_, Protocol::Http1 | Protocol::Http2) => Ok(()),
     }
 }
 

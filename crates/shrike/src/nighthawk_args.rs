@@ -48,8 +48,10 @@ pub struct NighthawkArgs {
     /// runs inside the tunnel.
     #[arg(long, value_name = "URI")]
     pub tunnel_uri: Option<String>,
-    /// How tunnels are set up with the proxy: http1 (a CONNECT per connection; the default).
-    /// http2 and http3 (CONNECT streams, CONNECT-UDP for HTTP/3 load) are refused for now.
+    /// How tunnels are set up with the proxy: http1 (a CONNECT per TCP connection; the
+    /// default) or http2 (a CONNECT stream per connection, many on one proxy connection: TLS
+    /// with ALPN h2, or h2c with prior knowledge). http3 (and CONNECT-UDP for HTTP/3 load) is
+    /// refused for now.
     #[arg(long, value_name = "http1|http2|http3", value_parser = crate::args::parse::protocol)]
     pub tunnel_protocol: Option<shrike_spec::Protocol>,
     /// TLS to the proxy, as an Envoy UpstreamTlsContext (JSON or Nighthawk's compact form):

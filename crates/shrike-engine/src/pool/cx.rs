@@ -133,6 +133,8 @@ pub struct PoolCx {
     pub(crate) payload_requests: bool,
     /// Zipkin tracing: the worker's sampler and its channel to the span collector.
     pub(crate) tracing: Option<crate::trace::Tracing>,
+    /// The worker's HTTP/2 connections to a tunnel's proxy (`--tunnel-protocol http2`).
+    pub(crate) tunnel_conns: crate::tunnel::h2::ProxyConns,
     predicates: Box<[Predicate]>,
 }
 
@@ -185,6 +187,7 @@ impl PoolCx {
             payloads: Rc::default(),
             payload_requests: false,
             tracing: None,
+            tunnel_conns: Default::default(),
             predicates: predicates.into(),
         }
     }

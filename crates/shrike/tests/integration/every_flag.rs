@@ -210,7 +210,7 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
     let tls_tunnel = [&b[..], &["--tunnel-uri", "https://127.0.0.1:3128"]].concat();
     vec![
         ("--tunnel-uri", dry(&b, &["--tunnel-uri", "127.0.0.1:3128"])),
-        ("--tunnel-protocol", refused(&[&tunnelled[..], &["--tunnel-protocol", "http2"]].concat())),
+        ("--tunnel-protocol", dry(&tunnelled, &["--tunnel-protocol", "http2"])),
         ("--tunnel-tls-context", dry(&tunnelled, &["--tunnel-tls-context", ctx])),
         ("--tunnel-ca", dry(&tls_tunnel, &["--tunnel-ca", p("cert.pem")])),
         ("--spec", dry(&b, &["--spec", p("spec.json")])),

@@ -146,7 +146,7 @@ fn tunnel_pairs_nighthawk_refuses_or_shrike_lacks_are_refused_by_name() {
             "http3 cannot carry HTTP/3 load",
         ),
         (
-            &["--tunnel-uri", "127.0.0.1:3128", "--tunnel-protocol", "http2"],
+            &["--tunnel-uri", "127.0.0.1:3128", "--tunnel-protocol", "http3"],
             "not supported by Shrike yet",
         ),
         (&["--tunnel-uri", "127.0.0.1:3128", "--tunnel-ca", "/x.pem"], "needs TLS to the proxy"),
@@ -299,4 +299,139 @@ fn shrike_serve_is_a_connect_proxy() {
     );
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("the proxy answered 405"), "{}", out.stderr);
+}
+
+/// Go's own HTTP/2 server as a CONNECT proxy (tests/connect_proxy), started on a loopback port
+/// it picks and prints; killed by its child handle.
+struct GoProxy {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl GoProxy {
+    fn start(args: &[&str]) -> GoProxy {
+        let bin = go_build("connect_proxy", &["."], "the Go CONNECT proxy");
+        let mut child = std::process::Command::new(bin.join("connect_proxy"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the Go proxy");
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        GoProxy { child, addr: line.trim().to_string() }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "--max-time", "5", "-k"])
+            .arg(format!("http://{}/stats", self.addr))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    }
+}
+
+impl Drop for GoProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HTTP/2 CONNECT against Go's server: every connection of the run a stream of one proxy
+/// connection, HTTP/1.1 and HTTP/2 load inside them, exact counts.
+#[test]
+fn http2_connect_streams_share_one_proxy_connection_on_gos_server() {
+    let proxy = GoProxy::start(&[]);
+    // 20 ms per response at 200/s: about four requests in flight, so several connections.
+    let target = Server::start(&["--static-delay", "20ms"]);
+    let url = target.url("/");
+    let mut tunnels = 0;
+    for protocol in ["http1", "http2"] {
+        let mut args = vec!["run", &url, "-p", protocol, "--tunnel-uri"];
+        args.extend([proxy.addr.as_str(), "--tunnel-protocol", "http2", "--rps", "200"]);
+        args.extend(["--duration", "1", "--connections", "8", "--max-concurrent-streams", "1"]);
+        let v = run_json_ok(&args);
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}: {v}");
+        let opened = counter(g, "upstream_cx_total");
+        assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
+        assert_eq!(v["options"]["tunnel_options"]["tunnel_protocol"], "HTTP2");
+        tunnels += opened;
+    }
+    let s = proxy.stats();
+    assert_eq!(s["tunnels"], tunnels, "{s}");
+    assert_eq!(s["h2_requests"], tunnels, "every CONNECT was an HTTP/2 stream: {s}");
+    // One proxy connection per run (and curl's for the stats).
+    assert_eq!(s["connections"], 3, "{s}");
+}
+
+/// TLS to Go's proxy (ALPN h2), and the target's TLS inside each HTTP/2 stream; a denied
+/// destination is the proxy's 403, named.
+#[test]
+fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
+    let dir = scratch("go-proxy-tls");
+    crate::support::nginx::make_certs(&dir);
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let target = TlsServer::start(&["--tls"]);
+    let proxy = GoProxy::start(&[
+        "-cert",
+        cert.to_str().unwrap(),
+        "-key",
+        key.to_str().unwrap(),
+        "-deny",
+        "9",
+    ]);
+    let v = run_json_ok(&[
+        "run",
+        &target.url(),
+        "--tls-ca",
+        &target.ca,
+        "-p",
+        "http2",
+        "--tunnel-uri",
+        &format!("https://{}", proxy.addr),
+        "--tunnel-ca",
+        dir.join("ca.pem").to_str().unwrap(),
+        "--tunnel-protocol",
+        "http2",
+        "--rps",
+        "50",
+        "--duration",
+        "1",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
+    // The proxy's handshake once, and the target's in each tunnel.
+    assert_eq!(counter(g, "ssl.handshake"), 1 + counter(g, "upstream_cx_total"), "{v}");
+
+    let out = run(
+        &[
+            "run",
+            "http://127.0.0.1:9/",
+            "--tunnel-uri",
+            &format!("https://{}", proxy.addr),
+            "--tunnel-ca",
+            dir.join("ca.pem").to_str().unwrap(),
+            "--tunnel-protocol",
+            "http2",
+            "--rps",
+            "5",
+            "--duration",
+            "1",
+            "--output-format",
+            "json",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    assert!(counter(&g, "benchmark.tunnel_failure") >= 1);
+    assert_eq!(counter(&g, "upstream_cx_connect_fail"), 0);
+    assert!(out.stderr.contains("(HTTP/2): the proxy answered 403 Forbidden"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,6 +17,8 @@ use std::time::Instant;
 use shrike_stats::{Counter, StatId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+pub(crate) mod h2;
+
 use crate::config::{Endpoint, Protocol};
 use crate::pool::cx::PoolCx;
 use crate::target::Target;
@@ -32,11 +34,26 @@ pub struct Tunnel {
     pub(crate) tls: Option<TlsClient>,
     /// The proxy as the user gave it, for messages.
     pub(crate) uri: String,
+    /// HTTP/1.1 (a connection per tunnel) or HTTP/2 (a stream per tunnel).
+    pub(crate) protocol: Protocol,
 }
 
 impl Tunnel {
-    pub(crate) fn new(proxy: Target, tls: Option<TlsClient>, uri: String) -> Tunnel {
-        Tunnel { proxy, tls, uri }
+    pub(crate) fn new(
+        proxy: Target,
+        tls: Option<TlsClient>,
+        uri: String,
+        protocol: Protocol,
+    ) -> Tunnel {
+        Tunnel { proxy, tls, uri, protocol }
+    }
+}
+
+/// `host:port` of a `CONNECT` to `target` (the port always; IPv6 in brackets).
+pub(crate) fn authority_of(target: &Target) -> String {
+    match target.host.contains(':') {
+        true => format!("[{}]:{}", target.host, target.port),
+        false => format!("{}:{}", target.host, target.port),
     }
 }
 
@@ -50,10 +67,7 @@ pub(crate) async fn through(
     stream: Socket,
 ) -> Option<Transport> {
     let target = &endpoint.target;
-    let authority = match target.host.contains(':') {
-        true => format!("[{}]:{}", target.host, target.port),
-        false => format!("{}:{}", target.host, target.port),
-    };
+    let authority = authority_of(target);
     let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, target.authority.as_str()));
     match &t.tls {
         None => {

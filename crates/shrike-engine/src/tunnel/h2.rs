@@ -1,0 +1,249 @@
+//! `CONNECT` over HTTP/2 (RFC 9113 §8.5): each connection of the run is a stream on an HTTP/2
+//! connection to the proxy, which carries as many tunnels as the proxy allows streams; a
+//! worker opens another when its connections are full. The h2 crate runs the proxy
+//! connection (its task drives it); the tunnel's bytes are the stream's DATA frames.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use h2::{RecvStream, SendStream};
+use shrike_stats::{Counter, StatId};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{authority_of, Tunnel};
+use crate::config::Endpoint;
+use crate::pool::cx::PoolCx;
+use crate::transport::{dial, handshake, unless_stopped, Transport};
+
+/// A worker's HTTP/2 connections to the proxy.
+#[derive(Default)]
+pub(crate) struct ProxyConns(RefCell<Vec<ProxyConn>>);
+
+impl std::fmt::Debug for ProxyConns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProxyConns({})", self.0.borrow().len())
+    }
+}
+
+#[derive(Clone)]
+struct ProxyConn {
+    send: SendRequest<Bytes>,
+    /// Tunnels open on it (each stream holds a count until dropped).
+    live: Rc<Cell<usize>>,
+    /// Set by its driver task when the connection ends.
+    closed: Rc<Cell<bool>>,
+}
+
+/// A tunnelled connection to `endpoint` through the proxy, the target's TLS inside it if any.
+pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Option<Transport> {
+    let authority = authority_of(&endpoint.target);
+    let conn = match room(cx) {
+        Some(c) => c,
+        None => open(cx, t).await?,
+    };
+    cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+    let started = Instant::now();
+    let attempt = tokio::time::timeout(cx.connect.timeout, request(&conn, &authority));
+    let (send, recv) = match unless_stopped(cx, attempt).await? {
+        Ok(Ok(pair)) => pair,
+        failed => {
+            let why = match failed {
+                Ok(Err(why)) => why,
+                _ => format!("no answer within {}s", cx.connect.timeout.as_secs_f64()),
+            };
+            let mut st = cx.state.borrow_mut();
+            st.counters.inc(Counter::TunnelFail);
+            st.note_error(|| {
+                format!("CONNECT {authority} through proxy {} (HTTP/2): {why}", t.uri)
+            });
+            return None;
+        }
+    };
+    {
+        let mut st = cx.state.borrow_mut();
+        st.counters.inc(Counter::TunnelTotal);
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        st.stats.record(StatId::TunnelSetup, took);
+    }
+    conn.live.set(conn.live.get() + 1);
+    let stream = H2Stream { send, recv, pending: Bytes::new(), live: conn.live.clone() };
+    let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, endpoint.target.authority.as_str()));
+    Transport::in_h2_tunnel(cx, inner_tls, stream).await
+}
+
+/// A proxy connection with room for another stream.
+fn room(cx: &PoolCx) -> Option<ProxyConn> {
+    let mut conns = cx.tunnel_conns.0.borrow_mut();
+    conns.retain(|c| !c.closed.get());
+    conns.iter().find(|c| c.live.get() < c.send.current_max_send_streams()).cloned()
+}
+
+/// A new HTTP/2 connection to the proxy (TLS with ALPN h2 when the tunnel has TLS, prior
+/// knowledge otherwise), its driver spawned on the worker.
+async fn open(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
+    let (addr, socket) = dial(cx, &t.proxy.addrs, "proxy ").await?;
+    let io = match &t.tls {
+        None => Transport::in_plain_tunnel(cx, None, socket).await?,
+        Some(tls) => {
+            let s = handshake(
+                cx,
+                tls,
+                &format!("proxy {addr}"),
+                crate::config::Protocol::Http2,
+                socket,
+            )
+            .await?;
+            Transport::in_tls_tunnel(cx, None, s).await?
+        }
+    };
+    let attempt = tokio::time::timeout(cx.connect.timeout, h2::client::handshake(io));
+    let (send, connection) = match unless_stopped(cx, attempt).await? {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => return proxy_failed(cx, t, format!("the HTTP/2 handshake failed: {e}")),
+        Err(_) => return proxy_failed(cx, t, "the HTTP/2 handshake timed out".into()),
+    };
+    let closed = Rc::new(Cell::new(false));
+    let on_end = closed.clone();
+    tokio::task::spawn_local(async move {
+        let _ = connection.await;
+        on_end.set(true);
+    });
+    let conn = ProxyConn { send, live: Rc::new(Cell::new(0)), closed };
+    cx.tunnel_conns.0.borrow_mut().push(conn.clone());
+    Some(conn)
+}
+
+fn proxy_failed(cx: &PoolCx, t: &Tunnel, why: String) -> Option<ProxyConn> {
+    let mut st = cx.state.borrow_mut();
+    st.counters.inc(Counter::TunnelFail);
+    st.note_error(|| format!("proxy {}: {why}", t.uri));
+    None
+}
+
+/// `CONNECT authority` on a new stream, and its 2xx.
+async fn request(
+    conn: &ProxyConn,
+    authority: &str,
+) -> Result<(SendStream<Bytes>, RecvStream), String> {
+    let connect = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(authority)
+        .body(())
+        .map_err(|e| format!("bad authority {authority:?}: {e}"))?;
+    let mut send = conn.send.clone().ready().await.map_err(|e| reason(&e))?;
+    let (answer, stream) = send.send_request(connect, false).map_err(|e| reason(&e))?;
+    let answer = answer.await.map_err(|e| reason(&e))?;
+    let status = answer.status();
+    if !status.is_success() {
+        return Err(format!(
+            "the proxy answered {} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        ));
+    }
+    Ok((stream, answer.into_body()))
+}
+
+fn reason(e: &h2::Error) -> String {
+    match e.reason() {
+        Some(r) if e.is_remote() => format!("the proxy reset the stream ({r:?})"),
+        _ => e.to_string(),
+    }
+}
+
+/// A tunnel: one HTTP/2 stream as a byte stream.
+pub(crate) struct H2Stream {
+    send: SendStream<Bytes>,
+    recv: RecvStream,
+    /// Received and not yet read.
+    pending: Bytes,
+    live: Rc<Cell<usize>>,
+}
+
+impl std::fmt::Debug for H2Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("H2Stream")
+    }
+}
+
+impl Drop for H2Stream {
+    fn drop(&mut self) {
+        self.live.set(self.live.get().saturating_sub(1));
+        // The tunnel's end: the stream is reset if it was not ended already.
+        self.send.send_reset(h2::Reason::CANCEL);
+    }
+}
+
+fn to_io(e: h2::Error) -> io::Error {
+    match e.reason() {
+        Some(r) => {
+            io::Error::new(io::ErrorKind::ConnectionReset, format!("tunnel stream reset: {r:?}"))
+        }
+        None => io::Error::other(e),
+    }
+}
+
+impl AsyncRead for H2Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.pending.is_empty() {
+            match ready!(this.recv.poll_data(cx)) {
+                None => return Poll::Ready(Ok(())),
+                Some(Err(e)) => return Poll::Ready(Err(to_io(e))),
+                Some(Ok(data)) => {
+                    // What we took, the proxy may send again (the window stays open).
+                    let _ = this.recv.flow_control().release_capacity(data.len());
+                    this.pending = data;
+                }
+            }
+        }
+        let n = this.pending.len().min(buf.remaining());
+        buf.put_slice(&this.pending.split_to(n));
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for H2Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        this.send.reserve_capacity(buf.len());
+        match ready!(this.send.poll_capacity(cx)) {
+            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+            Some(Err(e)) => Poll::Ready(Err(to_io(e))),
+            Some(Ok(n)) => {
+                let n = n.min(buf.len());
+                match this.send.send_data(Bytes::copy_from_slice(&buf[..n]), false) {
+                    Ok(()) => Poll::Ready(Ok(n)),
+                    Err(e) => Poll::Ready(Err(to_io(e))),
+                }
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // The connection's task writes what was queued.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        Poll::Ready(this.send.send_data(Bytes::new(), true).map_err(to_io))
+    }
+}

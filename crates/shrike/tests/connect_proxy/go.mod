@@ -1,0 +1,3 @@
+module shrike.test/connect_proxy
+
+go 1.24
