@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use h2::client::SendRequest;
 use h2::{RecvStream, SendStream};
-use shrike_stats::{Counter, StatId};
+use shrike_stats::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{authority_of, Tunnel};
@@ -50,27 +50,8 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
     cx.state.borrow_mut().counters.inc(Counter::CxTotal);
     let started = Instant::now();
     let attempt = tokio::time::timeout(cx.connect.timeout, request(&conn, &authority));
-    let (send, recv) = match unless_stopped(cx, attempt).await? {
-        Ok(Ok(pair)) => pair,
-        failed => {
-            let why = match failed {
-                Ok(Err(why)) => why,
-                _ => format!("no answer within {}s", cx.connect.timeout.as_secs_f64()),
-            };
-            let mut st = cx.state.borrow_mut();
-            st.counters.inc(Counter::TunnelFail);
-            st.note_error(|| {
-                format!("CONNECT {authority} through proxy {} (HTTP/2): {why}", t.uri)
-            });
-            return None;
-        }
-    };
-    {
-        let mut st = cx.state.borrow_mut();
-        st.counters.inc(Counter::TunnelTotal);
-        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        st.stats.record(StatId::TunnelSetup, took);
-    }
+    let outcome = unless_stopped(cx, attempt).await?;
+    let (send, recv) = super::settle(cx, t, &authority, started, outcome)?;
     conn.live.set(conn.live.get() + 1);
     let stream = H2Stream { send, recv, pending: Bytes::new(), live: conn.live.clone() };
     let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, endpoint.target.authority.as_str()));

@@ -94,19 +94,35 @@ async fn establish<S: AsyncRead + AsyncWrite + Unpin>(
     let started = Instant::now();
     let attempt = tokio::time::timeout(cx.connect.timeout, exchange(s, authority));
     let outcome = unless_stopped(cx, attempt).await?;
+    settle(cx, t, authority, started, outcome.map(|r| r.map_err(|e| e.to_string())))
+}
+
+/// Accounts for a `CONNECT` begun at `started` whose outcome (within the connect timeout) is
+/// `outcome`: a tunnel up counts and its set-up is timed; a failure counts and is named.
+pub(crate) fn settle<T>(
+    cx: &PoolCx,
+    t: &Tunnel,
+    authority: &str,
+    started: Instant,
+    outcome: Result<Result<T, String>, tokio::time::error::Elapsed>,
+) -> Option<T> {
     let mut st = cx.state.borrow_mut();
     let failure = match outcome {
-        Ok(Ok(())) => {
+        Ok(Ok(up)) => {
             st.counters.inc(Counter::TunnelTotal);
             let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
             st.stats.record(StatId::TunnelSetup, took);
-            return Some(());
+            return Some(up);
         }
-        Ok(Err(e)) => e.to_string(),
+        Ok(Err(why)) => why,
         Err(_) => format!("no answer within {}s", cx.connect.timeout.as_secs_f64()),
     };
     st.counters.inc(Counter::TunnelFail);
-    st.note_error(|| format!("CONNECT {authority} through proxy {}: {failure}", t.uri));
+    let how = match t.protocol {
+        Protocol::Http2 => " (HTTP/2)",
+        _ => "",
+    };
+    st.note_error(|| format!("CONNECT {authority} through proxy {}{how}: {failure}", t.uri));
     None
 }
 
