@@ -292,6 +292,21 @@ fn shrike_serve_is_a_connect_proxy() {
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("the proxy answered 403"), "{}", out.stderr);
     assert!(proxy.stats("/stats")["proxy"]["refused"].as_u64().unwrap() >= 1);
+    // Over TLS to the proxy (`--tls`): the same tunnels, TLS to the proxy first.
+    let tls_proxy = TlsServer::start(&["--tls", "--connect-proxy"]);
+    let v = run_json_ok(&[
+        "run",
+        &target.url("/"),
+        "--tunnel-uri",
+        &format!("https://localhost:{}", tls_proxy.port),
+        "--tunnel-ca",
+        &tls_proxy.ca,
+        "--rps",
+        "20",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 20, "{v}");
     // A server without --connect-proxy answers 405.
     let out = run(
         &["run", &target.url("/"), "--tunnel-uri", &target.addr, "--rps", "5", "-d", "1"],
