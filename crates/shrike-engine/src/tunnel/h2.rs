@@ -23,21 +23,44 @@ use crate::transport::{dial, handshake, unless_stopped, Transport};
 
 /// A worker's HTTP/2 connections to the proxy.
 #[derive(Default)]
-pub(crate) struct ProxyConns(RefCell<Vec<ProxyConn>>);
+pub(crate) struct ProxyConns {
+    conns: RefCell<Vec<ProxyConn>>,
+    /// Held while a connection to the proxy is being opened: connections of the run that
+    /// find no room meanwhile (all at once, with --prefetch-connections) wait for it rather
+    /// than each opening one.
+    opening: tokio::sync::Mutex<()>,
+}
 
 impl std::fmt::Debug for ProxyConns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ProxyConns({})", self.0.borrow().len())
+        write!(f, "ProxyConns({})", self.conns.borrow().len())
     }
 }
 
 #[derive(Clone)]
 struct ProxyConn {
     send: SendRequest<Bytes>,
-    /// Tunnels open on it (each stream holds a count until dropped).
+    /// Tunnels open or being opened on it (each holds a [`Slot`]).
     live: Rc<Cell<usize>>,
     /// Set by its driver task when the connection ends.
     closed: Rc<Cell<bool>>,
+}
+
+/// One of a proxy connection's streams, taken before its `CONNECT` is sent and given back when
+/// the tunnel ends (or its `CONNECT` fails).
+struct Slot(Rc<Cell<usize>>);
+
+impl Slot {
+    fn take(conn: &ProxyConn) -> Slot {
+        conn.live.set(conn.live.get() + 1);
+        Slot(conn.live.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
 }
 
 /// A tunnelled connection to `endpoint` through the proxy, the target's TLS inside it if any.
@@ -45,22 +68,28 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
     let authority = authority_of(&endpoint.target);
     let conn = match room(cx) {
         Some(c) => c,
-        None => open(cx, t).await?,
+        None => {
+            let _one_at_a_time = cx.tunnel_conns.opening.lock().await;
+            match room(cx) {
+                Some(c) => c,
+                None => open(cx, t).await?,
+            }
+        }
     };
+    let slot = Slot::take(&conn);
     cx.state.borrow_mut().counters.inc(Counter::CxTotal);
     let started = Instant::now();
     let attempt = tokio::time::timeout(cx.connect.timeout, request(&conn, &authority));
     let outcome = unless_stopped(cx, attempt).await?;
     let (send, recv) = super::settle(cx, t, &authority, started, outcome)?;
-    conn.live.set(conn.live.get() + 1);
-    let stream = H2Stream { send, recv, pending: Bytes::new(), live: conn.live.clone() };
+    let stream = H2Stream { send, recv, pending: Bytes::new(), _slot: slot };
     let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, endpoint.target.authority.as_str()));
     Transport::in_h2_tunnel(cx, inner_tls, stream).await
 }
 
 /// A proxy connection with room for another stream.
 fn room(cx: &PoolCx) -> Option<ProxyConn> {
-    let mut conns = cx.tunnel_conns.0.borrow_mut();
+    let mut conns = cx.tunnel_conns.conns.borrow_mut();
     conns.retain(|c| !c.closed.get());
     conns.iter().find(|c| c.live.get() < c.send.current_max_send_streams()).cloned()
 }
@@ -96,7 +125,7 @@ async fn open(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
         on_end.set(true);
     });
     let conn = ProxyConn { send, live: Rc::new(Cell::new(0)), closed };
-    cx.tunnel_conns.0.borrow_mut().push(conn.clone());
+    cx.tunnel_conns.conns.borrow_mut().push(conn.clone());
     Some(conn)
 }
 
@@ -144,7 +173,7 @@ pub(crate) struct H2Stream {
     recv: RecvStream,
     /// Received and not yet read.
     pending: Bytes,
-    live: Rc<Cell<usize>>,
+    _slot: Slot,
 }
 
 impl std::fmt::Debug for H2Stream {
@@ -155,7 +184,6 @@ impl std::fmt::Debug for H2Stream {
 
 impl Drop for H2Stream {
     fn drop(&mut self) {
-        self.live.set(self.live.get().saturating_sub(1));
         // The tunnel's end: the stream is reset if it was not ended already.
         self.send.send_reset(h2::Reason::CANCEL);
     }

@@ -378,11 +378,29 @@ fn http2_connect_streams_share_one_proxy_connection_on_gos_server() {
         assert_eq!(v["options"]["tunnel_options"]["tunnel_protocol"], "HTTP2");
         tunnels += opened;
     }
+    // Eight connections opened at once before the clock starts: still one proxy connection.
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--tunnel-uri",
+        &proxy.addr,
+        "--tunnel-protocol",
+        "http2",
+        "--prefetch-connections",
+        "--connections",
+        "8",
+        "--rps",
+        "50",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(counter(global(&v), "upstream_cx_tunnel_total"), 8, "{v}");
+    tunnels += 8;
     let s = proxy.stats();
     assert_eq!(s["tunnels"], tunnels, "{s}");
     assert_eq!(s["h2_requests"], tunnels, "every CONNECT was an HTTP/2 stream: {s}");
     // One proxy connection per run (and curl's for the stats).
-    assert_eq!(s["connections"], 3, "{s}");
+    assert_eq!(s["connections"], 4, "{s}");
 }
 
 /// TLS to Go's proxy (ALPN h2), and the target's TLS inside each HTTP/2 stream; a denied
