@@ -183,8 +183,10 @@ fn a_first_trial_that_misses_the_slo_fails_plainly() {
         out.stdout
     );
     // Two trials (a failure is tried again before it counts), not a search converging on
-    // nonsense.
-    assert_eq!(out.stdout.matches("    pass").count() + out.stdout.matches("    fail").count(), 2);
+    // nonsense. On a loaded machine the retry may be judged invalid (the generator fell
+    // behind): still a trial.
+    let trials = ["    pass", "    fail", "    invalid"].map(|v| out.stdout.matches(v).count());
+    assert_eq!(trials.iter().sum::<usize>(), 2, "{}", out.stdout);
 }
 
 #[test]
