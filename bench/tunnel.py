@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Client CPU per request through a CONNECT tunnel against direct: the same paced load on
-Shrike's test server (HTTP/1.1 and h2c), once straight and once through Debian's squid
-(`--tunnel-uri`), in interleaved rounds.
+Shrike's test server (HTTP/1.1 and h2c), straight, through Debian's squid (`--tunnel-uri`, a
+CONNECT per connection) and through Go's net/http as an HTTP/2 proxy (`--tunnel-protocol
+http2`, a CONNECT stream per connection; the tests' crates/shrike/tests/connect_proxy, built
+with `go` when it is there), in interleaved rounds.
 
 What a tunnel costs the client is one CONNECT per connection; the requests then ride the same
 TCP stream, so per request it should cost nothing measurable. The proxy's own CPU is squid's
-and is not counted. Client on CPU 0; the server (1 worker) and squid on CPU 1.
+and is not counted. Client on CPU 0; the server (1 worker) and the proxies on CPU 1.
 
-    cargo build --release && python3 bench/tunnel.py [--rounds 7] [--duration 4] [--rps 4000]
+    cargo build --release && python3 bench/tunnel.py [--rounds 7] [--duration 4] [--rps max]
 
 Results are printed and appended as a dated Markdown table to bench/results/tunnel.md.
 """
@@ -43,11 +45,28 @@ http_access deny all
     return p, f"127.0.0.1:{port}"
 
 
+def start_go_proxy(tmp):
+    """Go's HTTP/2 CONNECT proxy, or None without a Go toolchain."""
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go")
+                                else None)
+    if not go:
+        return None, None
+    src = os.path.join(C.ROOT, "crates", "shrike", "tests", "connect_proxy")
+    binary = os.path.join(tmp, "connect_proxy")
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+    subprocess.run([go, "build", "-o", binary, "."], cwd=src, env=env, check=True)
+    p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, binary], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    return p, p.stdout.readline().strip()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--duration", type=int, default=4)
-    ap.add_argument("--rps", type=int, default=4000)
+    # Unpaced by default: a paced client's CPU is mostly its idle strategy's waiting, which
+    # hides what the tunnel's data path costs per request.
+    ap.add_argument("--rps", default="max")
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--no-record", action="store_true", help="do not write bench/results/")
     a = ap.parse_args()
@@ -59,12 +78,16 @@ def main():
     squid_dir = os.path.join(tmp, "squid")
     os.makedirs(squid_dir)
     squid, proxy = start_squid(squid_dir)
+    go_proxy, go_addr = start_go_proxy(tmp)
     base = [C.SHRIKE, "run", url, "--rps", str(a.rps), "--duration", str(a.duration),
             "--connections", str(a.connections), "--concurrency", "1",
             "--output-format", "json", "-v", "error"]
+    ways = [("direct", []), ("through squid", ["--tunnel-uri", proxy])]
+    if go_addr:
+        ways.append(("through Go, HTTP/2 CONNECT",
+                     ["--tunnel-uri", go_addr, "--tunnel-protocol", "http2"]))
     table = [(f"{p}, {how}", base + ["-p", p] + extra)
-             for p in ["http1", "http2"]
-             for how, extra in [("direct", []), ("through squid", ["--tunnel-uri", proxy])]]
+             for p in ["http1", "http2"] for how, extra in ways]
     runs = {}  # name -> [(µs/req, round)]
     try:
         for r in range(a.rounds):
@@ -78,7 +101,9 @@ def main():
                 print(f"round {r}  {name:24} {n:7d} req  {(user + system) / n * 1e6:6.2f} µs/req",
                       flush=True)
     finally:
-        for p in (server, squid):
+        for p in (server, squid, go_proxy):
+            if p is None:
+                continue
             p.kill()
             p.wait()
     med = statistics.median
@@ -89,8 +114,9 @@ def main():
         ratios = [v / direct[r] for v, r in rows]
         lines.append(f"| {name} | {med(v for v, _ in rows):.2f} | {med(ratios):.2f}× "
                      f"({min(ratios):.2f}–{max(ratios):.2f}) |")
-    text = (f"{C.heading()}\n\n`bench/tunnel.py`: {a.rps} rps paced, {a.connections} connections, "
-            f"1 worker, against `shrike serve` (1 worker), straight or through squid (`--tunnel-uri`); "
+    text = (f"{C.heading()}\n\n`bench/tunnel.py`: `--rps {a.rps}`, {a.connections} connections, "
+            f"1 worker, against `shrike serve` (1 worker), straight, through squid (`--tunnel-uri`) "
+            f"and through Go's net/http as an HTTP/2 CONNECT proxy (`--tunnel-protocol http2`); "
             f"client CPU (user + system) per request, medians of {a.rounds} interleaved rounds "
             f"of {a.duration} s, each round's ratio against the direct run of that round.\n\n"
             + "\n".join(lines) + "\n")
