@@ -131,7 +131,17 @@ fn target(options: &Value) -> Option<String> {
         (Some(Value::Bool(false)), _) => Some("closed loop"),
         _ => None,
     };
-    let how: Vec<&str> = protocol.into_iter().chain(looping).collect();
+    // Through a proxy, the numbers include it: say so where the target is named.
+    let tunnel = options.get("tunnel_options").and_then(|t| {
+        let uri = t.get("tunnel_uri").and_then(Value::as_str)?;
+        let connect = match t.get("tunnel_protocol").and_then(Value::as_str) {
+            Some(p) if p.eq_ignore_ascii_case("http2") => "HTTP/2 CONNECT",
+            _ => "CONNECT",
+        };
+        Some(format!("through proxy {uri} ({connect})"))
+    });
+    let mut how: Vec<&str> = protocol.into_iter().chain(looping).collect();
+    how.extend(tunnel.as_deref());
     Some(match how.is_empty() {
         true => name,
         false => format!("{name} ({})", how.join(", ")),
@@ -472,6 +482,12 @@ mod tests {
             target(&json!({"uri": "u", "open_loop": false, "requests_per_second": "max"}))
                 .as_deref(),
             Some("u (unpaced closed loop)")
+        );
+        let tunnelled = json!({"uri": "u", "protocol": "http1", "tunnel_options":
+            {"tunnel_uri": "127.0.0.1:3128", "tunnel_protocol": "HTTP2"}});
+        assert_eq!(
+            target(&tunnelled).as_deref(),
+            Some("u (HTTP/1.1, through proxy 127.0.0.1:3128 (HTTP/2 CONNECT))")
         );
         assert_eq!(target(&json!({"uri": ""})), None);
         assert_eq!(target(&json!(null)), None);

@@ -117,6 +117,8 @@ fn a_refused_connect_is_the_proxys_refusal_and_fails_the_run() {
     );
     assert_eq!(out.code(), 1);
     assert!(out.stdout.contains("CONNECT failed at the proxy"), "{}", out.stdout);
+    let via = format!("through proxy {} (CONNECT)", squid.addr());
+    assert!(out.stdout.contains(&via), "the target line says how it was reached: {}", out.stdout);
     assert!(out.stdout.contains("the proxy answered 403 Forbidden"), "{}", out.stdout);
 }
 
@@ -209,6 +211,7 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     // One TLS handshake per connection: the proxy's.
     assert_eq!(counter(g, "ssl.handshake"), counter(g, "upstream_cx_total"), "{v}");
     assert_eq!(v["options"]["tunnel_options"]["tunnel_ca"], ca);
+    let plain_tunnels = counter(g, "upstream_cx_total") as usize;
 
     let tls = TlsServer::start(&["--tls"]);
     let context = format!(
@@ -233,9 +236,12 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     // Two per connection: the proxy's, and the target's inside the tunnel.
     assert_eq!(counter(g, "ssl.handshake"), 2 * counter(g, "upstream_cx_total"), "{v}");
     assert!(v["options"]["tunnel_options"]["tunnel_tls_context"].is_object(), "{v}");
-    let connects = squid.connects(2);
-    assert_eq!(connects.len(), 2, "{connects:?}");
-    assert_eq!(connects[1], ("TCP_TUNNEL/200".into(), format!("localhost:{}", tls.port)));
+    // A busy machine may open a second connection in a run: one CONNECT each, either way.
+    let tls_tunnels = counter(g, "upstream_cx_total") as usize;
+    let connects = squid.connects(plain_tunnels + tls_tunnels);
+    assert_eq!(connects.len(), plain_tunnels + tls_tunnels, "{connects:?}");
+    let to_tls = ("TCP_TUNNEL/200".to_string(), format!("localhost:{}", tls.port));
+    assert_eq!(connects.iter().filter(|c| **c == to_tls).count(), tls_tunnels, "{connects:?}");
 
     // The proxy's certificate without its CA: the proxy's handshake fails, by name.
     let out = run(
