@@ -29,7 +29,7 @@ use crate::tls::TlsClient;
 pub struct Transport(Stream);
 
 #[derive(Debug)]
-enum Stream {
+pub(crate) enum Stream {
     Plain(Socket),
     /// TLS to the target, or to a proxy tunnelling to a plain target.
     Tls(Box<TlsStream<Socket>>),
@@ -214,11 +214,8 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
         None => {
             let (addr, stream) = dial(cx, &endpoint.target.addrs, "").await?;
             cx.state.borrow_mut().counters.inc(Counter::CxTotal);
-            let Some(tls) = &endpoint.tls else {
-                return Some(Transport(Stream::Plain(stream)));
-            };
-            let s = handshake(cx, tls, &addr.to_string(), cx.connect.protocol, stream).await?;
-            Some(Transport(Stream::Tls(Box::new(s))))
+            let peer = addr.to_string();
+            Transport::over(cx, endpoint.tls.as_ref().map(|t| (t, peer.as_str())), stream).await
         }
     }
 }
@@ -418,46 +415,51 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     Some(stream)
 }
 
+/// A stream the target's connection can run over (a socket, a TLS connection to a proxy, a
+/// proxy's HTTP/2 stream), and the [`Stream`]s it makes plain and with the target's TLS inside.
+pub(crate) trait Carrier: AsyncRead + AsyncWrite + Unpin + Sized {
+    fn plain(self) -> Stream;
+    fn with_tls(s: TlsStream<Self>) -> Stream;
+}
+
+impl Carrier for Socket {
+    fn plain(self) -> Stream {
+        Stream::Plain(self)
+    }
+    fn with_tls(s: TlsStream<Self>) -> Stream {
+        Stream::Tls(Box::new(s))
+    }
+}
+
+impl Carrier for TlsStream<Socket> {
+    fn plain(self) -> Stream {
+        Stream::Tls(Box::new(self))
+    }
+    fn with_tls(s: TlsStream<Self>) -> Stream {
+        Stream::TlsInTls(Box::new(s))
+    }
+}
+
+impl Carrier for crate::tunnel::h2::H2Stream {
+    fn plain(self) -> Stream {
+        Stream::H2(Box::new(self))
+    }
+    fn with_tls(s: TlsStream<Self>) -> Stream {
+        Stream::TlsInH2(Box::new(s))
+    }
+}
+
 impl Transport {
-    /// A tunnel through a plain proxy connection, with TLS to the target inside if `tls`.
-    pub(crate) async fn in_plain_tunnel(
+    /// The target's connection over `s`: as it is, or with the target's TLS (`tls`, and the
+    /// peer named in messages) inside it.
+    pub(crate) async fn over<S: Carrier>(
         cx: &PoolCx,
         tls: Option<(&TlsClient, &str)>,
-        s: Socket,
+        s: S,
     ) -> Option<Transport> {
         Some(Transport(match tls {
-            None => Stream::Plain(s),
-            Some((t, peer)) => {
-                Stream::Tls(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
-            }
-        }))
-    }
-
-    /// A tunnel that is an HTTP/2 stream, with TLS to the target inside if `tls`.
-    pub(crate) async fn in_h2_tunnel(
-        cx: &PoolCx,
-        tls: Option<(&TlsClient, &str)>,
-        s: crate::tunnel::h2::H2Stream,
-    ) -> Option<Transport> {
-        Some(Transport(match tls {
-            None => Stream::H2(Box::new(s)),
-            Some((t, peer)) => {
-                Stream::TlsInH2(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
-            }
-        }))
-    }
-
-    /// A tunnel through a TLS connection to the proxy, with TLS to the target inside if `tls`.
-    pub(crate) async fn in_tls_tunnel(
-        cx: &PoolCx,
-        tls: Option<(&TlsClient, &str)>,
-        s: TlsStream<Socket>,
-    ) -> Option<Transport> {
-        Some(Transport(match tls {
-            None => Stream::Tls(Box::new(s)),
-            Some((t, peer)) => {
-                Stream::TlsInTls(Box::new(handshake(cx, t, peer, cx.connect.protocol, s).await?))
-            }
+            None => s.plain(),
+            Some((t, peer)) => S::with_tls(handshake(cx, t, peer, cx.connect.protocol, s).await?),
         }))
     }
 }

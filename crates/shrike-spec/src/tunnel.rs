@@ -29,6 +29,8 @@ pub struct TunnelSpec {
     pub tls: Option<TlsOptions>,
     /// The tunnel TLS context as given (an Envoy `UpstreamTlsContext`), written back as given.
     pub tls_context: Option<Value>,
+    /// Shrike's `--tunnel-ca` as given (in `tls` too).
+    pub ca: Option<std::path::PathBuf>,
 }
 
 /// The tunnel options as given.
@@ -83,6 +85,7 @@ impl GivenTunnel {
             protocol,
             tls,
             tls_context: self.tls_context.as_ref().map(|(v, _)| v.clone()),
+            ca: self.ca.clone(),
         }))
     }
 
@@ -107,11 +110,7 @@ impl GivenTunnel {
                 .unwrap_or_default();
             (v, patch)
         });
-        let ca = match (&t.tls, &tls_context) {
-            (Some(o), None) => o.ca_file.clone(),
-            (Some(o), Some((_, p))) if p.ca_file.is_none() => o.ca_file.clone(),
-            _ => None,
-        };
+        let ca = t.ca.clone();
         GivenTunnel { uri: Some(t.uri.clone()), protocol: Some(t.protocol), tls_context, ca }
     }
 }
@@ -233,7 +232,7 @@ pub(crate) fn to_json(t: &TunnelSpec) -> Value {
     if let Some(c) = &t.tls_context {
         o.insert("tunnel_tls_context".into(), c.clone());
     }
-    if let Some(ca) = GivenTunnel::of(Some(t)).ca {
+    if let Some(ca) = &t.ca {
         o.insert("tunnel_ca".into(), json!(ca.display().to_string()));
     }
     Value::Object(o)

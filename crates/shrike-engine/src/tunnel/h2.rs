@@ -84,7 +84,7 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
     let (send, recv) = super::settle(cx, t, &authority, started, outcome)?;
     let stream = H2Stream { send, recv, pending: Bytes::new(), _slot: slot };
     let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, endpoint.target.authority.as_str()));
-    Transport::in_h2_tunnel(cx, inner_tls, stream).await
+    Transport::over(cx, inner_tls, stream).await
 }
 
 /// A proxy connection with room for another stream.
@@ -99,7 +99,7 @@ fn room(cx: &PoolCx) -> Option<ProxyConn> {
 async fn open(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
     let (addr, socket) = dial(cx, &t.proxy.addrs, "proxy ").await?;
     let io = match &t.tls {
-        None => Transport::in_plain_tunnel(cx, None, socket).await?,
+        None => Transport::over(cx, None, socket).await?,
         Some(tls) => {
             let s = handshake(
                 cx,
@@ -109,7 +109,7 @@ async fn open(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
                 socket,
             )
             .await?;
-            Transport::in_tls_tunnel(cx, None, s).await?
+            Transport::over(cx, None, s).await?
         }
     };
     let attempt = tokio::time::timeout(cx.connect.timeout, h2::client::handshake(io));

@@ -73,13 +73,13 @@ pub(crate) async fn through(
         None => {
             let mut s = stream;
             establish(cx, t, &authority, &mut s).await?;
-            Transport::in_plain_tunnel(cx, inner_tls, s).await
+            Transport::over(cx, inner_tls, s).await
         }
         Some(proxy_tls) => {
             let peer = format!("proxy {addr}");
             let mut s = handshake(cx, proxy_tls, &peer, Protocol::Http1, stream).await?;
             establish(cx, t, &authority, &mut s).await?;
-            Transport::in_tls_tunnel(cx, inner_tls, s).await
+            Transport::over(cx, inner_tls, s).await
         }
     }
 }

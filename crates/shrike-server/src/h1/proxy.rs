@@ -27,11 +27,10 @@ pub(super) async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> io::Result<()> {
     let stats = shared.state.stats();
     stats.request();
-    let answer = |status: u16, why: String| (status, why);
     let opened = match shared.config.proxy() {
-        None => Err(answer(
+        None => Err((
             405,
-            "this server is not a proxy (start shrike serve with --connect-proxy)".into(),
+            "this server is not a proxy (start shrike serve with --connect-proxy)".to_string(),
         )),
         Some(proxy) => open(authority, proxy).await,
     };

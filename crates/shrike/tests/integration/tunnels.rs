@@ -425,48 +425,19 @@ fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
         "-deny",
         "9",
     ]);
-    let v = run_json_ok(&[
-        "run",
-        &target.url(),
-        "--tls-ca",
-        &target.ca,
-        "-p",
-        "http2",
-        "--tunnel-uri",
-        &format!("https://{}", proxy.addr),
-        "--tunnel-ca",
-        dir.join("ca.pem").to_str().unwrap(),
-        "--tunnel-protocol",
-        "http2",
-        "--rps",
-        "50",
-        "--duration",
-        "1",
-    ]);
+    let (https_proxy, ca) = (format!("https://{}", proxy.addr), dir.join("ca.pem"));
+    let via = ["--tunnel-uri", &https_proxy, "--tunnel-ca", ca.to_str().unwrap()];
+    let via = [&via[..], &["--tunnel-protocol", "http2", "--duration", "1"]].concat();
+    let url = target.url();
+    let args = ["run", &url, "--tls-ca", &target.ca, "-p", "http2", "--rps", "50"];
+    let v = run_json_ok(&[&args[..], &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
     // The proxy's handshake once, and the target's in each tunnel.
     assert_eq!(counter(g, "ssl.handshake"), 1 + counter(g, "upstream_cx_total"), "{v}");
 
-    let out = run(
-        &[
-            "run",
-            "http://127.0.0.1:9/",
-            "--tunnel-uri",
-            &format!("https://{}", proxy.addr),
-            "--tunnel-ca",
-            dir.join("ca.pem").to_str().unwrap(),
-            "--tunnel-protocol",
-            "http2",
-            "--rps",
-            "5",
-            "--duration",
-            "1",
-            "--output-format",
-            "json",
-        ],
-        Duration::from_secs(30),
-    );
+    let denied = ["run", "http://127.0.0.1:9/", "--rps", "5", "--output-format", "json"];
+    let out = run(&[&denied[..], &via].concat(), Duration::from_secs(30));
     assert_eq!(out.code(), 1, "{}", out.stderr);
     let g = global(&json(&out)).clone();
     assert!(counter(&g, "benchmark.tunnel_failure") >= 1);
