@@ -224,7 +224,13 @@ fn capacity_and_sweep_run_their_trials_on_the_service() {
     let v = json(&out);
     let trials = v["capacity"]["trials"].as_array().unwrap();
     assert!(!trials.is_empty(), "{}", out.stderr);
-    assert_eq!(trials[0]["verdicts"][0], "pass", "{}", out.stderr);
+    // The first trial was measured on the service: answered at its rate, none failed. On a
+    // loaded machine the judge may call it invalid (the service's client released late, seen
+    // in CI), which still says a trial ran there; only a failure would not.
+    let first = &trials[0];
+    assert!(["pass", "invalid"].contains(&first["verdicts"][0].as_str().unwrap()), "{first}");
+    assert!(first["achieved_rps"].as_f64().unwrap() > 15.0, "{first}");
+    assert_eq!(first["error_ratio"].as_f64(), Some(0.0), "{first}");
     let sweep = ["sweep", &url, "--rates", "30", "--iterations", "1", "-d", "0.3s", "--wait", "0s"];
     let out = run(
         &[&sweep[..], &nighthawk, &["--output-format", "json"]].concat(),

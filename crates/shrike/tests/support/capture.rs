@@ -36,8 +36,13 @@ impl Tcpdump {
         );
         let mut child = Command::new(TCPDUMP)
             // Immediate mode: without it packets wait in the kernel's ring for a block to fill,
-            // and the ones still waiting at SIGINT are never written.
-            .args(["-i", interface, "--immediate-mode", "-U", "-s", "0", "-w"])
+            // and the ones still waiting at SIGINT are never written. Immediate mode's ring
+            // has a slot per packet, each as large as the loopback MTU, so the default 2 MiB
+            // holds ~30 packets: on a busy machine tcpdump, descheduled for a moment, lost
+            // segments ("8 packets dropped by kernel", 2 captures in 12 of an h2load run with
+            // both cores busy; the h2c import test failed in CI three captures in a row).
+            // 64 MiB holds ~1,000; 25 captures of 25 were whole under the same load.
+            .args(["-i", interface, "--immediate-mode", "-U", "-B", "65536", "-s", "0", "-w"])
             .arg(path)
             .arg(&filter)
             .stdin(Stdio::null())
