@@ -30,13 +30,14 @@ impl Idle {
         }
     }
 
-    /// Returns at or after `deadline`, or early once `stopping` is set.
-    pub async fn until(&self, deadline: Instant, stopping: &Cell<bool>) {
+    /// Returns at or after `deadline`, or early once `stopping` is set. `previous` is when
+    /// the last release was due, if there was one (a budget learns the spacing from it).
+    pub async fn until(&self, deadline: Instant, previous: Option<Instant>, stopping: &Cell<bool>) {
         match self {
             Idle::Poll(hybrid) => hybrid.until(deadline, stopping).await,
             Idle::Sleep => tokio::time::sleep_until(deadline.into()).await,
             Idle::Spin => spin_until(deadline, stopping).await,
-            Idle::Budget(budget) => budget.until(deadline).await,
+            Idle::Budget(budget) => budget.until(deadline, previous).await,
         }
     }
 }
@@ -118,12 +119,14 @@ impl Hybrid {
 }
 
 /// `--max-lateness`: a release may be up to the budget late, and that is what pays for fewer
-/// wake-ups. The timerfd is armed at the deadline plus the budget, less the lead that lands
-/// 99 wake-ups in 100 within it; the worker then releases everything due by the time it
-/// woke, so at a rate above one per budget it wakes once per budget, not per release. Each
-/// request keeps its own scheduled time (its lateness is measured, not hidden), and none is
-/// released early: the lead never exceeds the budget, so the arming is never before the
-/// deadline.
+/// wake-ups. The worker wakes when the last release it can gather within the budget falls
+/// due (the budget less the lead that lands 99 wake-ups in 100 within it, in whole spacings
+/// of the releases) and releases everything due by then: at a rate above one per budget it
+/// wakes about once per budget, not per release, and a release that no other would join
+/// leaves on time rather than a budget late (2026-12-06: at 1k rps and a 1 ms budget every
+/// release waited the whole budget for nothing, wire offsets p99 1.14 ms). Each request keeps
+/// its own scheduled time (its lateness is measured, not hidden), and none is released early:
+/// the arming is never before the deadline.
 pub(crate) struct Budget {
     timer: PreciseTimer,
     budget: Duration,
@@ -135,13 +138,23 @@ impl Budget {
         Budget { timer: PreciseTimer::new(), budget, lead: Lead::new(WITHIN_BUDGET_SHARE, budget) }
     }
 
-    async fn until(&self, deadline: Instant) {
+    async fn until(&self, deadline: Instant, previous: Option<Instant>) {
         if deadline <= Instant::now() {
             return;
         }
-        let arm = deadline + self.budget.saturating_sub(self.lead.get());
+        let arm = deadline + self.gather(deadline, previous);
         self.timer.sleep_until(arm).await;
         self.lead.learn(Instant::now().saturating_duration_since(arm));
+    }
+
+    /// How long past `deadline` to wait: the whole spacings (the last gap between releases,
+    /// `deadline − previous`) that fit in the budget less the lead, so the wake-up comes as
+    /// the last release it gathers falls due. Without a spacing yet, the budget less the lead.
+    fn gather(&self, deadline: Instant, previous: Option<Instant>) -> Duration {
+        let room = self.budget.saturating_sub(self.lead.get()).as_nanos();
+        let gap = previous.map_or(0, |p| deadline.saturating_duration_since(p).as_nanos());
+        let span = room.checked_div(gap).map_or(room, |n| n * gap);
+        Duration::from_nanos(u64::try_from(span).unwrap_or(u64::MAX))
     }
 }
 
@@ -185,8 +198,9 @@ mod tests {
         // 400 releases due every 100 µs: 40 ms of them.
         for i in 1..=400u64 {
             let deadline = began + Duration::from_micros(100 * i);
+            let previous = began + Duration::from_micros(100 * (i - 1));
             if deadline > now {
-                b.until(deadline).await;
+                b.until(deadline, Some(previous)).await;
                 wakes += 1;
                 now = Instant::now();
             }
@@ -194,6 +208,33 @@ mod tests {
         }
         // 40 ms at one wake-up per 2 ms budget: 20, give or take the machine.
         assert!((10..=40).contains(&wakes), "{wakes} wake-ups");
+    }
+
+    /// Releases further apart than the budget gather nothing by waiting: each leaves on time
+    /// (late by the wake-up's own delay), not a budget late. And the wait is the whole
+    /// spacings that fit in the budget: the wake-up comes as the last release it gathers is due.
+    #[tokio::test]
+    async fn a_budget_waits_only_to_gather_and_in_whole_spacings() {
+        let b = Budget::new(Duration::from_millis(2));
+        let at = Instant::now() + Duration::from_secs(1);
+        let ms = Duration::from_millis;
+        assert_eq!(b.gather(at, Some(at - ms(3))), Duration::ZERO);
+        let us = Duration::from_micros;
+        assert_eq!(b.gather(at, Some(at - us(600))), us(1800), "three spacings fit in 2 ms");
+        assert_eq!(b.gather(at, None), ms(2));
+        let began = Instant::now();
+        let mut late = Vec::new();
+        // 20 releases 3 ms apart.
+        for i in 1..=20u64 {
+            let deadline = began + ms(3 * i);
+            b.until(deadline, Some(began + ms(3 * (i - 1)))).await;
+            let now = Instant::now();
+            assert!(now >= deadline, "release {i} early");
+            late.push(now - deadline);
+        }
+        late.sort();
+        // On time but for the wake-up's delay (tens of µs here; the old policy waited 2 ms).
+        assert!(late[10] < ms(1), "median lateness {:?}", late[10]);
     }
 
     /// The lead moves the arming, never the release: with the timerfd armed up to 100 µs

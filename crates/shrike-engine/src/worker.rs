@@ -217,12 +217,14 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
     let deadline = pools.cfg.duration.map(|d| start + d);
     let idle = Idle::new(pools.cfg.idle, pools.cfg.max_lateness);
     cx.release_until.set(deadline);
+    // When the last paced release was due: a lateness budget gathers in its spacings.
+    let mut last_due = None;
     // Unpaced runs start with the others, not before: wait for the (possibly --start-at) start.
     if schedule.peek() == Peek::Now {
         tokio::select! {
             biased;
             _ = cx.wake.notified() => return,
-            _ = idle.until(start, &cx.stopping) => {}
+            _ = idle.until(start, None, &cx.stopping) => {}
         }
     }
     loop {
@@ -245,7 +247,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
                     _ = cx.wake.notified() => false,
                     _ = cx.session_finished.notified(), if S::HAS_SESSIONS => true,
                     _ = schedule.arrival(), if S::HAS_SESSIONS => true,
-                    _ = idle.until(wait_until, &cx.stopping) => false,
+                    _ = idle.until(wait_until, last_due, &cx.stopping) => false,
                 };
                 if deadline.is_some_and(|d| due >= d && Instant::now() >= d) {
                     return;
@@ -299,6 +301,7 @@ async fn pace<S: Schedule>(pools: &Rc<Pools>, schedule: &mut S, start: Instant) 
             _ => schedule.take().map(|due| (due, scheduled)),
         };
         let Some((due, scheduled)) = taken else { continue };
+        last_due = scheduled.or(last_due);
         if let Some(s) = due.session.filter(|s| s.opening) {
             pool::open_ahead(pools, s.id, due.request);
             // Its connect runs before anything more is taken, so a worker that fell behind

@@ -58,8 +58,8 @@ pub struct ShapingArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
     pub read_coalesce: Option<Duration>,
     /// How late a release may be (paced runs; at most 1s): a worker sleeps past a release's
-    /// time by up to this much and sends everything due by then in one wake-up, so it wakes
-    /// once per budget rather than per request and costs less CPU. Every request is still
+    /// time until the last release due within this much falls due and sends them all in one
+    /// wake-up, so it wakes about once per budget rather than per request and costs less CPU. Every request is still
     /// timed from its own scheduled time (sequencer.send_lateness shows what the budget
     /// allowed). Replaces --sequencer-idle-strategy; without it, releases are precise.
     #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
