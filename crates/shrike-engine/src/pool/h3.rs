@@ -310,6 +310,8 @@ impl Failed {
             responded: self.responded,
             goaway,
             refused: goaway || rejected,
+            // QUIC's transport parameters carry the stream limit before any stream opens.
+            before_limit: false,
             // Only errors our h3 codec found in the server's frames are protocol errors;
             // resets are stream-level and connection errors are counted by the connection.
             protocol_error: matches!(

@@ -14,7 +14,8 @@
 //!   streams and then closes; new streams go elsewhere, and it no longer counts against
 //!   `connections` (so recycling never stalls the pool while old streams drain).
 //! - A stream the server refused unprocessed (GOAWAY, REFUSED_STREAM, H3_REQUEST_REJECTED) is
-//!   retried once elsewhere, as Envoy does.
+//!   retried once elsewhere, as Envoy does; one refused beyond a limit the server had not yet
+//!   announced (its SETTINGS came after the stream opened) is retried apart from that.
 //!
 //! Each stream runs as its own local task.
 
@@ -34,6 +35,12 @@ use crate::requests::h2::{latency_header_name, RequestTemplate};
 use crate::requests::{OriginLatency, Renderer};
 use crate::schedule::Ticket;
 use crate::trace::TraceIds;
+
+/// How often a request is retried after refusals on streams opened before their server
+/// announced its limit: each is a new connection's first round trip, and a pool opening
+/// connections in a burst may give a request several; a server refusing beyond that is
+/// counted as failing it.
+const MAX_EARLY_REFUSALS: u8 = 4;
 
 /// An answered request: status, header bytes, body bytes and the origin-latency header.
 /// Status, head and body sizes, the origin-latency header, and when the response's end
@@ -99,6 +106,12 @@ pub(crate) struct StreamFailure {
     pub goaway: bool,
     /// The server refused the stream without processing it.
     pub refused: bool,
+    /// Refused before the server had announced its stream limit: the protocol's opening race
+    /// (HTTP/2's SETTINGS come after a client's first streams), not a server shedding load, so
+    /// it does not use up the stream's one retry. A retry that found a fresh connection could
+    /// otherwise be refused again by the same race and fail (seen with nginx at 2 streams per
+    /// connection on a loaded machine).
+    pub before_limit: bool,
     /// Our codec found the server's frames malformed (not a reset, not I/O).
     pub protocol_error: bool,
     /// Names the protocol's error code, so distinct failures stay distinct in the summary.
@@ -405,6 +418,7 @@ async fn stream_task<M: Mux>(
             responded: false,
             goaway: false,
             refused: false,
+            before_limit: false,
             protocol_error: false,
             message: format!("replay: {why}"),
         })),
@@ -451,12 +465,16 @@ async fn stream_task<M: Mux>(
             // A stream the server refused was not processed: retry it once elsewhere rather
             // than count a server that is shedding connections gracefully as failing.
             let unprocessed = f.refused && !f.responded;
+            let early = f.before_limit && ticket.early_refusals < MAX_EARLY_REFUSALS;
             if unprocessed && pools.cx.stopping.get() {
                 // The run is draining: nothing new is sent, and a refusal is no failure.
                 pools.cx.state.borrow_mut().counters.inc(Counter::RqCancelled);
                 pools.cx.request_finished(&ticket);
-            } else if unprocessed && !ticket.retried {
-                let t = Ticket { retried: true, ..ticket };
+            } else if unprocessed && (early || !ticket.retried) {
+                let t = match early {
+                    true => Ticket { early_refusals: ticket.early_refusals + 1, ..ticket },
+                    false => Ticket { retried: true, ..ticket },
+                };
                 if let Err(t) = p.try_start(&pools, t) {
                     pools.cx.state.borrow_mut().queue.push_front(t);
                 }

@@ -122,6 +122,9 @@ pub(crate) struct Ticket {
     /// Set once the request was re-dispatched after a connection refused it unprocessed
     /// (GOAWAY, h2 REFUSED_STREAM, h3 H3_REQUEST_REJECTED); a request is retried at most once.
     pub retried: bool,
+    /// Refusals of this request on streams opened before their server announced its stream
+    /// limit (retried apart from `retried`, a few times at most).
+    pub early_refusals: u8,
     /// Which request-source entry it sends.
     pub request: u32,
     pub session: Option<SessionRef>,
@@ -140,6 +143,6 @@ impl Ticket {
     ) -> Ticket {
         let scheduled = scheduled.unwrap_or(released);
         let (request, session) = (due.request, due.session);
-        Ticket { scheduled, released, retried: false, request, session, trace }
+        Ticket { scheduled, released, retried: false, early_refusals: 0, request, session, trace }
     }
 }

@@ -84,6 +84,9 @@ pub(crate) enum Failure {
     Conn(Ended),
     /// This connection has no stream id left; it closes once its streams end.
     Exhausted,
+    /// REFUSED_STREAM for a stream opened before the server's SETTINGS had arrived: beyond
+    /// a limit the client could not know yet.
+    RefusedBeforeSettings,
 }
 
 /// What a finished response carried: status, head size (HPACK-sized), body bytes, the
@@ -282,7 +285,10 @@ pub(crate) async fn exchange(
     })
     .await?;
     *sent = Instant::now();
-    let id = conn.inner.borrow_mut().open_stream(block, body);
+    let (id, early) = {
+        let mut i = conn.inner.borrow_mut();
+        (i.open_stream(block, body), !i.settings_seen)
+    };
     let mut guard = Open { conn, id, done: false };
     let outcome = poll_fn(|cx| {
         let mut i = conn.inner.borrow_mut();
@@ -307,7 +313,10 @@ pub(crate) async fn exchange(
     guard.done = true;
     let mut i = conn.inner.borrow_mut();
     let responded = i.streams.remove(&id).is_some_and(|s| s.status != 0);
-    outcome.map_err(|f| (f, responded))
+    outcome.map_err(|f| match f {
+        Failure::Reset(frame::REFUSED_STREAM) if early => (Failure::RefusedBeforeSettings, false),
+        f => (f, responded),
+    })
 }
 
 /// A stream whose exchange may be dropped before its outcome: the drop resets it.

@@ -195,11 +195,20 @@ fn connection_ended(pools: &Pools, conn: &Rc<H2Conn>, ended: Ended) {
 /// What a failed stream means for the shared policy. The message names the HTTP/2 error
 /// code, so distinct failures stay distinct in the run's error summary.
 fn judge((failure, responded): conn::StreamError) -> StreamFailure {
+    let before_limit = matches!(failure, Failure::RefusedBeforeSettings);
     let (goaway, refused, message) = match failure {
         Failure::Reset(code) => (
             false,
             code == frame::REFUSED_STREAM,
             format!("HTTP/2 stream reset by the server: {}", frame::reason(code)),
+        ),
+        Failure::RefusedBeforeSettings => (
+            false,
+            true,
+            format!(
+                "HTTP/2 stream reset by the server: {} (opened before its SETTINGS arrived)",
+                frame::reason(frame::REFUSED_STREAM)
+            ),
         ),
         Failure::Malformed(why) => {
             (false, false, format!("HTTP/2 stream error PROTOCOL_ERROR: {why}"))
@@ -223,7 +232,7 @@ fn judge((failure, responded): conn::StreamError) -> StreamFailure {
     };
     // Only the connection task counts connection protocol errors (once per connection, not
     // once per stream they took down); a reset is stream-level.
-    StreamFailure { responded, goaway, refused, protocol_error: false, message }
+    StreamFailure { responded, goaway, refused, before_limit, protocol_error: false, message }
 }
 
 /// Counts the bytes the h2 codec reads and writes on the socket.

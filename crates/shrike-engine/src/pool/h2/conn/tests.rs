@@ -315,3 +315,36 @@ fn an_answer_before_the_whole_body_closes_our_side() {
     feed(&mut i, frame::WINDOW_UPDATE, 0, 0, &100u32.to_be_bytes()).expect("window");
     assert!(queued(&i).iter().all(|f| f.0 != frame::DATA), "no body after the answer");
 }
+
+/// A stream refused beyond a limit the server had not yet announced (its SETTINGS came after
+/// the stream opened) is told apart from one refused under a known limit: only the latter
+/// uses up the stream's one retry.
+#[test]
+fn a_stream_refused_before_the_servers_settings_is_told_apart() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let mut cx = Context::from_waker(Waker::noop());
+    let conn = Conn::new(None);
+    let block = head(&[(":method", "GET")]);
+    let (mut sent, mut sent_later) = (std::time::Instant::now(), std::time::Instant::now());
+    let handle = || super::Handle(conn.clone());
+    let mut before = std::pin::pin!(super::exchange(handle(), &block, Bytes::new(), &mut sent));
+    assert!(before.as_mut().poll(&mut cx).is_pending());
+    feed(&mut conn.inner.borrow_mut(), frame::SETTINGS, 0, 0, &[]).expect("settings");
+    let block_later = block.clone();
+    let mut after =
+        std::pin::pin!(super::exchange(handle(), &block_later, Bytes::new(), &mut sent_later));
+    assert!(after.as_mut().poll(&mut cx).is_pending());
+    let refused = frame::REFUSED_STREAM.to_be_bytes();
+    for id in [1, 3] {
+        feed(&mut conn.inner.borrow_mut(), frame::RST_STREAM, 0, id, &refused).expect("rst");
+    }
+    let Poll::Ready(Err((f, responded))) = before.as_mut().poll(&mut cx) else {
+        panic!("the first stream is not over")
+    };
+    assert!(matches!(f, Failure::RefusedBeforeSettings) && !responded, "{f:?}");
+    let Poll::Ready(Err((f, _))) = after.as_mut().poll(&mut cx) else {
+        panic!("the second stream is not over")
+    };
+    assert!(matches!(f, Failure::Reset(frame::REFUSED_STREAM)), "{f:?}");
+}
