@@ -1,11 +1,11 @@
 //! Nighthawk's `tunnel_options`: load carried to the target through a terminating proxy
 //! (`--tunnel-uri`, `--tunnel-protocol`, `--tunnel-tls-context`). Each connection of the run
 //! is an HTTP `CONNECT` tunnel through the proxy; TLS to the target, when the target is
-//! `https://`, runs inside it.
+//! `https://`, runs inside it. HTTP/3 load goes by CONNECT-UDP (RFC 9298) over an HTTP/2
+//! tunnel, each QUIC connection its own stream.
 //!
-//! The pairs Nighthawk refuses are refused with its reasons; the pairs Shrike cannot carry yet
-//! (an HTTP/3 tunnel, CONNECT-UDP for HTTP/3 load) are refused by name too, never run some
-//! other way.
+//! The pairs Nighthawk refuses are refused with its reasons; the pair Shrike cannot carry yet
+//! (an HTTP/3 tunnel) is refused by name too, never run some other way.
 
 use serde_json::{json, Map, Value};
 
@@ -59,7 +59,7 @@ impl GivenTunnel {
         };
         let (scheme_tls, host, port) = parse_uri(uri)?;
         let protocol = self.protocol.unwrap_or(Protocol::Http1);
-        check_pair(load, protocol, self.tls_context.is_some())?;
+        check_pair(load, protocol, scheme_tls || self.tls_context.is_some())?;
         let tls = match (scheme_tls || self.tls_context.is_some(), &self.tls_context) {
             (false, _) => {
                 if self.ca.is_some() {
@@ -162,7 +162,7 @@ fn parse_uri(uri: &str) -> Result<(bool, String, u16), SpecError> {
 
 /// Refuses the pairs of load and tunnel protocol Nighthawk refuses, and those Shrike cannot
 /// carry yet.
-fn check_pair(load: Protocol, tunnel: Protocol, tls_context: bool) -> Result<(), SpecError> {
+fn check_pair(load: Protocol, tunnel: Protocol, tls: bool) -> Result<(), SpecError> {
     let o = n::TUNNEL_PROTOCOL;
     match (load, tunnel) {
         (Protocol::Http3, Protocol::Http1) => Err(must(
@@ -174,14 +174,14 @@ fn check_pair(load: Protocol, tunnel: Protocol, tls_context: bool) -> Result<(),
             o,
             "http3 cannot carry HTTP/3 load (Nighthawk refuses the pair too): use an http2 tunnel",
         )),
-        (Protocol::Http3, Protocol::Http2) if !tls_context => Err(must(
+        (Protocol::Http3, Protocol::Http2) if !tls => Err(must(
             n::TUNNEL_TLS_CONTEXT,
-            "is required to carry HTTP/3 load (CONNECT-UDP), as in Nighthawk",
-        )),
-        (Protocol::Http3, Protocol::Http2) => Err(must(
-            o,
-            "http2 with HTTP/3 load means CONNECT-UDP (RFC 9298), which Shrike does not support \
-             yet; HTTP/1.1 and HTTP/2 load go through an http1 tunnel",
+            msg!(
+                "(or an https:// ",
+                n::TUNNEL_URI,
+                ") is required to carry HTTP/3 load: CONNECT-UDP goes over TLS to the proxy, as \
+                 in Nighthawk"
+            ),
         )),
         (_, Protocol::Http3) => Err(must(
             o,

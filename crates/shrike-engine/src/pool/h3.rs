@@ -198,15 +198,28 @@ async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(H3Driver, SendReques
     };
     let name = tls.server_name_str();
     let timeout = pools.cfg.timeout;
+    // Through a CONNECT-UDP tunnel the proxy resolves the target: QUIC only needs an address
+    // to call it by, and a name the proxy alone resolves gets a documentation address.
+    let tunnel = pools.cx.connect.tunnel.as_deref();
+    let fallback = [SocketAddr::from(([192, 0, 2, 1], endpoint.target.port))];
+    let addrs = match (tunnel, endpoint.target.addrs.first()) {
+        (Some(_), None) => &fallback[..],
+        (Some(_), Some(_)) => &endpoint.target.addrs[..1],
+        (None, _) => &endpoint.target.addrs[..],
+    };
     let mut last = (String::new(), false);
-    for addr in &endpoint.target.addrs {
+    for addr in addrs {
         let describe = || format!("QUIC handshake with {addr} ({})", tls.describe_sni());
-        let quic = match pools.quic.for_addr(addr, pools.cfg.bind_address) {
-            Ok(e) => e,
-            Err(e) => {
-                last = (format!("cannot open a UDP socket for {addr}: {e}"), false);
-                continue;
-            }
+        let quic = match tunnel {
+            // A failed tunnel is counted and noted as a refused CONNECT.
+            Some(t) => crate::tunnel::udp::endpoint(&pools.cx, t, &endpoint.target, *addr).await?,
+            None => match pools.quic.for_addr(addr, pools.cfg.bind_address) {
+                Ok(e) => e,
+                Err(e) => {
+                    last = (format!("cannot open a UDP socket for {addr}: {e}"), false);
+                    continue;
+                }
+            },
         };
         let connecting = match quic.connect_with(quic_cfg.clone(), *addr, &name) {
             Ok(c) => c,

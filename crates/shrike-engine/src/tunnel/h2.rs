@@ -7,6 +7,8 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
@@ -38,48 +40,41 @@ impl std::fmt::Debug for ProxyConns {
 }
 
 #[derive(Clone)]
-struct ProxyConn {
+pub(super) struct ProxyConn {
     send: SendRequest<Bytes>,
-    /// Tunnels open or being opened on it (each holds a [`Slot`]).
-    live: Rc<Cell<usize>>,
+    /// Tunnels open or being opened on it (each holds a [`Slot`]; atomic because a UDP
+    /// tunnel's slot lives in the QUIC endpoint's socket, which must be `Send`).
+    live: Arc<AtomicUsize>,
     /// Set by its driver task when the connection ends.
     closed: Rc<Cell<bool>>,
 }
 
 /// One of a proxy connection's streams, taken before its `CONNECT` is sent and given back when
 /// the tunnel ends (or its `CONNECT` fails).
-struct Slot(Rc<Cell<usize>>);
+pub(super) struct Slot(Arc<AtomicUsize>);
 
 impl Slot {
-    fn take(conn: &ProxyConn) -> Slot {
-        conn.live.set(conn.live.get() + 1);
+    pub(super) fn take(conn: &ProxyConn) -> Slot {
+        conn.live.fetch_add(1, Relaxed);
         Slot(conn.live.clone())
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 
 /// A tunnelled connection to `endpoint` through the proxy, the target's TLS inside it if any.
 pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Option<Transport> {
     let authority = authority_of(&endpoint.target);
-    let conn = match room(cx) {
-        Some(c) => c,
-        None => {
-            let _one_at_a_time = cx.tunnel_conns.opening.lock().await;
-            match room(cx) {
-                Some(c) => c,
-                None => open(cx, t).await?,
-            }
-        }
-    };
+    let conn = proxy_conn(cx, t).await?;
     let slot = Slot::take(&conn);
     cx.state.borrow_mut().counters.inc(Counter::CxTotal);
     let started = Instant::now();
-    let attempt = tokio::time::timeout(cx.connect.timeout, request(&conn, &authority));
+    let connect = http::Request::builder().method(http::Method::CONNECT).uri(&authority);
+    let attempt = tokio::time::timeout(cx.connect.timeout, request(&conn, connect));
     let outcome = unless_stopped(cx, attempt).await?;
     let (send, recv) = super::settle(cx, t, &authority, started, outcome)?;
     let stream = H2Stream { send, recv, pending: Bytes::new(), _slot: slot };
@@ -87,11 +82,22 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
     Transport::over(cx, inner_tls, stream).await
 }
 
-/// A proxy connection with room for another stream.
+/// A proxy connection with room for another stream: one open, or a new one.
+pub(super) async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
+    if let Some(c) = room(cx) {
+        return Some(c);
+    }
+    let _one_at_a_time = cx.tunnel_conns.opening.lock().await;
+    match room(cx) {
+        Some(c) => Some(c),
+        None => open(cx, t).await,
+    }
+}
+
 fn room(cx: &PoolCx) -> Option<ProxyConn> {
     let mut conns = cx.tunnel_conns.conns.borrow_mut();
     conns.retain(|c| !c.closed.get());
-    conns.iter().find(|c| c.live.get() < c.send.current_max_send_streams()).cloned()
+    conns.iter().find(|c| c.live.load(Relaxed) < c.send.current_max_send_streams()).cloned()
 }
 
 /// A new HTTP/2 connection to the proxy (TLS with ALPN h2 when the tunnel has TLS, prior
@@ -124,7 +130,7 @@ async fn open(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
         let _ = connection.await;
         on_end.set(true);
     });
-    let conn = ProxyConn { send, live: Rc::new(Cell::new(0)), closed };
+    let conn = ProxyConn { send, live: Arc::default(), closed };
     cx.tunnel_conns.conns.borrow_mut().push(conn.clone());
     Some(conn)
 }
@@ -136,16 +142,12 @@ fn proxy_failed(cx: &PoolCx, t: &Tunnel, why: String) -> Option<ProxyConn> {
     None
 }
 
-/// `CONNECT authority` on a new stream, and its 2xx.
-async fn request(
+/// A `CONNECT` (`connect`, its body to come) on a new stream, and its 2xx.
+pub(super) async fn request(
     conn: &ProxyConn,
-    authority: &str,
+    connect: http::request::Builder,
 ) -> Result<(SendStream<Bytes>, RecvStream), String> {
-    let connect = http::Request::builder()
-        .method(http::Method::CONNECT)
-        .uri(authority)
-        .body(())
-        .map_err(|e| format!("bad authority {authority:?}: {e}"))?;
+    let connect = connect.body(()).map_err(|e| format!("a CONNECT that cannot be sent: {e}"))?;
     let mut send = conn.send.clone().ready().await.map_err(|e| reason(&e))?;
     let (answer, stream) = send.send_request(connect, false).map_err(|e| reason(&e))?;
     let answer = answer.await.map_err(|e| reason(&e))?;
@@ -160,7 +162,7 @@ async fn request(
     Ok((stream, answer.into_body()))
 }
 
-fn reason(e: &h2::Error) -> String {
+pub(super) fn reason(e: &h2::Error) -> String {
     match e.reason() {
         Some(r) if e.is_remote() => format!("the proxy reset the stream ({r:?})"),
         _ => e.to_string(),

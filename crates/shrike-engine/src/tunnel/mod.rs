@@ -18,6 +18,7 @@ use shrike_stats::{Counter, StatId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub(crate) mod h2;
+pub(crate) mod udp;
 
 use crate::config::{Endpoint, Protocol};
 use crate::pool::cx::PoolCx;

@@ -132,9 +132,11 @@ fn target(options: &Value) -> Option<String> {
         _ => None,
     };
     // Through a proxy, the numbers include it: say so where the target is named.
+    let quic = options.get("protocol").and_then(Value::as_str) == Some("http3");
     let tunnel = options.get("tunnel_options").and_then(|t| {
         let uri = t.get("tunnel_uri").and_then(Value::as_str)?;
         let connect = match t.get("tunnel_protocol").and_then(Value::as_str) {
+            Some(p) if p.eq_ignore_ascii_case("http2") && quic => "HTTP/2 CONNECT-UDP",
             Some(p) if p.eq_ignore_ascii_case("http2") => "HTTP/2 CONNECT",
             _ => "CONNECT",
         };
@@ -488,6 +490,12 @@ mod tests {
         assert_eq!(
             target(&tunnelled).as_deref(),
             Some("u (HTTP/1.1, through proxy 127.0.0.1:3128 (HTTP/2 CONNECT))")
+        );
+        let udp = json!({"uri": "u", "protocol": "http3", "tunnel_options":
+            {"tunnel_uri": "https://p:443", "tunnel_protocol": "http2"}});
+        assert_eq!(
+            target(&udp).as_deref(),
+            Some("u (HTTP/3, through proxy https://p:443 (HTTP/2 CONNECT-UDP))")
         );
         assert_eq!(target(&json!({"uri": ""})), None);
         assert_eq!(target(&json!(null)), None);

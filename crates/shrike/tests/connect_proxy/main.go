@@ -4,16 +4,23 @@
 // 403, and serves its counts at GET /stats: tunnels opened and TCP connections accepted (so a
 // test can see many tunnels ride one connection).
 //
+// It also proxies UDP (CONNECT-UDP, RFC 9298) over HTTP/2's extended CONNECT (RFC 8441,
+// :protocol connect-udp, which Go's server offers with GODEBUG=http2xconnect=1): datagrams
+// travel as DATAGRAM capsules (RFC 9297) on the request and response bodies, to and from a
+// loopback UDP socket. Capsules are encoded by hand here, from the RFCs, not by Shrike's code.
+//
 // usage: connect_proxy [-deny PORT,PORT] [-cert FILE -key FILE]; prints its address first.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 )
@@ -29,12 +36,13 @@ func main() {
 			denied[p] = true
 		}
 	}
-	var tunnels, conns, h2 atomic.Int64
+	var tunnels, conns, h2, udpTunnels, datagrams atomic.Int64
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
 			if r.URL.Path == "/stats" {
-				fmt.Fprintf(w, `{"tunnels":%d,"connections":%d,"h2_requests":%d}`,
-					tunnels.Load(), conns.Load(), h2.Load())
+				fmt.Fprintf(w, `{"tunnels":%d,"connections":%d,"h2_requests":%d,`+
+					`"udp_tunnels":%d,"datagrams_to_target":%d}`,
+					tunnels.Load(), conns.Load(), h2.Load(), udpTunnels.Load(), datagrams.Load())
 				return
 			}
 			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
@@ -42,6 +50,10 @@ func main() {
 		}
 		if r.ProtoMajor == 2 {
 			h2.Add(1)
+		}
+		if r.Header.Get(":protocol") == "connect-udp" {
+			connectUDP(w, r, denied, &udpTunnels, &datagrams)
+			return
 		}
 		host, port, err := net.SplitHostPort(r.Host)
 		if err != nil || (host != "127.0.0.1" && host != "localhost") {
@@ -109,4 +121,111 @@ func main() {
 		err = srv.Serve(ln)
 	}
 	log.Fatal(err)
+}
+
+// connectUDP serves one CONNECT-UDP tunnel: /.well-known/masque/udp/{host}/{port}/.
+func connectUDP(w http.ResponseWriter, r *http.Request, denied map[string]bool,
+	tunnels, datagrams *atomic.Int64) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) != 5 || parts[0] != ".well-known" || parts[1] != "masque" || parts[2] != "udp" {
+		http.Error(w, "not a CONNECT-UDP path", http.StatusBadRequest)
+		return
+	}
+	host, err := url.PathUnescape(parts[3])
+	port := parts[4]
+	if err != nil || (host != "127.0.0.1" && host != "localhost" && host != "::1") {
+		http.Error(w, "loopback only", http.StatusForbidden)
+		return
+	}
+	if denied[port] {
+		http.Error(w, "denied", http.StatusForbidden)
+		return
+	}
+	up, err := net.Dial("udp", net.JoinHostPort(host, port))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer up.Close()
+	tunnels.Add(1)
+	w.Header().Set("Capsule-Protocol", "?1")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	// Client to target: DATAGRAM capsules (type 0) whose payload is context id 0 and a UDP
+	// payload; other capsules and contexts are skipped, as RFC 9297 says.
+	go func() {
+		defer up.Close()
+		br := bufio.NewReader(r.Body)
+		for {
+			kind, err := readVarint(br)
+			if err != nil {
+				return
+			}
+			n, err := readVarint(br)
+			if err != nil {
+				return
+			}
+			payload := make([]byte, n)
+			if _, err := io.ReadFull(br, payload); err != nil {
+				return
+			}
+			if kind != 0 || len(payload) == 0 || payload[0] != 0 {
+				continue
+			}
+			if _, err := up.Write(payload[1:]); err == nil {
+				datagrams.Add(1)
+			}
+		}
+	}()
+	buf := make([]byte, 65536)
+	for {
+		n, err := up.Read(buf)
+		if err != nil {
+			return
+		}
+		capsule := appendVarint(nil, 0)
+		capsule = appendVarint(capsule, uint64(n+1))
+		capsule = append(capsule, 0)
+		capsule = append(capsule, buf[:n]...)
+		if _, err := w.Write(capsule); err != nil {
+			return
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// appendVarint appends v as a QUIC variable-length integer (RFC 9000 §16).
+func appendVarint(b []byte, v uint64) []byte {
+	switch {
+	case v < 1<<6:
+		return append(b, byte(v))
+	case v < 1<<14:
+		return append(b, byte(v>>8)|0x40, byte(v))
+	case v < 1<<30:
+		return append(b, byte(v>>24)|0x80, byte(v>>16), byte(v>>8), byte(v))
+	default:
+		return append(b, byte(v>>56)|0xc0, byte(v>>48), byte(v>>40), byte(v>>32),
+			byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+}
+
+func readVarint(r *bufio.Reader) (uint64, error) {
+	first, err := r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	v := uint64(first & 0x3f)
+	for i := 1; i < 1<<(first>>6); i++ {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		v = v<<8 | uint64(b)
+	}
+	return v, nil
 }
