@@ -3,7 +3,9 @@
 Shrike's test server (HTTP/1.1 and h2c), straight, through Debian's squid (`--tunnel-uri`, a
 CONNECT per connection) and through Go's net/http as an HTTP/2 proxy (`--tunnel-protocol
 http2`, a CONNECT stream per connection; the tests' crates/shrike/tests/connect_proxy, built
-with `go` when it is there), in interleaved rounds.
+with `go` when it is there), in interleaved rounds. With Go, HTTP/3 too: straight to the
+server's QUIC port, and by CONNECT-UDP through the same proxy over TLS (each QUIC packet a
+capsule on an HTTP/2 stream).
 
 What a tunnel costs the client is one CONNECT per connection; the requests then ride the same
 TCP stream, so per request it should cost nothing measurable. The proxy's own CPU is squid's
@@ -45,19 +47,47 @@ http_access deny all
     return p, f"127.0.0.1:{port}"
 
 
-def start_go_proxy(tmp):
-    """Go's HTTP/2 CONNECT proxy, or None without a Go toolchain."""
+def start_go_proxy(tmp, tls=False):
+    """Go's HTTP/2 CONNECT proxy (over TLS with a fresh certificate for 127.0.0.1, whose CA is
+    returned too), or None without a Go toolchain."""
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go")
                                 else None)
     if not go:
-        return None, None
+        return None, None, None
     src = os.path.join(C.ROOT, "crates", "shrike", "tests", "connect_proxy")
     binary = os.path.join(tmp, "connect_proxy")
     env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
     subprocess.run([go, "build", "-o", binary, "."], cwd=src, env=env, check=True)
-    p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, binary], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True)
-    return p, p.stdout.readline().strip()
+    args, ca = [], None
+    if tls:
+        ca, cert, key = (os.path.join(tmp, f) for f in ("ca.pem", "cert.pem", "key.pem"))
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        run = lambda *a: subprocess.run(["openssl", *a], cwd=tmp, check=True,
+                                        capture_output=True)
+        run("req", "-x509", *ec, "-keyout", "ca.key", "-out", ca, "-days", "2", "-subj", "/CN=ca")
+        run("req", *ec, "-keyout", key, "-out", "leaf.csr", "-subj", "/CN=127.0.0.1")
+        with open(os.path.join(tmp, "leaf.ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        run("x509", "-req", "-in", "leaf.csr", "-CA", ca, "-CAkey", "ca.key", "-set_serial", "1",
+            "-days", "2", "-extfile", "leaf.ext", "-out", cert)
+        args = ["-cert", cert, "-key", key]
+    # Extended CONNECT (CONNECT-UDP over HTTP/2) is offered by Go's server only when asked.
+    env = dict(os.environ, GODEBUG="http2xconnect=1")
+    p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, binary, *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, env=env)
+    return p, p.stdout.readline().strip(), ca
+
+
+def start_h3_server():
+    """`shrike serve --tls --http3`: its URL (localhost, as its generated certificate names)
+    and the certificate to trust."""
+    p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, C.SHRIKE, "serve", "--listen",
+                          "127.0.0.1:0", "--concurrency", "1", "--tls", "--http3",
+                          "--response-body-size", str(C.BODY)],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    port = p.stdout.readline().strip().rsplit(":", 1)[1]
+    ca = p.stdout.readline().strip().removeprefix("tls-ca: ")
+    return p, f"https://localhost:{port}/", ca
 
 
 def main():
@@ -78,16 +108,27 @@ def main():
     squid_dir = os.path.join(tmp, "squid")
     os.makedirs(squid_dir)
     squid, proxy = start_squid(squid_dir)
-    go_proxy, go_addr = start_go_proxy(tmp)
-    base = [C.SHRIKE, "run", url, "--rps", str(a.rps), "--duration", str(a.duration),
-            "--connections", str(a.connections), "--concurrency", "1",
-            "--output-format", "json", "-v", "error"]
+    go_proxy, go_addr, _ = start_go_proxy(tmp)
+    common = ["--rps", str(a.rps), "--duration", str(a.duration), "--connections",
+              str(a.connections), "--concurrency", "1", "--output-format", "json", "-v", "error"]
+    base = [C.SHRIKE, "run", url, *common]
     ways = [("direct", []), ("through squid", ["--tunnel-uri", proxy])]
     if go_addr:
         ways.append(("through Go, HTTP/2 CONNECT",
                      ["--tunnel-uri", go_addr, "--tunnel-protocol", "http2"]))
     table = [(f"{p}, {how}", base + ["-p", p] + extra)
              for p in ["http1", "http2"] for how, extra in ways]
+    h3_server = udp_proxy = None
+    if go_addr:
+        h3_server, h3_url, h3_ca = start_h3_server()
+        udp_dir = os.path.join(tmp, "udp")
+        os.makedirs(udp_dir)
+        udp_proxy, udp_addr, proxy_ca = start_go_proxy(udp_dir, tls=True)
+        h3 = [C.SHRIKE, "run", h3_url, "-p", "http3", "--tls-ca", h3_ca, *common]
+        table += [("http3, direct", h3),
+                  ("http3, through Go, HTTP/2 CONNECT-UDP",
+                   h3 + ["--tunnel-uri", f"https://{udp_addr}", "--tunnel-protocol", "http2",
+                         "--tunnel-ca", proxy_ca])]
     runs = {}  # name -> [(µs/req, round)]
     try:
         for r in range(a.rounds):
@@ -101,7 +142,7 @@ def main():
                 print(f"round {r}  {name:24} {n:7d} req  {(user + system) / n * 1e6:6.2f} µs/req",
                       flush=True)
     finally:
-        for p in (server, squid, go_proxy):
+        for p in (server, squid, go_proxy, h3_server, udp_proxy):
             if p is None:
                 continue
             p.kill()
@@ -116,7 +157,8 @@ def main():
                      f"({min(ratios):.2f}–{max(ratios):.2f}) |")
     text = (f"{C.heading()}\n\n`bench/tunnel.py`: `--rps {a.rps}`, {a.connections} connections, "
             f"1 worker, against `shrike serve` (1 worker), straight, through squid (`--tunnel-uri`) "
-            f"and through Go's net/http as an HTTP/2 CONNECT proxy (`--tunnel-protocol http2`); "
+            f"and through Go's net/http as an HTTP/2 CONNECT proxy (`--tunnel-protocol http2`; "
+            f"for HTTP/3 load, CONNECT-UDP over TLS to it); "
             f"client CPU (user + system) per request, medians of {a.rounds} interleaved rounds "
             f"of {a.duration} s, each round's ratio against the direct run of that round.\n\n"
             + "\n".join(lines) + "\n")
