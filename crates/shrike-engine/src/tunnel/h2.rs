@@ -82,6 +82,13 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
     Transport::over(cx, inner_tls, stream).await
 }
 
+impl ProxyConn {
+    /// Whether the proxy's SETTINGS offered extended CONNECT (RFC 8441).
+    pub(super) fn extended_connect(&self) -> bool {
+        self.send.is_extended_connect_protocol_enabled()
+    }
+}
+
 /// A proxy connection with room for another stream: one open, or a new one.
 pub(super) async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
     if let Some(c) = room(cx) {

@@ -57,6 +57,17 @@ pub(crate) async fn endpoint(
         .extension(h2::ext::Protocol::from_static("connect-udp"));
     let attempt = tokio::time::timeout(cx.connect.timeout, request(&conn, connect));
     let outcome = unless_stopped(cx, attempt).await?;
+    // A proxy without extended CONNECT resets the stream (Go's server: PROTOCOL_ERROR); by
+    // then its SETTINGS have said why.
+    let outcome = outcome.map(|r| {
+        r.map_err(|why| match conn.extended_connect() {
+            true => why,
+            false => format!(
+                "{why}; the proxy does not offer extended CONNECT (RFC 8441, \
+                 SETTINGS_ENABLE_CONNECT_PROTOCOL), which CONNECT-UDP over HTTP/2 needs"
+            ),
+        })
+    });
     let what = format!("{} (CONNECT-UDP)", authority_of(target));
     let (send, recv) = super::settle(cx, t, &what, started, outcome)?;
     let io = Mutex::new(Io { send, recv, buf: BytesMut::new() });

@@ -337,12 +337,17 @@ struct GoProxy {
 
 impl GoProxy {
     fn start(args: &[&str]) -> GoProxy {
+        GoProxy::spawn(args, true)
+    }
+
+    /// `xconnect`: offer extended CONNECT (RFC 8441), which CONNECT-UDP over HTTP/2 needs;
+    /// Go's server offers it only when asked.
+    fn spawn(args: &[&str], xconnect: bool) -> GoProxy {
         let bin = go_build("connect_proxy", &["."], "the Go CONNECT proxy");
+        let xconnect = if xconnect { "http2xconnect=1" } else { "http2xconnect=0" };
         let mut child = std::process::Command::new(bin.join("connect_proxy"))
             .args(args)
-            // Extended CONNECT (RFC 8441), which CONNECT-UDP over HTTP/2 needs: Go's server
-            // offers it only when asked.
-            .env("GODEBUG", "http2xconnect=1")
+            .env("GODEBUG", xconnect)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -418,25 +423,35 @@ fn http2_connect_streams_share_one_proxy_connection_on_gos_server() {
     assert_eq!(s["connections"], 4, "{s}");
 }
 
+/// Go's proxy over TLS (a fresh certificate in `dir`), refusing port 9, and the flags that
+/// tunnel a 1 s run through it over HTTP/2.
+fn tls_go_proxy(dir: &std::path::Path, xconnect: bool) -> (GoProxy, Vec<String>) {
+    crate::support::nginx::make_certs(dir);
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let (cert, key) = (path("cert.pem"), path("key.pem"));
+    let proxy = GoProxy::spawn(&["-cert", &cert, "-key", &key, "-deny", "9"], xconnect);
+    let via = [
+        "--tunnel-uri",
+        &format!("https://{}", proxy.addr),
+        "--tunnel-ca",
+        &path("ca.pem"),
+        "--tunnel-protocol",
+        "http2",
+        "--duration",
+        "1",
+    ]
+    .map(String::from);
+    (proxy, via.to_vec())
+}
+
 /// TLS to Go's proxy (ALPN h2), and the target's TLS inside each HTTP/2 stream; a denied
 /// destination is the proxy's 403, named.
 #[test]
 fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
     let dir = scratch("go-proxy-tls");
-    crate::support::nginx::make_certs(&dir);
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let target = TlsServer::start(&["--tls"]);
-    let proxy = GoProxy::start(&[
-        "-cert",
-        cert.to_str().unwrap(),
-        "-key",
-        key.to_str().unwrap(),
-        "-deny",
-        "9",
-    ]);
-    let (https_proxy, ca) = (format!("https://{}", proxy.addr), dir.join("ca.pem"));
-    let via = ["--tunnel-uri", &https_proxy, "--tunnel-ca", ca.to_str().unwrap()];
-    let via = [&via[..], &["--tunnel-protocol", "http2", "--duration", "1"]].concat();
+    let (_proxy, via) = tls_go_proxy(&dir, true);
+    let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let url = target.url();
     let args = ["run", &url, "--tls-ca", &target.ca, "-p", "http2", "--rps", "50"];
     let v = run_json_ok(&[&args[..], &via].concat());
@@ -462,20 +477,9 @@ fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
 #[test]
 fn http3_through_connect_udp_over_http2_on_gos_server() {
     let dir = scratch("go-proxy-udp");
-    crate::support::nginx::make_certs(&dir);
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
-    let proxy = GoProxy::start(&[
-        "-cert",
-        cert.to_str().unwrap(),
-        "-key",
-        key.to_str().unwrap(),
-        "-deny",
-        "9",
-    ]);
-    let (https_proxy, ca) = (format!("https://{}", proxy.addr), dir.join("ca.pem"));
-    let via = ["--tunnel-uri", &https_proxy, "--tunnel-ca", ca.to_str().unwrap()];
-    let via = [&via[..], &["--tunnel-protocol", "http2", "--duration", "1"]].concat();
+    let (proxy, via) = tls_go_proxy(&dir, true);
+    let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let url = target.url();
     // 20 ms per answer at 200/s: several requests in flight, on a few QUIC connections.
     let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200"];
@@ -508,5 +512,15 @@ fn http3_through_connect_udp_over_http2_on_gos_server() {
         "{}",
         out.stderr
     );
+
+    // A proxy that does not offer extended CONNECT: the failure says so.
+    let plain_dir = scratch("go-proxy-no-xconnect");
+    let (_plain, via) = tls_go_proxy(&plain_dir, false);
+    let via: Vec<&str> = via.iter().map(String::as_str).collect();
+    let out = run(&[&h3[..], &via, &json_out].concat(), Duration::from_secs(30));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("does not offer extended CONNECT (RFC 8441"), "{}", out.stderr);
+    assert!(counter(global(&json(&out)), "benchmark.tunnel_failure") >= 1);
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&plain_dir);
 }
