@@ -61,9 +61,9 @@ fn concurrency_on_boundary(got: f64, m_ms: f64, f_ms: f64, slo_ms: f64) -> Resul
 /// `rate_on_boundary`). Landing low twice fails.
 fn search_twice_if_low(mut search: impl FnMut() -> Result<(), String>) {
     if let Err(first) = search() {
-        eprintln!("landed low, searching once more: {first}");
+        eprintln!("landed low or fell behind, searching once more: {first}");
         if let Err(second) = search() {
-            panic!("landed low twice: {first}; then {second}");
+            panic!("landed low or fell behind twice: {first}; then {second}");
         }
     }
 }
@@ -115,6 +115,12 @@ fn answer_lands_on_the_boundary(
     let got = answers.values().next().unwrap().as_f64().unwrap();
     rate_on_boundary(got, m, f, slo)?;
     let goal = &v["capacity"]["goals"][0];
+    // A trial the generator could not drive on time (the host, not the server) ends the
+    // search as generator_bound: a transient of a noisy host, searched once more (seen once
+    // in CI, 2026-12-06).
+    if goal["status"] == "generator_bound" {
+        return Err(format!("the generator fell behind: {goal}"));
+    }
     assert_eq!(goal["status"], "found");
     // The answer passed, and a full-length trial confirmed it.
     let trials = v["capacity"]["trials"].as_array().unwrap();
