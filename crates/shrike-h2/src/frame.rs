@@ -30,6 +30,7 @@ pub const FRAME_SIZE_ERROR: u32 = 0x6;
 pub const REFUSED_STREAM: u32 = 0x7;
 pub const CANCEL: u32 = 0x8;
 pub const COMPRESSION_ERROR: u32 = 0x9;
+pub const CONNECT_ERROR: u32 = 0xa;
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// Settings (RFC 9113 §6.5.2).
@@ -39,6 +40,8 @@ pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
 pub const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
+/// RFC 8441 §3: the peer accepts extended CONNECT (`:protocol`).
+pub const SETTINGS_ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
 
 /// The client connection preface (RFC 9113 §3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

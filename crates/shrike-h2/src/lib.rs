@@ -6,6 +6,7 @@
 //! (callgrind), and the server's connection state machine is built on the same pieces. Only
 //! the wire format lives here; each side keeps its own connection state.
 
+pub mod capsule;
 pub mod frame;
 pub mod hpack;
 pub mod huffman;

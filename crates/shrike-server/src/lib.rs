@@ -34,6 +34,7 @@ mod headers;
 mod http2;
 mod http3;
 mod limits;
+mod proxy;
 mod rewind;
 mod server;
 mod state;

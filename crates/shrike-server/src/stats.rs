@@ -70,16 +70,25 @@ struct Shard {
     response_body_bytes: AtomicU64,
     faults: [AtomicU64; 5],
     limits: [AtomicU64; 6],
-    proxy: [AtomicU64; 5],
+    proxy: [AtomicU64; 8],
 }
 
 /// What the server did as a `CONNECT` proxy, by [`ProxyEvent`].
-const PROXY_NAMES: [&str; 5] =
-    ["tunnels", "refused", "failed", "bytes_to_destination", "bytes_from_destination"];
+const PROXY_NAMES: [&str; 8] = [
+    "tunnels",
+    "refused",
+    "failed",
+    "bytes_to_destination",
+    "bytes_from_destination",
+    "udp_tunnels",
+    "datagrams_to_destination",
+    "datagrams_from_destination",
+];
 
-/// A `CONNECT` proxy's counts: tunnels opened (answered 200), refused (403: a destination
-/// outside `--proxy-allow`, 405: not a proxy), failed (502/504: the destination did not
-/// answer), and the bytes carried each way.
+/// A `CONNECT` proxy's counts: tunnels opened (answered 200; CONNECT-UDP ones also under
+/// `udp_tunnels`), refused (403: a destination outside `--proxy-allow`, 405: not a proxy),
+/// failed (502/504: the destination did not answer; or an open tunnel's destination was
+/// lost), the bytes carried each way and, for CONNECT-UDP, the datagrams.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum ProxyEvent {
     Tunnel,
@@ -87,6 +96,9 @@ pub(crate) enum ProxyEvent {
     Failed,
     BytesTo,
     BytesFrom,
+    UdpTunnel,
+    DatagramsTo,
+    DatagramsFrom,
 }
 
 #[derive(Debug)]

@@ -119,8 +119,9 @@ pub struct ServeArgs {
     /// --tls-cert/--tls-key); TCP responses then advertise it with alt-svc.
     #[arg(long)]
     pub http3: bool,
-    /// Also be a forward proxy: an HTTP/1.1 CONNECT host:port opens a TCP connection there and
-    /// carries bytes both ways (shrike run --tunnel-uri, curl -p -x), counted under proxy in
+    /// Also be a forward proxy: a CONNECT host:port (HTTP/1.1, or an HTTP/2 stream) opens a TCP
+    /// connection there and carries bytes both ways (shrike run --tunnel-uri, curl -p -x); over
+    /// HTTP/2, CONNECT-UDP (RFC 9298) carries UDP for HTTP/3 load. Counted under proxy in
     /// --stats-path. Destinations are limited to --proxy-allow.
     #[arg(long)]
     pub connect_proxy: bool,

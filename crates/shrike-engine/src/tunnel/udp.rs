@@ -17,6 +17,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use h2::{RecvStream, SendStream};
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
+use shrike_h2::capsule;
 use shrike_stats::Counter;
 
 use super::h2::{proxy_conn, reason, request, Slot};
@@ -24,11 +25,6 @@ use super::{authority_of, Tunnel};
 use crate::pool::cx::PoolCx;
 use crate::target::Target;
 use crate::transport::unless_stopped;
-
-/// The capsule type of an HTTP Datagram (RFC 9297 §3.5).
-const DATAGRAM: u64 = 0;
-/// A capsule longer than any UDP payload is the proxy's error, not something to buffer.
-const MAX_CAPSULE: u64 = 65_535 + 8;
 
 /// A QUIC endpoint whose packets all go through a new CONNECT-UDP tunnel to `target`, which
 /// its connection is to address as `peer`; `None` when the tunnel failed (counted in
@@ -128,14 +124,12 @@ impl AsyncUdpSocket for Datagrams {
     /// control bounds how much is ever queued.
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
         let data = transmit.contents;
-        let mut capsule = BytesMut::with_capacity(data.len() + 10);
-        put_varint(&mut capsule, DATAGRAM);
-        put_varint(&mut capsule, data.len() as u64 + 1);
-        // Context id 0: a UDP payload (RFC 9298 §5).
-        capsule.put_u8(0);
-        capsule.put_slice(data);
+        let prefix = capsule::datagram_prefix(data.len());
+        let mut c = BytesMut::with_capacity(data.len() + prefix.as_slice().len());
+        c.put_slice(prefix.as_slice());
+        c.put_slice(data);
         let mut io = self.io.lock().map_err(|_| lost("the tunnel's lock".into()))?;
-        io.send.send_data(capsule.freeze(), false).map_err(|e| lost(reason(&e)))
+        io.send.send_data(c.freeze(), false).map_err(|e| lost(reason(&e)))
     }
 
     fn poll_recv(
@@ -147,12 +141,13 @@ impl AsyncUdpSocket for Datagrams {
         let mut guard = self.io.lock().map_err(|_| lost("the tunnel's lock".into()))?;
         let io = &mut *guard;
         loop {
-            match capsule(&io.buf)? {
+            let whole = capsule::parse(&io.buf).map_err(|capsule::TooLong(len)| {
+                lost(format!("the proxy sent a {len}-byte capsule"))
+            })?;
+            match whole {
                 Some((kind, value)) => {
                     let c = io.buf.split_to(value.end);
-                    let payload = &c[value.start..];
-                    // Other capsule types and contexts are skipped (RFC 9297 §3.2).
-                    let Some(data) = payload.strip_prefix(&[0]).filter(|_| kind == DATAGRAM) else {
+                    let Some(data) = capsule::udp_payload(kind, &c[value.start..]) else {
                         continue;
                     };
                     let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) else {
@@ -196,61 +191,5 @@ struct Writable;
 impl UdpPoller for Writable {
     fn poll_writable(self: Pin<&mut Self>, _: &mut Context) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
-    }
-}
-
-/// A whole capsule at the start of `b`: its type and where its value lies; `None` until all
-/// of it arrived; an error for one longer than any datagram.
-fn capsule(b: &[u8]) -> io::Result<Option<(u64, std::ops::Range<usize>)>> {
-    let Some((kind, a)) = varint(b) else { return Ok(None) };
-    let Some((len, n)) = varint(&b[a..]) else { return Ok(None) };
-    if len > MAX_CAPSULE {
-        return Err(lost(format!("the proxy sent a {len}-byte capsule")));
-    }
-    let value = a + n..a + n + len as usize;
-    Ok((value.end <= b.len()).then_some((kind, value)))
-}
-
-/// A QUIC variable-length integer (RFC 9000 §16) at the start of `b`, and its length.
-fn varint(b: &[u8]) -> Option<(u64, usize)> {
-    let first = *b.first()?;
-    let n = 1usize << (first >> 6);
-    let rest = b.get(1..n)?;
-    let v = rest.iter().fold(u64::from(first & 0x3f), |v, &x| v << 8 | u64::from(x));
-    Some((v, n))
-}
-
-fn put_varint(b: &mut BytesMut, v: u64) {
-    match v {
-        0..0x40 => b.put_u8(v as u8),
-        0x40..0x4000 => b.put_u16(v as u16 | 0x4000),
-        0x4000..0x4000_0000 => b.put_u32(v as u32 | 0x8000_0000),
-        _ => b.put_u64(v | 0xc000_0000_0000_0000),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varints_and_capsules_round_trip_and_wait_for_their_whole() {
-        for v in [0, 63, 64, 16_383, 16_384, 1 << 30, (1 << 62) - 1] {
-            let mut b = BytesMut::new();
-            put_varint(&mut b, v);
-            assert_eq!(varint(&b), Some((v, b.len())), "{v}");
-            assert_eq!(varint(&b[..b.len() - 1]), None, "{v} cut short");
-        }
-        let mut b = BytesMut::new();
-        put_varint(&mut b, DATAGRAM);
-        put_varint(&mut b, 300);
-        b.put_slice(&[7; 300]);
-        let whole = capsule(&b).expect("well formed");
-        assert_eq!(whole, Some((DATAGRAM, 3..303)));
-        assert_eq!(capsule(&b[..302]).expect("well formed"), None);
-        let mut huge = BytesMut::new();
-        put_varint(&mut huge, DATAGRAM);
-        put_varint(&mut huge, 1 << 20);
-        assert!(capsule(&huge).is_err());
     }
 }

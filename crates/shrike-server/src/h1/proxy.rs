@@ -7,7 +7,6 @@
 use std::io;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::response::{self, ConnectionHeader};
@@ -32,7 +31,7 @@ pub(super) async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
             405,
             "this server is not a proxy (start shrike serve with --connect-proxy)".to_string(),
         )),
-        Some(proxy) => open(authority, proxy).await,
+        Some(proxy) => crate::proxy::open_tcp(authority, proxy).await,
     };
     let mut upstream = match opened {
         Ok(s) => s,
@@ -62,56 +61,4 @@ pub(super) async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
         _ = shutdown.changed() => {}
     }
     Ok(())
-}
-
-/// The connection to `authority`, or the status and reason to refuse with.
-async fn open(authority: &str, proxy: &crate::ProxyConfig) -> Result<TcpStream, (u16, String)> {
-    let addrs: Vec<_> = match tokio::net::lookup_host(authority).await {
-        Ok(a) => a.collect(),
-        Err(e) => return Err((400, format!("CONNECT needs HOST:PORT, got {authority:?}: {e}"))),
-    };
-    if addrs.is_empty() {
-        return Err((502, format!("{authority} resolves to no address")));
-    }
-    if let Some(a) = addrs.iter().find(|a| !proxy.allows(a.ip())) {
-        return Err((
-            403,
-            format!("{authority} resolves to {}, outside this proxy's --proxy-allow", a.ip()),
-        ));
-    }
-    match tokio::time::timeout(proxy.connect_timeout, TcpStream::connect(&addrs[..])).await {
-        Ok(Ok(s)) => {
-            let _ = s.set_nodelay(true);
-            Ok(s)
-        }
-        Ok(Err(e)) => Err((502, format!("connect to {authority}: {e}"))),
-        Err(_) => Err((504, format!("connect to {authority}: no answer in time"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use crate::ProxyConfig;
-
-    #[test]
-    fn allowed_networks_match_by_prefix_and_family() {
-        let p = ProxyConfig {
-            allow: vec![
-                ("127.0.0.0".parse().unwrap(), 8),
-                ("10.1.0.0".parse().unwrap(), 16),
-                ("::1".parse().unwrap(), 128),
-            ],
-            connect_timeout: Duration::from_secs(1),
-        };
-        for ok in ["127.9.9.9", "10.1.255.1", "::1"] {
-            assert!(p.allows(ok.parse().unwrap()), "{ok}");
-        }
-        for no in ["128.0.0.1", "10.2.0.1", "::2", "::ffff:127.0.0.1"] {
-            assert!(!p.allows(no.parse().unwrap()), "{no}");
-        }
-        let all = ProxyConfig { allow: vec![("0.0.0.0".parse().unwrap(), 0)], ..p };
-        assert!(all.allows("192.0.2.1".parse().unwrap()));
-    }
 }

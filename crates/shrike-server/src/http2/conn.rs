@@ -28,6 +28,9 @@ use crate::server::Shared;
 use crate::stats::LimitKind;
 
 mod send;
+mod tunnel;
+
+pub(super) use tunnel::Dest;
 
 /// Per-stream receive window: a request body of a few MiB streams without waiting for a
 /// WINDOW_UPDATE per 64 KiB (the protocol default) on every round trip.
@@ -94,6 +97,8 @@ enum Phase {
     /// The response is complete but the request is not: its body is read and dropped until
     /// the linger ends.
     Linger,
+    /// A `CONNECT` or CONNECT-UDP tunnel, opening or open.
+    Tunnel(Box<tunnel::Tunnel>),
 }
 
 struct Stream {
@@ -170,6 +175,8 @@ pub(super) struct Conn {
     spare: Vec<Vec<u8>>,
     /// When the connection last had no stream (or was opened): the idle timeout counts from it.
     pub(super) quiet_since: Instant,
+    /// Tunnels' destinations for the driver to open.
+    opens: Vec<(u32, Dest)>,
 }
 
 impl Conn {
@@ -177,14 +184,16 @@ impl Conn {
         let limits = *shared.config.limits();
         let max_streams = shared.config.max_concurrent_streams().get();
         let mut out = Vec::with_capacity(4096);
-        frame::put_settings(
-            &mut out,
-            &[
-                (frame::SETTINGS_MAX_CONCURRENT_STREAMS, max_streams),
-                (frame::SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW),
-                (frame::SETTINGS_MAX_HEADER_LIST_SIZE, limits.library_header_list_size()),
-            ],
-        );
+        let mut settings = vec![
+            (frame::SETTINGS_MAX_CONCURRENT_STREAMS, max_streams),
+            (frame::SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+            (frame::SETTINGS_MAX_HEADER_LIST_SIZE, limits.library_header_list_size()),
+        ];
+        if shared.config.proxy().is_some() {
+            // CONNECT-UDP over HTTP/2 is an extended CONNECT (RFC 8441).
+            settings.push((frame::SETTINGS_ENABLE_CONNECT_PROTOCOL, 1));
+        }
+        frame::put_settings(&mut out, &settings);
         frame::put_window_update(&mut out, 0, CONNECTION_WINDOW - 65_535);
         Conn {
             shared,
@@ -212,6 +221,7 @@ impl Conn {
             timers: BinaryHeap::new(),
             spare: Vec::new(),
             quiet_since: now,
+            opens: Vec::new(),
         }
     }
 
@@ -479,11 +489,20 @@ impl Conn {
             self.reset(head.stream, frame::FLOW_CONTROL_ERROR);
             return Ok(());
         }
-        s.recv_used += len;
+        // A tunnel's bytes get their stream credit back once written to the destination;
+        // padding at once.
+        let tunnel = matches!(s.phase, Phase::Tunnel(_));
+        s.recv_used += if tunnel { len - body.len() as u32 } else { len };
         s.received += body.len() as u64;
         s.ended = end;
         let stats = self.shared.state.stats();
         match s.phase {
+            Phase::Tunnel(_) => {
+                s.tunnel_data(body);
+                if end {
+                    self.tunnel_client_ended(head.stream);
+                }
+            }
             Phase::Body => {
                 stats.request_body(body.len() as u64);
                 if s.declared.is_some_and(|d| s.received > d || (end && s.received != d)) {
@@ -584,7 +603,9 @@ impl Conn {
                 return Ok(());
             }
         }
-        if verdict.is_err() || self_dependent {
+        // RFC 8441 §3: `:protocol` is malformed unless we offered extended CONNECT.
+        let unoffered = self.request.protocol().is_some() && self.shared.config.proxy().is_none();
+        if verdict.is_err() || self_dependent || unoffered {
             self.reset(id, frame::PROTOCOL_ERROR);
             return Ok(());
         }
@@ -624,6 +645,7 @@ impl Conn {
         let Some(s) = self.streams.get_mut(&id) else { return Ok(()) };
         s.ended = true;
         match s.phase {
+            Phase::Tunnel(_) => self.tunnel_client_ended(id),
             Phase::Body if s.declared.is_some_and(|d| d != s.received) => {
                 self.reset(id, frame::PROTOCOL_ERROR);
             }
@@ -636,6 +658,9 @@ impl Conn {
 
     /// A new request's head, decoded into `self.request`.
     fn request_head(&mut self, id: u32, end_stream: bool) {
+        if self.request.method() == b"CONNECT" {
+            return self.connect_head(id, end_stream);
+        }
         let head_only = self.request.method() == b"HEAD";
         let mut block = self.out_scratch();
         let stats = self.shared.state.stats();
@@ -843,3 +868,5 @@ fn depends_on(priority: &[u8]) -> u32 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;

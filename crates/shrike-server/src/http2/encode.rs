@@ -227,6 +227,16 @@ pub(crate) fn text(
     }
 }
 
+/// The 200 that opens a tunnel; a CONNECT-UDP one speaks capsules (RFC 9297 §3.4).
+pub(crate) fn tunnel_head(out: &mut Vec<u8>, capsules: bool) {
+    put_status(out, 200);
+    put_date(out);
+    encode_field(out, b"server", b"shrike");
+    if capsules {
+        encode_field(out, b"capsule-protocol", b"?1");
+    }
+}
+
 /// A head with nothing but its status, for refusals that explain nothing.
 pub(crate) fn bare(out: &mut Vec<u8>, status: u16) -> Payload {
     put_status(out, status);

@@ -17,6 +17,7 @@
 mod conn;
 mod encode;
 mod request;
+mod tunnel;
 // HTTP/3 builds its responses with the same code.
 pub(crate) mod response;
 
@@ -36,6 +37,7 @@ pub(crate) use response::FixedParts;
 use crate::server::Shared;
 use crate::stats::LimitKind;
 use conn::{Conn, OUT_HIGH};
+use tunnel::Tunnels;
 
 /// How long a closing connection may take to send its last frames (GOAWAY) to the peer, and to
 /// read what the peer still sends so the close is a FIN, not a reset that could lose them.
@@ -58,7 +60,9 @@ pub(crate) async fn serve<S>(
     let idle_timeout = shared.config.limits().idle_timeout;
     let mut driver = Driver {
         io,
-        conn: Conn::new(shared, Instant::now()),
+        conn: Conn::new(shared.clone(), Instant::now()),
+        shared,
+        tunnels: Tunnels::default(),
         inbuf: vec![0; READ_BUF].into_boxed_slice(),
         filled: 0,
         written: 0,
@@ -109,6 +113,9 @@ pub(crate) fn fuzz_client_bytes(data: &[u8]) {
 struct Driver<S> {
     io: S,
     conn: Conn,
+    shared: Arc<Shared>,
+    /// The destinations of the connection's `CONNECT` streams, with `--connect-proxy`.
+    tunnels: Tunnels,
     inbuf: Box<[u8]>,
     filled: usize,
     /// Bytes of `conn.out` already written.
@@ -140,6 +147,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
             if !self.shutdown_seen && self.shutdown.as_mut().poll(cx).is_ready() {
                 self.shutdown_seen = true;
                 self.conn.shutdown(now);
+                // Tunnels end with the server, as HTTP/1.1's do.
+                self.tunnels.close_all(&mut self.conn);
             }
             if self.conn.ending().is_none() && self.conn.out.len() < OUT_HIGH {
                 let mut buf = ReadBuf::new(&mut self.inbuf[self.filled..]);
@@ -163,6 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                 self.conn.fire(now);
                 progressed = true;
             }
+            progressed |= self.tunnels.poll(&mut self.conn, &self.shared, self.shutdown_seen, cx);
             self.conn.pump();
             match self.write(cx) {
                 Poll::Ready(Ok(true)) => progressed |= self.conn.wants_room(),

@@ -13,7 +13,9 @@ const METHOD: usize = 0;
 const SCHEME: usize = 1;
 const AUTHORITY: usize = 2;
 const PATH: usize = 3;
-const PSEUDO: [&[u8]; 4] = [b":method", b":scheme", b":authority", b":path"];
+/// Extended CONNECT's (RFC 8441 §4); refused by the connection unless it offered it.
+const PROTOCOL: usize = 4;
+const PSEUDO: [&[u8]; 5] = [b":method", b":scheme", b":authority", b":path", b":protocol"];
 
 /// One connection's decoded request head, reused from request to request.
 #[derive(Debug, Default)]
@@ -23,7 +25,7 @@ pub(crate) struct RequestHead {
     /// Regular fields: where each starts in `arena`, its name's and its value's lengths.
     fields: Vec<(usize, usize, usize)>,
     /// The pseudo-header fields' values, as ranges of `arena`.
-    pseudo: [Option<(usize, usize)>; 4],
+    pseudo: [Option<(usize, usize)>; 5],
     /// RFC 9113 §6.5.2's size of the whole list, pseudo-header fields included.
     pub(crate) list_size: usize,
     /// Regular fields, counted even past the size kept.
@@ -44,7 +46,7 @@ impl RequestHead {
     ) -> Result<Result<(), Malformed>, HpackError> {
         self.arena.clear();
         self.fields.clear();
-        self.pseudo = [None; 4];
+        self.pseudo = [None; 5];
         self.list_size = 0;
         self.field_count = 0;
         self.content_length = None;
@@ -119,10 +121,18 @@ impl RequestHead {
     }
 
     /// §8.3.1: every request has `:method`; all but CONNECT have a non-empty `:path` and a
-    /// `:scheme`, and CONNECT has `:authority` and neither of those.
+    /// `:scheme`, and CONNECT has `:authority` and neither of those, unless it is an extended
+    /// CONNECT (RFC 8441 §4), which has all three and `:protocol`.
     fn complete(&self) -> Result<(), Malformed> {
         let Some(method) = self.get(METHOD) else { return Err("no :method") };
-        if method == b"CONNECT" {
+        if self.pseudo[PROTOCOL].is_some() {
+            if method != b"CONNECT" {
+                return Err(":protocol on a method other than CONNECT");
+            }
+            if self.pseudo[AUTHORITY].is_none() {
+                return Err("an extended CONNECT without :authority");
+            }
+        } else if method == b"CONNECT" {
             if self.pseudo[SCHEME].is_some() || self.pseudo[PATH].is_some() {
                 return Err("CONNECT with :scheme or :path");
             }
@@ -147,6 +157,20 @@ impl RequestHead {
 
     pub(crate) fn method(&self) -> &[u8] {
         self.get(METHOD).unwrap_or_default()
+    }
+
+    pub(crate) fn authority(&self) -> &[u8] {
+        self.get(AUTHORITY).unwrap_or_default()
+    }
+
+    /// `:path`, query and all.
+    pub(crate) fn path(&self) -> &[u8] {
+        self.get(PATH).unwrap_or_default()
+    }
+
+    /// An extended CONNECT's `:protocol`.
+    pub(crate) fn protocol(&self) -> Option<&[u8]> {
+        self.get(PROTOCOL)
     }
 
     /// `:path` without its query.

@@ -10,6 +10,7 @@
 // loopback UDP socket. Capsules are encoded by hand here, from the RFCs, not by Shrike's code.
 //
 // usage: connect_proxy [-deny PORT,PORT] [-cert FILE -key FILE]; prints its address first.
+// With -via it is a client instead (client.go).
 package main
 
 import (
@@ -29,7 +30,17 @@ func main() {
 	deny := flag.String("deny", "", "comma-separated destination ports refused with 403")
 	cert := flag.String("cert", "", "TLS certificate (PEM); without it, h2c")
 	key := flag.String("key", "", "TLS key (PEM)")
+	via := flag.String("via", "", "client: the proxy's URL (http:// for h2c, https://)")
+	ca := flag.String("ca", "", "client: the proxy's CA (PEM)")
+	target := flag.String("target", "", "client: HOST:PORT of an HTTP/1.1 server")
+	nTunnels := flag.Int("tunnels", 10, "client: CONNECT tunnels")
+	nRequests := flag.Int("requests", 10, "client: requests per tunnel")
+	nDatagrams := flag.Int("datagrams", 0, "client: datagrams through one CONNECT-UDP tunnel")
 	flag.Parse()
+	if *via != "" {
+		runClient(*via, *ca, *target, *nTunnels, *nRequests, *nDatagrams)
+		return
+	}
 	denied := map[string]bool{}
 	for _, p := range strings.Split(*deny, ",") {
 		if p != "" {

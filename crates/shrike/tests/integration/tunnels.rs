@@ -524,3 +524,139 @@ fn http3_through_connect_udp_over_http2_on_gos_server() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&plain_dir);
 }
+
+/// `shrike serve --connect-proxy` over HTTP/2: `CONNECT` streams on h2c, HTTP/1.1 and HTTP/2
+/// load inside them, with bodies larger than a stream's window both ways (the client's bytes
+/// get their credit back only once written to the destination); a denied destination is the
+/// proxy's 403, named and counted.
+#[test]
+fn shrike_serve_is_an_http2_connect_proxy() {
+    let proxy = Server::start(&["--connect-proxy", "--stats-path", "/stats"]);
+    let target = Server::start(&["--stats-path", "/stats", "--max-body-size", "8388608"]);
+    let url = target.url("/");
+    let mut tunnels = 0;
+    for protocol in ["http1", "http2"] {
+        // 20 ms per response at 100/s: a few requests in flight, so several connections.
+        let config = r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#;
+        let mut args = vec!["run", &url, "-p", protocol, "--tunnel-uri", &proxy.addr];
+        args.extend(["--tunnel-protocol", "http2", "--rps", "100", "--duration", "1"]);
+        args.extend(["--max-concurrent-streams", "1", "--request-header", config]);
+        let v = run_json_ok(&args);
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
+        let opened = counter(g, "upstream_cx_total");
+        assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
+        tunnels += opened;
+    }
+    // 3 MB up and 3 MB down per request: three stream windows each way.
+    let big = r#"x-nighthawk-test-server-config: {"response_body_size":3000000}"#;
+    let v = run_json_ok(&[
+        "run",
+        &url,
+        "--tunnel-uri",
+        &proxy.addr,
+        "--tunnel-protocol",
+        "http2",
+        "--request-body-size",
+        "3000000",
+        "--request-header",
+        big,
+        "--rps",
+        "4",
+        "--duration",
+        "1",
+        "--connections",
+        "1",
+    ]);
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 4, "{v}");
+    assert!(counter(g, "upstream_cx_rx_bytes_total") > 12_000_000, "{v}");
+    tunnels += counter(g, "upstream_cx_tunnel_total");
+    let s = proxy.stats("/stats");
+    assert_eq!(s["proxy"]["tunnels"], tunnels, "{s}");
+    assert!(s["proxy"]["bytes_to_destination"].as_u64().unwrap() > 12_000_000, "{s}");
+    assert!(s["proxy"]["bytes_from_destination"].as_u64().unwrap() > 12_000_000, "{s}");
+    assert_eq!(target.stats("/stats")["requests"], 204);
+
+    let denied = ["run", "http://10.255.0.1:80/", "--tunnel-uri", &proxy.addr, "--rps", "5"];
+    let via = ["--tunnel-protocol", "http2", "-d", "1", "--output-format", "json"];
+    let out = run(&[&denied[..], &via].concat(), Duration::from_secs(30));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(counter(global(&json(&out)), "benchmark.tunnel_failure") >= 1);
+    assert!(out.stderr.contains("(HTTP/2): the proxy answered 403 Forbidden"), "{}", out.stderr);
+    assert!(proxy.stats("/stats")["proxy"]["refused"].as_u64().unwrap() >= 1);
+}
+
+/// `shrike serve --tls --connect-proxy` as a CONNECT-UDP proxy (RFC 9298 over HTTP/2's
+/// extended CONNECT) for HTTP/3 load: a UDP tunnel per QUIC connection, every QUIC packet a
+/// datagram through it, exact counts at the target.
+#[test]
+fn shrike_serve_is_a_connect_udp_proxy_for_http3_load() {
+    let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let proxy = TlsServer::start(&["--tls", "--connect-proxy", "--stats-path", "/stats"]);
+    let url = target.url();
+    let via = format!("https://localhost:{}", proxy.port);
+    let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200", "-d", "1"];
+    let tunnel = ["--tunnel-uri", &via, "--tunnel-ca", &proxy.ca, "--tunnel-protocol", "http2"];
+    let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
+    let v = run_json_ok(&[&h3[..], &tunnel, &delay, &["--max-concurrent-streams", "1"]].concat());
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
+    let quic = counter(g, "upstream_cx_http3_total");
+    assert!(quic >= 2, "several QUIC connections: {v}");
+    assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "a tunnel per QUIC connection");
+    let s = proxy.stats("/stats");
+    let p = &s["proxy"];
+    assert_eq!(p["udp_tunnels"], quic, "{s}");
+    assert_eq!(p["tunnels"], quic, "{s}");
+    assert!(p["datagrams_to_destination"].as_u64().unwrap() >= 200, "{s}");
+    assert!(p["datagrams_from_destination"].as_u64().unwrap() >= 200, "{s}");
+    assert_eq!(target.stats("/stats")["requests"], 200);
+}
+
+/// Go's HTTP/2 client (golang.org/x/net, sharing no code with Shrike) through `shrike serve
+/// --connect-proxy`, over h2c and TLS: `CONNECT` streams carrying HTTP/1.1 to a target, and
+/// a CONNECT-UDP tunnel echoing datagrams (capsules encoded by Go's test code from the RFCs);
+/// the proxy's counts match the client's exactly, and a denied destination is its 403.
+#[test]
+fn gos_http2_client_tunnels_through_shrike_serve() {
+    let bin = go_build("connect_proxy", &["."], "the Go CONNECT peer").join("connect_proxy");
+    let target = Server::start(&[]);
+    let client = |via: &str, ca: &str, target: &str| {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["-via", via, "-ca", ca, "-target", target, "-tunnels", "10"]);
+        cmd.args(["-requests", "10", "-datagrams", "50"]);
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let out = wait_limited(cmd.spawn().expect("spawn the Go client"), Duration::from_secs(60));
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}: {}{}", out.stdout, out.stderr));
+        (out.code(), v)
+    };
+    let h2c = Server::start(&["--connect-proxy", "--stats-path", "/stats"]);
+    let tls = TlsServer::start(&["--tls", "--connect-proxy", "--stats-path", "/stats"]);
+    let tls_via = format!("https://localhost:{}", tls.port);
+    for (via, ca) in [(format!("http://{}", h2c.addr), ""), (tls_via.clone(), tls.ca.as_str())] {
+        let (code, v) = client(&via, ca, &target.addr);
+        assert_eq!(code, 0, "{via}: {v}");
+        assert_eq!(v["tunnels"], 11, "{via}: {v}");
+        assert_eq!(v["responses"], 100, "{via}: {v}");
+        assert_eq!(v["datagrams_echoed"], 50, "{via}: {v}");
+    }
+    for s in [h2c.stats("/stats"), tls.stats("/stats")] {
+        let p = &s["proxy"];
+        assert_eq!(p["tunnels"], 11, "{s}");
+        assert_eq!(p["udp_tunnels"], 1, "{s}");
+        assert_eq!(p["datagrams_to_destination"], 50, "{s}");
+        assert_eq!(p["datagrams_from_destination"], 50, "{s}");
+        // Exactly what the client sent: its requests and the datagrams' payloads.
+        let request = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", target.addr).len();
+        assert_eq!(p["bytes_to_destination"], 100 * request + 50 * 1000, "{s}");
+        assert!(p["bytes_from_destination"].as_u64().unwrap() > 100 * 100 + 50 * 1000, "{s}");
+    }
+    let (code, v) = client(&tls_via, &tls.ca, "10.255.0.1:80");
+    assert_eq!(code, 1, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("403 Forbidden"), "{v}");
+}

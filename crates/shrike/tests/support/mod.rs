@@ -289,6 +289,16 @@ impl TlsServer {
     pub fn url(&self) -> String {
         format!("https://localhost:{}/", self.port)
     }
+
+    /// The `--stats-path` document at `path`.
+    pub fn stats(&self, path: &str) -> serde_json::Value {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", "--cacert", &self.ca])
+            .arg(format!("https://localhost:{}{path}", self.port))
+            .output()
+            .expect("curl runs");
+        serde_json::from_slice(&out.stdout).expect("stats JSON")
+    }
 }
 
 impl Drop for TlsServer {

@@ -56,6 +56,26 @@ impl Conn {
     pub(super) fn send_head(&mut self, id: u32, s: &mut Stream) {
         let len = s.payload.len();
         let end = len == 0;
+        self.put_head(id, s, end);
+        if end {
+            s.phase = Phase::Linger;
+            s.payload = Payload::EMPTY;
+            return;
+        }
+        let schedule = (s.pacing.paced_body() && !s.refused).then(|| s.pacing.schedule(len));
+        s.phase = match schedule {
+            Some(schedule) => Phase::Pause(schedule),
+            None => Phase::Sending { left: len, schedule: None },
+        };
+        if let Phase::Pause(_) = s.phase {
+            self.next_step(id, s);
+        } else {
+            self.send_body(id, s);
+        }
+    }
+
+    /// Writes the head's HEADERS (and CONTINUATION) frames, with END_STREAM if `end`.
+    pub(super) fn put_head(&mut self, id: u32, s: &mut Stream, end: bool) {
         // The block goes straight behind a frame header whose length is filled in after; one
         // too large for a frame is moved out and split into CONTINUATION frames.
         let at = self.out.len();
@@ -77,21 +97,6 @@ impl Conn {
             let block = self.out.split_off(at + frame::HEADER_LEN);
             self.out.truncate(at);
             frame::put_header_block(&mut self.out, id, &block, end, self.peer_max_frame);
-        }
-        if end {
-            s.phase = Phase::Linger;
-            s.payload = Payload::EMPTY;
-            return;
-        }
-        let schedule = (s.pacing.paced_body() && !s.refused).then(|| s.pacing.schedule(len));
-        s.phase = match schedule {
-            Some(schedule) => Phase::Pause(schedule),
-            None => Phase::Sending { left: len, schedule: None },
-        };
-        if let Phase::Pause(_) = s.phase {
-            self.next_step(id, s);
-        } else {
-            self.send_body(id, s);
         }
     }
 
@@ -167,13 +172,17 @@ impl Conn {
             let Some(mut s) = self.streams.remove(&id) else { continue };
             s.queued = false;
             // A stream that runs out of room queues itself again, behind the others.
-            self.send_body(id, &mut s);
+            if let Phase::Tunnel(_) = s.phase {
+                self.send_tunnel(id, &mut s);
+            } else {
+                self.send_body(id, &mut s);
+            }
             self.settle(id, s);
         }
     }
 
     /// Puts a stream taken out back in the table, or closes it when both sides are done.
-    fn settle(&mut self, id: u32, mut s: Stream) {
+    pub(super) fn settle(&mut self, id: u32, mut s: Stream) {
         if s.done() {
             if s.ended {
                 self.finish(id, &s);
@@ -240,11 +249,19 @@ impl Conn {
 impl Stream {
     /// The response is complete.
     pub(super) fn done(&self) -> bool {
-        matches!(self.phase, Phase::Linger)
+        match &self.phase {
+            Phase::Linger => true,
+            Phase::Tunnel(t) => t.done(self.ended),
+            _ => false,
+        }
     }
 
     /// Body data waits for flow-control credit.
     pub(super) fn wants_credit(&self) -> bool {
-        matches!(self.phase, Phase::Sending { left, .. } if left > 0)
+        match &self.phase {
+            Phase::Sending { left, .. } => *left > 0,
+            Phase::Tunnel(t) => t.wants_credit(),
+            _ => false,
+        }
     }
 }

@@ -10,7 +10,7 @@ use super::Conn;
 use crate::server::Shared;
 use crate::ServerConfig;
 
-fn conn(config: crate::config::ServerConfigBuilder) -> Conn {
+pub(super) fn conn(config: crate::config::ServerConfigBuilder) -> Conn {
     let shared = Shared::new(Arc::new(config.build().expect("valid config")));
     let mut conn = Conn::new(Arc::new(shared), Instant::now());
     conn.out.clear();
@@ -18,13 +18,13 @@ fn conn(config: crate::config::ServerConfigBuilder) -> Conn {
 }
 
 /// Feeds bytes, returning the frames written.
-fn feed(conn: &mut Conn, bytes: &[u8]) -> Vec<(Head, Vec<u8>)> {
+pub(super) fn feed(conn: &mut Conn, bytes: &[u8]) -> Vec<(Head, Vec<u8>)> {
     assert_eq!(conn.receive(bytes, Instant::now()), bytes.len(), "every frame consumed");
     conn.pump();
     written(conn)
 }
 
-fn written(conn: &mut Conn) -> Vec<(Head, Vec<u8>)> {
+pub(super) fn written(conn: &mut Conn) -> Vec<(Head, Vec<u8>)> {
     let out = std::mem::take(&mut conn.out);
     let mut frames = Vec::new();
     let mut at = 0;
@@ -37,7 +37,7 @@ fn written(conn: &mut Conn) -> Vec<(Head, Vec<u8>)> {
     frames
 }
 
-fn start(settings: &[(u16, u32)]) -> Vec<u8> {
+pub(super) fn start(settings: &[(u16, u32)]) -> Vec<u8> {
     let mut out = frame::PREFACE.to_vec();
     frame::put_settings(&mut out, settings);
     out
@@ -53,7 +53,7 @@ fn get(id: u32) -> Vec<u8> {
     out
 }
 
-fn kinds(frames: &[(Head, Vec<u8>)]) -> Vec<(u8, usize, u8)> {
+pub(super) fn kinds(frames: &[(Head, Vec<u8>)]) -> Vec<(u8, usize, u8)> {
     frames.iter().map(|(h, _)| (h.kind, h.len, h.flags)).collect()
 }
 
