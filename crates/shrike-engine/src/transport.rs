@@ -38,6 +38,9 @@ pub(crate) enum Stream {
     /// A tunnel that is a stream of an HTTP/2 connection to the proxy, and TLS inside one.
     H2(Box<crate::tunnel::h2::H2Stream>),
     TlsInH2(Box<TlsStream<crate::tunnel::h2::H2Stream>>),
+    /// A tunnel that is a request stream of a QUIC connection to the proxy, and TLS inside one.
+    H3(Box<crate::tunnel::h3::H3Stream>),
+    TlsInH3(Box<TlsStream<crate::tunnel::h3::H3Stream>>),
 }
 
 /// A TCP connection on the run's I/O backend: tokio's epoll (with the kernel's receive
@@ -57,7 +60,7 @@ impl Transport {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.get_ref().0,
             Stream::TlsInTls(t) => t.get_ref().0.get_ref().0,
-            Stream::H2(_) | Stream::TlsInH2(_) => return None,
+            Stream::H2(_) | Stream::TlsInH2(_) | Stream::H3(_) | Stream::TlsInH3(_) => return None,
         };
         match socket {
             Socket::Stamped(s) => s.arrival(),
@@ -140,7 +143,7 @@ macro_rules! delegate_io {
     };
 }
 
-delegate_io!(Stream { Plain, Tls, TlsInTls, H2, TlsInH2 });
+delegate_io!(Stream { Plain, Tls, TlsInTls, H2, TlsInH2, H3, TlsInH3 });
 
 impl AsyncRead for Transport {
     fn poll_read(
@@ -210,6 +213,9 @@ pub(crate) async fn connect(cx: &PoolCx, endpoint: &Endpoint) -> Option<Transpor
     match cx.connect.tunnel.as_deref() {
         Some(t) if t.protocol == Protocol::Http2 => {
             Box::pin(crate::tunnel::h2::connect(cx, t, endpoint)).await
+        }
+        Some(t) if t.protocol == Protocol::Http3 => {
+            Box::pin(crate::tunnel::h3::connect(cx, t, endpoint)).await
         }
         Some(t) => {
             let (addr, stream) = dial(cx, &t.proxy.addrs, "proxy ").await?;
@@ -451,6 +457,15 @@ impl Carrier for crate::tunnel::h2::H2Stream {
     }
     fn with_tls(s: TlsStream<Self>) -> Stream {
         Stream::TlsInH2(Box::new(s))
+    }
+}
+
+impl Carrier for crate::tunnel::h3::H3Stream {
+    fn plain(self) -> Stream {
+        Stream::H3(Box::new(self))
+    }
+    fn with_tls(s: TlsStream<Self>) -> Stream {
+        Stream::TlsInH3(Box::new(s))
     }
 }
 

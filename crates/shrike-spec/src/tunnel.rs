@@ -1,11 +1,11 @@
 //! Nighthawk's `tunnel_options`: load carried to the target through a terminating proxy
 //! (`--tunnel-uri`, `--tunnel-protocol`, `--tunnel-tls-context`). Each connection of the run
-//! is an HTTP `CONNECT` tunnel through the proxy; TLS to the target, when the target is
-//! `https://`, runs inside it. HTTP/3 load goes by CONNECT-UDP (RFC 9298) over an HTTP/2
-//! tunnel, each QUIC connection its own stream.
+//! is an HTTP `CONNECT` tunnel through the proxy (over HTTP/1.1, or a stream of an HTTP/2 or
+//! HTTP/3 connection to it); TLS to the target, when the target is `https://`, runs inside
+//! it. HTTP/3 load goes by CONNECT-UDP (RFC 9298) over an HTTP/2 tunnel, each QUIC connection
+//! its own stream.
 //!
-//! The pairs Nighthawk refuses are refused with its reasons; the pair Shrike cannot carry yet
-//! (an HTTP/3 tunnel) is refused by name too, never run some other way.
+//! The pairs Nighthawk refuses are refused with its reasons, never run some other way.
 
 use serde_json::{json, Map, Value};
 
@@ -183,12 +183,15 @@ fn check_pair(load: Protocol, tunnel: Protocol, tls: bool) -> Result<(), SpecErr
                  in Nighthawk"
             ),
         )),
-        (_, Protocol::Http3) => Err(must(
-            o,
-            "http3: CONNECT over an HTTP/3 proxy connection is not supported by Shrike yet; use \
-             http1 (a CONNECT per connection) or http2 (a CONNECT stream per connection)",
+        (_, Protocol::Http3) if !tls => Err(must(
+            n::TUNNEL_TLS_CONTEXT,
+            msg!(
+                "(or an https:// ",
+                n::TUNNEL_URI,
+                ") is required for an http3 tunnel: QUIC to the proxy is TLS, as in Nighthawk"
+            ),
         )),
-        (_, Protocol::Http1 | Protocol::Http2) => Ok(()),
+        (_, Protocol::Http1 | Protocol::Http2 | Protocol::Http3) => Ok(()),
     }
 }
 

@@ -49,9 +49,10 @@ pub struct NighthawkArgs {
     #[arg(long, value_name = "URI")]
     pub tunnel_uri: Option<String>,
     /// How tunnels are set up with the proxy: http1 (a CONNECT per TCP connection; the
-    /// default) or http2 (a CONNECT stream per connection, many on one proxy connection: TLS
+    /// default), http2 (a CONNECT stream per connection, many on one proxy connection: TLS
     /// with ALPN h2, or h2c with prior knowledge; HTTP/3 load goes by CONNECT-UDP, a stream
-    /// per QUIC connection, over TLS to the proxy). http3 is refused for now.
+    /// per QUIC connection, over TLS to the proxy) or http3 (a CONNECT stream per connection
+    /// on a QUIC connection to the proxy; TLS required).
     #[arg(long, value_name = "http1|http2|http3", value_parser = crate::args::parse::protocol)]
     pub tunnel_protocol: Option<shrike_spec::Protocol>,
     /// TLS to the proxy, as an Envoy UpstreamTlsContext (JSON or Nighthawk's compact form):

@@ -135,6 +135,8 @@ pub struct PoolCx {
     pub(crate) tracing: Option<crate::trace::Tracing>,
     /// The worker's HTTP/2 connections to a tunnel's proxy (`--tunnel-protocol http2`).
     pub(crate) tunnel_conns: crate::tunnel::h2::ProxyConns,
+    /// The worker's QUIC connections to a tunnel's proxy (`--tunnel-protocol http3`).
+    pub(crate) tunnel_quic: crate::tunnel::h3::QuicProxies,
     predicates: Box<[Predicate]>,
 }
 
@@ -188,6 +190,7 @@ impl PoolCx {
             payload_requests: false,
             tracing: None,
             tunnel_conns: Default::default(),
+            tunnel_quic: Default::default(),
             predicates: predicates.into(),
         }
     }

@@ -18,6 +18,7 @@ use shrike_stats::{Counter, StatId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub(crate) mod h2;
+pub(crate) mod h3;
 pub(crate) mod udp;
 
 use crate::config::{Endpoint, Protocol};
@@ -35,7 +36,7 @@ pub struct Tunnel {
     pub(crate) tls: Option<TlsClient>,
     /// The proxy as the user gave it, for messages.
     pub(crate) uri: String,
-    /// HTTP/1.1 (a connection per tunnel) or HTTP/2 (a stream per tunnel).
+    /// HTTP/1.1 (a connection per tunnel), HTTP/2 or HTTP/3 (a stream per tunnel).
     pub(crate) protocol: Protocol,
 }
 
@@ -121,7 +122,8 @@ pub(crate) fn settle<T>(
     st.counters.inc(Counter::TunnelFail);
     let how = match t.protocol {
         Protocol::Http2 => " (HTTP/2)",
-        _ => "",
+        Protocol::Http3 => " (HTTP/3)",
+        Protocol::Http1 => "",
     };
     st.note_error(|| format!("CONNECT {authority} through proxy {}{how}: {failure}", t.uri));
     None

@@ -137,7 +137,7 @@ fn a_proxy_that_is_not_there_is_named_as_the_proxy() {
 }
 
 #[test]
-fn tunnel_pairs_nighthawk_refuses_or_shrike_lacks_are_refused_by_name() {
+fn tunnel_pairs_nighthawk_refuses_are_refused_by_name() {
     let url = "http://127.0.0.1:9/";
     let cases: [(&[&str], &str); 7] = [
         (&["--tunnel-protocol", "http1"], "--tunnel-protocol needs --tunnel-uri"),
@@ -153,7 +153,7 @@ fn tunnel_pairs_nighthawk_refuses_or_shrike_lacks_are_refused_by_name() {
         ),
         (
             &["--tunnel-uri", "127.0.0.1:3128", "--tunnel-protocol", "http3"],
-            "not supported by Shrike yet",
+            "is required for an http3 tunnel: QUIC to the proxy is TLS",
         ),
         (&["--tunnel-uri", "127.0.0.1:3128", "--tunnel-ca", "/x.pem"], "needs TLS to the proxy"),
     ];
@@ -659,4 +659,101 @@ fn gos_http2_client_tunnels_through_shrike_serve() {
     let (code, v) = client(&tls_via, &tls.ca, "10.255.0.1:80");
     assert_eq!(code, 1, "{v}");
     assert!(v["error"].as_str().unwrap().contains("403 Forbidden"), "{v}");
+}
+
+/// quic-go's HTTP/3 server as a CONNECT proxy (tests/quic_go/proxy), on a loopback UDP port it
+/// picks and prints with the TCP port of its counts; killed by its child handle.
+struct QuicGoProxy {
+    child: std::process::Child,
+    addr: String,
+    stats: String,
+}
+
+impl QuicGoProxy {
+    fn start(dir: &std::path::Path) -> QuicGoProxy {
+        crate::support::nginx::make_certs(dir);
+        let bin = go_build("quic_go", &["./proxy"], "quic-go's HTTP/3 CONNECT proxy");
+        let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+        let mut child = std::process::Command::new(bin.join("proxy"))
+            .args(["-cert", &path("cert.pem"), "-key", &path("key.pem"), "-deny", "9"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn quic-go's proxy");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = || {
+            let mut l = String::new();
+            std::io::BufRead::read_line(&mut out, &mut l).unwrap();
+            l.trim().to_string()
+        };
+        let (addr, stats) = (line(), line());
+        QuicGoProxy { child, addr, stats }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "--max-time", "5", &format!("http://{}/", self.stats)])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    }
+}
+
+impl Drop for QuicGoProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HTTP/1.1 and HTTP/2 load through CONNECT over HTTP/3 (RFC 9114 §4.4) on quic-go's server,
+/// which shares no code with Shrike and refuses a CONNECT carrying `:scheme` or `:path`: exact
+/// counts, every tunnel a stream of the worker's one QUIC connection to the proxy, the
+/// target's TLS inside the tunnel, and a denied destination named as the proxy's 403.
+#[test]
+fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
+    let dir = scratch("quic-go-proxy");
+    let proxy = QuicGoProxy::start(&dir);
+    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
+    let via_uri = format!("https://{}", proxy.addr);
+    let via = ["--tunnel-uri", &via_uri, "--tunnel-ca", &ca, "--tunnel-protocol", "http3"];
+    let target = Server::start(&["--static-delay", "20ms"]);
+    let url = target.url("/");
+    let mut tunnels = 0;
+    for protocol in ["http1", "http2"] {
+        // 20 ms per response at 200/s: about four requests in flight, so several connections.
+        let mut args = vec!["run", &url, "-p", protocol, "--rps", "200", "--duration", "1"];
+        args.extend(["--connections", "8", "--max-concurrent-streams", "1"]);
+        let v = run_json_ok(&[&args[..], &via].concat());
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}: {v}");
+        let opened = counter(g, "upstream_cx_total");
+        assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
+        assert_eq!(counter(g, "ssl.handshake"), 1, "the proxy's QUIC handshake only: {v}");
+        assert_eq!(v["options"]["tunnel_options"]["tunnel_protocol"], "HTTP3");
+        tunnels += opened;
+    }
+    // TLS to the target inside each tunnel.
+    let tls_target = TlsServer::start(&["--tls"]);
+    let tls_url = tls_target.url();
+    let args = ["run", &tls_url, "--tls-ca", &tls_target.ca, "-p", "http2", "--rps", "50"];
+    let v = run_json_ok(&[&args[..], &["-d", "1"], &via].concat());
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
+    assert_eq!(counter(g, "ssl.handshake"), 1 + counter(g, "upstream_cx_total"), "{v}");
+    tunnels += counter(g, "upstream_cx_tunnel_total");
+    let s = proxy.stats();
+    assert_eq!(s["tunnels"], tunnels, "{s}");
+    assert_eq!(s["connections"], 3, "one QUIC connection per run: {s}");
+
+    let denied = ["run", "http://127.0.0.1:9/", "--rps", "5", "-d", "1", "--output-format", "json"];
+    let out = run(&[&denied[..], &via].concat(), Duration::from_secs(30));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    assert!(counter(&g, "benchmark.tunnel_failure") >= 1, "{g}");
+    assert_eq!(counter(&g, "upstream_cx_connect_fail"), 0, "{g}");
+    assert!(out.stderr.contains("(HTTP/3): the proxy answered 403 Forbidden"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,0 +1,640 @@
+//! `CONNECT` over HTTP/3 (RFC 9114 §4.4), Nighthawk's `--tunnel-protocol http3` for HTTP/1.1
+//! and HTTP/2 load: each connection of the run is a request stream on a QUIC connection to the
+//! proxy (one per worker, reopened when it closes or the proxy sends GOAWAY), and the
+//! tunnel's bytes are the stream's DATA frames. The proxy's stream limit is QUIC's: quinn
+//! holds a new stream back until the proxy grants credit, as the HTTP/3 load pool does.
+//!
+//! Written on quinn rather than the h3 crate: h3 0.0.8 always sends `:scheme` and `:path`,
+//! which make a `CONNECT` malformed (§4.4; quic-go's server refuses it). A tunnel needs little
+//! of HTTP/3: a control stream with empty SETTINGS, one HEADERS frame whose QPACK block uses
+//! the static table only (we offer no dynamic table, so the proxy's answer uses none either,
+//! RFC 9204 §3.2.3), and DATA frames.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use shrike_h2::capsule::{encode_varint, varint};
+use shrike_stats::Counter;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+
+use super::{authority_of, Tunnel};
+use crate::config::Endpoint;
+use crate::pool::cx::PoolCx;
+use crate::transport::{unless_stopped, Transport};
+
+/// HTTP/3 frame and stream types (RFC 9114 §7.2, §6.2).
+const DATA: u64 = 0x0;
+const HEADERS: u64 = 0x1;
+const SETTINGS: u64 = 0x4;
+const GOAWAY: u64 = 0x7;
+const CONTROL_STREAM: u64 = 0x0;
+const QPACK_ENCODER_STREAM: u64 = 0x2;
+const QPACK_DECODER_STREAM: u64 = 0x3;
+/// H3_STREAM_CREATION_ERROR: a unidirectional stream of a type we do not take.
+const STREAM_CREATION_ERROR: u32 = 0x103;
+/// H3_REQUEST_CANCELLED: the tunnel's end, when it was not finished.
+const REQUEST_CANCELLED: u32 = 0x10c;
+/// The largest frame read whole (a head, SETTINGS); DATA is streamed at any size.
+const MAX_FRAME: u64 = 64 * 1024;
+/// The largest DATA frame written: larger writes are split.
+const MAX_DATA: usize = 64 * 1024;
+
+/// A worker's QUIC connections to the proxy.
+#[derive(Default)]
+pub(crate) struct QuicProxies {
+    conns: RefCell<Vec<QuicProxy>>,
+    /// Held while a connection is being opened, so the run's connections wait for it rather
+    /// than each opening one.
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for QuicProxies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "QuicProxies({})", self.conns.borrow().len())
+    }
+}
+
+#[derive(Clone)]
+struct QuicProxy {
+    conn: quinn::Connection,
+    /// Closed, or the proxy sent GOAWAY: no new tunnels on it.
+    done: Rc<Cell<bool>>,
+}
+
+/// A tunnelled connection to `endpoint` through the proxy, the target's TLS inside it if any.
+pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Option<Transport> {
+    let authority = authority_of(&endpoint.target);
+    let proxy = proxy_conn(cx, t).await?;
+    cx.state.borrow_mut().counters.inc(Counter::CxTotal);
+    let started = Instant::now();
+    let attempt = tokio::time::timeout(cx.connect.timeout, request(&proxy, &authority));
+    let outcome = unless_stopped(cx, attempt).await?;
+    let stream = super::settle(cx, t, &authority, started, outcome)?;
+    let inner_tls = endpoint.tls.as_ref().map(|tls| (tls, endpoint.target.authority.as_str()));
+    Transport::over(cx, inner_tls, stream).await
+}
+
+async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
+    if let Some(c) = open_one(cx) {
+        return Some(c);
+    }
+    let _one_at_a_time = cx.tunnel_quic.opening.lock().await;
+    match open_one(cx) {
+        Some(c) => Some(c),
+        None => open(cx, t).await,
+    }
+}
+
+fn open_one(cx: &PoolCx) -> Option<QuicProxy> {
+    let mut conns = cx.tunnel_quic.conns.borrow_mut();
+    conns.retain(|c| !c.done.get());
+    conns.first().cloned()
+}
+
+/// A new QUIC connection to the proxy, its control stream open and its driver spawned on the
+/// worker.
+async fn open(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
+    // Invariant: the spec refuses an http3 tunnel without TLS to the proxy.
+    let Some((tls, config)) = t.tls.as_ref().and_then(|tls| Some((tls, tls.quic.clone()?))) else {
+        return proxy_failed(cx, t, "HTTP/3 to the proxy needs TLS".into());
+    };
+    let mut last = String::new();
+    for addr in &t.proxy.addrs {
+        let bind: SocketAddr = match cx.connect.bind_address {
+            Some(ip) if ip.is_ipv6() == addr.is_ipv6() => (ip, 0).into(),
+            _ if addr.is_ipv6() => (Ipv6Addr::UNSPECIFIED, 0).into(),
+            _ => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        };
+        let endpoint = match quinn::Endpoint::client(bind) {
+            Ok(e) => e,
+            Err(e) => {
+                last = format!("a UDP socket for proxy {addr}: {e}");
+                continue;
+            }
+        };
+        let describe = || format!("QUIC handshake with proxy {addr} ({})", tls.describe_sni());
+        let connecting = match endpoint.connect_with(config.clone(), *addr, &tls.server_name_str())
+        {
+            Ok(c) => c,
+            Err(e) => {
+                last = format!("{} failed: {e}", describe());
+                continue;
+            }
+        };
+        let attempt = tokio::time::timeout(cx.connect.timeout, connecting);
+        let conn = match unless_stopped(cx, attempt).await? {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                let e = e.to_string();
+                last = format!("{} failed: {e}{}", describe(), crate::tls::certificate_hint(&e));
+                continue;
+            }
+            Err(_) => {
+                last = format!("{} timed out", describe());
+                continue;
+            }
+        };
+        cx.state.borrow_mut().counters.inc(Counter::SslHandshake);
+        return start(cx, t, conn).await;
+    }
+    let mut st = cx.state.borrow_mut();
+    st.counters.inc(Counter::CxConnectFail);
+    st.note_error(|| format!("proxy {}: {last}", t.uri));
+    None
+}
+
+/// Opens our control stream (empty SETTINGS: no dynamic table, no push) and spawns the task
+/// that reads the proxy's unidirectional streams for as long as the connection lives.
+async fn start(cx: &PoolCx, t: &Tunnel, conn: quinn::Connection) -> Option<QuicProxy> {
+    let mut control = match conn.open_uni().await {
+        Ok(s) => s,
+        Err(e) => return proxy_failed(cx, t, format!("HTTP/3 control stream: {e}")),
+    };
+    let mut preface = Vec::new();
+    put_varint(&mut preface, CONTROL_STREAM);
+    put_varint(&mut preface, SETTINGS);
+    put_varint(&mut preface, 0);
+    if let Err(e) = control.write_all(&preface).await {
+        return proxy_failed(cx, t, format!("HTTP/3 control stream: {e}"));
+    }
+    let done = Rc::new(Cell::new(false));
+    let proxy = QuicProxy { conn: conn.clone(), done: done.clone() };
+    tokio::task::spawn_local(async move {
+        // Closing the control stream would be a connection error: it lives with this task.
+        let _control = control;
+        while let Ok(recv) = conn.accept_uni().await {
+            tokio::task::spawn_local(read_uni(recv, done.clone()));
+        }
+        done.set(true);
+    });
+    cx.tunnel_quic.conns.borrow_mut().push(proxy.clone());
+    Some(proxy)
+}
+
+fn proxy_failed(cx: &PoolCx, t: &Tunnel, why: String) -> Option<QuicProxy> {
+    let mut st = cx.state.borrow_mut();
+    st.counters.inc(Counter::TunnelFail);
+    st.note_error(|| format!("proxy {}: {why}", t.uri));
+    None
+}
+
+/// One of the proxy's unidirectional streams: its control stream is read for GOAWAY (which
+/// retires the connection for new tunnels), QPACK's are drained (they carry nothing without a
+/// dynamic table), and any other kind is refused (RFC 9114 §6.2).
+async fn read_uni(recv: quinn::RecvStream, done: Rc<Cell<bool>>) {
+    let mut r = tokio::io::BufReader::new(recv);
+    let Ok(kind) = read_varint(&mut r).await else { return };
+    match kind {
+        CONTROL_STREAM => {
+            while let (Ok(frame), Ok(len)) = (read_varint(&mut r).await, read_varint(&mut r).await)
+            {
+                if frame == GOAWAY {
+                    done.set(true);
+                }
+                let mut frame = (&mut r).take(len);
+                let skipped = tokio::io::copy(&mut frame, &mut tokio::io::sink()).await;
+                if skipped.ok() != Some(len) {
+                    return;
+                }
+            }
+        }
+        QPACK_ENCODER_STREAM | QPACK_DECODER_STREAM => {
+            let _ = tokio::io::copy(&mut r, &mut tokio::io::sink()).await;
+        }
+        _ => {
+            let _ = r.into_inner().stop(quinn::VarInt::from_u32(STREAM_CREATION_ERROR));
+        }
+    }
+}
+
+async fn read_varint<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<u64> {
+    let first = r.read_u8().await?;
+    let mut b = [first, 0, 0, 0, 0, 0, 0, 0];
+    let n = 1usize << (first >> 6);
+    r.read_exact(&mut b[1..n]).await?;
+    varint(&b[..n]).map(|(v, _)| v).ok_or_else(|| io::ErrorKind::InvalidData.into())
+}
+
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let (b, n) = encode_varint(v);
+    out.extend_from_slice(&b[..n]);
+}
+
+/// `CONNECT authority` on a new stream, and its 2xx.
+async fn request(proxy: &QuicProxy, authority: &str) -> Result<H3Stream, String> {
+    let lost = |e: &dyn std::fmt::Display| format!("the proxy connection failed: {e}");
+    let (mut send, mut recv) = proxy.conn.open_bi().await.map_err(|e| lost(&e))?;
+    let block = connect_block(authority);
+    let mut frame = Vec::with_capacity(block.len() + 8);
+    put_varint(&mut frame, HEADERS);
+    put_varint(&mut frame, block.len() as u64);
+    frame.extend_from_slice(&block);
+    send.write_all(&frame).await.map_err(|e| lost(&e))?;
+    let mut reader = FrameReader::default();
+    loop {
+        let (kind, payload) = reader.next_whole(&mut recv).await?;
+        match kind {
+            HEADERS => {
+                let status = qpack_status(&payload)?;
+                if (100..200).contains(&status) {
+                    // Interim: the final answer follows.
+                    continue;
+                }
+                if !(200..300).contains(&status) {
+                    let reason = http::StatusCode::from_u16(status)
+                        .ok()
+                        .and_then(|s| s.canonical_reason())
+                        .unwrap_or("");
+                    return Err(format!("the proxy answered {status} {reason}"));
+                }
+                return Ok(H3Stream { send, recv, reader, wbuf: Vec::new(), finished: false });
+            }
+            DATA => return Err("the proxy sent DATA before its answer".into()),
+            // Reserved and unknown frame types are skipped (§9).
+            _ => {}
+        }
+    }
+}
+
+/// The QPACK block of `CONNECT authority` (RFC 9204 §4.5): no dynamic table references, so a
+/// zero prefix; `:method CONNECT` is static entry 15 and `:authority` entry 0's name.
+fn connect_block(authority: &str) -> Vec<u8> {
+    let mut b = vec![0x00, 0x00, 0xc0 | 15, 0x50];
+    put_prefix_int(&mut b, 0, 7, authority.len());
+    b.extend_from_slice(authority.as_bytes());
+    b
+}
+
+/// A QPACK (HPACK) prefix integer: `flags` in the first byte's high bits above `bits`.
+fn put_prefix_int(out: &mut Vec<u8>, flags: u8, bits: u32, v: usize) {
+    let max = (1usize << bits) - 1;
+    if v < max {
+        out.push(flags | v as u8);
+        return;
+    }
+    out.push(flags | max as u8);
+    let mut rest = v - max;
+    while rest >= 0x80 {
+        out.push((rest & 0x7f) as u8 | 0x80);
+        rest >>= 7;
+    }
+    out.push(rest as u8);
+}
+
+fn prefix_int(b: &[u8], pos: &mut usize, bits: u32) -> Result<usize, String> {
+    let bad = || "a truncated QPACK integer".to_string();
+    let max = (1usize << bits) - 1;
+    let mut v = usize::from(*b.get(*pos).ok_or_else(bad)?) & max;
+    *pos += 1;
+    if v < max {
+        return Ok(v);
+    }
+    let mut shift = 0;
+    loop {
+        let byte = *b.get(*pos).ok_or_else(bad)?;
+        *pos += 1;
+        if shift > 28 {
+            return Err("a QPACK integer too large".into());
+        }
+        v += usize::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+}
+
+/// A QPACK string literal whose first byte has its Huffman flag at `bits` (its length's
+/// prefix below it).
+fn prefix_string(b: &[u8], pos: &mut usize, bits: u32) -> Result<Vec<u8>, String> {
+    let huffman = b.get(*pos).is_some_and(|&x| x & (1 << bits) != 0);
+    let len = prefix_int(b, pos, bits)?;
+    let raw = b.get(*pos..*pos + len).ok_or("a truncated QPACK string")?;
+    *pos += len;
+    if !huffman {
+        return Ok(raw.to_vec());
+    }
+    let mut out = Vec::with_capacity(len * 2);
+    shrike_h2::huffman::decode(raw, &mut out).map_err(|e| format!("QPACK Huffman: {e:?}"))?;
+    Ok(out)
+}
+
+/// The static table's `:status` entries (RFC 9204 Appendix A).
+fn static_status(index: usize) -> Option<u16> {
+    Some(match index {
+        24 => 103,
+        25 => 200,
+        26 => 304,
+        27 => 404,
+        28 => 503,
+        63 => 100,
+        64 => 204,
+        65 => 206,
+        66 => 302,
+        67 => 400,
+        68 => 403,
+        69 => 421,
+        70 => 425,
+        71 => 500,
+        _ => return None,
+    })
+}
+
+/// The `:status` of an answer's QPACK block (the first field, as pseudo-fields lead).
+fn qpack_status(block: &[u8]) -> Result<u16, String> {
+    let dynamic = || "the proxy's answer refers to a QPACK dynamic table it was not offered";
+    let mut pos = 0;
+    if prefix_int(block, &mut pos, 8)? != 0 {
+        return Err(dynamic().into());
+    }
+    prefix_int(block, &mut pos, 7)?;
+    let parse = |value: &[u8]| {
+        std::str::from_utf8(value).ok().and_then(|v| v.parse::<u16>().ok()).ok_or_else(|| {
+            format!("the proxy's answer has a :status of {:?}", String::from_utf8_lossy(value))
+        })
+    };
+    let first = *block.get(pos).ok_or("the proxy's answer has no :status")?;
+    match first {
+        // Indexed field line: static (T) only.
+        b if b & 0x80 != 0 => {
+            let index = prefix_int(block, &mut pos, 6)?;
+            if b & 0x40 == 0 {
+                return Err(dynamic().into());
+            }
+            static_status(index).ok_or_else(|| "the proxy's answer has no :status".into())
+        }
+        // Literal field line with a name reference.
+        b if b & 0xc0 == 0x40 => {
+            let index = prefix_int(block, &mut pos, 4)?;
+            if b & 0x10 == 0 {
+                return Err(dynamic().into());
+            }
+            let value = prefix_string(block, &mut pos, 7)?;
+            match static_status(index) {
+                Some(_) => parse(&value),
+                None => Err("the proxy's answer has no :status".into()),
+            }
+        }
+        // Literal field line with a literal name.
+        b if b & 0xe0 == 0x20 => {
+            let name = prefix_string(block, &mut pos, 3)?;
+            let value = prefix_string(block, &mut pos, 7)?;
+            match name == b":status" {
+                true => parse(&value),
+                false => Err("the proxy's answer has no :status".into()),
+            }
+        }
+        _ => Err(dynamic().into()),
+    }
+}
+
+/// Frames read from a request stream: whole frames for heads, and DATA streamed.
+#[derive(Default)]
+struct FrameReader {
+    /// Read and not yet used.
+    buf: Vec<u8>,
+    /// Bytes of the current DATA frame not yet read.
+    data_left: u64,
+    /// Bytes of a frame being skipped.
+    skip_left: u64,
+    /// The stream ended (or trailers came): nothing more is DATA.
+    ended: bool,
+}
+
+impl FrameReader {
+    /// A frame header at the start of `buf`: type, length and header size.
+    fn header(&self) -> Option<(u64, u64, usize)> {
+        let (kind, a) = varint(&self.buf)?;
+        let (len, b) = varint(&self.buf[a..])?;
+        Some((kind, len, a + b))
+    }
+
+    /// More bytes into `buf`; `false` at the end of the stream.
+    fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        recv: &mut quinn::RecvStream,
+    ) -> Poll<io::Result<bool>> {
+        let mut chunk = [0u8; 4096];
+        let mut rb = ReadBuf::new(&mut chunk);
+        ready!(Pin::new(recv).poll_read(cx, &mut rb))?;
+        self.buf.extend_from_slice(rb.filled());
+        Poll::Ready(Ok(!rb.filled().is_empty()))
+    }
+
+    /// The next whole frame (before the tunnel is up).
+    async fn next_whole(&mut self, recv: &mut quinn::RecvStream) -> Result<(u64, Vec<u8>), String> {
+        loop {
+            if let Some((kind, len, at)) = self.header() {
+                if len > MAX_FRAME {
+                    return Err(format!("the proxy sent a {len}-byte frame before its answer"));
+                }
+                let end = at + len as usize;
+                if self.buf.len() >= end {
+                    let payload = self.buf[at..end].to_vec();
+                    self.buf.drain(..end);
+                    return Ok((kind, payload));
+                }
+            }
+            let more = std::future::poll_fn(|cx| self.poll_fill(cx, recv)).await;
+            match more {
+                Ok(true) => {}
+                Ok(false) => return Err("the proxy ended the stream without an answer".into()),
+                Err(e) => return Err(stream_error(e)),
+            }
+        }
+    }
+}
+
+fn stream_error(e: io::Error) -> String {
+    match e.get_ref().and_then(|e| e.downcast_ref::<quinn::ReadError>()) {
+        Some(quinn::ReadError::Reset(code)) => format!("the proxy reset the stream (code {code})"),
+        _ => e.to_string(),
+    }
+}
+
+/// A tunnel: one HTTP/3 request stream as a byte stream.
+pub(crate) struct H3Stream {
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    reader: FrameReader,
+    /// A framed write not yet taken by the stream.
+    wbuf: Vec<u8>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for H3Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("H3Stream")
+    }
+}
+
+impl Drop for H3Stream {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = self.send.reset(quinn::VarInt::from_u32(REQUEST_CANCELLED));
+        }
+        let _ = self.recv.stop(quinn::VarInt::from_u32(REQUEST_CANCELLED));
+    }
+}
+
+impl AsyncRead for H3Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = &mut this.reader;
+        loop {
+            if r.ended {
+                return Poll::Ready(Ok(()));
+            }
+            if r.data_left > 0 {
+                let want = usize::try_from(r.data_left).unwrap_or(usize::MAX).min(buf.remaining());
+                if !r.buf.is_empty() {
+                    let n = want.min(r.buf.len());
+                    buf.put_slice(&r.buf[..n]);
+                    r.buf.drain(..n);
+                    r.data_left -= n as u64;
+                    return Poll::Ready(Ok(()));
+                }
+                // Straight into the caller's buffer: the frame's length bounds the read.
+                let mut limited = ReadBuf::new(buf.initialize_unfilled_to(want));
+                ready!(Pin::new(&mut this.recv).poll_read(cx, &mut limited))?;
+                let n = limited.filled().len();
+                if n == 0 {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the proxy ended the tunnel inside a DATA frame",
+                    )));
+                }
+                buf.advance(n);
+                r.data_left -= n as u64;
+                return Poll::Ready(Ok(()));
+            }
+            if r.skip_left > 0 {
+                let n = usize::try_from(r.skip_left).unwrap_or(usize::MAX).min(r.buf.len());
+                r.buf.drain(..n);
+                r.skip_left -= n as u64;
+                if r.skip_left > 0 && !ready!(r.poll_fill(cx, &mut this.recv))? {
+                    return Poll::Ready(Ok(()));
+                }
+                continue;
+            }
+            match r.header() {
+                Some((kind, len, at)) => {
+                    r.buf.drain(..at);
+                    match kind {
+                        DATA => r.data_left = len,
+                        // Trailers end the message.
+                        HEADERS => r.ended = true,
+                        _ => r.skip_left = len,
+                    }
+                }
+                None => {
+                    if !ready!(r.poll_fill(cx, &mut this.recv))? {
+                        if r.buf.is_empty() {
+                            return Poll::Ready(Ok(()));
+                        }
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the proxy ended the tunnel inside a frame header",
+                        )));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl H3Stream {
+    /// Writes what is framed and not yet taken.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.wbuf.is_empty() {
+            let n = ready!(Pin::new(&mut self.send).poll_write(cx, &self.wbuf))?;
+            self.wbuf.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for H3Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_drain(cx))?;
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let n = buf.len().min(MAX_DATA);
+        put_varint(&mut this.wbuf, DATA);
+        put_varint(&mut this.wbuf, n as u64);
+        this.wbuf.extend_from_slice(&buf[..n]);
+        // Taken: the frame is ours to finish writing, on this call or the next.
+        if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_drain(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_drain(cx))?;
+        if !this.finished {
+            this.finished = true;
+            let _ = this.send.finish();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_heads_and_answers_in_static_qpack() {
+        // RFC 9204 §4.5: prefix 0/0, :method CONNECT indexed, :authority's name by reference.
+        let b = connect_block("127.0.0.1:8080");
+        assert_eq!(&b[..5], &[0x00, 0x00, 0xcf, 0x50, 14]);
+        assert_eq!(&b[5..], b"127.0.0.1:8080");
+        let long = "a".repeat(200);
+        let b = connect_block(&long);
+        let mut pos = 4;
+        assert_eq!(prefix_int(&b, &mut pos, 7), Ok(200));
+        assert_eq!(b.len() - pos, 200);
+        // An indexed :status 200, a literal 407 by name reference (Huffman or not), a literal
+        // name, and the refusals.
+        assert_eq!(qpack_status(&[0, 0, 0xc0 | 25]), Ok(200));
+        assert_eq!(qpack_status(&[0, 0, 0xc0 | 63, 68 - 63]), Ok(403), "a multi-byte index");
+        assert_eq!(qpack_status(&[0, 0, 0x50 | 0x0f, 24 - 15, 3, b'4', b'0', b'7']), Ok(407));
+        let mut huff = Vec::new();
+        shrike_h2::huffman::encode(b"502", &mut huff);
+        let mut b = vec![0, 0, 0x50 | 0x0f, 24 - 15];
+        put_prefix_int(&mut b, 0x80, 7, huff.len());
+        b.extend_from_slice(&huff);
+        assert_eq!(qpack_status(&b), Ok(502));
+        // A 7-byte name fills the 3-bit prefix: a zero continuation byte follows.
+        let mut b = vec![0, 0, 0x20 | 7, 0];
+        b.extend_from_slice(b":status");
+        b.extend_from_slice(&[3, b'2', b'0', b'4']);
+        assert_eq!(qpack_status(&b), Ok(204));
+        assert!(qpack_status(&[2, 0, 0x80]).unwrap_err().contains("dynamic table"));
+        assert!(qpack_status(&[0, 0, 0x80 | 1]).unwrap_err().contains("dynamic table"));
+        assert!(qpack_status(&[0, 0, 0xc0 | 1]).unwrap_err().contains("no :status"));
+        assert!(qpack_status(&[0, 0, 0x50 | 0x0f, 24 - 15, 3, b'2']).is_err(), "truncated");
+    }
+}
