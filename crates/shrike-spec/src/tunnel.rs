@@ -2,10 +2,12 @@
 //! (`--tunnel-uri`, `--tunnel-protocol`, `--tunnel-tls-context`). Each connection of the run
 //! is an HTTP `CONNECT` tunnel through the proxy (over HTTP/1.1, or a stream of an HTTP/2 or
 //! HTTP/3 connection to it); TLS to the target, when the target is `https://`, runs inside
-//! it. HTTP/3 load goes by CONNECT-UDP (RFC 9298) over an HTTP/2 tunnel, each QUIC connection
-//! its own stream.
+//! it. HTTP/3 load goes by CONNECT-UDP (RFC 9298) over an HTTP/2 or HTTP/3 tunnel, each QUIC
+//! connection its own stream.
 //!
-//! The pairs Nighthawk refuses are refused with its reasons, never run some other way.
+//! HTTP/3 load over an HTTP/1.1 tunnel, which Nighthawk refuses, is refused with its reason.
+//! Nighthawk refuses HTTP/3 over HTTP/3 too; Shrike carries it, as MASQUE relays speak only
+//! that.
 
 use serde_json::{json, Map, Value};
 
@@ -160,19 +162,14 @@ fn parse_uri(uri: &str) -> Result<(bool, String, u16), SpecError> {
     Ok((tls, host.to_string(), port))
 }
 
-/// Refuses the pairs of load and tunnel protocol Nighthawk refuses, and those Shrike cannot
-/// carry yet.
+/// Refuses the pairs of load and tunnel protocol that cannot work.
 fn check_pair(load: Protocol, tunnel: Protocol, tls: bool) -> Result<(), SpecError> {
     let o = n::TUNNEL_PROTOCOL;
     match (load, tunnel) {
         (Protocol::Http3, Protocol::Http1) => Err(must(
             o,
             "http1 cannot carry HTTP/3 load (a CONNECT tunnel is TCP; Nighthawk refuses the \
-             pair too): HTTP/3 load is tunnelled by CONNECT-UDP over an http2 tunnel",
-        )),
-        (Protocol::Http3, Protocol::Http3) => Err(must(
-            o,
-            "http3 cannot carry HTTP/3 load (Nighthawk refuses the pair too): use an http2 tunnel",
+             pair too): HTTP/3 load is tunnelled by CONNECT-UDP over an http2 or http3 tunnel",
         )),
         (Protocol::Http3, Protocol::Http2) if !tls => Err(must(
             n::TUNNEL_TLS_CONTEXT,

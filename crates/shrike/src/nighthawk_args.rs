@@ -52,7 +52,8 @@ pub struct NighthawkArgs {
     /// default), http2 (a CONNECT stream per connection, many on one proxy connection: TLS
     /// with ALPN h2, or h2c with prior knowledge; HTTP/3 load goes by CONNECT-UDP, a stream
     /// per QUIC connection, over TLS to the proxy) or http3 (a CONNECT stream per connection
-    /// on a QUIC connection to the proxy; TLS required).
+    /// on a QUIC connection to the proxy, TLS required; HTTP/3 load goes by CONNECT-UDP with
+    /// HTTP/3 datagrams, as MASQUE relays take it).
     #[arg(long, value_name = "http1|http2|http3", value_parser = crate::args::parse::protocol)]
     pub tunnel_protocol: Option<shrike_spec::Protocol>,
     /// TLS to the proxy, as an Envoy UpstreamTlsContext (JSON or Nighthawk's compact form):

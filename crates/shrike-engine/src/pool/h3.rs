@@ -212,7 +212,7 @@ async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(H3Driver, SendReques
         let describe = || format!("QUIC handshake with {addr} ({})", tls.describe_sni());
         let quic = match tunnel {
             // A failed tunnel is counted and noted as a refused CONNECT.
-            Some(t) => crate::tunnel::udp::endpoint(&pools.cx, t, &endpoint.target, *addr).await?,
+            Some(t) => crate::tunnel::udp_endpoint(&pools.cx, t, &endpoint.target, *addr).await?,
             None => match pools.quic.for_addr(addr, pools.cfg.bind_address) {
                 Ok(e) => e,
                 Err(e) => {

@@ -11,19 +11,24 @@
 //! RFC 9204 §3.2.3), and DATA frames.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{ready, Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Instant;
 
+use bytes::Bytes;
 use shrike_h2::capsule::{encode_varint, varint};
 use shrike_stats::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
+use super::qpack::{connect_block, qpack_status};
 use super::{authority_of, Tunnel};
-use crate::config::Endpoint;
+use crate::config::{Endpoint, Protocol};
 use crate::pool::cx::PoolCx;
 use crate::transport::{unless_stopped, Transport};
 
@@ -32,13 +37,16 @@ const DATA: u64 = 0x0;
 const HEADERS: u64 = 0x1;
 const SETTINGS: u64 = 0x4;
 const GOAWAY: u64 = 0x7;
+/// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 9220) and SETTINGS_H3_DATAGRAM (RFC 9297 §2.1.1).
+const ENABLE_CONNECT_PROTOCOL: u64 = 0x8;
+const H3_DATAGRAM: u64 = 0x33;
 const CONTROL_STREAM: u64 = 0x0;
 const QPACK_ENCODER_STREAM: u64 = 0x2;
 const QPACK_DECODER_STREAM: u64 = 0x3;
 /// H3_STREAM_CREATION_ERROR: a unidirectional stream of a type we do not take.
 const STREAM_CREATION_ERROR: u32 = 0x103;
 /// H3_REQUEST_CANCELLED: the tunnel's end, when it was not finished.
-const REQUEST_CANCELLED: u32 = 0x10c;
+pub(super) const REQUEST_CANCELLED: u32 = 0x10c;
 /// The largest frame read whole (a head, SETTINGS); DATA is streamed at any size.
 const MAX_FRAME: u64 = 64 * 1024;
 /// The largest DATA frame written: larger writes are split.
@@ -60,10 +68,81 @@ impl std::fmt::Debug for QuicProxies {
 }
 
 #[derive(Clone)]
-struct QuicProxy {
-    conn: quinn::Connection,
+pub(super) struct QuicProxy {
+    pub(super) conn: quinn::Connection,
+    peer: Rc<Peer>,
+    /// CONNECT-UDP tunnels' inboxes by quarter stream id (RFC 9297 §2.1), which the
+    /// connection's datagram reader fills.
+    pub(super) inboxes: Arc<Inboxes>,
+}
+
+/// What the proxy's control stream said.
+#[derive(Default)]
+struct Peer {
     /// Closed, or the proxy sent GOAWAY: no new tunnels on it.
-    done: Rc<Cell<bool>>,
+    done: Cell<bool>,
+    /// The proxy's SETTINGS, once read.
+    settings: Cell<Option<PeerSettings>>,
+    /// Woken when SETTINGS arrive or the connection closes.
+    changed: tokio::sync::Notify,
+}
+
+/// The proxy's SETTINGS that CONNECT-UDP needs.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct PeerSettings {
+    pub(super) extended_connect: bool,
+    pub(super) datagrams: bool,
+}
+
+impl QuicProxy {
+    /// The proxy's SETTINGS; `None` if the connection closed first.
+    pub(super) async fn settings(&self) -> Option<PeerSettings> {
+        loop {
+            let changed = self.peer.changed.notified();
+            if let Some(s) = self.peer.settings.get() {
+                return Some(s);
+            }
+            if self.peer.done.get() {
+                return None;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// A CONNECT-UDP tunnel's received datagrams, and the waker of the QUIC endpoint reading them.
+#[derive(Default)]
+pub(super) struct Inbox {
+    pub(super) queue: Mutex<(VecDeque<Bytes>, Option<Waker>)>,
+    /// The tunnel's stream or the proxy connection ended.
+    pub(super) closed: AtomicBool,
+}
+
+pub(super) type Inboxes = Mutex<HashMap<u64, Arc<Inbox>>>;
+
+impl Inbox {
+    /// Datagrams waiting beyond this are dropped, as a full socket buffer drops them.
+    const MAX_QUEUED: usize = 4096;
+
+    fn push(&self, d: Bytes) {
+        if let Ok(mut q) = self.queue.lock() {
+            if q.0.len() < Self::MAX_QUEUED {
+                q.0.push_back(d);
+            }
+            if let Some(w) = q.1.take() {
+                w.wake();
+            }
+        }
+    }
+
+    pub(super) fn close(&self) {
+        self.closed.store(true, Relaxed);
+        if let Ok(mut q) = self.queue.lock() {
+            if let Some(w) = q.1.take() {
+                w.wake();
+            }
+        }
+    }
 }
 
 /// A tunnelled connection to `endpoint` through the proxy, the target's TLS inside it if any.
@@ -79,7 +158,8 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
     Transport::over(cx, inner_tls, stream).await
 }
 
-async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
+/// The worker's QUIC connection to the proxy: the open one, or a new one.
+pub(super) async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
     if let Some(c) = open_one(cx) {
         return Some(c);
     }
@@ -92,7 +172,7 @@ async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
 
 fn open_one(cx: &PoolCx) -> Option<QuicProxy> {
     let mut conns = cx.tunnel_quic.conns.borrow_mut();
-    conns.retain(|c| !c.done.get());
+    conns.retain(|c| !c.peer.done.get());
     conns.first().cloned()
 }
 
@@ -100,9 +180,19 @@ fn open_one(cx: &PoolCx) -> Option<QuicProxy> {
 /// worker.
 async fn open(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
     // Invariant: the spec refuses an http3 tunnel without TLS to the proxy.
-    let Some((tls, config)) = t.tls.as_ref().and_then(|tls| Some((tls, tls.quic.clone()?))) else {
+    let Some((tls, mut config)) = t.tls.as_ref().and_then(|tls| Some((tls, tls.quic.clone()?)))
+    else {
         return proxy_failed(cx, t, "HTTP/3 to the proxy needs TLS".into());
     };
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(std::time::Duration::from_secs(10)));
+    if cx.connect.protocol == Protocol::Http3 {
+        // CONNECT-UDP: the load's QUIC packets (1,200 bytes at least) ride in this
+        // connection's DATAGRAM frames, which QUIC's 1,200-byte starting MTU cannot hold.
+        // Start at what a 1,500-byte Ethernet path carries (quinn's own discovery ceiling).
+        transport.initial_mtu(1452);
+    }
+    config.transport_config(Arc::new(transport));
     let mut last = String::new();
     for addr in &t.proxy.addrs {
         let bind: SocketAddr = match cx.connect.bind_address {
@@ -148,29 +238,50 @@ async fn open(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
     None
 }
 
-/// Opens our control stream (empty SETTINGS: no dynamic table, no push) and spawns the task
-/// that reads the proxy's unidirectional streams for as long as the connection lives.
+/// Opens our control stream (SETTINGS: HTTP/3 datagrams; no dynamic table, no push) and
+/// spawns the tasks that read the proxy's unidirectional streams and its datagrams for as long
+/// as the connection lives.
 async fn start(cx: &PoolCx, t: &Tunnel, conn: quinn::Connection) -> Option<QuicProxy> {
     let mut control = match conn.open_uni().await {
         Ok(s) => s,
         Err(e) => return proxy_failed(cx, t, format!("HTTP/3 control stream: {e}")),
     };
+    let mut settings = Vec::new();
+    put_varint(&mut settings, H3_DATAGRAM);
+    put_varint(&mut settings, 1);
     let mut preface = Vec::new();
     put_varint(&mut preface, CONTROL_STREAM);
     put_varint(&mut preface, SETTINGS);
-    put_varint(&mut preface, 0);
+    put_varint(&mut preface, settings.len() as u64);
+    preface.extend_from_slice(&settings);
     if let Err(e) = control.write_all(&preface).await {
         return proxy_failed(cx, t, format!("HTTP/3 control stream: {e}"));
     }
-    let done = Rc::new(Cell::new(false));
-    let proxy = QuicProxy { conn: conn.clone(), done: done.clone() };
+    let peer = Rc::new(Peer::default());
+    let inboxes = Arc::new(Inboxes::default());
+    let proxy = QuicProxy { conn: conn.clone(), peer: peer.clone(), inboxes: inboxes.clone() };
+    let datagrams = conn.clone();
     tokio::task::spawn_local(async move {
         // Closing the control stream would be a connection error: it lives with this task.
         let _control = control;
         while let Ok(recv) = conn.accept_uni().await {
-            tokio::task::spawn_local(read_uni(recv, done.clone()));
+            tokio::task::spawn_local(read_uni(recv, peer.clone()));
         }
-        done.set(true);
+        peer.done.set(true);
+        peer.changed.notify_waiters();
+    });
+    tokio::task::spawn_local(async move {
+        while let Ok(d) = datagrams.read_datagram().await {
+            let Some((quarter, n)) = varint(&d) else { continue };
+            let inbox = inboxes.lock().ok().and_then(|m| m.get(&quarter).cloned());
+            // A datagram for a tunnel already gone is dropped (RFC 9297 §2.1).
+            if let Some(inbox) = inbox {
+                inbox.push(d.slice(n..));
+            }
+        }
+        if let Ok(m) = inboxes.lock() {
+            m.values().for_each(|i| i.close());
+        }
     });
     cx.tunnel_quic.conns.borrow_mut().push(proxy.clone());
     Some(proxy)
@@ -186,7 +297,7 @@ fn proxy_failed(cx: &PoolCx, t: &Tunnel, why: String) -> Option<QuicProxy> {
 /// One of the proxy's unidirectional streams: its control stream is read for GOAWAY (which
 /// retires the connection for new tunnels), QPACK's are drained (they carry nothing without a
 /// dynamic table), and any other kind is refused (RFC 9114 §6.2).
-async fn read_uni(recv: quinn::RecvStream, done: Rc<Cell<bool>>) {
+async fn read_uni(recv: quinn::RecvStream, peer: Rc<Peer>) {
     let mut r = tokio::io::BufReader::new(recv);
     let Ok(kind) = read_varint(&mut r).await else { return };
     match kind {
@@ -194,7 +305,16 @@ async fn read_uni(recv: quinn::RecvStream, done: Rc<Cell<bool>>) {
             while let (Ok(frame), Ok(len)) = (read_varint(&mut r).await, read_varint(&mut r).await)
             {
                 if frame == GOAWAY {
-                    done.set(true);
+                    peer.done.set(true);
+                }
+                if frame == SETTINGS && len <= MAX_FRAME {
+                    let mut payload = vec![0; len as usize];
+                    if r.read_exact(&mut payload).await.is_err() {
+                        return;
+                    }
+                    peer.settings.set(Some(peer_settings(&payload)));
+                    peer.changed.notify_waiters();
+                    continue;
                 }
                 let mut frame = (&mut r).take(len);
                 let skipped = tokio::io::copy(&mut frame, &mut tokio::io::sink()).await;
@@ -212,6 +332,21 @@ async fn read_uni(recv: quinn::RecvStream, done: Rc<Cell<bool>>) {
     }
 }
 
+/// The settings CONNECT-UDP needs from a SETTINGS frame's payload.
+fn peer_settings(mut payload: &[u8]) -> PeerSettings {
+    let mut s = PeerSettings::default();
+    while let Some((id, a)) = varint(payload) {
+        let Some((value, b)) = varint(&payload[a..]) else { break };
+        match id {
+            ENABLE_CONNECT_PROTOCOL => s.extended_connect = value == 1,
+            H3_DATAGRAM => s.datagrams = value == 1,
+            _ => {}
+        }
+        payload = &payload[a + b..];
+    }
+    s
+}
+
 async fn read_varint<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<u64> {
     let first = r.read_u8().await?;
     let mut b = [first, 0, 0, 0, 0, 0, 0, 0];
@@ -220,20 +355,29 @@ async fn read_varint<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<u64> {
     varint(&b[..n]).map(|(v, _)| v).ok_or_else(|| io::ErrorKind::InvalidData.into())
 }
 
-fn put_varint(out: &mut Vec<u8>, v: u64) {
+pub(super) fn put_varint(out: &mut Vec<u8>, v: u64) {
     let (b, n) = encode_varint(v);
     out.extend_from_slice(&b[..n]);
 }
 
 /// `CONNECT authority` on a new stream, and its 2xx.
 async fn request(proxy: &QuicProxy, authority: &str) -> Result<H3Stream, String> {
+    let (send, recv, reader) = exchange(proxy, &connect_block(authority)).await?;
+    Ok(H3Stream { send, recv, reader, wbuf: Vec::new(), finished: false })
+}
+
+/// A request (its QPACK `block`) on a new stream, and its 2xx: the stream, and what was read
+/// past the answer.
+pub(super) async fn exchange(
+    proxy: &QuicProxy,
+    block: &[u8],
+) -> Result<(quinn::SendStream, quinn::RecvStream, FrameReader), String> {
     let lost = |e: &dyn std::fmt::Display| format!("the proxy connection failed: {e}");
     let (mut send, mut recv) = proxy.conn.open_bi().await.map_err(|e| lost(&e))?;
-    let block = connect_block(authority);
     let mut frame = Vec::with_capacity(block.len() + 8);
     put_varint(&mut frame, HEADERS);
     put_varint(&mut frame, block.len() as u64);
-    frame.extend_from_slice(&block);
+    frame.extend_from_slice(block);
     send.write_all(&frame).await.map_err(|e| lost(&e))?;
     let mut reader = FrameReader::default();
     loop {
@@ -252,7 +396,7 @@ async fn request(proxy: &QuicProxy, authority: &str) -> Result<H3Stream, String>
                         .unwrap_or("");
                     return Err(format!("the proxy answered {status} {reason}"));
                 }
-                return Ok(H3Stream { send, recv, reader, wbuf: Vec::new(), finished: false });
+                return Ok((send, recv, reader));
             }
             DATA => return Err("the proxy sent DATA before its answer".into()),
             // Reserved and unknown frame types are skipped (§9).
@@ -261,141 +405,9 @@ async fn request(proxy: &QuicProxy, authority: &str) -> Result<H3Stream, String>
     }
 }
 
-/// The QPACK block of `CONNECT authority` (RFC 9204 §4.5): no dynamic table references, so a
-/// zero prefix; `:method CONNECT` is static entry 15 and `:authority` entry 0's name.
-fn connect_block(authority: &str) -> Vec<u8> {
-    let mut b = vec![0x00, 0x00, 0xc0 | 15, 0x50];
-    put_prefix_int(&mut b, 0, 7, authority.len());
-    b.extend_from_slice(authority.as_bytes());
-    b
-}
-
-/// A QPACK (HPACK) prefix integer: `flags` in the first byte's high bits above `bits`.
-fn put_prefix_int(out: &mut Vec<u8>, flags: u8, bits: u32, v: usize) {
-    let max = (1usize << bits) - 1;
-    if v < max {
-        out.push(flags | v as u8);
-        return;
-    }
-    out.push(flags | max as u8);
-    let mut rest = v - max;
-    while rest >= 0x80 {
-        out.push((rest & 0x7f) as u8 | 0x80);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
-}
-
-fn prefix_int(b: &[u8], pos: &mut usize, bits: u32) -> Result<usize, String> {
-    let bad = || "a truncated QPACK integer".to_string();
-    let max = (1usize << bits) - 1;
-    let mut v = usize::from(*b.get(*pos).ok_or_else(bad)?) & max;
-    *pos += 1;
-    if v < max {
-        return Ok(v);
-    }
-    let mut shift = 0;
-    loop {
-        let byte = *b.get(*pos).ok_or_else(bad)?;
-        *pos += 1;
-        if shift > 28 {
-            return Err("a QPACK integer too large".into());
-        }
-        v += usize::from(byte & 0x7f) << shift;
-        shift += 7;
-        if byte & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-}
-
-/// A QPACK string literal whose first byte has its Huffman flag at `bits` (its length's
-/// prefix below it).
-fn prefix_string(b: &[u8], pos: &mut usize, bits: u32) -> Result<Vec<u8>, String> {
-    let huffman = b.get(*pos).is_some_and(|&x| x & (1 << bits) != 0);
-    let len = prefix_int(b, pos, bits)?;
-    let raw = b.get(*pos..*pos + len).ok_or("a truncated QPACK string")?;
-    *pos += len;
-    if !huffman {
-        return Ok(raw.to_vec());
-    }
-    let mut out = Vec::with_capacity(len * 2);
-    shrike_h2::huffman::decode(raw, &mut out).map_err(|e| format!("QPACK Huffman: {e:?}"))?;
-    Ok(out)
-}
-
-/// The static table's `:status` entries (RFC 9204 Appendix A).
-fn static_status(index: usize) -> Option<u16> {
-    Some(match index {
-        24 => 103,
-        25 => 200,
-        26 => 304,
-        27 => 404,
-        28 => 503,
-        63 => 100,
-        64 => 204,
-        65 => 206,
-        66 => 302,
-        67 => 400,
-        68 => 403,
-        69 => 421,
-        70 => 425,
-        71 => 500,
-        _ => return None,
-    })
-}
-
-/// The `:status` of an answer's QPACK block (the first field, as pseudo-fields lead).
-fn qpack_status(block: &[u8]) -> Result<u16, String> {
-    let dynamic = || "the proxy's answer refers to a QPACK dynamic table it was not offered";
-    let mut pos = 0;
-    if prefix_int(block, &mut pos, 8)? != 0 {
-        return Err(dynamic().into());
-    }
-    prefix_int(block, &mut pos, 7)?;
-    let parse = |value: &[u8]| {
-        std::str::from_utf8(value).ok().and_then(|v| v.parse::<u16>().ok()).ok_or_else(|| {
-            format!("the proxy's answer has a :status of {:?}", String::from_utf8_lossy(value))
-        })
-    };
-    let first = *block.get(pos).ok_or("the proxy's answer has no :status")?;
-    match first {
-        // Indexed field line: static (T) only.
-        b if b & 0x80 != 0 => {
-            let index = prefix_int(block, &mut pos, 6)?;
-            if b & 0x40 == 0 {
-                return Err(dynamic().into());
-            }
-            static_status(index).ok_or_else(|| "the proxy's answer has no :status".into())
-        }
-        // Literal field line with a name reference.
-        b if b & 0xc0 == 0x40 => {
-            let index = prefix_int(block, &mut pos, 4)?;
-            if b & 0x10 == 0 {
-                return Err(dynamic().into());
-            }
-            let value = prefix_string(block, &mut pos, 7)?;
-            match static_status(index) {
-                Some(_) => parse(&value),
-                None => Err("the proxy's answer has no :status".into()),
-            }
-        }
-        // Literal field line with a literal name.
-        b if b & 0xe0 == 0x20 => {
-            let name = prefix_string(block, &mut pos, 3)?;
-            let value = prefix_string(block, &mut pos, 7)?;
-            match name == b":status" {
-                true => parse(&value),
-                false => Err("the proxy's answer has no :status".into()),
-            }
-        }
-        _ => Err(dynamic().into()),
-    }
-}
-
 /// Frames read from a request stream: whole frames for heads, and DATA streamed.
 #[derive(Default)]
-struct FrameReader {
+pub(super) struct FrameReader {
     /// Read and not yet used.
     buf: Vec<u8>,
     /// Bytes of the current DATA frame not yet read.
@@ -598,43 +610,5 @@ impl AsyncWrite for H3Stream {
             let _ = this.send.finish();
         }
         Poll::Ready(Ok(()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn connect_heads_and_answers_in_static_qpack() {
-        // RFC 9204 §4.5: prefix 0/0, :method CONNECT indexed, :authority's name by reference.
-        let b = connect_block("127.0.0.1:8080");
-        assert_eq!(&b[..5], &[0x00, 0x00, 0xcf, 0x50, 14]);
-        assert_eq!(&b[5..], b"127.0.0.1:8080");
-        let long = "a".repeat(200);
-        let b = connect_block(&long);
-        let mut pos = 4;
-        assert_eq!(prefix_int(&b, &mut pos, 7), Ok(200));
-        assert_eq!(b.len() - pos, 200);
-        // An indexed :status 200, a literal 407 by name reference (Huffman or not), a literal
-        // name, and the refusals.
-        assert_eq!(qpack_status(&[0, 0, 0xc0 | 25]), Ok(200));
-        assert_eq!(qpack_status(&[0, 0, 0xc0 | 63, 68 - 63]), Ok(403), "a multi-byte index");
-        assert_eq!(qpack_status(&[0, 0, 0x50 | 0x0f, 24 - 15, 3, b'4', b'0', b'7']), Ok(407));
-        let mut huff = Vec::new();
-        shrike_h2::huffman::encode(b"502", &mut huff);
-        let mut b = vec![0, 0, 0x50 | 0x0f, 24 - 15];
-        put_prefix_int(&mut b, 0x80, 7, huff.len());
-        b.extend_from_slice(&huff);
-        assert_eq!(qpack_status(&b), Ok(502));
-        // A 7-byte name fills the 3-bit prefix: a zero continuation byte follows.
-        let mut b = vec![0, 0, 0x20 | 7, 0];
-        b.extend_from_slice(b":status");
-        b.extend_from_slice(&[3, b'2', b'0', b'4']);
-        assert_eq!(qpack_status(&b), Ok(204));
-        assert!(qpack_status(&[2, 0, 0x80]).unwrap_err().contains("dynamic table"));
-        assert!(qpack_status(&[0, 0, 0x80 | 1]).unwrap_err().contains("dynamic table"));
-        assert!(qpack_status(&[0, 0, 0xc0 | 1]).unwrap_err().contains("no :status"));
-        assert!(qpack_status(&[0, 0, 0x50 | 0x0f, 24 - 15, 3, b'2']).is_err(), "truncated");
     }
 }

@@ -19,6 +19,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub(crate) mod h2;
 pub(crate) mod h3;
+mod h3_udp;
+mod qpack;
 pub(crate) mod udp;
 
 use crate::config::{Endpoint, Protocol};
@@ -56,6 +58,21 @@ pub(crate) fn authority_of(target: &Target) -> String {
     match target.host.contains(':') {
         true => format!("[{}]:{}", target.host, target.port),
         false => format!("{}:{}", target.host, target.port),
+    }
+}
+
+/// A QUIC endpoint for HTTP/3 load whose packets all go through a new CONNECT-UDP tunnel to
+/// `target` (to be addressed as `peer`), over the proxy's HTTP/2 or HTTP/3 connection; `None`
+/// when the tunnel failed (counted in `benchmark.tunnel_failure` and noted).
+pub(crate) async fn udp_endpoint(
+    cx: &PoolCx,
+    t: &Tunnel,
+    target: &Target,
+    peer: SocketAddr,
+) -> Option<quinn::Endpoint> {
+    match t.protocol {
+        Protocol::Http3 => h3_udp::endpoint(cx, t, target, peer).await,
+        _ => udp::endpoint(cx, t, target, peer).await,
     }
 }
 

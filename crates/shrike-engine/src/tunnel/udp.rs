@@ -26,7 +26,8 @@ use crate::pool::cx::PoolCx;
 use crate::target::Target;
 use crate::transport::unless_stopped;
 
-/// A QUIC endpoint whose packets all go through a new CONNECT-UDP tunnel to `target`, which
+/// A QUIC endpoint whose packets all go through a new CONNECT-UDP tunnel over HTTP/2 to
+/// `target`, which
 /// its connection is to address as `peer`; `None` when the tunnel failed (counted in
 /// `benchmark.tunnel_failure` and noted, as a refused `CONNECT` is).
 pub(crate) async fn endpoint(
@@ -39,13 +40,7 @@ pub(crate) async fn endpoint(
     let slot = Slot::take(&conn);
     let started = Instant::now();
     let scheme = if t.tls.is_some() { "https" } else { "http" };
-    // An IPv6 literal's colons are percent-encoded in the path (RFC 9298 §2).
-    let host = target.host.replace(':', "%3A");
-    let uri = format!(
-        "{scheme}://{}/.well-known/masque/udp/{host}/{}/",
-        authority_of(&t.proxy),
-        target.port
-    );
+    let uri = format!("{scheme}://{}{}", authority_of(&t.proxy), masque_path(target));
     let connect = http::Request::builder()
         .method(http::Method::CONNECT)
         .uri(uri)
@@ -67,9 +62,27 @@ pub(crate) async fn endpoint(
     let what = format!("{} (CONNECT-UDP)", authority_of(target));
     let (send, recv) = super::settle(cx, t, &what, started, outcome)?;
     let io = Mutex::new(Io { send, recv, buf: BytesMut::new() });
-    let socket = Arc::new(Datagrams { peer, io, _slot: slot });
+    endpoint_over(cx, &what, Arc::new(Datagrams { peer, io, _slot: slot }))
+}
+
+/// A QUIC endpoint whose socket is a tunnel's (`what` names it in messages); `None` when
+/// quinn refuses it (counted as a failed connect and noted).
+pub(super) fn endpoint_over(
+    cx: &PoolCx,
+    what: &str,
+    socket: Arc<dyn quinn::AsyncUdpSocket>,
+) -> Option<quinn::Endpoint> {
     let runtime = Arc::new(quinn::TokioRuntime);
-    match quinn::Endpoint::new_with_abstract_socket(Default::default(), None, socket, runtime) {
+    // The target may send only QUIC's minimum packet size to us (the max_udp_payload_size
+    // transport parameter): a proxy forwarding HTTP/3 datagrams fits that in its own packets
+    // (masque-go drops the tunnel over a larger one, "DATAGRAM frame too large"), where a
+    // 1,452-byte packet, which the target's path MTU discovery would reach, does not fit.
+    let mut config = quinn::EndpointConfig::default();
+    if let Err(e) = config.max_udp_payload_size(1200) {
+        cx.state.borrow_mut().note_error(|| format!("a QUIC endpoint over {what}: {e}"));
+        return None;
+    }
+    match quinn::Endpoint::new_with_abstract_socket(config, None, socket, runtime) {
         Ok(e) => Some(e),
         Err(e) => {
             let mut st = cx.state.borrow_mut();
@@ -78,6 +91,13 @@ pub(crate) async fn endpoint(
             None
         }
     }
+}
+
+/// RFC 9298 §3's default URI template's path to `target`.
+pub(super) fn masque_path(target: &Target) -> String {
+    // An IPv6 literal's colons are percent-encoded in the path (RFC 9298 §2).
+    let host = target.host.replace(':', "%3A");
+    format!("/.well-known/masque/udp/{host}/{}/", target.port)
 }
 
 /// The tunnel's stream as a UDP socket: a datagram sent is a capsule written, a capsule read
@@ -110,7 +130,7 @@ impl Drop for Datagrams {
     }
 }
 
-fn lost(why: String) -> io::Error {
+pub(super) fn lost(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionAborted, why)
 }
 
@@ -186,7 +206,7 @@ impl AsyncUdpSocket for Datagrams {
 
 /// Always writable: a send is queued on the stream, never refused.
 #[derive(Debug)]
-struct Writable;
+pub(super) struct Writable;
 
 impl UdpPoller for Writable {
     fn poll_writable(self: Pin<&mut Self>, _: &mut Context) -> Poll<io::Result<()>> {

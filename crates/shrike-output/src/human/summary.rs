@@ -135,9 +135,12 @@ fn target(options: &Value) -> Option<String> {
     let quic = options.get("protocol").and_then(Value::as_str) == Some("http3");
     let tunnel = options.get("tunnel_options").and_then(|t| {
         let uri = t.get("tunnel_uri").and_then(Value::as_str)?;
-        let connect = match t.get("tunnel_protocol").and_then(Value::as_str) {
-            Some(p) if p.eq_ignore_ascii_case("http2") && quic => "HTTP/2 CONNECT-UDP",
-            Some(p) if p.eq_ignore_ascii_case("http2") => "HTTP/2 CONNECT",
+        let over = t.get("tunnel_protocol").and_then(Value::as_str).unwrap_or("http1");
+        let connect = match over.to_ascii_lowercase().as_str() {
+            "http2" if quic => "HTTP/2 CONNECT-UDP",
+            "http2" => "HTTP/2 CONNECT",
+            "http3" if quic => "HTTP/3 CONNECT-UDP",
+            "http3" => "HTTP/3 CONNECT",
             _ => "CONNECT",
         };
         Some(format!("through proxy {uri} ({connect})"))
@@ -496,6 +499,12 @@ mod tests {
         assert_eq!(
             target(&udp).as_deref(),
             Some("u (HTTP/3, through proxy https://p:443 (HTTP/2 CONNECT-UDP))")
+        );
+        let masque = json!({"uri": "u", "protocol": "http3", "tunnel_options":
+            {"tunnel_uri": "https://p:443", "tunnel_protocol": "HTTP3"}});
+        assert_eq!(
+            target(&masque).as_deref(),
+            Some("u (HTTP/3, through proxy https://p:443 (HTTP/3 CONNECT-UDP))")
         );
         assert_eq!(target(&json!({"uri": ""})), None);
         assert_eq!(target(&json!(null)), None);

@@ -149,7 +149,7 @@ fn tunnel_pairs_nighthawk_refuses_are_refused_by_name() {
         (&["--tunnel-uri", "127.0.0.1:3128", "-p", "http3"], "http1 cannot carry HTTP/3 load"),
         (
             &["--tunnel-uri", "127.0.0.1:3128", "-p", "http3", "--tunnel-protocol", "http3"],
-            "http3 cannot carry HTTP/3 load",
+            "is required for an http3 tunnel",
         ),
         (
             &["--tunnel-uri", "127.0.0.1:3128", "--tunnel-protocol", "http3"],
@@ -661,8 +661,9 @@ fn gos_http2_client_tunnels_through_shrike_serve() {
     assert!(v["error"].as_str().unwrap().contains("403 Forbidden"), "{v}");
 }
 
-/// quic-go's HTTP/3 server as a CONNECT proxy (tests/quic_go/proxy), on a loopback UDP port it
-/// picks and prints with the TCP port of its counts; killed by its child handle.
+/// An HTTP/3 proxy on quic-go: its CONNECT proxy (tests/quic_go/proxy) or masque-go's
+/// CONNECT-UDP one (tests/masque), on a loopback UDP port it picks and prints with the TCP port
+/// of its counts, refusing port 9; killed by its child handle.
 struct QuicGoProxy {
     child: std::process::Child,
     addr: String,
@@ -671,16 +672,26 @@ struct QuicGoProxy {
 
 impl QuicGoProxy {
     fn start(dir: &std::path::Path) -> QuicGoProxy {
-        crate::support::nginx::make_certs(dir);
         let bin = go_build("quic_go", &["./proxy"], "quic-go's HTTP/3 CONNECT proxy");
+        QuicGoProxy::spawn(&bin.join("proxy"), dir)
+    }
+
+    fn masque(dir: &std::path::Path) -> QuicGoProxy {
+        let bin = go_build("masque", &["."], "masque-go v0.4.0 on quic-go v0.60.0");
+        QuicGoProxy::spawn(&bin.join("masque"), dir)
+    }
+
+    /// Runs `bin` with a fresh certificate for 127.0.0.1 in `dir` (its CA is `dir/ca.pem`).
+    fn spawn(bin: &std::path::Path, dir: &std::path::Path) -> QuicGoProxy {
+        crate::support::nginx::make_certs(dir);
         let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
-        let mut child = std::process::Command::new(bin.join("proxy"))
+        let mut child = std::process::Command::new(bin)
             .args(["-cert", &path("cert.pem"), "-key", &path("key.pem"), "-deny", "9"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("spawn quic-go's proxy");
+            .expect("spawn a quic-go proxy");
         let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut line = || {
             let mut l = String::new();
@@ -755,5 +766,47 @@ fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
     assert!(counter(&g, "benchmark.tunnel_failure") >= 1, "{g}");
     assert_eq!(counter(&g, "upstream_cx_connect_fail"), 0, "{g}");
     assert!(out.stderr.contains("(HTTP/3): the proxy answered 403 Forbidden"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// HTTP/3 load through CONNECT-UDP over HTTP/3 (RFC 9298 over RFC 9220) on masque-go, quic-go's
+/// MASQUE library, which shares no code with Shrike and carries UDP payloads only as HTTP/3
+/// datagrams (QUIC DATAGRAM frames): exact counts at the target, a tunnel per QUIC connection
+/// of the load, all on one QUIC connection to the proxy; a denied destination is its 403.
+#[test]
+fn http3_through_connect_udp_over_http3_on_masque_go() {
+    let dir = scratch("masque-go");
+    let proxy = QuicGoProxy::masque(&dir);
+    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
+    let via_uri = format!("https://{}", proxy.addr);
+    let via = ["--tunnel-uri", &via_uri, "--tunnel-ca", &ca, "--tunnel-protocol", "http3"];
+    let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let url = target.url();
+    // 20 ms per answer at 200/s: several requests in flight, on a few QUIC connections.
+    let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200", "-d", "1"];
+    let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
+    let v = run_json_ok(&[&h3[..], &delay, &["--max-concurrent-streams", "1"], &via].concat());
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
+    let quic = counter(g, "upstream_cx_http3_total");
+    assert!(quic >= 2, "several QUIC connections: {v}");
+    assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "a tunnel per QUIC connection");
+    let s = proxy.stats();
+    assert_eq!(s["udp_tunnels"], quic, "{s}");
+    assert_eq!(s["connections"], 1, "one QUIC connection to the proxy: {s}");
+    assert_eq!(target.stats("/stats")["requests"], 200);
+
+    let denied = ["run", "https://localhost:9/", "-p", "http3", "--rps", "5", "-d", "1"];
+    let out =
+        run(&[&denied[..], &via, &["--output-format", "json"]].concat(), Duration::from_secs(30));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    assert!(counter(&g, "benchmark.tunnel_failure") >= 1, "{g}");
+    assert!(
+        out.stderr.contains("localhost:9 (CONNECT-UDP) through proxy")
+            && out.stderr.contains("(HTTP/3): the proxy answered 403 Forbidden"),
+        "{}",
+        out.stderr
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
