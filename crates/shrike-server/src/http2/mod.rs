@@ -89,8 +89,16 @@ pub(crate) async fn serve<S>(
 pub(crate) fn fuzz_client_bytes(data: &[u8]) {
     let Some((&chunk, data)) = data.split_first() else { return };
     let chunk = usize::from(chunk).max(1) * 7;
-    let config = crate::ServerConfig::builder().max_body_size(4096).stats_path("/stats").build();
+    // A proxy too: its tunnels' destinations are played below, alternately opened (echoing
+    // what the client sends, and then closing) and refused.
+    let proxy = crate::ProxyConfig { allow: Vec::new(), connect_timeout: Duration::from_secs(1) };
+    let config = crate::ServerConfig::builder()
+        .max_body_size(4096)
+        .stats_path("/stats")
+        .connect_proxy(proxy)
+        .build();
     let Ok(config) = config else { return };
+    let mut open = Vec::new();
     let mut conn = Conn::new(Arc::new(Shared::new(Arc::new(config))), Instant::now());
     let mut input = shrike_h2::frame::PREFACE.to_vec();
     shrike_h2::frame::put_settings(&mut input, &[]);
@@ -102,6 +110,23 @@ pub(crate) fn fuzz_client_bytes(data: &[u8]) {
         buf.drain(..used);
         // Every timer due: delays, pauses and lingers all run to their end.
         conn.fire(Instant::now() + Duration::from_secs(3600));
+        for (id, _) in conn.take_opens() {
+            if id % 4 == 1 {
+                conn.tunnel_opened(id);
+                open.push(id);
+            } else {
+                conn.tunnel_refused(id, 502, "fuzzed");
+            }
+        }
+        for &id in &open {
+            let up = conn.tunnel_view(id).map(|v| v.up.to_vec()).unwrap_or_default();
+            conn.tunnel_wrote(id, up.len());
+            conn.tunnel_received(id, &[&up]);
+            if up.len() % 3 == 2 {
+                conn.tunnel_eof(id);
+            }
+        }
+        open.retain(|&id| conn.tunnel_alive(id));
         conn.pump();
         conn.out.clear();
         if conn.ending().is_some() {
