@@ -103,12 +103,12 @@ back = ramping_pb2.LinearRampingRateLimiterConfig()
 assert echoed.typed_config.Unpack(back) and back.ramp_time.ToNanoseconds() == 500000000, echoed
 print("ramp: 150 responses, the plugin echoed")
 
-# A pair of options Shrike does not support (a CONNECT over an HTTP/3 proxy connection):
-# error_detail names it, no output.
+# Options that cannot run (an HTTP/3 tunnel without TLS to the proxy, which Nighthawk refuses
+# too): error_detail names them, no output.
 r = execute(options(tunnel_options=options_pb2.CommandLineOptions.TunnelOptions(
     tunnel_uri="127.0.0.1:1", tunnel_protocol=options_pb2.Protocol(value=options_pb2.Protocol.HTTP3))))
 assert r.HasField("error_detail") and not r.HasField("output"), r
-assert "tunnel_protocol" in r.error_detail.message, r.error_detail.message
+assert "tunnel_tls_context" in r.error_detail.message, r.error_detail.message
 assert r.error_detail.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], r.error_detail.code
 print("unsupported:", r.error_detail.message)
 
