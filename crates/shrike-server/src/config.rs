@@ -442,8 +442,8 @@ impl ServerConfigBuilder {
         self
     }
 
-    /// Also a `CONNECT` proxy (HTTP/1.1 and HTTP/2, and CONNECT-UDP over HTTP/2) to the
-    /// destinations `proxy` allows.
+    /// Also a `CONNECT` proxy (HTTP/1.1, HTTP/2 and HTTP/3, and CONNECT-UDP over HTTP/2 and
+    /// HTTP/3) to the destinations `proxy` allows.
     pub fn connect_proxy(mut self, proxy: ProxyConfig) -> Self {
         self.proxy = Some(proxy);
         self

@@ -119,10 +119,10 @@ pub struct ServeArgs {
     /// --tls-cert/--tls-key); TCP responses then advertise it with alt-svc.
     #[arg(long)]
     pub http3: bool,
-    /// Also be a forward proxy: a CONNECT host:port (HTTP/1.1, or an HTTP/2 stream) opens a TCP
-    /// connection there and carries bytes both ways (shrike run --tunnel-uri, curl -p -x); over
-    /// HTTP/2, CONNECT-UDP (RFC 9298) carries UDP for HTTP/3 load. Counted under proxy in
-    /// --stats-path. Destinations are limited to --proxy-allow.
+    /// Also be a forward proxy: a CONNECT host:port (HTTP/1.1, or an HTTP/2 or HTTP/3 stream)
+    /// opens a TCP connection there and carries bytes both ways (shrike run --tunnel-uri, curl
+    /// -p -x); over HTTP/2 and HTTP/3, CONNECT-UDP (RFC 9298) carries UDP for HTTP/3 load.
+    /// Counted under proxy in --stats-path. Destinations are limited to --proxy-allow.
     #[arg(long)]
     pub connect_proxy: bool,
     /// Networks a CONNECT may reach, as CIDR (repeatable) [default: 127.0.0.0/8 and ::1]; a

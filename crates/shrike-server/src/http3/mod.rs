@@ -14,6 +14,7 @@
 //! a request head as one frame). After the request cap's Nth request the connection sends
 //! GOAWAY as on shutdown.
 
+mod proxy;
 mod stream;
 
 use std::io;
@@ -124,6 +125,12 @@ fn transport(config: &ServerConfig) -> quinn::TransportConfig {
         .max_concurrent_bidi_streams(VarInt::from_u32(config.max_concurrent_streams().get()))
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONNECTION_WINDOW));
+    if config.proxy().is_some() {
+        // CONNECT-UDP: a load's QUIC packets (1,200 bytes at least) ride in this connection's
+        // DATAGRAM frames, which QUIC's 1,200-byte starting MTU cannot hold. Start at what a
+        // 1,500-byte Ethernet path carries (quinn's own discovery ceiling).
+        transport.initial_mtu(1452);
+    }
     transport
 }
 
@@ -156,12 +163,21 @@ async fn connection(
     let mut builder = h3::server::builder();
     // As for HTTP/2: h3's limit bounds memory, the configured cap is checked per request.
     builder.max_field_section_size(u64::from(shared.config.limits().library_header_list_size()));
+    // A proxy offers CONNECT-UDP: extended CONNECT (RFC 9220) and HTTP/3 datagrams (RFC 9297).
+    let tunnels = shared.config.proxy().map(|_| Arc::new(proxy::Tunnels::new(shutdown.clone())));
+    if tunnels.is_some() {
+        builder.enable_extended_connect(true).enable_datagram(true);
+    }
     let conn = tokio::select! {
         biased;
         _ = shutdown.changed() => return,
         conn = builder.build::<_, Bytes>(h3_quinn::Connection::new(quic.clone())) => conn,
     };
     let Ok(mut conn) = conn else { return };
+    // Aborted when the connection ends: its handle would otherwise keep the QUIC connection
+    // open past `conn`, and the peer would never get its CONNECTION_CLOSE.
+    let carrier =
+        tunnels.as_ref().map(|t| tokio::spawn(t.clone().carry(quic.clone(), shared.clone())));
     // Dropping the set when the connection ends aborts requests still running: with the
     // connection gone they could not answer anyway.
     let mut requests = JoinSet::new();
@@ -187,7 +203,13 @@ async fn connection(
             // Also processes the control stream (the peer's SETTINGS and GOAWAY).
             next = conn.accept() => match next {
                 Ok(Some(resolver)) => {
-                    let task = stream::serve(resolver, shared.clone(), quic.clone(), sleeper.clone());
+                    let task = stream::serve(
+                        resolver,
+                        shared.clone(),
+                        quic.clone(),
+                        sleeper.clone(),
+                        tunnels.clone(),
+                    );
                     requests.spawn(task);
                     accepted += 1;
                     if limits.is_last(accepted) && !draining {
@@ -217,5 +239,8 @@ async fn connection(
     }
     let grace = (quic.rtt() + MAX_ACK_DELAY) * 3;
     let _ = tokio::time::timeout(grace, quic.closed()).await;
+    if let Some(c) = carrier {
+        c.abort();
+    }
     // Dropping `conn` closes the QUIC connection with H3_NO_ERROR; the endpoint sends it.
 }

@@ -22,7 +22,7 @@ use crate::timer::LazySleeper;
 /// H3_INTERNAL_ERROR, for injected resets.
 const H3_INTERNAL_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x102);
 
-type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+pub(super) type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// After refusing a body, how long the rest of it is still read and discarded before the
 /// server asks the client to stop sending (with H3_NO_ERROR, as RFC 9114 §4.1 says). As for
@@ -37,9 +37,13 @@ pub(super) async fn serve(
     shared: Arc<Shared>,
     quic: quinn::Connection,
     sleeper: LazySleeper,
+    tunnels: Option<Arc<super::proxy::Tunnels>>,
 ) {
     let Ok((request, mut stream)) = resolver.resolve_request().await else { return };
     let (parts, ()) = request.into_parts();
+    if parts.method == Method::CONNECT {
+        return super::proxy::serve(parts, stream, shared, quic, tunnels).await;
+    }
     let head_only = parts.method == Method::HEAD;
     let max_body = shared.config.max_body_size();
     if let Some((kind, why)) = limits::header_refusal(shared.config.limits(), &parts) {
@@ -97,7 +101,7 @@ pub(super) async fn serve(
 }
 
 /// Sends the head, the payload in slices of the shared filler (or of the echo), and FIN.
-async fn send(stream: &mut Stream, reply: Reply) -> Result<(), h3::error::StreamError> {
+pub(super) async fn send(stream: &mut Stream, reply: Reply) -> Result<(), h3::error::StreamError> {
     let Reply { head, mut payload } = reply;
     stream.send_response(head).await?;
     while payload.len() > 0 {
@@ -164,7 +168,7 @@ async fn drain(stream: &mut Stream, max_body: u64, shared: &Shared) -> Drained {
 
 /// Discards what is left of a refused body for at most [`LINGER_TIME`], then asks the peer to
 /// stop sending.
-async fn linger(stream: &mut Stream) {
+pub(super) async fn linger(stream: &mut Stream) {
     let discard = async { while let Ok(Some(_)) = stream.recv_data().await {} };
     if tokio::time::timeout(LINGER_TIME, discard).await.is_err() {
         stream.stop_sending(Code::H3_NO_ERROR);

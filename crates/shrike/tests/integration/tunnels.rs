@@ -810,3 +810,59 @@ fn http3_through_connect_udp_over_http3_on_masque_go() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `shrike serve --tls --http3 --connect-proxy` as the proxy on its HTTP/3 port: HTTP/1.1 and
+/// HTTP/2 load through `CONNECT` streams, HTTP/3 load through CONNECT-UDP with HTTP/3
+/// datagrams, and masque-go's client (sharing no code with Shrike) echoing datagrams through
+/// it; exact counts on both sides.
+#[test]
+fn shrike_serve_is_an_http3_connect_and_masque_proxy() {
+    let proxy =
+        TlsServer::start(&["--tls", "--http3", "--connect-proxy", "--stats-path", "/stats"]);
+    let via_uri = format!("https://localhost:{}", proxy.port);
+    let via = ["--tunnel-uri", &via_uri, "--tunnel-ca", &proxy.ca, "--tunnel-protocol", "http3"];
+    let target = Server::start(&["--static-delay", "20ms"]);
+    let url = target.url("/");
+    let mut tunnels = 0;
+    for protocol in ["http1", "http2"] {
+        let mut args = vec!["run", &url, "-p", protocol, "--rps", "100", "--duration", "1"];
+        args.extend(["--max-concurrent-streams", "1"]);
+        let v = run_json_ok(&[&args[..], &via].concat());
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
+        let opened = counter(g, "upstream_cx_total");
+        assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
+        tunnels += opened;
+    }
+    let h3_target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let h3_url = h3_target.url();
+    let h3 = ["run", &h3_url, "--tls-ca", &h3_target.ca, "-p", "http3", "--rps", "200", "-d", "1"];
+    let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
+    let v = run_json_ok(&[&h3[..], &delay, &["--max-concurrent-streams", "1"], &via].concat());
+    let g = global(&v);
+    assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
+    let quic = counter(g, "upstream_cx_http3_total");
+    assert!(quic >= 2, "several QUIC connections: {v}");
+    assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "{v}");
+    assert_eq!(h3_target.stats("/stats")["requests"], 200);
+
+    let bin = go_build("masque", &["."], "masque-go v0.4.0 on quic-go v0.60.0").join("masque");
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["-via", &via_uri, "-ca", &proxy.ca, "-datagrams", "50"]);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = wait_limited(cmd.spawn().expect("spawn masque-go's client"), Duration::from_secs(60));
+    assert_eq!(out.code(), 0, "{}{}", out.stdout, out.stderr);
+    let m: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(m["datagrams_echoed"], 50, "{m}");
+
+    let s = proxy.stats("/stats");
+    let p = &s["proxy"];
+    assert_eq!(p["tunnels"], tunnels + quic + 1, "{s}");
+    assert_eq!(p["udp_tunnels"], quic + 1, "{s}");
+    // Every QUIC packet of the load, and masque-go's 50, went through as datagrams.
+    assert!(p["datagrams_to_destination"].as_u64().unwrap() >= 200 + 50, "{s}");
+    assert!(p["datagrams_from_destination"].as_u64().unwrap() >= 200 + 50, "{s}");
+}

@@ -5,7 +5,7 @@
 // loopback TCP port (for tools without HTTP/3).
 //
 // usage: masque -cert FILE -key FILE [-deny PORT,PORT]; prints its UDP address, then the TCP
-// address of its counts.
+// address of its counts. With -via it is a client instead (client.go).
 package main
 
 import (
@@ -31,7 +31,14 @@ func main() {
 	certFile := flag.String("cert", "", "PEM certificate")
 	keyFile := flag.String("key", "", "PEM private key")
 	deny := flag.String("deny", "", "comma-separated destination ports refused with 403")
+	via := flag.String("via", "", "client: the proxy's https:// URL")
+	ca := flag.String("ca", "", "client: the proxy's CA (PEM)")
+	datagrams := flag.Int("datagrams", 50, "client: datagrams echoed through one tunnel")
 	flag.Parse()
+	if *via != "" {
+		runClient(*via, *ca, *datagrams)
+		return
+	}
 	denied := map[string]bool{}
 	for _, p := range strings.Split(*deny, ",") {
 		if p != "" {
