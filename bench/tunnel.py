@@ -7,9 +7,10 @@ kind of tunnel Shrike speaks, each through a peer proxy and through `shrike serv
 - HTTP/1.1 CONNECT: Debian's squid, and `shrike serve`;
 - HTTP/2 CONNECT streams: Go's net/http (the tests' crates/shrike/tests/connect_proxy), and
   `shrike serve` (h2c);
-- HTTP/3 CONNECT streams: quic-go's HTTP/3 server (tests/quic_go/proxy);
+- HTTP/3 CONNECT streams: quic-go's HTTP/3 server (tests/quic_go/proxy), and `shrike serve
+  --tls --http3`;
 - for HTTP/3 load, CONNECT-UDP over HTTP/2 (capsules; Go's proxy over TLS, and `shrike serve
-  --tls`) and over HTTP/3 (HTTP/3 datagrams; masque-go, tests/masque).
+  --tls`) and over HTTP/3 (HTTP/3 datagrams; masque-go, tests/masque, and `shrike serve`).
 
 The Go peers are built with `go` when it is there (rows without it are left out). What a TCP
 tunnel costs the client is one CONNECT per connection; the requests then ride the same
@@ -121,7 +122,8 @@ def start_shrike_proxy(tls=False):
     """`shrike serve --connect-proxy` (1 worker): (process, address or https URI, CA)."""
     args = ["--tls"] if tls else []
     p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, C.SHRIKE, "serve", "--listen",
-                          "127.0.0.1:0", "--concurrency", "1", "--connect-proxy", *args],
+                          "127.0.0.1:0", "--concurrency", "1", "--connect-proxy",
+                          *(args + ["--http3"] if tls else args)],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     addr = p.stdout.readline().strip()
     if not tls:
@@ -173,7 +175,10 @@ def main():
     go_proxy, go_addr, _ = start_go_proxy(dirs["go"])
     shrike_proxy, shrike_addr, _ = start_shrike_proxy()
     quic_proxy, quic_addr, quic_ca = start_quic_go_proxy(dirs["quic"], "quic_go", "./proxy")
-    procs += [squid, go_proxy, shrike_proxy, quic_proxy]
+    # `shrike serve --tls --http3 --connect-proxy`: HTTP/3 CONNECT and CONNECT-UDP, and (over
+    # TLS, HTTP/2) CONNECT-UDP with capsules.
+    tls_proxy, tls_uri, tls_ca = start_shrike_proxy(tls=True)
+    procs += [squid, go_proxy, shrike_proxy, quic_proxy, tls_proxy]
     common = ["--rps", str(a.rps), "--duration", str(a.duration), "--connections",
               str(a.connections), "--concurrency", "1", "--output-format", "json", "-v", "error"]
     base = [C.SHRIKE, "run", url, *common]
@@ -185,6 +190,9 @@ def main():
     if go_addr:
         ways.append(("through Go, HTTP/2 CONNECT",
                      ["--tunnel-uri", go_addr, "--tunnel-protocol", "http2"], go_proxy))
+    ways.append(("through shrike serve, HTTP/3 CONNECT",
+                 ["--tunnel-uri", tls_uri, "--tunnel-ca", tls_ca, "--tunnel-protocol", "http3"],
+                 tls_proxy))
     if quic_addr:
         ways.append(("through quic-go, HTTP/3 CONNECT",
                      ["--tunnel-uri", f"https://{quic_addr}", "--tunnel-ca", quic_ca,
@@ -192,15 +200,17 @@ def main():
     table = [(f"{p}, {how}", base + ["-p", p] + extra, via)
              for p in ["http1", "http2"] for how, extra, via in ways]
     h3_server, h3_url, h3_ca = start_h3_server()
-    tls_proxy, tls_uri, tls_ca = start_shrike_proxy(tls=True)
     udp_proxy, udp_addr, proxy_ca = start_go_proxy(dirs["udp"], tls=True)
     masque, masque_addr, masque_ca = start_quic_go_proxy(dirs["masque"], "masque", ".")
-    procs += [h3_server, tls_proxy, udp_proxy, masque]
+    procs += [h3_server, udp_proxy, masque]
     h3 = [C.SHRIKE, "run", h3_url, "-p", "http3", "--tls-ca", h3_ca, *common]
     table += [("http3, direct", h3, None),
               ("http3, through shrike serve, HTTP/2 CONNECT-UDP",
                h3 + ["--tunnel-uri", tls_uri, "--tunnel-protocol", "http2", "--tunnel-ca", tls_ca],
                tls_proxy)]
+    table.append(("http3, through shrike serve, HTTP/3 CONNECT-UDP",
+                  h3 + ["--tunnel-uri", tls_uri, "--tunnel-protocol", "http3", "--tunnel-ca",
+                        tls_ca], tls_proxy))
     if udp_addr:
         table.append(("http3, through Go, HTTP/2 CONNECT-UDP",
                       h3 + ["--tunnel-uri", f"https://{udp_addr}", "--tunnel-protocol", "http2",

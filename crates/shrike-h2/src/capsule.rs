@@ -6,8 +6,9 @@ use std::ops::Range;
 
 /// The capsule type of an HTTP Datagram (RFC 9297 §3.5).
 pub const DATAGRAM: u64 = 0;
-/// A capsule longer than any UDP payload (and its context id) is the peer's error, not
-/// something to buffer.
+/// A capsule longer than any UDP payload (and its context id) is refused, of any type: CONNECT-UDP
+/// defines no larger one, and buffering a peer's announcement of megabytes is how memory runs
+/// out. (RFC 9297 would have an unknown type's capsule skipped at any length.)
 pub const MAX_CAPSULE: u64 = 65_535 + 8;
 
 /// A capsule announcing more than [`MAX_CAPSULE`] bytes: its announced length.
@@ -29,7 +30,14 @@ pub fn parse(b: &[u8]) -> Result<Option<(u64, Range<usize>)>, TooLong> {
 /// The UDP payload a capsule carries: a DATAGRAM with context id 0 (RFC 9298 §5). Other
 /// capsule types and contexts are skipped by the reader (RFC 9297 §3.2).
 pub fn udp_payload(kind: u64, value: &[u8]) -> Option<&[u8]> {
-    value.strip_prefix(&[0]).filter(|_| kind == DATAGRAM)
+    if kind != DATAGRAM {
+        return None;
+    }
+    // The context id is a varint, not always in its shortest form (RFC 9000 §16).
+    match varint(value)? {
+        (0, n) => Some(&value[n..]),
+        _ => None,
+    }
 }
 
 /// The bytes before a UDP payload of `len` bytes in its DATAGRAM capsule: type, length and
@@ -107,6 +115,7 @@ mod tests {
         assert_eq!(parse(&b[..303]), Ok(None));
         assert_eq!(udp_payload(1, &[0, 1]), None, "another capsule type");
         assert_eq!(udp_payload(DATAGRAM, &[1, 1]), None, "another context");
+        assert_eq!(udp_payload(DATAGRAM, &[0x40, 0, 9]), Some(&[9u8][..]), "a two-byte zero");
         let (big, n) = encode_varint(1 << 20);
         let mut huge = vec![0];
         huge.extend_from_slice(&big[..n]);

@@ -503,6 +503,9 @@ impl AsyncRead for H3Stream {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let r = &mut this.reader;
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         loop {
             if r.ended {
                 return Poll::Ready(Ok(()));
@@ -535,7 +538,10 @@ impl AsyncRead for H3Stream {
                 r.buf.drain(..n);
                 r.skip_left -= n as u64;
                 if r.skip_left > 0 && !ready!(r.poll_fill(cx, &mut this.recv))? {
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the proxy ended the tunnel inside a frame",
+                    )));
                 }
                 continue;
             }

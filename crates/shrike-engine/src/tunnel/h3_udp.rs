@@ -20,7 +20,7 @@ use std::time::Instant;
 use bytes::{BufMut, BytesMut};
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, SendDatagramError, UdpPoller};
-use tokio::io::AsyncReadExt;
+use shrike_h2::capsule;
 
 use super::h3::{exchange, proxy_conn, put_varint, Inbox, Inboxes, REQUEST_CANCELLED};
 use super::qpack::connect_udp_block;
@@ -73,10 +73,12 @@ async fn open(
     if let Ok(mut m) = proxy.inboxes.lock() {
         m.insert(quarter, inbox.clone());
     }
-    // The stream carries no capsules we use; read to its end, which ends the tunnel.
+    // The stream carries no capsules we use: read and dropped to its end, which ends the
+    // tunnel. Aborted (and the stream stopped) when the tunnel is dropped.
     let ended = inbox.clone();
-    tokio::task::spawn_local(async move {
-        let _ = recv.take(u64::MAX).read_to_end(&mut Vec::new()).await;
+    let reader = tokio::task::spawn_local(async move {
+        let mut recv = recv;
+        let _ = tokio::io::copy(&mut recv, &mut tokio::io::sink()).await;
         ended.close();
     });
     let mut prefix = Vec::with_capacity(9);
@@ -91,6 +93,7 @@ async fn open(
         inbox,
         inboxes: proxy.inboxes.clone(),
         send: Mutex::new(send),
+        reader: reader.abort_handle(),
     })
 }
 
@@ -106,6 +109,8 @@ struct H3Datagrams {
     inboxes: Arc<Inboxes>,
     /// The request stream: open for as long as the tunnel is.
     send: Mutex<quinn::SendStream>,
+    /// The task reading the stream's other half.
+    reader: tokio::task::AbortHandle,
 }
 
 impl fmt::Debug for H3Datagrams {
@@ -122,6 +127,7 @@ impl Drop for H3Datagrams {
         if let Ok(send) = self.send.get_mut() {
             let _ = send.reset(quinn::VarInt::from_u32(REQUEST_CANCELLED));
         }
+        self.reader.abort();
     }
 }
 
@@ -151,7 +157,7 @@ impl AsyncUdpSocket for H3Datagrams {
         let mut q = self.inbox.queue.lock().map_err(|_| lost("the tunnel's lock".into()))?;
         while let Some(d) = q.0.pop_front() {
             // Other contexts are skipped (RFC 9298 §4).
-            let Some(data) = d.strip_prefix(&[0]) else { continue };
+            let Some(data) = capsule::udp_payload(capsule::DATAGRAM, &d) else { continue };
             let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) else {
                 return Poll::Ready(Ok(0));
             };

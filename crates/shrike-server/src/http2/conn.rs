@@ -645,7 +645,8 @@ impl Conn {
         let Some(s) = self.streams.get_mut(&id) else { return Ok(()) };
         s.ended = true;
         match s.phase {
-            Phase::Tunnel(_) => self.tunnel_client_ended(id),
+            // §8.5: a tunnel's stream carries DATA only.
+            Phase::Tunnel(_) => self.reset(id, frame::PROTOCOL_ERROR),
             Phase::Body if s.declared.is_some_and(|d| d != s.received) => {
                 self.reset(id, frame::PROTOCOL_ERROR);
             }

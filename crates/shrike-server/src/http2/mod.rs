@@ -197,8 +197,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                 self.conn.fire(now);
                 progressed = true;
             }
-            progressed |= self.tunnels.poll(&mut self.conn, &self.shared, self.shutdown_seen, cx);
             self.conn.pump();
+            // After `pump`: a tunnel that stopped reading its destination because its bytes
+            // waited for room reads again here, now that they may have gone out; before it,
+            // nothing would wake the task for the destination's next bytes.
+            progressed |= self.tunnels.poll(&mut self.conn, &self.shared, self.shutdown_seen, cx);
             match self.write(cx) {
                 Poll::Ready(Ok(true)) => progressed |= self.conn.wants_room(),
                 Poll::Ready(Ok(false)) | Poll::Pending => {}

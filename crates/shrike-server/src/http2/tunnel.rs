@@ -137,6 +137,12 @@ fn step(
     // The client's bytes to the destination.
     loop {
         let Some(view) = conn.tunnel_view(e.id) else { return (false, true) };
+        let udp = matches!(socket, Socket::Udp(_));
+        if udp && view.client_ended && capsule::parse(view.up) == Ok(None) && !view.up.is_empty() {
+            // The client ended inside a capsule: the stream is malformed (RFC 9297 §3.3).
+            conn.tunnel_lost(e.id, frame::PROTOCOL_ERROR);
+            return (false, true);
+        }
         if view.up.is_empty() {
             if view.client_ended && !e.shut {
                 if let Socket::Tcp(tcp) = socket {
@@ -157,7 +163,7 @@ fn step(
                 Poll::Ready(Err(_)) => Err(()),
                 Poll::Pending => Ok(None),
             },
-            Socket::Udp(udp) => send_capsule(udp, view.up, cx, shared),
+            Socket::Udp(udp) => send_capsules(udp, view.up, cx, shared),
         };
         match sent {
             Ok(Some(n)) => {
@@ -217,32 +223,36 @@ fn step(
     (true, moved)
 }
 
-/// Sends the datagram of the first whole capsule in `up`: how many bytes of `up` are done
-/// with, `None` until the socket or the capsule is ready, `Err` for a capsule longer than any
-/// datagram (RFC 9297 §3.3: the stream is malformed).
-fn send_capsule(
+/// Sends the datagrams of the whole capsules at the start of `up`, as many as the socket takes
+/// now: how many bytes of `up` are done with (`None`: none yet), `Err` for a capsule longer
+/// than any datagram (RFC 9297 §3.3: the stream is malformed). Credit goes back once for all
+/// of them, and `up` is drained once.
+fn send_capsules(
     udp: &UdpSocket,
     up: &[u8],
     cx: &mut Context<'_>,
     shared: &Shared,
 ) -> Result<Option<usize>, ()> {
-    let Some((kind, value)) = capsule::parse(up).map_err(|_| ())? else { return Ok(None) };
-    let Some(payload) = capsule::udp_payload(kind, &up[value.clone()]) else {
-        // Another capsule type or context: skipped (RFC 9297 §3.2).
-        return Ok(Some(value.end));
-    };
-    match udp.poll_send(cx, payload) {
-        Poll::Pending => Ok(None),
-        Poll::Ready(sent) => {
-            let stats = shared.state.stats();
-            if sent.is_ok() {
-                stats.proxy(ProxyEvent::DatagramsTo, 1);
-                stats.proxy(ProxyEvent::BytesTo, payload.len() as u64);
+    let mut done = 0;
+    while let Some((kind, value)) = capsule::parse(&up[done..]).map_err(|_| ())? {
+        let end = done + value.end;
+        // Another capsule type or context is skipped (RFC 9297 §3.2).
+        if let Some(payload) = capsule::udp_payload(kind, &up[done + value.start..end]) {
+            match udp.poll_send(cx, payload) {
+                Poll::Pending => break,
+                Poll::Ready(sent) => {
+                    if sent.is_ok() {
+                        let stats = shared.state.stats();
+                        stats.proxy(ProxyEvent::DatagramsTo, 1);
+                        stats.proxy(ProxyEvent::BytesTo, payload.len() as u64);
+                    }
+                    // A datagram the kernel refused (an ICMP error from an earlier one) is
+                    // lost, as on the network.
+                    let _: io::Result<usize> = sent;
+                }
             }
-            // A datagram the kernel refused (an ICMP error from an earlier one) is lost, as
-            // on the network.
-            let _: io::Result<usize> = sent;
-            Ok(Some(value.end))
         }
+        done = end;
     }
+    Ok((done > 0).then_some(done))
 }

@@ -41,7 +41,7 @@ impl Tunnels {
     pub(super) async fn carry(self: Arc<Self>, quic: quinn::Connection, shared: Arc<Shared>) {
         while let Ok(d) = quic.read_datagram().await {
             let Some((quarter, n)) = capsule::varint(&d) else { continue };
-            let Some(payload) = d[n..].strip_prefix(&[0]) else { continue };
+            let Some(payload) = capsule::udp_payload(capsule::DATAGRAM, &d[n..]) else { continue };
             let socket = self.udp.lock().ok().and_then(|m| m.get(&quarter).cloned());
             if socket.is_some_and(|s| s.try_send(payload).is_ok()) {
                 let stats = shared.state.stats();
@@ -115,8 +115,17 @@ async fn open(stream: &mut Stream, shared: &Shared, udp: bool) -> bool {
     true
 }
 
-/// Carries bytes both ways until both sides have ended (or either fails, which resets the
-/// stream with H3_CONNECT_ERROR, RFC 9114 §4.4), or the server shuts down.
+/// Which end of a tunnel failed.
+enum Side {
+    /// The client reset or stopped its stream: the tunnel just ends.
+    Client,
+    /// The destination failed: the stream is reset with H3_CONNECT_ERROR (RFC 9114 §4.4) and
+    /// counted as a failed tunnel.
+    Destination,
+}
+
+/// Carries bytes both ways until both sides have ended, either fails, or the server shuts
+/// down.
 async fn tcp(mut stream: Stream, shared: &Shared, tunnels: &Tunnels, tcp: tokio::net::TcpStream) {
     if !open(&mut stream, shared, false).await {
         return;
@@ -131,40 +140,46 @@ async fn tcp(mut stream: Stream, shared: &Shared, tunnels: &Tunnels, tcp: tokio:
                     let n = chunk.remaining() as u64;
                     while chunk.has_remaining() {
                         let piece = chunk.chunk();
-                        to.write_all(piece).await.map_err(drop)?;
+                        to.write_all(piece).await.map_err(|_| Side::Destination)?;
                         let len = piece.len();
                         chunk.advance(len);
                     }
                     stats.proxy(ProxyEvent::BytesTo, n);
                 }
                 // A half-close: the destination sees the client's FIN.
-                Ok(None) => return to.shutdown().await.map_err(drop),
-                Err(_) => return Err(()),
+                Ok(None) => return to.shutdown().await.map_err(|_| Side::Destination),
+                Err(_) => return Err(Side::Client),
             }
         }
     };
     let down = async {
         let mut buf = vec![0; 32 * 1024];
         loop {
-            let n = from.read(&mut buf).await.map_err(drop)?;
+            let n = from.read(&mut buf).await.map_err(|_| Side::Destination)?;
             if n == 0 {
-                return send.finish().await.map_err(drop);
+                return send.finish().await.map_err(|_| Side::Client);
             }
-            send.send_data(Bytes::copy_from_slice(&buf[..n])).await.map_err(drop)?;
+            let data = Bytes::copy_from_slice(&buf[..n]);
+            send.send_data(data).await.map_err(|_| Side::Client)?;
             stats.proxy(ProxyEvent::BytesFrom, n as u64);
         }
     };
     let mut shutdown = tunnels.shutdown.clone();
     let failed = tokio::select! {
-        carried = async { tokio::try_join!(up, down) } => carried.is_err(),
+        carried = async { tokio::try_join!(up, down) } => carried.err(),
         // Shutting down: the tunnel ends with the server, as HTTP/1.1's does.
-        _ = shutdown.changed() => false,
+        _ = shutdown.changed() => None,
     };
-    if failed {
-        stats.proxy(ProxyEvent::Failed, 1);
-        send.stop_stream(Code::H3_CONNECT_ERROR);
-        recv.stop_sending(Code::H3_CONNECT_ERROR);
-    }
+    let code = match failed {
+        None => return,
+        Some(Side::Client) => Code::H3_REQUEST_CANCELLED,
+        Some(Side::Destination) => {
+            stats.proxy(ProxyEvent::Failed, 1);
+            Code::H3_CONNECT_ERROR
+        }
+    };
+    send.stop_stream(code);
+    recv.stop_sending(code);
 }
 
 /// Forwards the destination's datagrams to the client until the request stream ends (the

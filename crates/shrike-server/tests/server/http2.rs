@@ -505,3 +505,56 @@ fn a_peer_breaking_the_protocol_loses_only_its_connection() {
         h2.get(&[]).await.assert_filler(10);
     });
 }
+
+/// A tunnel's download larger than the server's write buffer, to a client whose windows are
+/// large enough that it sends no WINDOW_UPDATE for most of it and reads slowly: the
+/// destination's bytes must keep flowing when the write side, not the client, frees room.
+/// Every byte arrives, in order, and the destination's close ends the stream.
+#[test]
+fn a_tunnel_download_keeps_flowing_to_a_slow_reader_with_large_windows() {
+    const SIZE: usize = 24 << 20;
+    let dest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dest_addr = dest.local_addr().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let (mut s, _) = dest.accept().unwrap();
+        let data: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+        s.write_all(&data).unwrap();
+    });
+    let proxy = shrike_server::ProxyConfig {
+        allow: vec![("127.0.0.1".parse().unwrap(), 32)],
+        connect_timeout: Duration::from_secs(5),
+    };
+    let server =
+        TestServer::start(crate::common::build(ServerConfig::builder().connect_proxy(proxy)));
+    block_on(async {
+        let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        let (send, conn) = h2::client::Builder::new()
+            .initial_window_size(32 << 20)
+            .initial_connection_window_size(32 << 20)
+            .handshake::<_, Bytes>(tcp)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let request =
+            Request::builder().method(Method::CONNECT).uri(dest_addr.to_string()).body(()).unwrap();
+        let mut send = send.ready().await.unwrap();
+        let (response, _stream) = send.send_request(request, false).unwrap();
+        let mut body = response.await.unwrap().into_body();
+        let mut received = 0usize;
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            for (i, b) in chunk.iter().enumerate() {
+                assert_eq!(*b, ((received + i) % 251) as u8, "byte {}", received + i);
+            }
+            received += chunk.len();
+            body.flow_control().release_capacity(chunk.len()).unwrap();
+            // Slower than the destination: the server's write buffer fills.
+            if received % (1 << 20) < chunk.len() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        assert_eq!(received, SIZE);
+    });
+    writer.join().unwrap();
+}

@@ -228,7 +228,11 @@ impl Conn {
     pub(in crate::http2) fn tunnel_close(&mut self, id: u32) {
         let Some(s) = self.streams.get_mut(&id) else { return };
         let Phase::Tunnel(t) = &mut s.phase else { return };
-        if t.open && !t.end_sent {
+        if !t.open {
+            // Still opening: answered, as any request the server will not serve.
+            return self.tunnel_refused(id, 503, "the server is shutting down");
+        }
+        if !t.end_sent {
             frame::put(&mut self.out, frame::DATA, frame::END_STREAM, id, &[]);
         }
         self.reset(id, frame::NO_ERROR);
@@ -283,12 +287,11 @@ impl Stream {
     }
 
     /// After the client ended its side: a CONNECT-UDP tunnel ends with it, as UDP has no
-    /// half-close to carry on with.
+    /// half-close to carry on with (the capsules already queued go first, whole).
     fn client_side(&mut self) {
         if let Phase::Tunnel(t) = &mut self.phase {
             if self.ended && t.udp && t.open {
                 t.down_ended = true;
-                t.down.clear();
             }
         }
     }

@@ -144,3 +144,38 @@ fn connects_a_server_cannot_serve_are_refused() {
     assert_eq!(status(&written(&mut c)), "502");
     assert!(!c.tunnel_alive(3));
 }
+
+#[test]
+fn a_udp_tunnels_queued_capsules_go_out_whole_after_the_clients_end() {
+    let mut c = conn(proxy());
+    opened(&mut c, UDP, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
+    let prefix = shrike_h2::capsule::datagram_prefix(13);
+    c.tunnel_received(1, &[prefix.as_slice(), b"thirteen-byte"]);
+    assert_eq!(kinds(&written(&mut c)), [(frame::DATA, 10, 0)]);
+    let mut end = Vec::new();
+    frame::put(&mut end, frame::DATA, frame::END_STREAM, 1, &[]);
+    assert!(feed(&mut c, &end).is_empty(), "the rest of the capsule waits for credit");
+    let mut more = Vec::new();
+    frame::put_window_update(&mut more, 1, 100);
+    assert_eq!(kinds(&feed(&mut c, &more)), [(frame::DATA, 6, 0), (frame::DATA, 0, 1)]);
+    assert!(!c.tunnel_alive(1) && !c.is_busy());
+}
+
+#[test]
+fn trailers_on_a_tunnel_and_shutdown_while_opening() {
+    let mut c = conn(proxy());
+    opened(&mut c, TCP, &[]);
+    // §8.5: a tunnel's stream carries DATA only.
+    let mut block = Vec::new();
+    encode_field(&mut block, b"x-trailer", b"1");
+    let mut trailers = Vec::new();
+    frame::put(&mut trailers, frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 1, &block);
+    let frames = feed(&mut c, &trailers);
+    assert_eq!(kinds(&frames), [(frame::RST_STREAM, 4, 0)]);
+    assert_eq!(frames[0].1, frame::PROTOCOL_ERROR.to_be_bytes());
+    // A tunnel still opening when the server shuts down is answered 503, not reset.
+    feed(&mut c, &connect(3, TCP));
+    assert_eq!(c.take_opens().len(), 1);
+    c.tunnel_close(3);
+    assert_eq!(status(&written(&mut c)), "503");
+}
