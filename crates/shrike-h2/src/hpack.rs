@@ -201,8 +201,9 @@ impl Decoder {
     }
 }
 
-/// Reads an integer with an N-bit prefix (§5.1) starting at `pos`, advancing `pos`.
-fn read_int(block: &[u8], pos: &mut usize, prefix_bits: u32) -> Result<usize, HpackError> {
+/// Reads an integer with an N-bit prefix (§5.1) starting at `pos`, advancing `pos`. QPACK's
+/// integers are these too (RFC 9204 §4.1.1).
+pub fn read_int(block: &[u8], pos: &mut usize, prefix_bits: u32) -> Result<usize, HpackError> {
     let mask = (1usize << prefix_bits) - 1;
     let first = *block.get(*pos).ok_or(HpackError::Truncated)?;
     *pos += 1;
@@ -285,8 +286,9 @@ pub(crate) fn static_index(name: &[u8], value: &[u8]) -> StaticIndex {
     StaticIndex::Name(name_index)
 }
 
-/// Writes `value` with an N-bit prefix (§5.1); `flags` holds the bits above the prefix.
-pub(crate) fn write_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
+/// Writes `value` with an N-bit prefix (§5.1); `flags` holds the bits above the prefix. QPACK's
+/// integers are these too (RFC 9204 §4.1.1).
+pub fn write_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
     let mask = (1usize << prefix_bits) - 1;
     if value < mask {
         out.push(flags | value as u8);

@@ -134,9 +134,9 @@ pub struct PoolCx {
     /// Zipkin tracing: the worker's sampler and its channel to the span collector.
     pub(crate) tracing: Option<crate::trace::Tracing>,
     /// The worker's HTTP/2 connections to a tunnel's proxy (`--tunnel-protocol http2`).
-    pub(crate) tunnel_conns: crate::tunnel::h2::ProxyConns,
+    pub(crate) tunnel_conns: crate::tunnel::ProxyConns<crate::tunnel::h2::ProxyConn>,
     /// The worker's QUIC connections to a tunnel's proxy (`--tunnel-protocol http3`).
-    pub(crate) tunnel_quic: crate::tunnel::h3::QuicProxies,
+    pub(crate) tunnel_quic: crate::tunnel::ProxyConns<crate::tunnel::h3::QuicProxy>,
     predicates: Box<[Predicate]>,
 }
 

@@ -3,7 +3,7 @@
 //! worker opens another when its connections are full. The h2 crate runs the proxy
 //! connection (its task drives it); the tunnel's bytes are the stream's DATA frames.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -18,29 +18,13 @@ use h2::{RecvStream, SendStream};
 use shrike_stats::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{authority_of, Tunnel};
+use super::{authority_of, proxy_failed, Tunnel};
 use crate::config::Endpoint;
 use crate::pool::cx::PoolCx;
 use crate::transport::{dial, handshake, unless_stopped, Transport};
 
-/// A worker's HTTP/2 connections to the proxy.
-#[derive(Default)]
-pub(crate) struct ProxyConns {
-    conns: RefCell<Vec<ProxyConn>>,
-    /// Held while a connection to the proxy is being opened: connections of the run that
-    /// find no room meanwhile (all at once, with --prefetch-connections) wait for it rather
-    /// than each opening one.
-    opening: tokio::sync::Mutex<()>,
-}
-
-impl std::fmt::Debug for ProxyConns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ProxyConns({})", self.conns.borrow().len())
-    }
-}
-
 #[derive(Clone)]
-pub(super) struct ProxyConn {
+pub(crate) struct ProxyConn {
     send: SendRequest<Bytes>,
     /// Tunnels open or being opened on it (each holds a [`Slot`]; atomic because a UDP
     /// tunnel's slot lives in the QUIC endpoint's socket, which must be `Send`).
@@ -91,20 +75,9 @@ impl ProxyConn {
 
 /// A proxy connection with room for another stream: one open, or a new one.
 pub(super) async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
-    if let Some(c) = room(cx) {
-        return Some(c);
-    }
-    let _one_at_a_time = cx.tunnel_conns.opening.lock().await;
-    match room(cx) {
-        Some(c) => Some(c),
-        None => open(cx, t).await,
-    }
-}
-
-fn room(cx: &PoolCx) -> Option<ProxyConn> {
-    let mut conns = cx.tunnel_conns.conns.borrow_mut();
-    conns.retain(|c| !c.closed.get());
-    conns.iter().find(|c| c.live.load(Relaxed) < c.send.current_max_send_streams()).cloned()
+    let alive = |c: &ProxyConn| !c.closed.get();
+    let room = |c: &ProxyConn| c.live.load(Relaxed) < c.send.current_max_send_streams();
+    cx.tunnel_conns.get(alive, room, || open(cx, t)).await
 }
 
 /// A new HTTP/2 connection to the proxy (TLS with ALPN h2 when the tunnel has TLS, prior
@@ -137,16 +110,7 @@ async fn open(cx: &PoolCx, t: &Tunnel) -> Option<ProxyConn> {
         let _ = connection.await;
         on_end.set(true);
     });
-    let conn = ProxyConn { send, live: Arc::default(), closed };
-    cx.tunnel_conns.conns.borrow_mut().push(conn.clone());
-    Some(conn)
-}
-
-fn proxy_failed(cx: &PoolCx, t: &Tunnel, why: String) -> Option<ProxyConn> {
-    let mut st = cx.state.borrow_mut();
-    st.counters.inc(Counter::TunnelFail);
-    st.note_error(|| format!("proxy {}: {why}", t.uri));
-    None
+    Some(ProxyConn { send, live: Arc::default(), closed })
 }
 
 /// A `CONNECT` (`connect`, its body to come) on a new stream, and its 2xx.

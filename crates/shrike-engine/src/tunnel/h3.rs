@@ -10,7 +10,7 @@
 //! the static table only (we offer no dynamic table, so the proxy's answer uses none either,
 //! RFC 9204 §3.2.3), and DATA frames.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -27,7 +27,7 @@ use shrike_stats::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use super::qpack::{connect_block, qpack_status};
-use super::{authority_of, Tunnel};
+use super::{authority_of, proxy_failed, Tunnel};
 use crate::config::{Endpoint, Protocol};
 use crate::pool::cx::PoolCx;
 use crate::transport::{unless_stopped, Transport};
@@ -52,23 +52,8 @@ const MAX_FRAME: u64 = 64 * 1024;
 /// The largest DATA frame written: larger writes are split.
 const MAX_DATA: usize = 64 * 1024;
 
-/// A worker's QUIC connections to the proxy.
-#[derive(Default)]
-pub(crate) struct QuicProxies {
-    conns: RefCell<Vec<QuicProxy>>,
-    /// Held while a connection is being opened, so the run's connections wait for it rather
-    /// than each opening one.
-    opening: tokio::sync::Mutex<()>,
-}
-
-impl std::fmt::Debug for QuicProxies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "QuicProxies({})", self.conns.borrow().len())
-    }
-}
-
 #[derive(Clone)]
-pub(super) struct QuicProxy {
+pub(crate) struct QuicProxy {
     pub(super) conn: quinn::Connection,
     peer: Rc<Peer>,
     /// CONNECT-UDP tunnels' inboxes by quarter stream id (RFC 9297 §2.1), which the
@@ -160,20 +145,8 @@ pub(crate) async fn connect(cx: &PoolCx, t: &Tunnel, endpoint: &Endpoint) -> Opt
 
 /// The worker's QUIC connection to the proxy: the open one, or a new one.
 pub(super) async fn proxy_conn(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
-    if let Some(c) = open_one(cx) {
-        return Some(c);
-    }
-    let _one_at_a_time = cx.tunnel_quic.opening.lock().await;
-    match open_one(cx) {
-        Some(c) => Some(c),
-        None => open(cx, t).await,
-    }
-}
-
-fn open_one(cx: &PoolCx) -> Option<QuicProxy> {
-    let mut conns = cx.tunnel_quic.conns.borrow_mut();
-    conns.retain(|c| !c.peer.done.get());
-    conns.first().cloned()
+    let alive = |c: &QuicProxy| !c.peer.done.get();
+    cx.tunnel_quic.get(alive, |_| true, || open(cx, t)).await
 }
 
 /// A new QUIC connection to the proxy, its control stream open and its driver spawned on the
@@ -283,15 +256,7 @@ async fn start(cx: &PoolCx, t: &Tunnel, conn: quinn::Connection) -> Option<QuicP
             m.values().for_each(|i| i.close());
         }
     });
-    cx.tunnel_quic.conns.borrow_mut().push(proxy.clone());
     Some(proxy)
-}
-
-fn proxy_failed(cx: &PoolCx, t: &Tunnel, why: String) -> Option<QuicProxy> {
-    let mut st = cx.state.borrow_mut();
-    st.counters.inc(Counter::TunnelFail);
-    st.note_error(|| format!("proxy {}: {why}", t.uri));
-    None
 }
 
 /// One of the proxy's unidirectional streams: its control stream is read for GOAWAY (which

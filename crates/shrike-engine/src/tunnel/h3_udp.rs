@@ -24,7 +24,7 @@ use shrike_h2::capsule;
 
 use super::h3::{exchange, proxy_conn, put_varint, Inbox, Inboxes, REQUEST_CANCELLED};
 use super::qpack::connect_udp_block;
-use super::udp::{endpoint_over, lost, masque_path, Writable};
+use super::udp::{deliver, endpoint_over, lost, masque_path, Writable};
 use super::{authority_of, Tunnel};
 use crate::pool::cx::PoolCx;
 use crate::target::Target;
@@ -158,17 +158,9 @@ impl AsyncUdpSocket for H3Datagrams {
         while let Some(d) = q.0.pop_front() {
             // Other contexts are skipped (RFC 9298 §4).
             let Some(data) = capsule::udp_payload(capsule::DATAGRAM, &d) else { continue };
-            let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) else {
-                return Poll::Ready(Ok(0));
-            };
-            // Larger than the endpoint reads: dropped, as a socket would truncate it.
-            if data.len() > buf.len() {
-                continue;
+            if let Some(n) = deliver(self.peer, data, bufs, meta) {
+                return Poll::Ready(Ok(n));
             }
-            buf[..data.len()].copy_from_slice(data);
-            let len = data.len();
-            *m = RecvMeta { addr: self.peer, len, stride: len, ecn: None, dst_ip: None };
-            return Poll::Ready(Ok(1));
         }
         if self.inbox.closed.load(Relaxed) {
             return Poll::Ready(Err(lost("the proxy ended the CONNECT-UDP tunnel".into())));

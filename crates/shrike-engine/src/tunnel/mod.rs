@@ -9,6 +9,7 @@
 //! proxy refuses, resets or garbles counts in `benchmark.tunnel_failure` with a message naming
 //! the answer, not as a failure to connect to the target.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
@@ -51,6 +52,62 @@ impl Tunnel {
     ) -> Tunnel {
         Tunnel { proxy, tls, uri, protocol }
     }
+}
+
+/// A worker's connections to a proxy that carry many tunnels each (HTTP/2 and HTTP/3).
+pub(crate) struct ProxyConns<C> {
+    conns: RefCell<Vec<C>>,
+    /// Held while a connection to the proxy is being opened: connections of the run that
+    /// find no room meanwhile (all at once, with --prefetch-connections) wait for it rather
+    /// than each opening one.
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl<C> Default for ProxyConns<C> {
+    fn default() -> Self {
+        ProxyConns { conns: RefCell::default(), opening: tokio::sync::Mutex::default() }
+    }
+}
+
+impl<C> fmt::Debug for ProxyConns<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ProxyConns({})", self.conns.borrow().len())
+    }
+}
+
+impl<C: Clone> ProxyConns<C> {
+    /// A connection that is `alive` and has `room` for another tunnel, or the one `open`
+    /// makes (kept for the next tunnels).
+    async fn get<F: std::future::Future<Output = Option<C>>>(
+        &self,
+        alive: impl Fn(&C) -> bool,
+        room: impl Fn(&C) -> bool,
+        open: impl FnOnce() -> F,
+    ) -> Option<C> {
+        let find = || {
+            let mut conns = self.conns.borrow_mut();
+            conns.retain(&alive);
+            conns.iter().find(|c| room(c)).cloned()
+        };
+        if let Some(c) = find() {
+            return Some(c);
+        }
+        let _one_at_a_time = self.opening.lock().await;
+        if let Some(c) = find() {
+            return Some(c);
+        }
+        let c = open().await?;
+        self.conns.borrow_mut().push(c.clone());
+        Some(c)
+    }
+}
+
+/// A connection to the proxy that could not be set up: counted as a failed tunnel and noted.
+fn proxy_failed<T>(cx: &PoolCx, t: &Tunnel, why: String) -> Option<T> {
+    let mut st = cx.state.borrow_mut();
+    st.counters.inc(Counter::TunnelFail);
+    st.note_error(|| format!("proxy {}: {why}", t.uri));
+    None
 }
 
 /// `host:port` of a `CONNECT` to `target` (the port always; IPv6 in brackets).

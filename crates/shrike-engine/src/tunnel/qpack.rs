@@ -3,6 +3,8 @@
 //! dynamic table (SETTINGS_QPACK_MAX_TABLE_CAPACITY stays 0), so its answers may not refer to
 //! one (§3.2.3): a block that does is the proxy's error.
 
+use shrike_h2::hpack::{read_int, write_int};
+
 /// Static table entries (RFC 9204 Appendix A).
 const AUTHORITY: usize = 0;
 const PATH: usize = 1;
@@ -36,56 +38,23 @@ fn block_start() -> Vec<u8> {
 
 /// A literal field line whose name is a static entry's.
 fn put_name_ref(b: &mut Vec<u8>, index: usize, value: &[u8]) {
-    put_prefix_int(b, 0x50, 4, index);
-    put_prefix_int(b, 0, 7, value.len());
+    write_int(b, 0x50, 4, index);
+    write_int(b, 0, 7, value.len());
     b.extend_from_slice(value);
 }
 
 /// A literal field line with a literal name.
 fn put_literal(b: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    put_prefix_int(b, 0x20, 3, name.len());
+    write_int(b, 0x20, 3, name.len());
     b.extend_from_slice(name);
-    put_prefix_int(b, 0, 7, value.len());
+    write_int(b, 0, 7, value.len());
     b.extend_from_slice(value);
 }
 
-/// A QPACK (HPACK) prefix integer: `flags` in the first byte's high bits above `bits`.
-fn put_prefix_int(out: &mut Vec<u8>, flags: u8, bits: u32, v: usize) {
-    let max = (1usize << bits) - 1;
-    if v < max {
-        out.push(flags | v as u8);
-        return;
-    }
-    out.push(flags | max as u8);
-    let mut rest = v - max;
-    while rest >= 0x80 {
-        out.push((rest & 0x7f) as u8 | 0x80);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
-}
-
+/// A prefix integer (RFC 9204 §4.1.1, HPACK's), at `pos` in an answer.
 fn prefix_int(b: &[u8], pos: &mut usize, bits: u32) -> Result<usize, String> {
-    let bad = || "a truncated QPACK integer".to_string();
-    let max = (1usize << bits) - 1;
-    let mut v = usize::from(*b.get(*pos).ok_or_else(bad)?) & max;
-    *pos += 1;
-    if v < max {
-        return Ok(v);
-    }
-    let mut shift = 0;
-    loop {
-        let byte = *b.get(*pos).ok_or_else(bad)?;
-        *pos += 1;
-        if shift > 28 {
-            return Err("a QPACK integer too large".into());
-        }
-        v += usize::from(byte & 0x7f) << shift;
-        shift += 7;
-        if byte & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
+    read_int(b, pos, bits)
+        .map_err(|e| format!("a malformed QPACK integer in the proxy's answer ({e})"))
 }
 
 /// A QPACK string literal whose first byte has its Huffman flag at `bits` (its length's
@@ -195,7 +164,7 @@ mod tests {
         let mut huff = Vec::new();
         shrike_h2::huffman::encode(b"502", &mut huff);
         let mut b = vec![0, 0, 0x50 | 0x0f, 24 - 15];
-        put_prefix_int(&mut b, 0x80, 7, huff.len());
+        write_int(&mut b, 0x80, 7, huff.len());
         b.extend_from_slice(&huff);
         assert_eq!(qpack_status(&b), Ok(502));
         // A 7-byte name fills the 3-bit prefix: a zero continuation byte follows.

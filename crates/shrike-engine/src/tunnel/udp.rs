@@ -93,6 +93,22 @@ pub(super) fn endpoint_over(
     }
 }
 
+/// Hands a datagram from `peer` to the QUIC endpoint reading into `bufs`: how many it took,
+/// or `None` when `data` is larger than the endpoint reads and is dropped, as a socket would
+/// truncate it.
+pub(super) fn deliver(
+    peer: SocketAddr,
+    data: &[u8],
+    bufs: &mut [IoSliceMut<'_>],
+    meta: &mut [RecvMeta],
+) -> Option<usize> {
+    let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) else { return Some(0) };
+    let len = data.len();
+    buf.get_mut(..len)?.copy_from_slice(data);
+    *m = RecvMeta { addr: peer, len, stride: len, ecn: None, dst_ip: None };
+    Some(1)
+}
+
 /// RFC 9298 §3's default URI template's path to `target`.
 pub(super) fn masque_path(target: &Target) -> String {
     // An IPv6 literal's colons are percent-encoded in the path (RFC 9298 §2).
@@ -170,17 +186,9 @@ impl AsyncUdpSocket for Datagrams {
                     let Some(data) = capsule::udp_payload(kind, &c[value.start..]) else {
                         continue;
                     };
-                    let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) else {
-                        return Poll::Ready(Ok(0));
-                    };
-                    // Larger than the endpoint reads: dropped, as a socket would truncate it.
-                    if data.len() > buf.len() {
-                        continue;
+                    if let Some(n) = deliver(self.peer, data, bufs, meta) {
+                        return Poll::Ready(Ok(n));
                     }
-                    buf[..data.len()].copy_from_slice(data);
-                    let len = data.len();
-                    *m = RecvMeta { addr: self.peer, len, stride: len, ecn: None, dst_ip: None };
-                    return Poll::Ready(Ok(1));
                 }
                 None => match ready!(io.recv.poll_data(cx)) {
                     Some(Ok(d)) => {

@@ -114,14 +114,8 @@ impl Conn {
                 }
                 return;
             }
-            let credit = self.send_window.min(s.send_window);
-            if credit <= 0 || self.out.len() >= OUT_HIGH {
-                if !s.queued && (self.out.len() >= OUT_HIGH || self.send_window <= 0) {
-                    s.queued = true;
-                    self.ready.push_back(id);
-                }
-                return;
-            }
+            let Some(credit) = self.credit(id, s) else { return };
+            let Phase::Sending { left, schedule } = &mut s.phase else { return };
             let n = (*left).min(credit as u64).min(self.peer_max_frame as u64);
             let chunk = s.payload.split_to(n as usize);
             let n = chunk.len() as u64;
@@ -132,6 +126,21 @@ impl Conn {
             self.send_window -= n as i64;
             s.send_window -= n as i64;
         }
+    }
+
+    /// How many bytes `s` may send now, by both windows; `None` when it must wait, in which
+    /// case it is queued behind the others if it waits for room in the buffer or for the
+    /// connection's credit (its own credit arrives with its WINDOW_UPDATE, which queues it).
+    pub(super) fn credit(&mut self, id: u32, s: &mut Stream) -> Option<usize> {
+        let credit = self.send_window.min(s.send_window);
+        if credit <= 0 || self.out.len() >= OUT_HIGH {
+            if !s.queued && (self.out.len() >= OUT_HIGH || self.send_window <= 0) {
+                s.queued = true;
+                self.ready.push_back(id);
+            }
+            return None;
+        }
+        Some(usize::try_from(credit).unwrap_or(usize::MAX))
     }
 
     /// A paced body's next step.

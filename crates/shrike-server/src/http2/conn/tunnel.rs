@@ -12,7 +12,7 @@
 
 use shrike_h2::frame;
 
-use super::{Conn, Phase, Stream, OUT_HIGH, STREAM_WINDOW};
+use super::{Conn, Phase, Stream, STREAM_WINDOW};
 use crate::behaviour::Pacing;
 use crate::http2::encode;
 use crate::http2::response::Payload;
@@ -254,23 +254,20 @@ impl Conn {
         if !t.open {
             return;
         }
+        // Taken out while `credit` borrows the stream.
+        let mut down = std::mem::take(&mut t.down);
         let mut at = 0;
-        while at < t.down.len() {
-            let credit = self.send_window.min(s.send_window);
-            if credit <= 0 || self.out.len() >= OUT_HIGH {
-                if !s.queued && (self.out.len() >= OUT_HIGH || self.send_window <= 0) {
-                    s.queued = true;
-                    self.ready.push_back(id);
-                }
-                break;
-            }
-            let n = (t.down.len() - at).min(credit as usize).min(self.peer_max_frame);
-            frame::put(&mut self.out, frame::DATA, 0, id, &t.down[at..at + n]);
+        while at < down.len() {
+            let Some(credit) = self.credit(id, s) else { break };
+            let n = (down.len() - at).min(credit).min(self.peer_max_frame);
+            frame::put(&mut self.out, frame::DATA, 0, id, &down[at..at + n]);
             at += n;
             self.send_window -= n as i64;
             s.send_window -= n as i64;
         }
-        t.down.drain(..at);
+        down.drain(..at);
+        let Phase::Tunnel(t) = &mut s.phase else { return };
+        t.down = down;
         if t.down.is_empty() && t.down_ended && !t.end_sent {
             frame::put(&mut self.out, frame::DATA, frame::END_STREAM, id, &[]);
             t.end_sent = true;
