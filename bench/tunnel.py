@@ -7,10 +7,11 @@ kind of tunnel Shrike speaks, each through a peer proxy and through `shrike serv
 - HTTP/1.1 CONNECT: Debian's squid, and `shrike serve`;
 - HTTP/2 CONNECT streams: Go's net/http (the tests' crates/shrike/tests/connect_proxy), and
   `shrike serve` (h2c);
-- HTTP/3 CONNECT streams: quic-go's HTTP/3 server (tests/quic_go/proxy), and `shrike serve
-  --tls --http3`;
+- HTTP/3 CONNECT streams: quic-go's HTTP/3 server (the same test proxy with -h3), and `shrike
+  serve --tls --http3`;
 - for HTTP/3 load, CONNECT-UDP over HTTP/2 (capsules; Go's proxy over TLS, and `shrike serve
-  --tls`) and over HTTP/3 (HTTP/3 datagrams; masque-go, tests/masque, and `shrike serve`).
+  --tls`) and over HTTP/3 (HTTP/3 datagrams; masque-go in the same test proxy, and `shrike
+  serve`).
 
 The Go peers are built with `go` when it is there (rows without it are left out). What a TCP
 tunnel costs the client is one CONNECT per connection; the requests then ride the same
@@ -87,35 +88,22 @@ def make_cert(tmp):
     return ca, cert, key
 
 
-def start_go_proxy(tmp, tls=False):
+def start_go_proxy(tmp, tls=False, h3=False):
     """Go's HTTP/2 CONNECT proxy (over TLS with a fresh certificate for 127.0.0.1, whose CA is
-    returned too), or Nones without a Go toolchain."""
+    returned too; with `h3`, also quic-go's HTTP/3 CONNECT and masque-go's CONNECT-UDP on the
+    same port number), or Nones without a Go toolchain."""
     binary = os.path.join(tmp, "connect_proxy")
     if not go_build("connect_proxy", ".", binary):
         return None, None, None
     args, ca = [], None
-    if tls:
+    if tls or h3:
         ca, cert, key = make_cert(tmp)
-        args = ["-cert", cert, "-key", key]
+        args = ["-cert", cert, "-key", key] + (["-h3"] if h3 else [])
     # Extended CONNECT (CONNECT-UDP over HTTP/2) is offered by Go's server only when asked.
     env = dict(os.environ, GODEBUG="http2xconnect=1")
     p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, binary, *args], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, env=env)
     return p, p.stdout.readline().strip(), ca
-
-
-def start_quic_go_proxy(tmp, module, package):
-    """quic-go's HTTP/3 CONNECT proxy or masque-go's CONNECT-UDP one, with a fresh certificate:
-    (process, UDP address, CA), or Nones without Go."""
-    binary = os.path.join(tmp, module)
-    if not go_build(module, package, binary):
-        return None, None, None
-    ca, cert, key = make_cert(tmp)
-    p = subprocess.Popen(["taskset", "-c", C.SERVER_CPU, binary, "-cert", cert, "-key", key],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    addr = p.stdout.readline().strip()
-    p.stdout.readline()  # its counts' TCP address
-    return p, addr, ca
 
 
 def start_shrike_proxy(tls=False):
@@ -166,7 +154,7 @@ def main():
             sys.exit(f"{tool} not found: apt-get install squid util-linux")
     tmp = C.scratch("tunnel")
     dirs = {}
-    for d in ["squid", "go", "udp", "quic", "masque"]:
+    for d in ["squid", "go", "udp"]:
         dirs[d] = os.path.join(tmp, d)
         os.makedirs(dirs[d])
     server, url = C.start_shrike_server()
@@ -174,11 +162,13 @@ def main():
     squid, proxy = start_squid(dirs["squid"])
     go_proxy, go_addr, _ = start_go_proxy(dirs["go"])
     shrike_proxy, shrike_addr, _ = start_shrike_proxy()
-    quic_proxy, quic_addr, quic_ca = start_quic_go_proxy(dirs["quic"], "quic_go", "./proxy")
+    # Over TLS: HTTP/2 CONNECT-UDP (capsules), and with -h3 quic-go's HTTP/3 CONNECT and
+    # masque-go's CONNECT-UDP on the same port number.
+    udp_proxy, udp_addr, proxy_ca = start_go_proxy(dirs["udp"], h3=True)
     # `shrike serve --tls --http3 --connect-proxy`: HTTP/3 CONNECT and CONNECT-UDP, and (over
     # TLS, HTTP/2) CONNECT-UDP with capsules.
     tls_proxy, tls_uri, tls_ca = start_shrike_proxy(tls=True)
-    procs += [squid, go_proxy, shrike_proxy, quic_proxy, tls_proxy]
+    procs += [squid, go_proxy, shrike_proxy, udp_proxy, tls_proxy]
     common = ["--rps", str(a.rps), "--duration", str(a.duration), "--connections",
               str(a.connections), "--concurrency", "1", "--output-format", "json", "-v", "error"]
     base = [C.SHRIKE, "run", url, *common]
@@ -193,16 +183,14 @@ def main():
     ways.append(("through shrike serve, HTTP/3 CONNECT",
                  ["--tunnel-uri", tls_uri, "--tunnel-ca", tls_ca, "--tunnel-protocol", "http3"],
                  tls_proxy))
-    if quic_addr:
+    if udp_addr:
         ways.append(("through quic-go, HTTP/3 CONNECT",
-                     ["--tunnel-uri", f"https://{quic_addr}", "--tunnel-ca", quic_ca,
-                      "--tunnel-protocol", "http3"], quic_proxy))
+                     ["--tunnel-uri", f"https://{udp_addr}", "--tunnel-ca", proxy_ca,
+                      "--tunnel-protocol", "http3"], udp_proxy))
     table = [(f"{p}, {how}", base + ["-p", p] + extra, via)
              for p in ["http1", "http2"] for how, extra, via in ways]
     h3_server, h3_url, h3_ca = start_h3_server()
-    udp_proxy, udp_addr, proxy_ca = start_go_proxy(dirs["udp"], tls=True)
-    masque, masque_addr, masque_ca = start_quic_go_proxy(dirs["masque"], "masque", ".")
-    procs += [h3_server, udp_proxy, masque]
+    procs += [h3_server]
     h3 = [C.SHRIKE, "run", h3_url, "-p", "http3", "--tls-ca", h3_ca, *common]
     table += [("http3, direct", h3, None),
               ("http3, through shrike serve, HTTP/2 CONNECT-UDP",
@@ -215,10 +203,9 @@ def main():
         table.append(("http3, through Go, HTTP/2 CONNECT-UDP",
                       h3 + ["--tunnel-uri", f"https://{udp_addr}", "--tunnel-protocol", "http2",
                             "--tunnel-ca", proxy_ca], udp_proxy))
-    if masque_addr:
         table.append(("http3, through masque-go, HTTP/3 CONNECT-UDP",
-                      h3 + ["--tunnel-uri", f"https://{masque_addr}", "--tunnel-protocol", "http3",
-                            "--tunnel-ca", masque_ca], masque))
+                      h3 + ["--tunnel-uri", f"https://{udp_addr}", "--tunnel-protocol", "http3",
+                            "--tunnel-ca", proxy_ca], udp_proxy))
     runs = {}  # name -> [(client µs/req, proxy µs/req or None, round)]
     try:
         for r in range(a.rounds):

@@ -10,7 +10,7 @@ use shrike_spec::{IoBackend, RunSpec, Scheme, SpecError, TargetSpec};
 use crate::config::{Body, Endpoint, EngineConfig, RequestSpec};
 use crate::requests::{file, nighthawk, RequestSource};
 use crate::target::Target;
-use crate::tls::TlsClient;
+use crate::tls::{TlsClient, TlsError};
 use crate::tunnel::Tunnel;
 
 /// Resolves `spec` into the engine's configuration.
@@ -93,10 +93,16 @@ fn tunnel(spec: &RunSpec) -> Result<Option<Arc<Tunnel>>, SpecError> {
             .map_err(|e| SpecError::invalid("tunnel_options.tunnel_uri", e))?;
     let tls = match &t.tls {
         None => None,
-        Some(o) => Some(
-            TlsClient::build(o, &t.host, t.protocol)
-                .map_err(|e| SpecError::invalid("tunnel_options.tunnel_tls_context", e))?,
-        ),
+        Some(o) => Some(TlsClient::build(o, &t.host, t.protocol).map_err(|e| {
+            // A CA file that --tunnel-ca named is that flag's error, not the context's.
+            let ca = t.ca.as_ref().map(|c| c.display().to_string());
+            let by_flag = matches!(&e, TlsError::CaFile { path, .. } if Some(path) == ca.as_ref());
+            let option = match by_flag {
+                true => "tunnel_options.tunnel_ca",
+                false => "tunnel_options.tunnel_tls_context",
+            };
+            SpecError::invalid(option, e)
+        })?),
     };
     Ok(Some(Arc::new(Tunnel::new(proxy, tls, t.uri.clone(), t.protocol))))
 }

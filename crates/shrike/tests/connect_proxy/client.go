@@ -72,12 +72,10 @@ func runClient(via, ca, target string, tunnels, requests, datagrams int) {
 func h2Client(via, ca string) (*http.Client, error) {
 	tr := &http2.Transport{}
 	if strings.HasPrefix(via, "https://") {
-		pem, err := os.ReadFile(ca)
+		pool, err := caPool(ca)
 		if err != nil {
 			return nil, err
 		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 	} else {
 		tr.AllowHTTP = true
@@ -127,21 +125,11 @@ func tcpTunnel(client *http.Client, via, target string, requests int, res *clien
 
 // udpTunnel echoes datagrams through one CONNECT-UDP tunnel to a loopback echo server.
 func udpTunnel(client *http.Client, via string, datagrams int, res *clientResult) error {
-	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	echo, err := udpEcho()
 	if err != nil {
 		return err
 	}
 	defer echo.Close()
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteTo(buf[:n], from)
-		}
-	}()
 	_, port, _ := net.SplitHostPort(echo.LocalAddr().String())
 	pr, pw := io.Pipe()
 	url := strings.TrimSuffix(via, "/") + "/.well-known/masque/udp/127.0.0.1/" + port + "/"
@@ -191,4 +179,34 @@ func udpTunnel(client *http.Client, via string, datagrams int, res *clientResult
 	}
 	pw.Close()
 	return nil
+}
+
+// udpEcho is a loopback UDP server sending every datagram back to its sender.
+func udpEcho() (net.PacketConn, error) {
+	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], from)
+		}
+	}()
+	return echo, nil
+}
+
+// caPool trusts the PEM certificates in file.
+func caPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return pool, nil
 }

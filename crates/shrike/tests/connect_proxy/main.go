@@ -1,7 +1,7 @@
-// A CONNECT proxy on Go's own net/http server, sharing no code with Shrike, for the tunnel
-// tests: HTTP/2 CONNECT (RFC 9113 §8.5) over h2c with prior knowledge, or over TLS with ALPN
-// h2 when given a certificate. It tunnels to loopback only, refuses the ports in -deny with
-// 403, and serves its counts at GET /stats: tunnels opened and TCP connections accepted (so a
+// A CONNECT proxy on Go's own servers, sharing no code with Shrike, for the tunnel tests:
+// HTTP/2 CONNECT (RFC 9113 §8.5) over h2c with prior knowledge, or over TLS with ALPN h2 when
+// given a certificate. It tunnels to loopback only, refuses the ports in -deny with 403, and
+// serves its counts at GET /stats: tunnels opened, TCP and QUIC connections accepted (so a
 // test can see many tunnels ride one connection).
 //
 // It also proxies UDP (CONNECT-UDP, RFC 9298) over HTTP/2's extended CONNECT (RFC 8441,
@@ -9,8 +9,13 @@
 // travel as DATAGRAM capsules (RFC 9297) on the request and response bodies, to and from a
 // loopback UDP socket. Capsules are encoded by hand here, from the RFCs, not by Shrike's code.
 //
-// usage: connect_proxy [-deny PORT,PORT] [-cert FILE -key FILE]; prints its address first.
-// With -via it is a client instead (client.go).
+// With -h3 (and a certificate) it serves HTTP/3 too, on quic-go, on the same port number over
+// UDP: CONNECT request streams (RFC 9114 §4.4; quic-go refuses a CONNECT with :path) through
+// the same handler, and CONNECT-UDP with HTTP/3 datagrams through masque-go,
+// quic-go's MASQUE library.
+//
+// usage: connect_proxy [-deny PORT,PORT] [-cert FILE -key FILE [-h3]]; prints its address
+// first. With -via or -masque it is a client instead (client.go, masque_client.go).
 package main
 
 import (
@@ -24,12 +29,17 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+
+	"github.com/quic-go/masque-go"
+	"github.com/yosida95/uritemplate/v3"
 )
 
 func main() {
 	deny := flag.String("deny", "", "comma-separated destination ports refused with 403")
 	cert := flag.String("cert", "", "TLS certificate (PEM); without it, h2c")
 	key := flag.String("key", "", "TLS key (PEM)")
+	h3 := flag.Bool("h3", false, "also serve HTTP/3 on the same port number (UDP); needs -cert")
+	masqueVia := flag.String("masque", "", "client: an HTTP/3 proxy's https:// URL, for CONNECT-UDP")
 	via := flag.String("via", "", "client: the proxy's URL (http:// for h2c, https://)")
 	ca := flag.String("ca", "", "client: the proxy's CA (PEM)")
 	target := flag.String("target", "", "client: HOST:PORT of an HTTP/1.1 server")
@@ -41,19 +51,32 @@ func main() {
 		runClient(*via, *ca, *target, *nTunnels, *nRequests, *nDatagrams)
 		return
 	}
+	if *masqueVia != "" {
+		runMasqueClient(*masqueVia, *ca, *nDatagrams)
+		return
+	}
 	denied := map[string]bool{}
 	for _, p := range strings.Split(*deny, ",") {
 		if p != "" {
 			denied[p] = true
 		}
 	}
-	var tunnels, conns, h2, udpTunnels, datagrams atomic.Int64
+	var tunnels, conns, quicConns, h2, udpTunnels, datagrams atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	var masqueProxy masque.Proxy
+	template := uritemplate.MustNew("https://" + addr +
+		"/.well-known/masque/udp/{target_host}/{target_port}/")
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
 			if r.URL.Path == "/stats" {
-				fmt.Fprintf(w, `{"tunnels":%d,"connections":%d,"h2_requests":%d,`+
-					`"udp_tunnels":%d,"datagrams_to_target":%d}`,
-					tunnels.Load(), conns.Load(), h2.Load(), udpTunnels.Load(), datagrams.Load())
+				fmt.Fprintf(w, `{"tunnels":%d,"connections":%d,"quic_connections":%d,`+
+					`"h2_requests":%d,"udp_tunnels":%d,"datagrams_to_target":%d}`,
+					tunnels.Load(), conns.Load(), quicConns.Load(), h2.Load(),
+					udpTunnels.Load(), datagrams.Load())
 				return
 			}
 			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
@@ -61,6 +84,10 @@ func main() {
 		}
 		if r.ProtoMajor == 2 {
 			h2.Add(1)
+		}
+		if r.ProtoMajor == 3 && r.Proto == "connect-udp" {
+			masqueUDP(w, r, template, &masqueProxy, denied, &udpTunnels)
+			return
 		}
 		if r.Header.Get(":protocol") == "connect-udp" {
 			connectUDP(w, r, denied, &udpTunnels, &datagrams)
@@ -121,11 +148,10 @@ func main() {
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv.Protocols = &protocols
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
+	fmt.Println(addr)
+	if *h3 {
+		go serveH3(ln.Addr().(*net.TCPAddr).Port, *cert, *key, handler, &quicConns)
 	}
-	fmt.Println(ln.Addr().String())
 	if *cert != "" {
 		err = srv.ServeTLS(ln, *cert, *key)
 	} else {

@@ -326,8 +326,8 @@ fn shrike_serve_is_a_connect_proxy() {
     assert!(out.stderr.contains("the proxy answered 405"), "{}", out.stderr);
 }
 
-/// Go's own HTTP/2 server as a CONNECT proxy (tests/connect_proxy), started on a loopback port
-/// it picks and prints; killed by its child handle.
+/// Go's own HTTP/2 server as a CONNECT proxy (tests/connect_proxy; quic-go's HTTP/3 server too
+/// with -h3), started on a loopback port it picks and prints; killed by its child handle.
 struct GoProxy {
     child: std::process::Child,
     addr: String,
@@ -424,19 +424,24 @@ fn http2_connect_streams_share_one_proxy_connection_on_gos_server() {
 }
 
 /// Go's proxy over TLS (a fresh certificate in `dir`), refusing port 9, and the flags that
-/// tunnel a 1 s run through it over HTTP/2.
-fn tls_go_proxy(dir: &std::path::Path, xconnect: bool) -> (GoProxy, Vec<String>) {
+/// tunnel a 1 s run through it over HTTP/2, or over HTTP/3 (quic-go, and masque-go for
+/// CONNECT-UDP) when `protocol` is "http3".
+fn tls_go_proxy(dir: &std::path::Path, xconnect: bool, protocol: &str) -> (GoProxy, Vec<String>) {
     crate::support::nginx::make_certs(dir);
     let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let (cert, key) = (path("cert.pem"), path("key.pem"));
-    let proxy = GoProxy::spawn(&["-cert", &cert, "-key", &key, "-deny", "9"], xconnect);
+    let mut args = vec!["-cert", &cert, "-key", &key, "-deny", "9"];
+    if protocol == "http3" {
+        args.push("-h3");
+    }
+    let proxy = GoProxy::spawn(&args, xconnect);
     let via = [
         "--tunnel-uri",
         &format!("https://{}", proxy.addr),
         "--tunnel-ca",
         &path("ca.pem"),
         "--tunnel-protocol",
-        "http2",
+        protocol,
         "--duration",
         "1",
     ]
@@ -450,7 +455,7 @@ fn tls_go_proxy(dir: &std::path::Path, xconnect: bool) -> (GoProxy, Vec<String>)
 fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
     let dir = scratch("go-proxy-tls");
     let target = TlsServer::start(&["--tls"]);
-    let (_proxy, via) = tls_go_proxy(&dir, true);
+    let (_proxy, via) = tls_go_proxy(&dir, true, "http2");
     let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let url = target.url();
     let args = ["run", &url, "--tls-ca", &target.ca, "-p", "http2", "--rps", "50"];
@@ -478,7 +483,7 @@ fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
 fn http3_through_connect_udp_over_http2_on_gos_server() {
     let dir = scratch("go-proxy-udp");
     let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
-    let (proxy, via) = tls_go_proxy(&dir, true);
+    let (proxy, via) = tls_go_proxy(&dir, true, "http2");
     let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let url = target.url();
     // 20 ms per answer at 200/s: several requests in flight, on a few QUIC connections.
@@ -515,7 +520,7 @@ fn http3_through_connect_udp_over_http2_on_gos_server() {
 
     // A proxy that does not offer extended CONNECT: the failure says so.
     let plain_dir = scratch("go-proxy-no-xconnect");
-    let (_plain, via) = tls_go_proxy(&plain_dir, false);
+    let (_plain, via) = tls_go_proxy(&plain_dir, false, "http2");
     let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let out = run(&[&h3[..], &via, &json_out].concat(), Duration::from_secs(30));
     assert_eq!(out.code(), 1, "{}", out.stderr);
@@ -662,63 +667,6 @@ fn gos_http2_client_tunnels_through_shrike_serve() {
     assert!(v["error"].as_str().unwrap().contains("403 Forbidden"), "{v}");
 }
 
-/// An HTTP/3 proxy on quic-go: its CONNECT proxy (tests/quic_go/proxy) or masque-go's
-/// CONNECT-UDP one (tests/masque), on a loopback UDP port it picks and prints with the TCP port
-/// of its counts, refusing port 9; killed by its child handle.
-struct QuicGoProxy {
-    child: std::process::Child,
-    addr: String,
-    stats: String,
-}
-
-impl QuicGoProxy {
-    fn start(dir: &std::path::Path) -> QuicGoProxy {
-        let bin = go_build("quic_go", &["./proxy"], "quic-go's HTTP/3 CONNECT proxy");
-        QuicGoProxy::spawn(&bin.join("proxy"), dir)
-    }
-
-    fn masque(dir: &std::path::Path) -> QuicGoProxy {
-        let bin = go_build("masque", &["."], "masque-go v0.4.0 on quic-go v0.60.0");
-        QuicGoProxy::spawn(&bin.join("masque"), dir)
-    }
-
-    /// Runs `bin` with a fresh certificate for 127.0.0.1 in `dir` (its CA is `dir/ca.pem`).
-    fn spawn(bin: &std::path::Path, dir: &std::path::Path) -> QuicGoProxy {
-        crate::support::nginx::make_certs(dir);
-        let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
-        let mut child = std::process::Command::new(bin)
-            .args(["-cert", &path("cert.pem"), "-key", &path("key.pem"), "-deny", "9"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn a quic-go proxy");
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = || {
-            let mut l = String::new();
-            std::io::BufRead::read_line(&mut out, &mut l).unwrap();
-            l.trim().to_string()
-        };
-        let (addr, stats) = (line(), line());
-        QuicGoProxy { child, addr, stats }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = std::process::Command::new("curl")
-            .args(["-s", "--max-time", "5", &format!("http://{}/", self.stats)])
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap_or_default()
-    }
-}
-
-impl Drop for QuicGoProxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// HTTP/1.1 and HTTP/2 load through CONNECT over HTTP/3 (RFC 9114 §4.4) on quic-go's server,
 /// which shares no code with Shrike and refuses a CONNECT carrying `:scheme` or `:path`: exact
 /// counts, every tunnel a stream of the worker's one QUIC connection to the proxy, the
@@ -726,16 +674,14 @@ impl Drop for QuicGoProxy {
 #[test]
 fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
     let dir = scratch("quic-go-proxy");
-    let proxy = QuicGoProxy::start(&dir);
-    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
-    let via_uri = format!("https://{}", proxy.addr);
-    let via = ["--tunnel-uri", &via_uri, "--tunnel-ca", &ca, "--tunnel-protocol", "http3"];
+    let (proxy, via) = tls_go_proxy(&dir, true, "http3");
+    let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let target = Server::start(&["--static-delay", "20ms"]);
     let url = target.url("/");
     let mut tunnels = 0;
     for protocol in ["http1", "http2"] {
         // 20 ms per response at 200/s: about four requests in flight, so several connections.
-        let mut args = vec!["run", &url, "-p", protocol, "--rps", "200", "--duration", "1"];
+        let mut args = vec!["run", &url, "-p", protocol, "--rps", "200"];
         args.extend(["--connections", "8", "--max-concurrent-streams", "1"]);
         let v = run_json_ok(&[&args[..], &via].concat());
         let g = global(&v);
@@ -751,16 +697,16 @@ fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
     let tls_target = TlsServer::start(&["--tls"]);
     let tls_url = tls_target.url();
     let args = ["run", &tls_url, "--tls-ca", &tls_target.ca, "-p", "http2", "--rps", "50"];
-    let v = run_json_ok(&[&args[..], &["-d", "1"], &via].concat());
+    let v = run_json_ok(&[&args[..], &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
     assert_eq!(counter(g, "ssl.handshake"), 1 + counter(g, "upstream_cx_total"), "{v}");
     tunnels += counter(g, "upstream_cx_tunnel_total");
     let s = proxy.stats();
     assert_eq!(s["tunnels"], tunnels, "{s}");
-    assert_eq!(s["connections"], 3, "one QUIC connection per run: {s}");
+    assert_eq!(s["quic_connections"], 3, "one QUIC connection per run: {s}");
 
-    let denied = ["run", "http://127.0.0.1:9/", "--rps", "5", "-d", "1", "--output-format", "json"];
+    let denied = ["run", "http://127.0.0.1:9/", "--rps", "5", "--output-format", "json"];
     let out = run(&[&denied[..], &via].concat(), Duration::from_secs(30));
     assert_eq!(out.code(), 1, "{}", out.stderr);
     let g = global(&json(&out)).clone();
@@ -777,14 +723,12 @@ fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
 #[test]
 fn http3_through_connect_udp_over_http3_on_masque_go() {
     let dir = scratch("masque-go");
-    let proxy = QuicGoProxy::masque(&dir);
-    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
-    let via_uri = format!("https://{}", proxy.addr);
-    let via = ["--tunnel-uri", &via_uri, "--tunnel-ca", &ca, "--tunnel-protocol", "http3"];
+    let (proxy, via) = tls_go_proxy(&dir, true, "http3");
+    let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
     let url = target.url();
     // 20 ms per answer at 200/s: several requests in flight, on a few QUIC connections.
-    let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200", "-d", "1"];
+    let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200"];
     let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
     let v = run_json_ok(&[&h3[..], &delay, &["--max-concurrent-streams", "1"], &via].concat());
     let g = global(&v);
@@ -794,10 +738,10 @@ fn http3_through_connect_udp_over_http3_on_masque_go() {
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "a tunnel per QUIC connection");
     let s = proxy.stats();
     assert_eq!(s["udp_tunnels"], quic, "{s}");
-    assert_eq!(s["connections"], 1, "one QUIC connection to the proxy: {s}");
+    assert_eq!(s["quic_connections"], 1, "one QUIC connection to the proxy: {s}");
     assert_eq!(target.stats("/stats")["requests"], 200);
 
-    let denied = ["run", "https://localhost:9/", "-p", "http3", "--rps", "5", "-d", "1"];
+    let denied = ["run", "https://localhost:9/", "-p", "http3", "--rps", "5"];
     let out =
         run(&[&denied[..], &via, &["--output-format", "json"]].concat(), Duration::from_secs(30));
     assert_eq!(out.code(), 1, "{}", out.stderr);
@@ -848,9 +792,9 @@ fn shrike_serve_is_an_http3_connect_and_masque_proxy() {
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "{v}");
     assert_eq!(h3_target.stats("/stats")["requests"], 200);
 
-    let bin = go_build("masque", &["."], "masque-go v0.4.0 on quic-go v0.60.0").join("masque");
+    let bin = go_build("connect_proxy", &["."], "the Go peers").join("connect_proxy");
     let mut cmd = std::process::Command::new(bin);
-    cmd.args(["-via", &via_uri, "-ca", &proxy.ca, "-datagrams", "50"]);
+    cmd.args(["-masque", &via_uri, "-ca", &proxy.ca, "-datagrams", "50"]);
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -868,4 +812,78 @@ fn shrike_serve_is_an_http3_connect_and_masque_proxy() {
     // Every QUIC packet of the load, and masque-go's 50, went through as datagrams.
     assert!(p["datagrams_to_destination"].as_u64().unwrap() >= 200 + 50, "{s}");
     assert!(p["datagrams_from_destination"].as_u64().unwrap() >= 200 + 50, "{s}");
+}
+
+/// The wrong paths of an HTTP/3 tunnel, each failing the run (exit 1) with a message that
+/// names the cause: no proxy on the UDP port, a server that is not a proxy (405, and no
+/// extended CONNECT for CONNECT-UDP), and a destination outside `--proxy-allow` (403).
+#[test]
+fn http3_tunnel_wrong_paths_are_named() {
+    let target = Server::start(&[]);
+    let url = target.url("/");
+    let fails = |args: &[&str], why: &[&str]| {
+        let common = ["--rps", "5", "-d", "1", "--timeout", "1", "--tunnel-protocol", "http3"];
+        let out = run(&[&["run"][..], args, &common].concat(), Duration::from_secs(30));
+        assert_eq!(out.code(), 1, "{args:?}: {}", out.stderr);
+        for w in why {
+            assert!(out.stderr.contains(w), "{args:?}: no {w:?} in {}", out.stderr);
+        }
+    };
+    let plain = TlsServer::start(&["--tls", "--http3"]);
+    // A CA file that is none: a usage error naming the flag.
+    let bad_ca = ["run", &url, "--tunnel-uri", "https://127.0.0.1:9", "--tunnel-ca", "/dev/null"];
+    let out =
+        run(&[&bad_ca[..], &["--tunnel-protocol", "http3"]].concat(), Duration::from_secs(20));
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--tunnel-ca: cannot read CA file /dev/null"), "{}", out.stderr);
+    // Nothing listens on the proxy's UDP port: the QUIC handshake times out, named.
+    let idle = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = idle.local_addr().unwrap().port().to_string();
+    drop(idle);
+    let nowhere = format!("https://127.0.0.1:{port}");
+    fails(
+        &[&url, "--tunnel-uri", &nowhere, "--tunnel-ca", &plain.ca],
+        &[&format!("QUIC handshake with proxy 127.0.0.1:{port}"), "timed out"],
+    );
+    // A server that is not a proxy.
+    let not_proxy = format!("https://localhost:{}", plain.port);
+    let via = ["--tunnel-uri", &not_proxy, "--tunnel-ca", &plain.ca];
+    fails(&[&[url.as_str()][..], &via].concat(), &["(HTTP/3): the proxy answered 405"]);
+    let h3_target = TlsServer::start(&["--tls", "--http3"]);
+    let h3_url = h3_target.url();
+    let h3 = [h3_url.as_str(), "-p", "http3", "--tls-ca", &h3_target.ca];
+    fails(&[&h3[..], &via].concat(), &["does not offer extended CONNECT (RFC 9220"]);
+    // A proxy refusing the destination.
+    let proxy = TlsServer::start(&["--tls", "--http3", "--connect-proxy"]);
+    let proxy_uri = format!("https://localhost:{}", proxy.port);
+    let via = ["--tunnel-uri", &proxy_uri, "--tunnel-ca", &proxy.ca];
+    fails(&[&["http://10.255.0.1:80/"][..], &via].concat(), &["the proxy answered 403"]);
+}
+
+/// An HTTP/3 proxy that shuts down in the middle of a run: its tunnels end, the run does not
+/// hang on them, and it fails naming the proxy it can no longer reach.
+#[test]
+fn a_run_through_an_http3_proxy_that_shuts_down_fails_naming_it() {
+    let proxy = TlsServer::start(&["--tls", "--http3", "--connect-proxy"]);
+    let target = Server::start(&[]);
+    let via = format!("https://localhost:{}", proxy.port);
+    let child = shrike()
+        .args(["run", &target.url("/"), "--rps", "50", "-d", "4", "--timeout", "1"])
+        .args(["--tunnel-uri", &via, "--tunnel-ca", &proxy.ca, "--tunnel-protocol", "http3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let pid = proxy.child.id().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let started = std::time::Instant::now();
+    let out = wait_limited(child, Duration::from_secs(30));
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("proxy https://localhost:{}", proxy.port)),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "the run hung on its tunnels");
 }

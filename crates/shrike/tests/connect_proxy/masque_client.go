@@ -1,18 +1,16 @@
-// The client side, for testing `shrike serve --connect-proxy` on its HTTP/3 port with a peer
-// that shares no code with Shrike: masque-go's client opens one CONNECT-UDP tunnel (HTTP/3
-// datagrams) through the proxy at -via (trusting -ca) to a UDP echo server of its own on
-// loopback, and sends -datagrams payloads one at a time, each waiting for its echo. Prints
-// what came back as JSON, and exits 1 if anything did not.
+// The MASQUE client side (-masque), for testing `shrike serve --connect-proxy` on its HTTP/3
+// port with a peer that shares no code with Shrike: masque-go's client opens one CONNECT-UDP
+// tunnel (HTTP/3 datagrams) through the proxy at -masque (trusting -ca) to a UDP echo server
+// of the client's own on loopback (client.go's), and sends -datagrams payloads one at a time,
+// each waiting for its echo. Prints what came back as JSON, and exits 1 if anything did not.
 
 package main
 
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -23,7 +21,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 )
 
-func runClient(via, ca string, datagrams int) {
+func runMasqueClient(via, ca string, datagrams int) {
 	echoed, err := echoThrough(via, ca, datagrams)
 	res := map[string]any{"datagrams_echoed": echoed}
 	if err != nil {
@@ -37,27 +35,15 @@ func runClient(via, ca string, datagrams int) {
 }
 
 func echoThrough(via, ca string, datagrams int) (int, error) {
-	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	echo, err := udpEcho()
 	if err != nil {
 		return 0, err
 	}
 	defer echo.Close()
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteTo(buf[:n], from)
-		}
-	}()
-	pem, err := os.ReadFile(ca)
+	pool, err := caPool(ca)
 	if err != nil {
 		return 0, err
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
 	tr := masque.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{http3.NextProtoH3}},
 		QUICConfig:      &quic.Config{EnableDatagrams: true, InitialPacketSize: 1350},
