@@ -421,15 +421,22 @@ impl Ring {
         Poll::Ready(shut_write(slot.sock.as_ref()))
     }
 
-    /// One turn: submit what is queued, run the completion work the kernel deferred to us
-    /// (unless `collect` is false), and hand out every completion (waking the tasks they
-    /// concern).
+    /// One turn: submit what is queued and, when `collect`, run the completion work the kernel
+    /// deferred to us and hand out every completion (waking the tasks they concern).
+    ///
+    /// A coalescing ring's turns that only submit leave the completions in the queue, for
+    /// `park` to hand out as a batch: without DEFER_TASKRUN the kernel posts them as they
+    /// arrive, and a submitting turn that reaped them read each early answer on its own,
+    /// before the batch it was to join (seen in CI as an answer read 58 µs into a 150 ms
+    /// window).
     pub(crate) fn turn(&self, collect: bool) {
         let mut wake = {
             let mut inner = self.inner.borrow_mut();
             self.queued.set(false);
             inner.enter_with(if collect { ENTER_GETEVENTS } else { 0 });
-            inner.reap();
+            if collect {
+                inner.reap();
+            }
             std::mem::take(&mut inner.wake)
         };
         // Entries pushed again by the reaping (a partial send, an interrupted receive).
@@ -465,9 +472,11 @@ impl Ring {
             return;
         };
         inner.ring.completion().disable_eventfd();
-        // The kernel counts completions already in the queue (sends, which complete as they
-        // are submitted) towards the wait.
-        let want = inner.receiving + inner.ring.completion().len();
+        // Every operation in flight counts, sends too, and so do the completions already in
+        // the queue: the kernel counts all of them towards the wait. Counting receives alone,
+        // a send this wait submits completed at once and ended the wait with the first answer
+        // instead of the batch.
+        let want = inner.in_flight + inner.ring.completion().len();
         if inner.receiving > 0 {
             let nanos = u32::try_from(window.as_nanos()).unwrap_or(u32::MAX).min(999_999_999);
             let ts = Timespec::new().nsec(nanos);
