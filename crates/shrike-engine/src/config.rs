@@ -265,6 +265,9 @@ pub(crate) struct EngineConfig {
     pub open_loop: bool,
     /// Connect every connection before the first request is scheduled.
     pub prefetch_connections: bool,
+    /// Resend, once and counted (`upstream_rq_retry`), a request whose send got no answer and
+    /// may safely be sent again.
+    pub retry_unanswered: bool,
     /// Each worker sends one request before the run starts (Nighthawk's `--simple-warmup`):
     /// it opens a connection and warms caches. Its counters stay in the result, as in
     /// Nighthawk; its latency does not.

@@ -59,6 +59,7 @@ pub(crate) fn prepare(spec: &RunSpec) -> Result<EngineConfig, SpecError> {
         }),
         open_loop: spec.open_loop(),
         prefetch_connections: spec.prefetch_connections(),
+        retry_unanswered: spec.retry_unanswered(),
         warmup: spec.simple_warmup(),
         start_at: spec.start_at(),
         shard: spec.shard(),

@@ -332,9 +332,9 @@ fn span_names(cfg: &EngineConfig) -> Vec<(String, String)> {
 /// One endpoint's requests (one per request-source entry), encoded for the run's protocol;
 /// shared by the workers, which each take their own copy.
 pub(crate) enum EncodedRequests {
-    /// HTTP/1.1: the fixed bytes, or the template of a request with placeholders; and whether
-    /// it is a HEAD request.
-    H1(Vec<(PreparedH1, bool)>),
+    /// HTTP/1.1: the fixed bytes, or the template of a request with placeholders; whether it
+    /// is a HEAD request, and whether its method is idempotent.
+    H1(Vec<(PreparedH1, bool, bool)>),
     H2(Vec<RequestTemplate>),
 }
 
@@ -347,7 +347,7 @@ impl EncodedRequests {
             EncodedRequests::H1(entries) => PoolRequests::H1(
                 entries
                     .iter()
-                    .map(|(r, head)| H1Entry {
+                    .map(|(r, head, idempotent)| H1Entry {
                         request: match r {
                             // Worker-local copies: the hot path reads them without touching
                             // shared memory.
@@ -355,6 +355,7 @@ impl EncodedRequests {
                             Err(t) => H1Request::Templated(Rc::new(t.clone())),
                         },
                         head: *head,
+                        idempotent: *idempotent,
                     })
                     .collect(),
             ),
@@ -400,7 +401,8 @@ pub(crate) fn encode(cfg: &EngineConfig) -> Result<Vec<EncodedRequests>, EngineE
                         } else {
                             Ok(Arc::from(h1::encode_request(&ep.target, spec)))
                         };
-                        (r, spec.method() == "HEAD")
+                        let method = spec.method();
+                        (r, method == "HEAD", crate::requests::idempotent(method.as_bytes()))
                     })
                     .collect(),
             ),

@@ -308,6 +308,9 @@ impl SpecEdit {
     pub fn prefetch_connections(self, on: bool) -> Self {
         self.set(n::PREFETCH_CONNECTIONS, |g| g.prefetch_connections = Some(on))
     }
+    pub fn retry_unanswered(self, on: bool) -> Self {
+        self.set(n::RETRY_UNANSWERED, |g| g.retry_unanswered = Some(on))
+    }
 
     pub fn max_concurrent_streams(self, n: u32) -> Self {
         self.set(n::MAX_CONCURRENT_STREAMS, |g| g.max_concurrent_streams = Some(u64::from(n)))

@@ -122,6 +122,7 @@ pub(crate) fn read_given(v: &Value) -> Result<Given, SpecError> {
     g.total_requests = r.u64(n::TOTAL_REQUESTS)?;
     g.open_loop = r.bool(n::OPEN_LOOP)?;
     g.prefetch_connections = r.bool(n::PREFETCH_CONNECTIONS)?;
+    g.retry_unanswered = r.bool(n::RETRY_UNANSWERED)?;
     g.simple_warmup = r.bool(n::SIMPLE_WARMUP)?;
     g.start_at = match (r.str(n::START_AT)?, r.str(n::SCHEDULED_START)?) {
         (Some(t), _) | (None, Some(t)) => {
@@ -501,6 +502,7 @@ fn write(s: &RunSpec) -> Value {
     o.put(n::BURST_SIZE, s.burst_size);
     o.put(n::JITTER_UNIFORM, format_proto(s.jitter));
     o.put(n::PREFETCH_CONNECTIONS, s.prefetch_connections);
+    o.put(n::RETRY_UNANSWERED, s.retry_unanswered);
     o.put(n::FAILURE_PREDICATES, preds(PredicateKind::Failure));
     o.put(n::TERMINATION_PREDICATES, preds(PredicateKind::Termination));
     o.put(n::NO_DEFAULT_FAILURE_PREDICATES, s.no_default_failure_predicates);

@@ -109,6 +109,7 @@ options! {
     BURST_SIZE = "burst_size" => "--burst-size";
     JITTER_UNIFORM = "jitter_uniform" => "--jitter-uniform";
     PREFETCH_CONNECTIONS = "prefetch_connections" => "--prefetch-connections";
+    RETRY_UNANSWERED = "retry_unanswered" => "--retry-unanswered";
     FAILURE_PREDICATES = "failure_predicates" => "--failure-predicate";
     TERMINATION_PREDICATES = "termination_predicates" => "--termination-predicate";
     NO_DEFAULT_FAILURE_PREDICATES = "no_default_failure_predicates"

@@ -210,6 +210,10 @@ pub struct RunSpec {
     pub(crate) total_requests: Option<NonZeroU64>,
     pub(crate) open_loop: bool,
     pub(crate) prefetch_connections: bool,
+    /// Send a request again, once, when its first send got no answer and may be sent again
+    /// safely (an idempotent method on a reused HTTP/1.1 connection that closed under it, an
+    /// HTTP/2 or HTTP/3 stream the server refused unprocessed); every resend is counted.
+    pub(crate) retry_unanswered: bool,
     pub(crate) simple_warmup: bool,
     pub(crate) start_at: Option<SystemTime>,
     /// This process sends one share of the run ([`Shard`]).
@@ -472,6 +476,9 @@ impl RunSpec {
     }
     pub fn prefetch_connections(&self) -> bool {
         self.prefetch_connections
+    }
+    pub fn retry_unanswered(&self) -> bool {
+        self.retry_unanswered
     }
     pub fn simple_warmup(&self) -> bool {
         self.simple_warmup

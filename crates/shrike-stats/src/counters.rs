@@ -81,6 +81,11 @@ counters! {
     RqPendingOverflow => "upstream_rq_pending_overflow";
     RqTimeout => "upstream_rq_timeout";
     RqCancelled => "upstream_rq_cancelled";
+    // Requests sent again after their first send got no answer (a reused HTTP/1.1 connection
+    // closed under it, an HTTP/2 or HTTP/3 stream the server refused): Envoy's name. The
+    // server may have seen a request twice, so its count is the client's `upstream_rq_total`
+    // plus these.
+    RqRetry => "upstream_rq_retry";
     SslHandshake => "ssl.handshake";
     SslSessionReused => "ssl.session_reused";
     SequencerFailedTerminations => "sequencer.failed_terminations";

@@ -470,7 +470,8 @@ async fn stream_task<M: Mux>(
                 // The run is draining: nothing new is sent, and a refusal is no failure.
                 pools.cx.state.borrow_mut().counters.inc(Counter::RqCancelled);
                 pools.cx.request_finished(&ticket);
-            } else if unprocessed && (early || !ticket.retried) {
+            } else if unprocessed && (early || !ticket.retried) && pools.cfg.retry_unanswered {
+                pools.cx.state.borrow_mut().counters.inc(Counter::RqRetry);
                 let t = match early {
                     true => Ticket { early_refusals: ticket.early_refusals + 1, ..ticket },
                     false => Ticket { retried: true, ..ticket },

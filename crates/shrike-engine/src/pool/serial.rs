@@ -406,11 +406,20 @@ async fn serve<P: Protocol>(
                 }
                 return clock;
             }
-            // The server closed an idle keep-alive connection just as we reused it: nothing of
-            // the request was processed, so retry once on a fresh connection, as browsers and
-            // Envoy do. Not a failure of the server under test.
-            Err(f) if f.class == FailureClass::Unanswered && reused && !retried => {
+            // A reused connection closed before any byte of the answer: most often the server
+            // closed it idle just as we reused it (the keep-alive race), but it may have read
+            // the request and acted on it first. An idempotent request is sent once more on a
+            // fresh connection, as browsers and Envoy do, and counted (the server then saw it
+            // twice); any other is failed, never sent twice unasked (RFC 9110 §9.2.2).
+            Err(f)
+                if f.class == FailureClass::Unanswered
+                    && reused
+                    && !retried
+                    && pools.cfg.retry_unanswered
+                    && pool.protocol.resendable(cx, ticket.request) =>
+            {
                 st.counters.inc(Counter::CxDestroyRemote);
+                st.counters.inc(Counter::RqRetry);
                 *conn = None;
                 retried = true;
             }

@@ -138,8 +138,9 @@ impl Protocol for Http1 {
             let class = match &error {
                 ReadError::Closed { received: false } => FailureClass::Unanswered,
                 // The keep-alive race's other face: a server that closes an idle connection
-                // with unread bytes (or SO_LINGER 0) resets it instead of sending a FIN. Before
-                // any byte of the answer, the request was no more processed than on a close.
+                // with unread bytes (or SO_LINGER 0) resets it instead of sending a FIN. A
+                // server that read the request and then reset looks the same: whether it acted
+                // on the request is unknown, so only an idempotent one is sent again.
                 ReadError::Io(e) if rx == 0 && reset(e) => FailureClass::Unanswered,
                 ReadError::Protocol(m) if m.is_header_overflow() => FailureClass::HeaderOverflow,
                 ReadError::Protocol(_) => FailureClass::Protocol,
@@ -187,6 +188,19 @@ impl Protocol for Http1 {
             }
             Err(error) => Err(classify(error, io.rx)),
         }
+    }
+
+    fn resendable(&self, cx: &PoolCx, request: u32) -> bool {
+        if !self.replayed {
+            return self.requests.get(request as usize).is_some_and(|e| e.idempotent);
+        }
+        // A replayed request's method is its first word; requests pipelined behind it went
+        // out with it, and may have been acted on: never sent twice.
+        cx.payload(request).is_some_and(|p| {
+            let pipelined = p.extra::<HttpMeta>().is_some_and(|m| !m.pipelined_heads.is_empty());
+            let method = p.data.split(|&b| b == b' ').next().unwrap_or_default();
+            !pipelined && crate::requests::idempotent(method)
+        })
     }
 }
 

@@ -53,6 +53,14 @@ pub trait Protocol: 'static {
         request: u32,
         io: &mut Io,
     ) -> Result<Answer, Failure<Self::Error>>;
+
+    /// Whether request-source entry `request`, whose send on a reused connection got no answer
+    /// ([`FailureClass::Unanswered`]), may be sent again on a fresh one: only if the server
+    /// acting on it twice means the same as once. The default is never: a protocol that cannot
+    /// tell sends each request once.
+    fn resendable(&self, _cx: &PoolCx, _request: u32) -> bool {
+        false
+    }
 }
 
 /// Opens a TCP connection to `endpoint` (and TLS, for an `https://` target) on the run's I/O

@@ -240,6 +240,14 @@ pub(crate) struct H1Entry {
     pub request: H1Request,
     /// A HEAD request: the response has no body whatever its framing says.
     pub head: bool,
+    /// Its method is idempotent: it may be sent again if its first send got no answer.
+    pub idempotent: bool,
+}
+
+/// Whether a request with this method means the same sent twice as once (RFC 9110 §9.2.2), so
+/// one that got no answer may be sent again without the server acting on it twice.
+pub(crate) fn idempotent(method: &[u8]) -> bool {
+    matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE")
 }
 
 /// A templated HTTP/1.1 request: the head up to (not including) `content-length`, and the body.

@@ -464,12 +464,12 @@ impl Inner {
     }
 
     /// Fails every stream still open and every later request with how the connection ended.
+    /// After a GOAWAY, the streams still open are those at or below its last stream id: the
+    /// server may have acted on them (those above it were failed as refused when it came), so
+    /// they fail with the connection, not as refused.
     fn end(&mut self, how: &Ended) {
         self.ended = Some(how.clone());
-        let failure = match how {
-            Ended::GoAway(code) => Failure::GoAway(*code),
-            e => Failure::Conn(e.clone()),
-        };
+        let failure = Failure::Conn(how.clone());
         let open: Vec<u32> = self.streams.keys().copied().collect();
         for id in open {
             self.finish(id, Err(failure.clone()));

@@ -213,10 +213,18 @@ fn judge((failure, responded): conn::StreamError) -> StreamFailure {
         Failure::Malformed(why) => {
             (false, false, format!("HTTP/2 stream error PROTOCOL_ERROR: {why}"))
         }
-        // Cut off by GOAWAY before any response: refused, and retried unless it responded.
-        Failure::GoAway(code) | Failure::Conn(Ended::GoAway(code)) => (
+        // Above the GOAWAY's last stream id, or never sent: not processed (RFC 9113 §6.8),
+        // so refused, and sent again.
+        Failure::GoAway(code) => (
             true,
             true,
+            format!("HTTP/2 stream refused by the server's GOAWAY: {}", frame::reason(code)),
+        ),
+        // At or below it, and the connection ended before the answer: the server may have
+        // acted on it, so it is failed, never sent twice.
+        Failure::Conn(Ended::GoAway(code)) => (
+            true,
+            false,
             format!("HTTP/2 stream ended by the server's GOAWAY: {}", frame::reason(code)),
         ),
         Failure::Conn(Ended::Io(msg)) => {
