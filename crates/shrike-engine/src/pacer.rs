@@ -33,6 +33,13 @@ pub enum Release {
 
 /// The pacer: release `k` of a worker is due when `N(t) = burst · (⌊k / burst⌋ + phase)`,
 /// plus uniform jitter.
+///
+/// Jitter moves a release (a whole burst: its requests stay together) later by a uniform
+/// draw from `[0, J)`, but never to or past the next planned release, nor past the run's end:
+/// releases stay in the order of their jittered times, so none waits behind one that drew a
+/// later time (which would charge that wait to the request's from-schedule latency), and every
+/// planned release is sent within the run. Where the spacing is shorter than `J`, a release is
+/// jittered within its own slot.
 #[derive(Clone, Debug)]
 pub struct Pacer {
     segments: Vec<Segment>,
@@ -40,6 +47,12 @@ pub struct Pacer {
     burst: u64,
     phase: f64,
     jitter_ns: u64,
+    /// The current group's jitter (ns), drawn at its first release.
+    group_jitter: u64,
+    /// Where the run ends (ns from the start), if it has a duration: jitter stops short of it.
+    horizon: Option<f64>,
+    /// The last release's jittered time (ns): a rescale never releases before it.
+    last_at: u64,
     released: u64,
     /// When the last release was planned (ns, before jitter): a rescale starts there.
     last: f64,
@@ -59,11 +72,20 @@ impl Pacer {
             burst: u64::from(burst.max(1)),
             phase: phase.clamp(0.0, 1.0),
             jitter_ns: u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX),
+            group_jitter: 0,
+            horizon: None,
+            last_at: 0,
             released: 0,
             last: 0.0,
             cursor: 0,
             rng: XorShift::new(seed),
         }
+    }
+
+    /// Jitter never takes a release to or past `duration` from the start (the run's end).
+    pub fn ending_at(mut self, duration: Option<Duration>) -> Pacer {
+        self.horizon = duration.map(|d| d.as_nanos() as f64);
+        self
     }
 
     /// A constant-rate pacer.
@@ -81,11 +103,30 @@ impl Pacer {
         let Some(t) = self.time_of_count(target) else {
             return Release::Never;
         };
+        if self.jitter_ns > 0 && self.released.is_multiple_of(self.burst) {
+            self.group_jitter = self.draw_jitter(t, target);
+        }
         self.released += 1;
         self.last = t;
-        let jitter = if self.jitter_ns == 0 { 0 } else { self.rng.next() % (self.jitter_ns + 1) };
         // Rounded, not truncated: 1e9 / 0.25 computes as 3999999999.99…
-        Release::At(Duration::from_nanos((t.round() as u64).saturating_add(jitter)))
+        let at = (t.round() as u64).saturating_add(self.group_jitter).max(self.last_at);
+        self.last_at = at;
+        Release::At(Duration::from_nanos(at))
+    }
+
+    /// A group planned at `t` (count `target`) is jittered by a uniform draw below `J`, the
+    /// room before the next group's planned time, and the room before the run's end.
+    fn draw_jitter(&mut self, t: f64, target: f64) -> u64 {
+        // The cursor only moves forward, and the next group's count is where it goes next.
+        let next = self.time_of_count(target + self.burst as f64);
+        let room =
+            [next, self.horizon].into_iter().flatten().map(|end| end - t).fold(f64::MAX, f64::min);
+        let span =
+            if room >= self.jitter_ns as f64 { self.jitter_ns } else { room.max(0.0) as u64 };
+        match span {
+            0 => 0,
+            span => self.rng.next() % span,
+        }
     }
 
     /// When the plan's cumulative count reaches `c` (ns from the start), if it ever does.
@@ -136,6 +177,17 @@ impl Pacer {
         }
         self.segments = out;
         self.cursor = 0;
+    }
+
+    /// When the next release is planned (before jitter), without making it: `None` when
+    /// unpaced or when the plan makes no more.
+    pub fn next_planned(&self) -> Option<Duration> {
+        if self.unpaced {
+            return None;
+        }
+        let mut ahead = self.clone();
+        let target = ahead.burst as f64 * ((ahead.released / ahead.burst) as f64 + ahead.phase);
+        ahead.time_of_count(target).map(|t| Duration::from_nanos(t.round() as u64))
     }
 
     /// How many releases fall strictly before `horizon` (ignoring jitter): the planned count.

@@ -104,6 +104,7 @@ pub(crate) async fn run_worker(
         };
         let phase = slot as f64 / slots as f64;
         Pacer::new(&cfg.plan, cfg.burst.get(), cfg.jitter, phase, seed(index))
+            .ending_at(cfg.duration)
     };
     let follower = || crate::pacer::Follower::new(cfg.rate.clone());
     let share = cfg.per_worker_requests.as_ref().and_then(|v| v.get(index).copied());
@@ -177,8 +178,12 @@ async fn drive<S: Schedule>(
     }
     // Nothing is released at or after the deadline: a sending window that ran past it only by
     // the timer's lateness in noticing would understate the achieved rate.
+    // A paced schedule spent early (`-n`) sent its last request one spacing before its span
+    // ended: the window runs to the release it would have made next, unless it ran late.
     let deadline = pools.cfg.duration.map(|d| start + d);
-    let sending_end = deadline.map_or(Instant::now(), |d| Instant::now().min(d));
+    let spent_at = schedule.spent_at().map(|at| start + at);
+    let sending_end = spent_at.map_or(Instant::now(), |at| at.max(Instant::now()));
+    let sending_end = deadline.map_or(sending_end, |d| sending_end.min(d));
     if abandoned {
         let mut st = pools.cx.state.borrow_mut();
         // Left as it is: the request may still finish (and decrement it) before the runtime

@@ -48,6 +48,27 @@ fn jitter_stays_in_bounds_and_varies() {
 }
 
 #[test]
+fn jittered_releases_keep_their_order_and_the_run_end() {
+    // A jitter ten times the spacing: each release is jittered within its own slot, so the
+    // releases stay in order and all 20 of a 2 s run at 10/s fall inside it.
+    for phase in [0.0, 0.5, 0.99] {
+        let mut p = Pacer::linear(rate(10.0), 1, Duration::from_secs(1), phase, 7)
+            .ending_at(Some(Duration::from_secs(2)));
+        let v = offsets(&mut p, 20);
+        assert!(v.windows(2).all(|w| w[0] < w[1]), "out of order: {v:?}");
+        assert!(v.iter().all(|&o| o < 2_000_000_000), "past the end: {v:?}");
+        let spread: std::collections::HashSet<u64> =
+            v.iter().enumerate().map(|(i, o)| (o - (i as u64 * 100_000_000)) / 1_000_000).collect();
+        assert!(spread.len() > 5, "jitter drawn: {v:?}");
+    }
+    // A burst keeps its requests together, jittered as one.
+    let mut p = Pacer::linear(rate(100.0), 3, Duration::from_millis(5), 0.0, 3);
+    let v = offsets(&mut p, 6);
+    assert!(v[0] == v[1] && v[1] == v[2] && v[3] == v[4] && v[4] == v[5], "{v:?}");
+    assert!(v[2] < v[3], "{v:?}");
+}
+
+#[test]
 fn planned_count_matches_rate_times_duration() {
     let p = Pacer::linear(rate(250.0), 1, Duration::ZERO, 0.0, 1);
     assert_eq!(p.planned_before(Duration::from_secs(2)), 500);

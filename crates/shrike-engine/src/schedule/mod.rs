@@ -97,6 +97,12 @@ pub trait Schedule {
     fn failure(&mut self) -> Option<String> {
         None
     }
+    /// When a paced schedule that ran out of requests (`-n`) would have made its next release
+    /// (from the run start): N releases at R/s span N/R, not the (N−1)/R to the last of them,
+    /// so the sending window ends there. `None` for schedules that are not paced or not spent.
+    fn spent_at(&self) -> Option<Duration> {
+        None
+    }
     /// Whether requests can finish a session (so the worker loop must listen for that while
     /// it waits); false spares the rate schedule's releases a waiter registration each.
     const HAS_SESSIONS: bool;

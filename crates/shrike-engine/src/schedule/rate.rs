@@ -1,6 +1,8 @@
 //! The rate schedule: the pacer's plan releases requests, the request cursor picks which entry
 //! each sends. No sessions: any connection may carry any request.
 
+use std::time::Duration;
+
 use super::{Due, Peek, Schedule};
 use crate::pacer::{Follower, Pacer, Release};
 use crate::requests::RequestCursor;
@@ -53,5 +55,9 @@ impl Schedule for RateSchedule {
 
     fn warmup_request(&self) -> u32 {
         self.cursor.peek()
+    }
+
+    fn spent_at(&self) -> Option<Duration> {
+        self.cursor.spent().then(|| self.pacer.next_planned()).flatten()
     }
 }
