@@ -26,6 +26,8 @@ pub enum Failure {
     Predicate(String),
     /// Requests were sent and not one completed: the run measured nothing.
     NothingCompleted,
+    /// The run ran to its end and sent nothing at all: it measured nothing either.
+    NothingSent,
     /// Something beyond the run's own requests failed it (a fleet's generator).
     Other(String),
 }
@@ -59,10 +61,18 @@ impl Verdict {
         }
         let g = &result.global;
         let answered = g.status_codes.total().max(g.counters.responses());
-        let tried =
-            g.counters.get(Counter::RqTotal) + g.counters.get(Counter::PoolConnectionFailure);
+        // Every request the schedule released: sent, never connected, or overflowed.
+        let tried = g.counters.get(Counter::RqTotal)
+            + g.counters.get(Counter::PoolConnectionFailure)
+            + g.counters.get(Counter::PoolOverflow);
         if answered == 0 && tried > 0 && unanswered == Unanswered::Fails {
             return Verdict::Failed { why: Failure::NothingCompleted, first_error: first_error() };
+        }
+        // A run that ended as planned without releasing one request (a plan at rate 0, an
+        // empty request source) measured nothing, whatever errors it tolerates; one a
+        // termination predicate ended early was stopped as asked.
+        if answered == 0 && tried == 0 && result.termination == Termination::Completed {
+            return Verdict::Failed { why: Failure::NothingSent, first_error: first_error() };
         }
         Verdict::Succeeded
     }
@@ -103,6 +113,8 @@ impl Verdict {
             (Failure::Predicate(p), None) => format!("failure predicate {p} fired"),
             (Failure::NothingCompleted, Some(e)) => format!("no request completed: {e}"),
             (Failure::NothingCompleted, None) => "no request completed".into(),
+            (Failure::NothingSent, Some(e)) => format!("no request was sent: {e}"),
+            (Failure::NothingSent, None) => "no request was sent".into(),
             (Failure::Other(why), _) => why.clone(),
         })
     }

@@ -247,6 +247,27 @@ mod outcome_tests {
             outcome(&refused, 0, &Verdict::Succeeded),
             "NO REQUEST COMPLETED: could not connect × 4"
         );
-        assert_eq!(outcome(&worker(), 0, &Verdict::Succeeded), "no request was sent");
+        assert_eq!(outcome(&worker(), 0, &Verdict::Succeeded), "NO REQUEST WAS SENT");
+    }
+
+    #[test]
+    fn the_share_counts_every_request_released() {
+        // Requests that never got a connection, or no room in the pool, were not answered:
+        // the share is of everything the schedule released.
+        let mut g = worker();
+        g.counters.add(Counter::RqTotal, 10);
+        g.counters.add(Counter::Http2xx, 10);
+        g.status_codes.add(200, 10);
+        g.counters.add(Counter::PoolConnectionFailure, 10);
+        assert_eq!(
+            outcome(&g, 10, &Verdict::Succeeded),
+            "10 of 20 requests succeeded (50.0%); could not connect × 10"
+        );
+        g.counters.add(Counter::PoolOverflow, 580);
+        assert_eq!(
+            outcome(&g, 10, &Verdict::Succeeded),
+            "10 of 600 requests succeeded (1.7%); could not connect × 10, not sent (pool \
+             overflow) × 580"
+        );
     }
 }

@@ -28,8 +28,8 @@ use shrike_stats::{
 };
 
 use super::write::{
-    FAILURE_NOTHING_COMPLETED, FAILURE_OTHER, FAILURE_PREDICATE, KIND_COMPLETED,
-    KIND_FAILURE_PREDICATE, KIND_INTERRUPTED, KIND_TERMINATION_PREDICATE,
+    FAILURE_NOTHING_COMPLETED, FAILURE_NOTHING_SENT, FAILURE_OTHER, FAILURE_PREDICATE,
+    KIND_COMPLETED, KIND_FAILURE_PREDICATE, KIND_INTERRUPTED, KIND_TERMINATION_PREDICATE,
 };
 use super::SCHEMA_VERSION;
 use crate::timestamp::parse_rfc3339;
@@ -192,13 +192,15 @@ fn verdict(v: &Value, path: &str) -> Result<Verdict> {
             let why = match text("failure")?.as_str() {
                 FAILURE_PREDICATE => Failure::Predicate(detail),
                 FAILURE_NOTHING_COMPLETED => Failure::NothingCompleted,
+                FAILURE_NOTHING_SENT => Failure::NothingSent,
                 FAILURE_OTHER => Failure::Other(detail),
                 other => {
                     return Err(invalid(
                         join(path, "failure"),
                         format!(
                             "unknown failure {other:?} (expected {FAILURE_PREDICATE}, \
-                             {FAILURE_NOTHING_COMPLETED} or {FAILURE_OTHER})"
+                             {FAILURE_NOTHING_COMPLETED}, {FAILURE_NOTHING_SENT} or \
+                             {FAILURE_OTHER})"
                         ),
                     ))
                 }

@@ -252,6 +252,7 @@ fn error_docs(errors: &std::collections::BTreeMap<String, u64>) -> Vec<ErrorDoc>
 /// The `failure` names [`super::from_json`] accepts back.
 pub(super) const FAILURE_PREDICATE: &str = "predicate";
 pub(super) const FAILURE_NOTHING_COMPLETED: &str = "nothing_completed";
+pub(super) const FAILURE_NOTHING_SENT: &str = "nothing_sent";
 pub(super) const FAILURE_OTHER: &str = "other";
 
 fn verdict_doc(v: &Verdict) -> VerdictDoc {
@@ -260,6 +261,7 @@ fn verdict_doc(v: &Verdict) -> VerdictDoc {
             let (kind, detail) = match why {
                 Failure::Predicate(p) => (FAILURE_PREDICATE, p.clone()),
                 Failure::NothingCompleted => (FAILURE_NOTHING_COMPLETED, String::new()),
+                Failure::NothingSent => (FAILURE_NOTHING_SENT, String::new()),
                 Failure::Other(why) => (FAILURE_OTHER, why.clone()),
             };
             (kind, detail, first_error.clone().unwrap_or_default())
