@@ -180,7 +180,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     crate::out::print(&stdout_text)?;
     drop(load);
     if !complete {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(crate::interrupts::status()));
     }
     // Every goal without a usable answer says why, on stderr too, and fails the run.
     for (goal, a) in goals.iter().zip(answers.iter()) {

@@ -28,6 +28,8 @@ pub struct Report<'a> {
     pub answers: &'a [Answer],
     /// False when interrupted.
     pub complete: bool,
+    /// Why the search ended before its answer ([`super::Outcome::stopped_by`]).
+    pub stopped_by: Option<&'a str>,
 }
 
 /// One judged trial in a line, as a search in progress shows it: the level, what it achieved,
@@ -74,13 +76,26 @@ impl Report<'_> {
         }
     }
 
-    /// A goal's name: its objectives joined (`p99<=10.00ms, errors<=0.1%`).
+    /// A goal's name: the objectives the user gave, joined (`p99<=10.00ms, errors<=0.1%`);
+    /// the implied errors objective is not part of it.
     pub fn goal_name(goal: &[Slo]) -> String {
-        goal.iter().map(Slo::to_string).collect::<Vec<_>>().join(", ")
+        let given: Vec<String> = goal.iter().filter(|s| !s.implied).map(Slo::to_string).collect();
+        match given.is_empty() {
+            true => goal.iter().map(Slo::to_string).collect::<Vec<_>>().join(", "),
+            false => given.join(", "),
+        }
     }
 
     /// One line per goal: the answer, or plainly why there is none.
     pub fn answer_line(&self, goal: &[Slo], a: &Answer) -> String {
+        let line = self.answer(goal, a);
+        match self.stopped_by {
+            Some(why) => format!("STOPPED — {why}; from the trials before: {line}"),
+            None => line,
+        }
+    }
+
+    fn answer(&self, goal: &[Slo], a: &Answer) -> String {
         let name = Self::goal_name(goal);
         let on = |n: usize| format!("{n} trial{}", if n == 1 { "" } else { "s" });
         match (&a.status, a.max) {
@@ -198,6 +213,13 @@ impl Report<'_> {
         for (i, goal) in self.goals.iter().enumerate() {
             let _ = writeln!(s, "  goal {}: {}", i + 1, Self::goal_name(goal));
         }
+        if let Some(implied) = self.slos.iter().find(|s| s.implied) {
+            let _ = writeln!(
+                s,
+                "  every goal also holds {implied} (the default errors objective; give --slo \
+                 'errors<=X%' for another)"
+            );
+        }
         let invalid: Vec<String> = self
             .trials
             .iter()
@@ -267,6 +289,7 @@ impl Report<'_> {
         json!({
             key: answers,
             "complete": self.complete,
+            "stopped_by": self.stopped_by,
             "capacity": {
                 "search": self.search,
                 "unit": self.unit,
@@ -275,6 +298,7 @@ impl Report<'_> {
                     "metric": s.metric.name(),
                     "bound": s.bound,
                     "at_most": s.at_most,
+                    "implied": s.implied,
                 })).collect::<Vec<_>>(),
                 "goals": goals,
                 "trials": trials,

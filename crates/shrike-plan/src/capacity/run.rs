@@ -10,9 +10,10 @@ use shrike_spec::{RunSpec, SpecError};
 use shrike_stats::Termination;
 
 use super::search::{Answer, Next, Search, SearchConfig};
-use super::slo::{goals, Slo};
+use super::slo::{goals, Metric, Slo};
 use super::trial::Trial;
 use super::Report;
+use crate::cause::CauseKind;
 use crate::trial::{trial_spec, Dimension, TrialError, TrialRun, TrialRunner};
 
 /// `shrike capacity`'s defaults, for every caller.
@@ -68,6 +69,15 @@ impl CapacityOptions {
         if ask.slos.is_empty() {
             return Err(err("slos", "give at least one objective, e.g. p99<=20ms"));
         }
+        if ask.max_trials == Some(0) {
+            return Err(err("max_trials", "must be at least 1"));
+        }
+        // Every search judges errors: a trial whose answers were all 503 meets any latency
+        // bound, and must not pass for it.
+        let mut slos = ask.slos.clone();
+        if !slos.iter().any(|s| s.metric == Metric::Errors) {
+            slos.push(Slo::default_errors());
+        }
         let rate = ask.rate.unwrap_or(true);
         let dimension = Dimension::of(rate, base.protocol());
         let workers = base.concurrency().workers().get() as f64;
@@ -94,7 +104,7 @@ impl CapacityOptions {
             return Err(err(field, "must be longer than 0"));
         }
         Ok(CapacityOptions {
-            slos: ask.slos.clone(),
+            slos,
             dimension,
             config: SearchConfig {
                 start,
@@ -191,6 +201,8 @@ pub struct Outcome {
     pub results: Vec<Value>,
     /// False when interrupted.
     pub complete: bool,
+    /// Why the search ended before its answer: the server stopped accepting connections.
+    pub stopped_by: Option<String>,
 }
 
 impl Outcome {
@@ -203,6 +215,7 @@ impl Outcome {
             trials: &self.trials,
             answers: &self.answers,
             complete: self.complete,
+            stopped_by: self.stopped_by.as_deref(),
         }
     }
 
@@ -213,7 +226,7 @@ impl Outcome {
 
     /// Whether a goal has no usable answer (the CLI's exit code 1).
     pub fn failed(&self) -> bool {
-        self.answers.iter().any(|a| !a.usable())
+        self.stopped_by.is_some() || self.answers.iter().any(|a| !a.usable())
     }
 }
 
@@ -241,6 +254,7 @@ pub fn run(
     let mut search = Search::new(options.config.clone(), goals.len());
     let mut results = Vec::new();
     let mut complete = true;
+    let mut stopped_by = None;
     let rate = options.dimension.is_rate();
     while let Next::Trial { level, duration, confirmation } = search.next() {
         let spec = trial_spec(base, options.dimension, level, duration, options.open_loop)?;
@@ -261,7 +275,27 @@ pub fn run(
             break;
         }
         results.push(shrike_output::to_json_value(&result));
+        // A server that no longer accepts connections has no capacity left to search: more
+        // trials would only fail the levels that passed. The first trial's answer says it.
+        let gone = trial.cause.as_ref().filter(|c| {
+            matches!(c.kind, CauseKind::Connect | CauseKind::ConnectTimeout)
+                && !search.trials().is_empty()
+        });
+        if let Some(cause) = gone {
+            stopped_by = Some(format!(
+                "the server stopped accepting connections at trial {} ({}): {}",
+                search.trials().len() + 1,
+                match rate {
+                    true => format!("{level:.1}/s"),
+                    false => format!("{level} {}", options.dimension.unit()),
+                },
+                cause.detail
+            ));
+        }
         search.record(trial);
+        if stopped_by.is_some() {
+            break;
+        }
         if !options.cooldown.is_zero() && search.next() != Next::Done {
             std::thread::sleep(options.cooldown);
         }
@@ -274,5 +308,6 @@ pub fn run(
         dimension: options.dimension,
         results,
         complete,
+        stopped_by,
     })
 }

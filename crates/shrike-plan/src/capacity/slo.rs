@@ -72,7 +72,14 @@ pub struct Slo {
     pub at_most: bool,
     /// As the user wrote it, normalized (`p99<=20ms`).
     text: String,
+    /// Not the user's: the errors objective every search holds when none was given
+    /// ([`Slo::default_errors`]). It judges trials, and stays out of goal names.
+    pub implied: bool,
 }
+
+/// The error ratio a trial may have when the user gave no errors objective: a latency goal
+/// met by error responses says nothing about the service.
+pub const DEFAULT_ERRORS: f64 = 0.01;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--slo {given:?}: {reason}")]
@@ -152,7 +159,18 @@ impl Slo {
             Metric::Latency { .. } => format!("{name}<={}", format_human_ns(bound)),
             _ => format!("{name}{}{}%", if at_most { "<=" } else { ">=" }, bound * 100.0),
         };
-        Ok(Slo { metric, bound, at_most, text })
+        Ok(Slo { metric, bound, at_most, text, implied: false })
+    }
+
+    /// `errors<=1%`, the objective a search holds when the user gave none on errors.
+    pub fn default_errors() -> Slo {
+        Slo {
+            metric: Metric::Errors,
+            bound: DEFAULT_ERRORS,
+            at_most: true,
+            text: format!("errors<={}%", DEFAULT_ERRORS * 100.0),
+            implied: true,
+        }
     }
 
     /// Whether `value` (in the metric's unit) meets the objective.

@@ -277,6 +277,17 @@ impl Trial {
         if self.invalid.is_some() {
             return TrialVerdict::Invalid;
         }
+        // Errors past their objective fail the trial whatever else held: answers that were
+        // errors say nothing about the service's latency, and too few connections for the
+        // rate do not excuse them.
+        let errors_missed = goal
+            .iter()
+            .filter(|s| s.metric == Metric::Errors && !s.met_by(self.error_ratio))
+            .map(|s| s.margin(self.error_ratio))
+            .collect::<Vec<f64>>();
+        if !errors_missed.is_empty() {
+            return TrialVerdict::Fail { narrow: errors_missed.iter().all(|m| *m < NARROW) };
+        }
         // Open-loop overflow: requests due with every connection busy. If the server answered
         // within every latency bound, the connections were too few for the rate (Little's law),
         // the client's limit; if it did not, its slowness is the failure.
