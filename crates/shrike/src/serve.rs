@@ -363,6 +363,16 @@ async fn serve(
              {workers} worker thread(s)"
         );
     }
+    if let Some(proxy) = config.proxy() {
+        let allow: Vec<String> =
+            proxy.allow.iter().map(|(net, len)| format!("{net}/{len}")).collect();
+        let udp = if http3 { "over HTTP/2 and HTTP/3" } else { "over HTTP/2" };
+        crate::log::info!(
+            "also a CONNECT proxy: tunnels (CONNECT, and CONNECT-UDP {udp}) to {} only; \
+             requests to forward (absolute-form) are refused with 405",
+            allow.join(", ")
+        );
+    }
     if let Some(path) = generated {
         let path = path.display();
         crate::log::info!(

@@ -22,7 +22,7 @@ use crate::conn::Abort;
 use crate::http2::response::Payload;
 use crate::limits::MAX_REQUEST_HEADERS_LIMIT;
 use crate::server::Shared;
-use crate::stats::LimitKind;
+use crate::stats::{LimitKind, ProxyEvent};
 
 /// Initial read buffer; most request heads fit, larger ones grow it up to the configured cap.
 pub(crate) const READ_BUF: usize = 8 * 1024;
@@ -172,6 +172,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
             }
             Ok(httparse::Status::Complete(len)) if req.method == Some("CONNECT") => {
                 Step::Connect(len, req.path.unwrap_or_default().to_string())
+            }
+            // A server that is not a proxy serves absolute-form as any origin server must
+            // (RFC 9112 §3.2.2); a proxy that only tunnels refuses to pretend it forwarded.
+            Ok(httparse::Status::Complete(_))
+                if self.shared.config.proxy().is_some()
+                    && req.path.is_some_and(|p| !p.starts_with('/') && p != "*") =>
+            {
+                Step::Reject(Reject::NotForwarded)
             }
             Ok(httparse::Status::Complete(len)) => {
                 let closing = self.shutdown.has_changed().is_err();
@@ -359,6 +367,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
         match reject {
             Reject::HeadTooLarge(_) => stats.limit(LimitKind::HeadersTooLarge),
             Reject::TooManyHeaders(_) => stats.limit(LimitKind::TooManyHeaders),
+            Reject::NotForwarded => stats.proxy(ProxyEvent::Refused, 1),
             Reject::BadRequest(_) | Reject::BodyTooLarge(_) => {}
         }
         let message = reject.message(self.shared.config.max_body_size());

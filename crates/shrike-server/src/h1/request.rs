@@ -36,6 +36,10 @@ pub(crate) enum Reject {
     TooManyHeaders(usize),
     /// The declared length, when known up front.
     BodyTooLarge(Option<u64>),
+    /// An absolute-form request (`GET http://host/ HTTP/1.1`) to a server that is a CONNECT
+    /// proxy: it forwards nothing, and answering it itself would let a client believe it had
+    /// reached the host it named.
+    NotForwarded,
 }
 
 impl Reject {
@@ -44,6 +48,7 @@ impl Reject {
             Reject::BadRequest(_) => 400,
             Reject::HeadTooLarge(_) | Reject::TooManyHeaders(_) => 431,
             Reject::BodyTooLarge(_) => 413,
+            Reject::NotForwarded => 405,
         }
     }
 
@@ -57,6 +62,9 @@ impl Reject {
                 format!("request header fields too large: more than {max} header fields")
             }
             Reject::BodyTooLarge(declared) => behaviour::body_too_large(declared, max_body),
+            Reject::NotForwarded => "this proxy only tunnels: it does not forward requests for \
+                                     another host; use CONNECT host:port (curl: -p with -x)"
+                .into(),
         }
     }
 }

@@ -191,6 +191,11 @@ pub(crate) fn encode_typed(
     write_status_line(out, status);
     write_date(out);
     out.extend_from_slice(b"server: shrike\r\n");
+    // The one 405 the server writes this way refuses a request to forward: a proxy that only
+    // tunnels allows CONNECT (RFC 9110 §15.5.6: a 405 names what is allowed).
+    if status == 405 {
+        write_header(out, b"allow", b"CONNECT");
+    }
     write_header(out, b"content-type", content_type.as_bytes());
     let connection_at = out.len();
     out.extend_from_slice(connection_header(connection));
