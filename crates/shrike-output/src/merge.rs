@@ -88,9 +88,15 @@ pub enum MergeError {
     NoHistogram { input: String, result: String, id: String },
     #[error("{input}: shrike.intervals[{index}]: statistic {id}: {reason}")]
     IntervalHistogram { input: String, index: usize, id: &'static str, reason: String },
-    /// Shards that are not one run whole ([`check_shards`]).
+    /// Shards that are not one run ([`check_shards`]).
     #[error("{0}")]
     Shards(String),
+    /// Shards of one run, but not all of it: one missing, or given twice ([`check_shards`]).
+    #[error("{0}")]
+    Partial(String),
+    /// Shards whose sending windows never overlapped ([`check_shards`]).
+    #[error("{0}")]
+    Disjoint(String),
 }
 
 /// Merges `inputs` exactly (see the module docs).
@@ -139,9 +145,16 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
         if inputs.iter().any(|i| id(i) != id(&inputs[0])) {
             o.remove("execution_id");
         }
-        if let Some(n) = whole_shards(&inputs) {
-            o.remove("shard");
-            o.insert("workers".into(), Value::from(workers / u64::from(n)));
+        match (whole_shards(&inputs), shards_present(&inputs)) {
+            (Some(n), _) => {
+                o.remove("shard");
+                o.insert("workers".into(), Value::from(workers / u64::from(n)));
+            }
+            // Merged by choice (--allow-partial): the result says what it lacks.
+            (None, Some((present, n))) => {
+                o.insert("partial".into(), format!("{present} of {n} shards").into());
+            }
+            (None, None) => {}
         }
     }
 
@@ -192,6 +205,24 @@ pub fn merge(inputs: Vec<Input>) -> Result<Merged, MergeError> {
     Ok(Merged { result, warnings })
 }
 
+/// How far apart the starts of one run's shards may be when no --execution-id ties them.
+const SHARD_START_SPREAD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `(distinct shards present, N)` when the inputs are shards of `N`.
+fn shards_present(inputs: &[Input]) -> Option<(usize, u32)> {
+    let mut seen: Vec<u32> = Vec::new();
+    let mut n = None;
+    for i in inputs {
+        let s = i.result.options.get("shard")?.as_str()?;
+        let s = shrike_spec::Shard::parse(s).ok()?;
+        n = Some(s.count());
+        if !seen.contains(&s.index()) {
+            seen.push(s.index());
+        }
+    }
+    Some((seen.len(), n?))
+}
+
 /// `Some(N)` when the inputs are exactly shards 0..N of one run, each once.
 fn whole_shards(inputs: &[Input]) -> Option<u32> {
     let shard = |i: &Input| {
@@ -210,14 +241,28 @@ fn whole_shards(inputs: &[Input]) -> Option<u32> {
 /// `execution_id`, where they record one) and one count `N`,
 /// each index once, and no input without a shard among them. Inputs with no shard at all (a
 /// fleet's, or runs merged by choice) pass.
-pub fn check_shards(inputs: &[Input]) -> Result<(), MergeError> {
+///
+/// A partial set (`MergeError::Partial`) and shards that never ran together
+/// (`MergeError::Disjoint`) are refused unless `waive` says otherwise; what was waived comes
+/// back, for the user to be told.
+pub fn check_shards(inputs: &[Input], waive: Waive) -> Result<Vec<MergeError>, MergeError> {
+    let mut waived = Vec::new();
+    let mut unless = |allowed: bool, e: MergeError| match allowed {
+        true => {
+            waived.push(e);
+            Ok(())
+        }
+        false => Err(e),
+    };
     let shard = |i: &Input| {
         let s = i.result.options.get("shard")?.as_str()?;
         shrike_spec::Shard::parse(s).ok()
     };
     let shards: Vec<(&Input, Option<shrike_spec::Shard>)> =
         inputs.iter().map(|i| (i, shard(i))).collect();
-    let Some((first, Some(of))) = shards.iter().find(|(_, s)| s.is_some()) else { return Ok(()) };
+    let Some((first, Some(of))) = shards.iter().find(|(_, s)| s.is_some()) else {
+        return Ok(Vec::new());
+    };
     let n = of.count();
     let refuse = |why: String| Err(MergeError::Shards(why));
     if let Some((i, _)) = shards.iter().find(|(_, s)| s.is_none()) {
@@ -240,6 +285,37 @@ pub fn check_shards(inputs: &[Input]) -> Result<(), MergeError> {
             ids[0].0, ids[0].1
         ));
     }
+    // A derived id (no --execution-id) is the same for every run of the same options: shards
+    // of one run start together (by --start-at, or within a second of each other), so ones
+    // that did not are runs of the same command at other times.
+    let derived = ids.first().is_some_and(|(_, id)| id.starts_with("shards-"));
+    let start = |i: &Input| i.result.global.execution_start;
+    let (earliest, latest) = (
+        shards.iter().min_by_key(|(i, _)| start(i)).map(|(i, _)| *i).unwrap_or(first),
+        shards.iter().max_by_key(|(i, _)| start(i)).map(|(i, _)| *i).unwrap_or(first),
+    );
+    let apart = start(latest).duration_since(start(earliest)).unwrap_or_default();
+    if derived && apart > SHARD_START_SPREAD {
+        return refuse(format!(
+            "shards of different starts: {} started {:.1}s after {}, and neither has an \
+             --execution-id (shards of one run start together with --start-at, or share one)",
+            latest.name,
+            apart.as_secs_f64(),
+            earliest.name
+        ));
+    }
+    // Shards whose windows never overlapped did not load the target together: their summed
+    // rate was never offered.
+    let end = |i: &Input| start(i) + i.result.global.execution_duration;
+    if let Some((i, _)) =
+        shards.iter().find(|(i, _)| end(i) <= start(latest) && i.name != latest.name)
+    {
+        let why = format!(
+            "shards that never ran together: {} ended before {} started",
+            i.name, latest.name
+        );
+        unless(waive.disjoint, MergeError::Disjoint(why))?;
+    }
     let mut by_index: Vec<Vec<&str>> = vec![Vec::new(); n as usize];
     for (i, s) in &shards {
         if let Some(s) = s {
@@ -247,23 +323,28 @@ pub fn check_shards(inputs: &[Input]) -> Result<(), MergeError> {
         }
     }
     if let Some((k, names)) = by_index.iter().enumerate().find(|(_, v)| v.len() > 1) {
-        return refuse(format!(
-            "shard {k}/{n} is given {} times: {}",
-            names.len(),
-            names.join(", ")
-        ));
+        let why = format!("shard {k}/{n} is given {} times: {}", names.len(), names.join(", "));
+        unless(waive.partial, MergeError::Partial(why))?;
     }
     let missing: Vec<String> =
         (0..n).filter(|k| by_index[*k as usize].is_empty()).map(|k| format!("{k}/{n}")).collect();
     if !missing.is_empty() {
         let plural = if missing.len() == 1 { "" } else { "s" };
-        return refuse(format!(
+        let why = format!(
             "shard{plural} {} missing: {} of {n} given",
             missing.join(", "),
             n as usize - missing.len()
-        ));
+        );
+        unless(waive.partial, MergeError::Partial(why))?;
     }
-    Ok(())
+    Ok(waived)
+}
+
+/// What [`check_shards`] lets pass: a partial set of shards, shards that never overlapped.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Waive {
+    pub partial: bool,
+    pub disjoint: bool,
 }
 
 /// The workers a result's run had: its `workers` option, else the worker results present.

@@ -82,6 +82,8 @@ fn explain(e: SpecError, flags: &[Opt], file: Option<&Path>) -> anyhow::Error {
 }
 
 /// The options of `path`: a spec (a JSON object of options) or a stored result's `options`.
+/// A stored result's run is over: running its options again is a new run, with an id of its
+/// own and no start time in the past.
 fn read_spec_file(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("--spec: cannot read {}: {e}", path.display())))?;
@@ -89,6 +91,15 @@ fn read_spec_file(path: &Path) -> anyhow::Result<Value> {
         .map_err(|e| usage(format!("--spec: {} is not JSON: {e}", path.display())))?;
     let stored = v.get("options").filter(|_| v.get("results").is_some());
     match stored.unwrap_or(&v) {
+        Value::Object(o) if stored.is_some() => {
+            let mut o = o.clone();
+            for key in [names::EXECUTION_ID, names::START_AT, names::SCHEDULED_START] {
+                o.remove(key.key());
+            }
+            // What a merge of some shards says of itself: no option of a run.
+            o.remove("partial");
+            Ok(Value::Object(o))
+        }
         o @ Value::Object(_) => Ok(o.clone()),
         _ => Err(usage(format!("--spec: {} holds no JSON object of options", path.display()))),
     }

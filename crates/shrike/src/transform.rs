@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
-use shrike_output::merge::{self, Input};
+use shrike_output::merge::{self, Input, MergeError};
 use shrike_output::{from_json, OutputFormat};
 use shrike_stats::RunResult;
 
@@ -36,6 +36,10 @@ pub struct TransformArgs {
     /// refusing them; the merge says what it lacks.
     #[arg(long, requires = "merge")]
     pub allow_partial: bool,
+    /// Merge shards whose sending windows never overlapped (each ended before another
+    /// started) instead of refusing them: their summed rate was never offered at once.
+    #[arg(long, requires = "merge")]
+    pub allow_disjoint: bool,
     /// Write to FILE instead of stdout (whole or not at all), for containers without a shell
     /// to redirect in.
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -141,14 +145,25 @@ fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
             let (result, _) = read_result(&name, &text)?;
             inputs.push(Input { name, result });
         }
-        match merge::check_shards(&inputs) {
-            Ok(()) => {}
-            Err(e) if args.allow_partial => warning!("partial merge: {e}"),
-            Err(e) => {
+        let waive = merge::Waive { partial: args.allow_partial, disjoint: args.allow_disjoint };
+        match merge::check_shards(&inputs, waive) {
+            Ok(waived) => {
+                for e in waived {
+                    warning!("merging anyway: {e}");
+                }
+            }
+            Err(e @ MergeError::Partial(_)) => {
                 return Err(usage(format!(
                     "{e}; merge every shard of the run, or pass --allow-partial"
                 )))
             }
+            Err(e @ MergeError::Disjoint(_)) => {
+                return Err(usage(format!(
+                    "{e}: their summed rate was never offered (pass --allow-disjoint to merge \
+                     them anyway)"
+                )))
+            }
+            Err(e) => return Err(usage(e.to_string())),
         }
         let merged = merge::merge(inputs).map_err(|e| usage(e.to_string()))?;
         for w in &merged.warnings {

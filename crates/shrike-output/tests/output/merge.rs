@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use shrike_output::merge::{check_shards, merge, Input, MergeError};
+use shrike_output::merge::{check_shards, merge, Input, MergeError, Waive};
 use shrike_stats::{Counter, RunResult, StatId, Statistic, Termination, WorkerResult};
 
 fn input(name: &str, r: RunResult) -> Input {
@@ -110,11 +110,49 @@ fn every_shard_of_a_run_merges_into_that_run() {
     // Two of the three are two thirds of the run, still marked as a shard.
     let part = merge(vec![input("a", shard(0)), input("b", shard(2))]).unwrap().result;
     assert_eq!(part.options["shard"], "0/3");
+    assert_eq!(part.options["partial"], "2 of 3 shards");
     assert_eq!(shrike_output::options::requested_rate(&part), Some(200.0));
 
     // Whether shards are the run whole is the caller's to ask, and said precisely.
-    let check = |inputs: Vec<Input>| check_shards(&inputs).map_err(|e| e.to_string());
-    assert_eq!(check((0..3).map(|i| input(&format!("s{i}"), shard(i))).collect()), Ok(()));
+    let check = |inputs: Vec<Input>| {
+        check_shards(&inputs, Waive::default()).map(|w| w.len()).map_err(|e| e.to_string())
+    };
+    assert_eq!(check((0..3).map(|i| input(&format!("s{i}"), shard(i))).collect()), Ok(0));
+    // Waived, a partial set passes and says what was waived.
+    let waive = Waive { partial: true, disjoint: false };
+    let waived = check_shards(&[input("a", shard(0)), input("b", shard(2))], waive).unwrap();
+    assert_eq!(waived.len(), 1);
+    assert_eq!(waived[0].to_string(), "shard 1/3 missing: 2 of 3 given");
+    // The same shard command run again later derives the same id: a start 4 s after the
+    // other's is another run, not a shard of this one.
+    let derived = |i: u32, late: u64| {
+        let mut r = shard(i);
+        r.options["execution_id"] = json!("shards-00000000000000aa");
+        for w in r.workers.iter_mut().chain(std::iter::once(&mut r.global)) {
+            w.execution_start += Duration::from_secs(late);
+        }
+        r
+    };
+    let late =
+        vec![input("a", derived(0, 0)), input("b", derived(1, 0)), input("c", derived(2, 4))];
+    assert_eq!(
+        check(late),
+        Err("shards of different starts: c started 4.0s after a, and neither has an \
+             --execution-id (shards of one run start together with --start-at, or share one)"
+            .into())
+    );
+    // With a shared id, shards that never overlapped are refused unless waived.
+    let mut apart = derived(2, 4);
+    apart.options["execution_id"] = json!("job-1");
+    let mut first = shard(0);
+    first.options["execution_id"] = json!("job-1");
+    let mut second = shard(1);
+    second.options["execution_id"] = json!("job-1");
+    let disjoint =
+        || vec![input("a", first.clone()), input("b", second.clone()), input("c", apart.clone())];
+    assert!(check(disjoint()).unwrap_err().starts_with("shards that never ran together: "));
+    let waive = Waive { partial: false, disjoint: true };
+    assert_eq!(check_shards(&disjoint(), waive).unwrap().len(), 1);
     assert_eq!(
         check(vec![input("a", shard(0)), input("b", shard(2))]),
         Err("shard 1/3 missing: 2 of 3 given".into())
@@ -135,7 +173,7 @@ fn every_shard_of_a_run_merges_into_that_run() {
         Err("p has no shard, while a is shard 0/3".into())
     );
     // Runs without shards (a fleet's, or merged by choice) are not shards to check.
-    assert_eq!(check(vec![input("p", plain.clone()), input("q", plain)]), Ok(()));
+    assert_eq!(check(vec![input("p", plain.clone()), input("q", plain)]), Ok(0));
 }
 
 #[test]
