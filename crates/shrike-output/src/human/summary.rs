@@ -57,6 +57,10 @@ pub(super) fn render(f: &Facts, s: &mut String) {
             lost.join(", ")
         );
     }
+    // A merge of some of a run's shards is not the run.
+    if let Some(partial) = f.result.options.get("partial").and_then(Value::as_str) {
+        let _ = write!(outcome, "; PARTIAL: {partial}");
+    }
     rows.push(("Outcome:", outcome));
     let mut rate = f.rate_line();
     // Why a fleet sent other than asked: a lost generator's share went unsent from its loss,
@@ -204,14 +208,18 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
         }
     }
     let errors = if errors.is_empty() { "no errors".to_string() } else { errors.join(", ") };
+    // Out of every request the schedule released: those sent, those that never got a
+    // connection, those the pool had no room for. A request that was never sent failed too.
+    let released =
+        sent.max(answered) + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow);
     let counts = if answered == 0 {
-        match sent + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow) {
-            0 => "no request was sent".into(),
+        match released {
+            0 => "NO REQUEST WAS SENT".into(),
             _ => format!("NO REQUEST COMPLETED: {errors}"),
         }
     } else {
-        let pct = 100.0 * ok as f64 / sent.max(answered) as f64;
-        format!("{ok} of {} requests succeeded ({pct:.1}%); {errors}", sent.max(answered))
+        let pct = 100.0 * ok as f64 / released as f64;
+        format!("{ok} of {released} requests succeeded ({pct:.1}%); {errors}")
     };
     // A failed run says so first, whatever its counts look like.
     match verdict {
@@ -220,7 +228,7 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
         }
         Verdict::Failed { why: Failure::Other(why), .. } => format!("FAILED ({why}): {counts}"),
         // The counts say it in as many words.
-        Verdict::Failed { why: Failure::NothingCompleted, .. } => counts,
+        Verdict::Failed { why: Failure::NothingCompleted | Failure::NothingSent, .. } => counts,
         Verdict::Succeeded | Verdict::Interrupted => counts,
     }
 }
@@ -229,6 +237,14 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
 fn requests(f: &Facts) -> String {
     let g = f.g;
     let mut s = format!("{} sent in {}", f.sent, format_human_ns(f.window.as_nanos() as f64));
+    // Resent requests went out twice: a server that acted on both counts them twice.
+    let retried = g.counters.get(Counter::RqRetry);
+    if retried > 0 {
+        let _ = write!(
+            s,
+            ", {retried} of them sent twice (no answer to the first send; upstream_rq_retry)"
+        );
+    }
     let drain = g.execution_duration.saturating_sub(f.window);
     // Only a drain long enough to notice: waiting on slow or stuck responses.
     if g.sending_duration.is_some() && drain >= std::time::Duration::from_millis(1) {
