@@ -278,6 +278,7 @@ pub fn record(
         "requests": fed.requests.load(Relaxed),
         "jobs_skipped": fed.skipped.load(Relaxed),
         "file_complete": end.complete,
+        "file_error": end.error.as_ref().map(ToString::to_string),
     })
 }
 

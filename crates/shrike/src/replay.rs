@@ -174,11 +174,17 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .soften(move || admission.close(), "starting no new job; the running ones go on");
     let (ready, feeder) =
         prepared.start().map_err(|e| anyhow::anyhow!("cannot start the feeder thread: {e}"))?;
+    let to = spec.urls().first().map_or("-".into(), |u| format!("{}:{}", u.host, u.port));
+    // Without --target the jobs go to the built-in test server: say so, lest its answers be
+    // read as the captured service's.
+    let to = match load.server.is_some() {
+        true => format!("the built-in test server at {to} (no --target given)"),
+        false => to,
+    };
     info!(
-        "replaying {} ({}) to {} at {}× speed",
+        "replaying {} ({}) to {to} at {}× speed",
         args.file.display(),
         protocol.name(),
-        spec.urls().first().map_or("-".into(), |u| format!("{}:{}", u.host, u.port)),
         args.time_scale
     );
     let result = harness.execute(&load, ready);
@@ -202,10 +208,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let prefix = shrike_replay::path_prefix(spec);
     result.options["replay"] =
         shrike_replay::record(&name, &options, protocol, &progress, &end, &prefix);
+    // A bad line ended the feed: the jobs before it played and their result is written, but
+    // the replay did not play the file, and every output says so.
+    if let Some(e) = &end.error {
+        result.fail(format!("the jobs file stopped the replay: {e}"));
+    }
     let code = crate::run::finish(&result, spec.output_format(), file.as_ref())?;
     drop(load);
-    // A bad line ended the feed: the jobs before it played and their result is written, but
-    // the file is not what it should be.
     if let Some(e) = end.error {
         crate::log::line(crate::log::Tag::Error, &format!("{e}"));
         return Ok(ExitCode::from(2));
