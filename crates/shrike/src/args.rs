@@ -89,6 +89,19 @@ pub mod parse {
         shrike_stats::duration::parse_duration(s).map_err(|e| e.to_string())
     }
 
+    /// A duration whose unit must be given (0 aside): for flags whose scale is micro- or
+    /// milliseconds, where a bare `10` read as seconds would be a mistake, not a shorthand.
+    pub fn duration_with_unit(s: &str) -> Result<Duration, String> {
+        let d = duration(s)?;
+        let t = s.trim();
+        if !d.is_zero() && t.parse::<f64>().is_ok() {
+            return Err(format!(
+                "{t} has no unit: give one, e.g. {t}ms or {t}us ({t}s for seconds)"
+            ));
+        }
+        Ok(d)
+    }
+
     pub fn concurrency(s: &str) -> Result<Concurrency, String> {
         Concurrency::parse(s).ok_or_else(|| "expected a positive number or 'auto'".into())
     }

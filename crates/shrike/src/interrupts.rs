@@ -11,6 +11,7 @@
 //! sets it with [`Interrupts::soften`]; then the second signal stops the run as the first
 //! would have, and only the third exits at once.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -109,6 +110,21 @@ impl Interrupts {
 }
 
 /// A poisoned lock only means a panic elsewhere while holding it; the state is still usable.
+/// The exit status of a command a signal stopped: 130 for SIGINT (Ctrl-C), 143 for SIGTERM,
+/// as shells report them; 0 until a signal came.
+static EXIT_STATUS: AtomicU8 = AtomicU8::new(0);
+const INTERRUPTED: u8 = 130;
+const TERMINATED: u8 = 143;
+
+/// The exit status an interrupted command ends with: by the first signal that came (130 for
+/// SIGINT, 143 for SIGTERM); 130 for one stopped otherwise (a cancel).
+pub fn status() -> u8 {
+    match EXIT_STATUS.load(Ordering::Relaxed) {
+        0 => INTERRUPTED,
+        s => s,
+    }
+}
+
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -133,10 +149,18 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
             };
         let _ = ready.send(Ok(()));
         loop {
-            tokio::select! {
-                _ = sigint.recv() => {}
-                _ = sigterm.recv() => {}
-            }
+            let terminated = tokio::select! {
+                _ = sigint.recv() => false,
+                _ = sigterm.recv() => true,
+            };
+            // The first signal names the exit status, as a shell reports a process it ended:
+            // 128 + SIGINT's 2, or + SIGTERM's 15 (a supervisor's stop).
+            let _ = EXIT_STATUS.compare_exchange(
+                0,
+                if terminated { TERMINATED } else { INTERRUPTED },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
             let mut st = lock(&state);
             st.signals += 1;
             if st.preparing && st.trials == 0 {
@@ -146,7 +170,7 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
                      files): nothing was measured, exiting",
                 );
                 shrike_plan::sweep::server::stop_all_started();
-                std::process::exit(130);
+                std::process::exit(i32::from(status()));
             }
             if st.signals == 1 {
                 if let Some((stop, what)) = &st.soft {
@@ -164,7 +188,7 @@ fn watch(state: Arc<Mutex<State>>, ready: std::sync::mpsc::Sender<std::io::Resul
                 // Exiting skips destructors: stop the servers a sweep started here, or they
                 // would outlive it in their own process groups.
                 shrike_plan::sweep::server::stop_all_started();
-                std::process::exit(130);
+                std::process::exit(i32::from(status()));
             }
             let message = match &st.current {
                 Some(stop) => {

@@ -79,12 +79,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub burst_size: Option<u32>,
     /// Uniform release jitter added to each scheduled time (e.g. .00001s or 10us).
-    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_with_unit)]
     pub jitter_uniform: Option<std::time::Duration>,
     /// Open every connection before the run starts (HTTP/1 only, as in Nighthawk: HTTP/2
     /// opens connections as streams need them).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub prefetch_connections: Option<bool>,
+    /// Send a request again, once, when its first send got no answer and sending it again is
+    /// safe: an idempotent method (RFC 9110 §9.2.2) on a reused HTTP/1.1 connection the server
+    /// closed under it, or an HTTP/2 or HTTP/3 stream the server refused unprocessed. On by
+    /// default, as in browsers and Envoy; each resend is counted as upstream_rq_retry.
+    /// `--retry-unanswered=false` sends every request once and counts a failure instead.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub retry_unanswered: Option<bool>,
 
     /// Multi-target mode: an endpoint HOST:PORT that requests rotate over round robin
     /// (repeatable; each endpoint gets its own pool with the per-worker limits). Replaces
@@ -264,6 +271,9 @@ impl RunArgs {
         }
         if let Some(on) = self.prefetch_connections {
             e = e.prefetch_connections(on);
+        }
+        if let Some(on) = self.retry_unanswered {
+            e = e.retry_unanswered(on);
         }
         if self.h2 {
             e = e.protocol(Protocol::Http2);
@@ -505,7 +515,10 @@ pub(crate) fn finish(
             }
         }
     }
-    Ok(ExitCode::from(result.verdict.exit_code()))
+    Ok(ExitCode::from(match result.verdict {
+        Verdict::Interrupted => crate::interrupts::status(),
+        _ => result.verdict.exit_code(),
+    }))
 }
 
 fn announce(spec: &RunSpec) {

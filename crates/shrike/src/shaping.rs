@@ -55,14 +55,14 @@ pub struct ShapingArgs {
     /// response in flight is in. Responses are still timed when they reached the socket, by
     /// the kernel's receive timestamps; a connection's next request leaves up to this much
     /// later.
-    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_with_unit)]
     pub read_coalesce: Option<Duration>,
     /// How late a release may be (paced runs; at most 1s): a worker sleeps past a release's
     /// time until the last release due within this much falls due and sends them all in one
     /// wake-up, so it wakes about once per budget rather than per request and costs less CPU. Every request is still
     /// timed from its own scheduled time (sequencer.send_lateness shows what the budget
     /// allowed). Replaces --sequencer-idle-strategy; without it, releases are precise.
-    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_with_unit)]
     pub max_lateness: Option<Duration>,
     /// Send one warm-up request per worker before the run starts (counted in counters, as in
     /// Nighthawk; not in latency statistics).

@@ -190,7 +190,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     // Servers start before the load is read: a spec needs a target. A dry run starts none.
     for inst in instances.iter_mut().filter(|_| !args.load.dry_run) {
         if inst.cmd.is_some() && !start(inst, &interrupts, true)? {
-            return Ok(ExitCode::from(130));
+            return Ok(ExitCode::from(crate::interrupts::status()));
         }
     }
     // The load's target: the first instance's (each run sets its own instance's).
@@ -268,7 +268,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         crate::log::line(crate::log::Tag::Error, &format!("the sweep failed: {why}"));
         return Ok(ExitCode::from(1));
     }
-    Ok(if sweep.complete { ExitCode::SUCCESS } else { ExitCode::from(130) })
+    Ok(if sweep.complete { ExitCode::SUCCESS } else { ExitCode::from(crate::interrupts::status()) })
 }
 
 impl SweepArgs {
