@@ -61,3 +61,4 @@ mod tracing;
 mod transform;
 mod tunnels;
 mod verdict;
+mod witness;

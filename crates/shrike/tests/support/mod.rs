@@ -194,6 +194,12 @@ impl Server {
         self.child.id()
     }
 
+    /// Ends the server now (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The server's own counts, fetched with curl from its `--stats-path` (`path`).
     pub fn stats(&self, path: &str) -> serde_json::Value {
         let out = Command::new("curl")
@@ -203,6 +209,40 @@ impl Server {
         serde_json::from_slice(&out.stdout).expect("stats JSON")
     }
 }
+
+/// What a `shrike serve` counted of one run: its `--stats-path` document before and after,
+/// subtracted (`requests`, `responses.2xx`, `faults.reset_stream`, `proxy.refused`, …).
+pub struct Witness {
+    before: serde_json::Value,
+    after: serde_json::Value,
+}
+
+impl Witness {
+    /// How much the server's count at JSON pointer `at` (`/requests`, `/responses/5xx`) grew.
+    pub fn count(&self, at: &str) -> u64 {
+        let n = |v: &serde_json::Value| {
+            v.pointer(at)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or_else(|| panic!("{at} in {v}"))
+        };
+        n(&self.after) - n(&self.before)
+    }
+}
+
+/// Runs `shrike <args>` (within `limit`) against `server`, started with `--stats-path STATS`,
+/// and reads what the server itself counted meanwhile: the witness every count the run
+/// prints is compared with.
+pub fn run_witnessed(server: &Server, args: &[&str], limit: Duration) -> (Output, Witness) {
+    let before = server.stats(WITNESS_STATS);
+    let out = run(args, limit);
+    // A response's last bytes may reach the client a moment before the server counts it.
+    std::thread::sleep(Duration::from_millis(100));
+    let after = server.stats(WITNESS_STATS);
+    (out, Witness { before, after })
+}
+
+/// The stats path [`run_witnessed`] reads: start the server with `--stats-path` this.
+pub const WITNESS_STATS: &str = "/.shrike/stats";
 
 impl Drop for Server {
     fn drop(&mut self) {

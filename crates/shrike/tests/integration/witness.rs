@@ -1,0 +1,467 @@
+//! Every number against a witness: each scenario here once printed a count, rate or verdict
+//! that disagreed with what someone else counted (the test server's own statistics, curl, the
+//! process's exit status as a shell sees it). Each test reads that witness, never only
+//! Shrike's own output.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+
+const CONFIG: &str = "x-nighthawk-test-server-config";
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn server() -> Server {
+    Server::start(&["--stats-path", WITNESS_STATS])
+}
+
+fn line<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("{label} in {text}"))
+}
+
+/// `run URL -n N --rps R -c 1` with the server config `config` and `extra`, as JSON.
+fn faulty_run(
+    s: &Server,
+    protocol: &str,
+    config: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Witness) {
+    let header = format!("{CONFIG}: {config}");
+    let url = s.url("/");
+    let mut args = vec![
+        "run",
+        &url,
+        "--protocol",
+        protocol,
+        "-n",
+        "200",
+        "--rps",
+        "400",
+        "-c",
+        "1",
+        "--no-default-failure-predicates",
+        "-H",
+        &header,
+        "--output-format",
+        "json",
+    ];
+    args.extend(extra);
+    let (out, w) = run_witnessed(s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    (global(&json(&out)).clone(), w)
+}
+
+/// A server that reads a request and then resets the connection, one time in ten: on a
+/// reused connection the client cannot tell that from a keep-alive race. A GET is sent again,
+/// counted; a POST never is. The server saw exactly what the client sent, retries included.
+#[test]
+fn an_h1_request_is_resent_only_if_idempotent_and_every_resend_is_counted() {
+    let s = server();
+    let reset = r#"{"reset":{"probability":0.1}}"#;
+    let (g, w) = faulty_run(&s, "http1", reset, &[]);
+    let (sent, retried) = (counter(&g, "upstream_rq_total"), counter(&g, "upstream_rq_retry"));
+    assert_eq!(sent, 200);
+    assert!(retried > 0, "a reused connection reset at least once in 200: {g}");
+    assert_eq!(w.count("/requests"), sent + retried, "the server saw every send, resends too");
+    assert_eq!(w.count("/faults/reset_stream"), counter(&g, "benchmark.stream_resets") + retried);
+
+    let (g, w) = faulty_run(&s, "http1", reset, &["--request-method", "POST"]);
+    assert_eq!(counter(&g, "upstream_rq_retry"), 0, "a POST is never sent twice: {g}");
+    assert_eq!(w.count("/requests"), 200, "one send per POST");
+    assert_eq!(w.count("/faults/reset_stream"), counter(&g, "benchmark.stream_resets"));
+
+    let (g, w) = faulty_run(&s, "http1", reset, &["--retry-unanswered=false"]);
+    assert_eq!(counter(&g, "upstream_rq_retry"), 0, "{g}");
+    assert_eq!(w.count("/requests"), 200, "turned off, nothing is sent twice");
+}
+
+/// The summary says how many requests went out twice, beside the count the server can check.
+#[test]
+fn the_summary_shows_resends() {
+    let s = server();
+    let header = format!("{CONFIG}: {{\"reset\":{{\"probability\":0.1}}}}");
+    let url = s.url("/");
+    let args = [
+        "run",
+        &url,
+        "-n",
+        "200",
+        "--rps",
+        "400",
+        "-c",
+        "1",
+        "--no-default-failure-predicates",
+        "-H",
+        &header,
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let requests = line(&out.stdout, "Requests:");
+    let twice: u64 = requests
+        .split(", ")
+        .find_map(|p| {
+            p.strip_suffix(" of them sent twice (no answer to the first send; upstream_rq_retry)")
+        })
+        .unwrap_or_else(|| panic!("resends in {requests:?}"))
+        .parse()
+        .unwrap();
+    assert_eq!(w.count("/requests"), 200 + twice, "{requests}");
+}
+
+/// A GOAWAY with its last stream id covers the streams the server may have acted on: those
+/// are failed, not sent again, so the server's count is the client's (plus counted resends).
+#[test]
+fn h2_streams_a_goaway_covered_are_not_resent_unasked() {
+    let s = server();
+    let goaway = r#"{"reset":{"probability":0.1,"scope":"connection"}}"#;
+    let (g, w) = faulty_run(&s, "http2", goaway, &[]);
+    let (sent, retried) = (counter(&g, "upstream_rq_total"), counter(&g, "upstream_rq_retry"));
+    assert_eq!(sent, 200, "{g}");
+    assert_eq!(w.count("/requests"), sent + retried, "{g}");
+}
+
+/// Jitter keeps releases in time order and inside the run: all 20 of a 2 s run at 10/s are
+/// sent (the server counts them), and none waits behind a later one, so latency from the
+/// schedule is service time plus a little, not the jitter.
+#[test]
+fn jittered_releases_are_all_sent_in_order() {
+    let s = server();
+    let url = s.url("/");
+    let args = [
+        "run",
+        &url,
+        "--rps",
+        "10",
+        "--jitter-uniform",
+        "1s",
+        "-d",
+        "2",
+        "--output-format",
+        "json",
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 20);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "upstream_rq_total"), 20);
+    let scheduled =
+        percentile_secs(statistic(g, "benchmark_http_client.scheduled_to_response"), 0.5);
+    let service = percentile_secs(statistic(g, "benchmark_http_client.request_to_response"), 0.5);
+    assert!(scheduled - service < 0.005, "from schedule p50 {scheduled}s, service p50 {service}s");
+}
+
+/// The Outcome's share is of every request the schedule released: those the pool had no
+/// room for failed too. The server's own 2xx count is the numerator.
+#[test]
+fn the_outcome_share_counts_requests_never_sent() {
+    let s = server();
+    let header = format!("{CONFIG}: {{\"static_delay\":\"0.05s\"}}");
+    let url = s.url("/");
+    let args = [
+        "run",
+        &url,
+        "--rps",
+        "200",
+        "-d",
+        "1",
+        "--open-loop",
+        "-c",
+        "1",
+        "--no-default-failure-predicates",
+        "-H",
+        &header,
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let outcome = line(&out.stdout, "Outcome:");
+    let ok = w.count("/responses/2xx");
+    assert!(ok > 0 && ok < 100, "{outcome}");
+    assert!(
+        outcome.contains(&format!("{ok} of 200 requests succeeded")),
+        "{outcome} (server: {ok})"
+    );
+    assert!(outcome.contains("not sent (pool overflow) × "), "{outcome}");
+}
+
+/// `-n N --rps R` spans N/R: two requests at 1/s are 1/s, not 2/s over the one second between
+/// them. The server saw the two.
+#[test]
+fn a_counted_run_rate_is_over_its_whole_span() {
+    let s = server();
+    let url = s.url("/");
+    let (out, w) = run_witnessed(&s, &["run", &url, "-n", "2", "--rps", "1"], LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 2);
+    let rate = line(&out.stdout, "Rate:");
+    assert!(rate.contains("1/s achieved of 1/s requested (100.0%)"), "{rate}");
+}
+
+/// A search against a service that answers only 503 passes no trial, however fast the 503s:
+/// the default errors objective holds in every goal and the report says so. The server's own
+/// count says every answer was an error.
+#[test]
+fn capacity_never_passes_a_service_that_only_fails() {
+    let s = server();
+    let header = format!("{CONFIG}: {{\"response_status\":503}}");
+    let url = s.url("/");
+    let args = [
+        "capacity",
+        &url,
+        "--slo",
+        "p99<=30ms",
+        "-H",
+        &header,
+        "--rps",
+        "100",
+        "--trial-duration",
+        "500ms",
+        "--final-duration",
+        "500ms",
+        "--max-trials",
+        "3",
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(w.count("/responses/5xx") > 0);
+    assert_eq!(w.count("/responses/2xx"), 0);
+    assert!(!out.stdout.contains("max 100/s"), "{}", out.stdout);
+    assert!(out.stdout.contains("NO ANSWER"), "{}", out.stdout);
+    assert!(out.stdout.contains("every goal also holds errors<=1%"), "{}", out.stdout);
+}
+
+/// A server that dies mid-search ends it, naming why, instead of failing every level that
+/// had passed. The witness is the server's exit, caused here.
+#[test]
+fn capacity_stops_when_the_server_stops_accepting() {
+    let mut s = server();
+    let url = s.url("/");
+    let args = [
+        "capacity",
+        &url,
+        "--slo",
+        "p99<=200ms",
+        "--rps",
+        "20",
+        "--trial-duration",
+        "1s",
+        "--final-duration",
+        "1s",
+        "--max-trials",
+        "12",
+        "--output-format",
+        "json",
+    ];
+    let child = shrike()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first trial passes against the live server; then it goes.
+    std::thread::sleep(Duration::from_millis(2500));
+    s.kill();
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    let v = json(&out);
+    let why = v["stopped_by"].as_str().unwrap_or_else(|| panic!("stopped_by in {v}"));
+    assert!(why.starts_with("the server stopped accepting connections at trial "), "{why}");
+    assert!(why.contains("Connection refused"), "{why}");
+    let trials = v["capacity"]["trials"].as_array().unwrap();
+    assert!(
+        trials.len() < 6,
+        "the search stopped at the first trial the dead server failed: {}",
+        trials.len()
+    );
+    let summary = v["capacity"]["goals"][0]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("STOPPED — the server stopped accepting connections"), "{summary}");
+}
+
+/// A CONNECT proxy that only tunnels refuses a request to forward (curl's, k6's and Go's way
+/// of sending http:// through a proxy) instead of answering it itself as if it were the host.
+#[test]
+fn a_tunnelling_proxy_refuses_to_pretend_it_forwarded() {
+    let s = Server::start(&["--stats-path", WITNESS_STATS, "--connect-proxy"]);
+    let before = s.stats(WITNESS_STATS);
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-i",
+            "--max-time",
+            "5",
+            "-x",
+            &format!("http://{}", s.addr),
+            "http://example.invalid/",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 405"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("allow: connect"), "{text}");
+    assert!(text.contains("use CONNECT host:port"), "{text}");
+    let after = s.stats(WITNESS_STATS);
+    let refused = |v: &serde_json::Value| v["proxy"]["refused"].as_u64().unwrap();
+    assert_eq!(refused(&after) - refused(&before), 1);
+    // A server that is no proxy serves absolute-form, as an origin server must.
+    let plain = server();
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+            "-x",
+            &format!("http://{}", plain.addr),
+            "http://example.invalid/",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+}
+
+/// SIGTERM (a supervisor's stop) exits 143 as a shell reports it, with the result written;
+/// the server counted every request the result says was sent.
+#[test]
+fn sigterm_exits_143_with_the_result() {
+    let s = server();
+    let url = s.url("/");
+    let before = s.stats(WITNESS_STATS);
+    let child = shrike()
+        .args(["run", &url, "--rps", "50", "-d", "20", "--output-format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = wait_limited(child, LIMIT);
+    assert_eq!(out.code(), 143, "{}", out.stderr);
+    let v = json(&out);
+    let sent = counter(global(&v), "upstream_rq_total");
+    std::thread::sleep(Duration::from_millis(100));
+    let after = s.stats(WITNESS_STATS);
+    let requests = |v: &serde_json::Value| v["requests"].as_u64().unwrap();
+    assert_eq!(requests(&after) - requests(&before), sent);
+    assert!(sent > 10, "{sent}");
+}
+
+/// A stored result run again is a new run: its own execution id. A shard command run again
+/// later derives the same id, and a merge refuses the pair as one run's shards.
+#[test]
+fn a_rerun_is_a_new_run_and_shards_of_other_starts_do_not_merge() {
+    let s = server();
+    let dir = scratch("witness-ids");
+    let url = s.url("/");
+    let stored = dir.join("first.json");
+    let first =
+        run(&["run", &url, "-n", "5", "--rps", "50", "-o", stored.to_str().unwrap()], LIMIT);
+    assert_eq!(first.code(), 0, "{}", first.stderr);
+    let again = run(&["run", "--spec", stored.to_str().unwrap(), "--output-format", "json"], LIMIT);
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    let id = |v: &serde_json::Value| v["options"]["execution_id"].as_str().unwrap().to_string();
+    let stored_v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    assert_ne!(id(&json(&again)), id(&stored_v));
+
+    let shard = |i: u32| {
+        let path = dir.join(format!("shard{i}.json"));
+        let out = run(
+            &[
+                "run",
+                &url,
+                "--shard",
+                &format!("{i}/2"),
+                "--rps",
+                "20",
+                "-d",
+                "1",
+                "-o",
+                path.to_str().unwrap(),
+            ],
+            LIMIT,
+        );
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        path
+    };
+    let (a, b) = (shard(0), shard(1));
+    let merged = run(&["transform", "--merge", a.to_str().unwrap(), b.to_str().unwrap()], LIMIT);
+    assert_eq!(merged.code(), 2, "{}", merged.stdout);
+    assert!(merged.stderr.contains("shards of different starts"), "{}", merged.stderr);
+}
+
+/// A partial merge says so in every output.
+#[test]
+fn a_partial_merge_says_so() {
+    let s = server();
+    let dir = scratch("witness-partial");
+    let url = s.url("/");
+    let path = dir.join("shard0.json");
+    let out = run(
+        &["run", &url, "--shard", "0/3", "--rps", "30", "-d", "1", "-o", path.to_str().unwrap()],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let p = path.to_str().unwrap();
+    let human =
+        run(&["transform", "--merge", p, "--allow-partial", "--output-format", "human"], LIMIT);
+    assert_eq!(human.code(), 0, "{}", human.stderr);
+    assert!(
+        line(&human.stdout, "Outcome:").ends_with("; PARTIAL: 1 of 3 shards"),
+        "{}",
+        human.stdout
+    );
+    let merged = run(&["transform", "--merge", p, "--allow-partial"], LIMIT);
+    assert_eq!(json(&merged)["options"]["partial"], "1 of 3 shards");
+}
+
+/// A bad line in the middle of a jobs file ends the replay as failed, in the JSON too; the
+/// server saw only the jobs before it.
+#[test]
+fn a_bad_jobs_line_fails_the_replay() {
+    let s = server();
+    let dir = scratch("witness-jobs");
+    let mut text = String::from(
+        "{\"shrike_jobs\": 1, \"protocol\": \"http\", \"source\": \"hand-written\"}\n",
+    );
+    for k in 0..5 {
+        text.push_str(&format!(
+            "{{\"job\": {k}, \"start\": {}, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/\"}}]}}\n",
+            f64::from(k) * 0.01
+        ));
+    }
+    text.push_str("this is not JSON\n");
+    text.push_str("{\"job\": 9, \"start\": 0.2, \"requests\": [{\"at\": 0, \"method\": \"GET\", \"path\": \"/\"}]}\n");
+    let jobs = dir.join("bad.jobs");
+    std::fs::write(&jobs, text).unwrap();
+    let args = ["replay", jobs.to_str().unwrap(), "--target", &s.addr, "--output-format", "json"];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 5);
+    let v = json(&out);
+    assert_eq!(v["shrike"]["verdict"]["outcome"], "failed", "{}", v["shrike"]["verdict"]);
+    let why = v["shrike"]["verdict"]["description"].as_str().unwrap();
+    assert!(
+        why.contains("the jobs file stopped the replay") && why.contains("bad.jobs:7"),
+        "{why}"
+    );
+}
+
+/// Usage errors that used to pass: a bare number for a sub-second duration, a search with no
+/// trials.
+#[test]
+fn misleading_flags_are_refused() {
+    let out = run(&["run", "http://127.0.0.1:9/", "--jitter-uniform", "10", "--dry-run"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("10 has no unit: give one, e.g. 10ms"), "{}", out.stderr);
+    let out =
+        run(&["capacity", "http://127.0.0.1:9/", "--slo", "p99<=10ms", "--max-trials", "0"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--max-trials"), "{}", out.stderr);
+}
