@@ -78,6 +78,8 @@ stat_ids! {
         "Request start to response end (service time)";
     ScheduledToResponse => "benchmark_http_client.scheduled_to_response", Duration,
         "Scheduled start to response end (coordinated-omission-free latency)";
+    ScheduledToErrorResponse => "benchmark_http_client.scheduled_to_error_response", Duration,
+        "Scheduled start to response end, of error responses (4xx, 5xx, other statuses)";
     Latency1xx => "benchmark_http_client.latency_1xx", Duration, "Latency of 1xx responses";
     Latency2xx => "benchmark_http_client.latency_2xx", Duration, "Latency of 2xx responses";
     Latency3xx => "benchmark_http_client.latency_3xx", Duration, "Latency of 3xx responses";
@@ -239,6 +241,32 @@ impl Statistic {
         self.count += other.count;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
+    }
+
+    /// This statistic without the samples of `part`, which were recorded into both (the
+    /// successful responses' latency: every response's less the errors'). Counts and the
+    /// mean come out exact; min and max are the remaining histogram's (to its precision).
+    /// `None` when `part` is not a part of this one, or either has no histogram.
+    pub fn without(&self, part: &Statistic) -> Option<Statistic> {
+        if part.count == 0 {
+            return Some(self.clone());
+        }
+        if self.stored.is_some() || part.stored.is_some() || part.count > self.count {
+            return None;
+        }
+        let mut hist = self.hist.clone();
+        hist.subtract(&part.hist).ok()?;
+        let count = self.count - part.count;
+        if count == 0 {
+            return Some(Statistic::with_histogram(hist));
+        }
+        let (n, k, m) = (self.count as f64, part.count as f64, count as f64);
+        let mean = (n * self.mean - k * part.mean) / m;
+        // Welford's merge run backwards: M2 = M2a + M2b + δ² · na · nb / n.
+        let delta = part.mean - mean;
+        let m2 = (self.m2 - part.m2 - delta * delta * m * k / n).max(0.0);
+        let (min, max) = (hist.min(), hist.max());
+        Some(Statistic { hist, count, mean, m2, min, max, stored: None })
     }
 
     pub fn count(&self) -> u64 {
@@ -587,6 +615,31 @@ mod tests {
         assert_eq!(s.clamped_quantile(0.99), 1_016_957);
         assert_eq!(s.clamped_quantile(0.0), 1_016_957);
         assert_eq!(Statistic::new().clamped_quantile(0.5), 0);
+    }
+
+    #[test]
+    fn without_a_part_is_exactly_the_rest() {
+        // Every response's latency, and the errors' among them: the rest is the successes'.
+        let (mut all, mut errors, mut ok) =
+            (Statistic::presized(), Statistic::new(), Statistic::new());
+        for v in 1..=1000u64 {
+            all.record(v * 1000);
+            if v % 10 == 0 {
+                errors.record(v * 1000);
+            } else {
+                ok.record(v * 1000);
+            }
+        }
+        let rest = all.without(&errors).unwrap();
+        assert_eq!(rest.count(), ok.count());
+        assert!((rest.mean() - ok.mean()).abs() < 1e-6, "{} {}", rest.mean(), ok.mean());
+        assert!((rest.pstdev() - ok.pstdev()).abs() < 1e-3, "{} {}", rest.pstdev(), ok.pstdev());
+        for q in [0.5, 0.9, 0.99, 0.999] {
+            assert_eq!(rest.value_at_quantile(q), ok.value_at_quantile(q), "q {q}");
+        }
+        // Nothing to take away, or more than there is.
+        assert_eq!(all.without(&Statistic::new()).unwrap().count(), 1000);
+        assert!(errors.without(&all).is_none());
     }
 
     fn summary() -> Statistic {

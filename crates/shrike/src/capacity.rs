@@ -59,6 +59,11 @@ pub struct CapacityArgs {
     /// Give up after this many trials [default: 40].
     #[arg(long)]
     pub max_trials: Option<usize>,
+    /// The highest rate the search may offer (a rate search; all workers together): a goal
+    /// every level up to it meets answers "at least" it, as Nighthawk's step controller's
+    /// range ends. No bound by default.
+    #[arg(long, value_name = "RPS")]
+    pub max_rate: Option<f64>,
     /// The load: `shrike run`'s flags (target, protocol, workers, connections, headers, TLS…).
     #[command(flatten)]
     pub load: RunArgs,
@@ -131,10 +136,13 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         cooldown: args.cooldown,
         trial_repeats: args.trial_repeats,
         max_trials: args.max_trials,
+        max_level: args.max_rate,
         open_loop: args.load.open_loop,
     };
-    let options = CapacityOptions::new(&ask, &load.spec)
-        .map_err(|e| usage(format!("--{} {}", e.field.replace('_', "-"), e.reason)))?;
+    let options = CapacityOptions::new(&ask, &load.spec).map_err(|e| match e.field {
+        "max_level" => usage(format!("--max-rate {}", e.reason)),
+        field => usage(format!("--{} {}", field.replace('_', "-"), e.reason)),
+    })?;
     let dimension = options.dimension;
     let trials = Trials::of(&args.load, &load)?;
     if args.load.dry_run {
@@ -207,6 +215,9 @@ fn refuse_in_mode(args: &CapacityArgs, load: &LoadSpec) -> anyhow::Result<()> {
             "--open-loop",
             "a concurrency search runs every trial unpaced, closed loop",
         );
+    }
+    if args.max_rate.is_some() {
+        return refused("--max-rate", "a concurrency search offers no rate to bound");
     }
     match load.spec.protocol() {
         Protocol::Http1 if l.connections.is_some() => {

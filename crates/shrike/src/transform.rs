@@ -149,7 +149,10 @@ fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
         match merge::check_shards(&inputs, waive) {
             Ok(waived) => {
                 for e in waived {
-                    warning!("merging anyway: {e}");
+                    match e {
+                        MergeError::Partial(_) => warning!("partial merge: {e}"),
+                        _ => warning!("merging anyway: {e}"),
+                    }
                 }
             }
             Err(e @ MergeError::Partial(_)) => {

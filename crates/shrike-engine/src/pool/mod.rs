@@ -417,6 +417,11 @@ pub(crate) fn record_response(pools: &Pools, x: &Exchange<'_>) {
         StatId::ScheduledToResponse,
         Some(since_due),
     );
+    // Errors' latency apart too (rare, so the common path records nothing more): what met a
+    // latency goal is judged on the successful answers, every answer's less the errors'.
+    if x.status.is_some_and(|s| s >= 400) {
+        s.record(StatId::ScheduledToErrorResponse, since_due);
+    }
     match x.status.map(StatId::latency_for_status) {
         Some(by_status) => {
             s.record_pair(StatId::RequestToResponse, service, by_status, Some(service))

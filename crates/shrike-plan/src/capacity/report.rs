@@ -105,6 +105,12 @@ impl Report<'_> {
                 on(a.trials),
                 a.failed_at.map_or("-".into(), |f| self.amount(f))
             ),
+            (Status::Bounded { limit }, _) => format!(
+                "{name}: at least {} — every level up to the search's bound (--max-rate) passed, \
+                 the bound confirmed (rests on {})",
+                self.amount(*limit),
+                on(a.trials)
+            ),
             (Status::GeneratorBound { limit }, Some(m)) => format!(
                 "{name}: at least {} — the load generator is the bottleneck at {}: add workers \
                  or machines to search higher (rests on {})",
@@ -232,6 +238,24 @@ impl Report<'_> {
                 let _ = writeln!(s, "{line}");
             }
         }
+        let thin: Vec<String> = self
+            .trials
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let notes = t.thin(self.slos);
+                (!notes.is_empty()).then(|| format!("  trial {}: {}", i + 1, notes.join(", ")))
+            })
+            .collect();
+        if !thin.is_empty() {
+            s.push_str(
+                "\nPercentiles judged on too few answers (each is the slowest answer, not the \
+                 percentile: run longer trials or at higher levels):\n",
+            );
+            for line in thin {
+                let _ = writeln!(s, "{line}");
+            }
+        }
         s
     }
 
@@ -280,6 +304,7 @@ impl Report<'_> {
                     "latency_s": latencies(t, Latency::Scheduled),
                     "service_s": latencies(t, Latency::Service),
                     "invalid": t.invalid,
+                    "thin": t.thin(self.slos),
                     "cause": t.cause.as_ref().map(ToString::to_string),
                     "verdicts": t.verdicts.iter().map(|v| verdict(*v)).collect::<Vec<_>>(),
                     "result": results.next().unwrap_or(Value::Null),
@@ -314,6 +339,7 @@ fn status(s: &Status) -> &'static str {
         Status::GeneratorBound { .. } => "generator_bound",
         Status::Inconsistent { .. } => "inconsistent",
         Status::Unfinished => "unfinished",
+        Status::Bounded { .. } => "bounded",
     }
 }
 

@@ -45,6 +45,8 @@ pub struct CapacityAsk {
     pub cooldown: Option<Duration>,
     pub trial_repeats: Option<u32>,
     pub max_trials: Option<usize>,
+    /// The highest level the search may try (`--max-rate`); none by default.
+    pub max_level: Option<f64>,
     /// Rate trials run open loop unless this says otherwise.
     pub open_loop: Option<bool>,
 }
@@ -93,6 +95,11 @@ impl CapacityOptions {
             })?,
             None => 1.0,
         };
+        if let Some(max) = ask.max_level {
+            if !(max.is_finite() && max >= start) {
+                return Err(err("max_level", "must be at least the first level (--start)"));
+            }
+        }
         let precision = ask.precision.unwrap_or(DEFAULT_PRECISION);
         if !(precision > 0.0 && precision < 1.0) {
             return Err(err("precision", "must be a share between 0% and 100%, e.g. 2%"));
@@ -114,6 +121,7 @@ impl CapacityOptions {
                 trial_duration,
                 final_duration,
                 max_trials: ask.max_trials.unwrap_or(DEFAULT_MAX_TRIALS),
+                max_level: ask.max_level,
             },
             cooldown: ask.cooldown.unwrap_or_default(),
             open_loop: ask.open_loop.unwrap_or(true),
@@ -134,6 +142,7 @@ impl CapacityOptions {
             "cooldown": shrike_stats::duration::format_proto(self.cooldown),
             "trial_repeats": c.repeats,
             "max_trials": c.max_trials,
+            "max_level": c.max_level,
             "open_loop": self.open_loop,
         })
     }
@@ -183,6 +192,7 @@ impl CapacityOptions {
             cooldown: dur("cooldown")?,
             trial_repeats: whole("trial_repeats").map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             max_trials: whole("max_trials").map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            max_level: num("max_level"),
             open_loop: v.get("open_loop").and_then(Value::as_bool),
         };
         CapacityOptions::new(&ask, base).map_err(|e| format!("search.{e}"))

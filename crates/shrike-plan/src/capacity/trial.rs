@@ -67,6 +67,8 @@ pub struct Trial {
     /// Requests the server failed (statuses, timeouts, resets, connection failures) over the
     /// requests tried; client overflow is apart, in `overflow_share`.
     pub error_ratio: f64,
+    /// Latency from the schedule, and service time, of the successful answers (what the
+    /// latency objectives are judged on; errors are judged by the errors objective).
     pub scheduled: Statistic,
     pub service: Statistic,
     pub client_cpu_cores: Option<f64>,
@@ -112,8 +114,8 @@ impl Trial {
             responses_rps: per_sec(responses),
             achieved_ratio,
             error_ratio: failed as f64 / tried.max(1) as f64,
-            scheduled: g.stats.get(StatId::ScheduledToResponse).clone(),
-            service: g.stats.get(StatId::RequestToResponse).clone(),
+            scheduled: successful(result, StatId::ScheduledToResponse),
+            service: successful(result, StatId::RequestToResponse),
             client_cpu_cores: client.cpu_cores,
             invalid: None,
             stalled: false,
@@ -206,6 +208,29 @@ impl Trial {
                 )
             })
         })
+    }
+
+    /// The percentile objectives this trial judged on too few samples for the percentile to
+    /// differ from the maximum (p99.9 from 6 answers is the slowest of six): `p99.9 from 6
+    /// answers (1000 needed)`. Such a verdict rests on the worst sample alone.
+    pub fn thin(&self, slos: &[Slo]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in slos {
+            let Metric::Latency { of, q: Some(q) } = s.metric else { continue };
+            if q >= 1.0 {
+                continue;
+            }
+            let n = match of {
+                Latency::Scheduled => self.scheduled.count(),
+                Latency::Service => self.service.count(),
+            };
+            let needed = (1.0 / (1.0 - q)).round() as u64;
+            let note = format!("{} from {n} answers ({needed} needed)", s.metric.name());
+            if n > 0 && n < needed && !out.contains(&note) {
+                out.push(note);
+            }
+        }
+        out
     }
 
     /// The measured value of `metric`, as reports print it (`12.30ms`, `0.12%`, `-`).
@@ -312,6 +337,25 @@ impl Trial {
             false => TrialVerdict::Fail { narrow: misses.iter().all(|m| *m < NARROW) },
         }
     }
+}
+
+/// Latency statistic `id` of the successful answers only: errors answered fast (a 503 from an
+/// overloaded service) would otherwise make its latency look good. Every answer's, less the
+/// errors': from the schedule, their own statistic; service time, the 4xx, 5xx and other
+/// status classes'. A result without them (another tool's) is taken whole.
+fn successful(result: &RunResult, id: StatId) -> Statistic {
+    let stats = &result.global.stats;
+    let all = stats.get(id);
+    let errors = match id {
+        StatId::ScheduledToResponse => stats.get(StatId::ScheduledToErrorResponse).clone(),
+        _ => {
+            let mut e = stats.get(StatId::Latency4xx).clone();
+            e.merge(stats.get(StatId::Latency5xx));
+            e.merge(stats.get(StatId::LatencyXxx));
+            e
+        }
+    };
+    all.without(&errors).unwrap_or_else(|| all.clone())
 }
 
 /// The lateness budget the run was given (`max_lateness`), zero without one.

@@ -147,6 +147,12 @@ impl Fixtures {
             serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
         shard["options"]["shard"] = serde_json::Value::from("0/2");
         std::fs::write(dir.join("shard0.json"), shard.to_string()).unwrap();
+        // Shard 1 of the same run (its id), started long after: the two never overlapped.
+        shard["options"]["shard"] = serde_json::Value::from("1/2");
+        for r in shard["results"].as_array_mut().unwrap() {
+            r["execution_start"] = serde_json::Value::from("2099-01-01T00:00:00Z");
+        }
+        std::fs::write(dir.join("shard1-later.json"), shard.to_string()).unwrap();
         // And a second result to merge with the first.
         std::fs::copy(dir.join("r.json"), dir.join("r2.json")).unwrap();
         // A real capture (tcpdump, Debian's) of two requests to the built-in server.
@@ -237,6 +243,7 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
         ("--burst-size", dry(&b, &["--burst-size", "4"])),
         ("--jitter-uniform", dry(&b, &["--jitter-uniform", "10us"])),
         ("--prefetch-connections", dry(&b, &["--prefetch-connections"])),
+        ("--retry-unanswered", dry(&b, &["--retry-unanswered=false"])),
         ("--multi-target-endpoint", dry(&no_url, &["--multi-target-endpoint", "127.0.0.1:9"])),
         (
             "--multi-target-path",
@@ -408,7 +415,8 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
     let mut c = load_probes(f, &cap, url);
     let cb = ["capacity", url, "--slo", "p99<=1s", "--dry-run"];
     c.extend([
-        ("--slo", dry(&cb, &["--slo", "errors<=1%"])),
+        ("--slo", dry(&cb, &["--slo", "errors<=2%"])),
+        ("--max-rate", dry(&[&cb[..], &["--start", "10"]].concat(), &["--max-rate", "500"])),
         ("--search", dry(&cb, &["--search", "concurrency"])),
         ("--start", dry(&cb, &["--start", "50"])),
         ("--precision", dry(&cb, &["--precision", "5%"])),
@@ -702,6 +710,10 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
             ("--allow-partial", {
                 let partial = ["transform", "--merge", p("shard0.json")];
                 out(&partial, &["--allow-partial"])
+            }),
+            ("--allow-disjoint", {
+                let apart = ["transform", "--merge", p("shard0.json"), p("shard1-later.json")];
+                out(&apart, &["--allow-disjoint"])
             }),
             ("--output", out(&["transform", "--merge", r], &["--output", p("t.json")])),
         ],

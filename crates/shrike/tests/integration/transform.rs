@@ -260,10 +260,16 @@ fn merge_is_exact_and_keeps_every_worker() {
 #[test]
 fn a_shard_merge_refuses_a_missing_or_repeated_shard() {
     let (a, b) = runs();
+    // The two runs came one after the other; shards of one run ran together, so each shard
+    // here starts when `a` did.
+    let start = doc(&read(a))["results"][0]["execution_start"].clone();
     let shard = |from: &Path, name: &str, shard: &str, run: &str| {
         let mut v = doc(&read(from));
         v["options"]["shard"] = Value::from(shard);
         v["options"]["execution_id"] = Value::from(run);
+        for r in v["results"].as_array_mut().unwrap() {
+            r["execution_start"] = start.clone();
+        }
         let path = dir().join(name);
         std::fs::write(&path, v.to_string()).unwrap();
         path.to_str().unwrap().to_string()

@@ -110,15 +110,54 @@ fn the_summary_shows_resends() {
 }
 
 /// A GOAWAY with its last stream id covers the streams the server may have acted on: those
-/// are failed, not sent again, so the server's count is the client's (plus counted resends).
+/// fail with the connection, never sent again, while those above it (refused unprocessed) go
+/// to another connection. So the server processed every request exactly once or not at all:
+/// its count is the client's 2xx plus the streams it cut off, each of which it counts as a
+/// connection fault.
 #[test]
 fn h2_streams_a_goaway_covered_are_not_resent_unasked() {
     let s = server();
     let goaway = r#"{"reset":{"probability":0.1,"scope":"connection"}}"#;
-    let (g, w) = faulty_run(&s, "http2", goaway, &[]);
-    let (sent, retried) = (counter(&g, "upstream_rq_total"), counter(&g, "upstream_rq_retry"));
-    assert_eq!(sent, 200, "{g}");
-    assert_eq!(w.count("/requests"), sent + retried, "{g}");
+    let header = format!("{CONFIG}: {goaway}");
+    let url = s.url("/");
+    let args = [
+        "run",
+        &url,
+        "--protocol",
+        "http2",
+        "-n",
+        "200",
+        "--rps",
+        "400",
+        "-c",
+        "1",
+        "--no-default-failure-predicates",
+        "-H",
+        &header,
+        "--output-format",
+        "json",
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    assert_eq!(counter(g, "upstream_rq_total"), 200, "{g}");
+    let cut_off: u64 = v["shrike"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["message"].as_str().unwrap().starts_with("HTTP/2 stream ended by the server's GOAWAY")
+        })
+        .map(|e| {
+            e["count"].as_str().map_or_else(|| e["count"].as_u64().unwrap(), |c| c.parse().unwrap())
+        })
+        .sum();
+    let ok = counter(g, "benchmark.http_2xx");
+    assert_eq!(w.count("/responses/2xx"), ok);
+    assert!(cut_off > 0, "{}", v["shrike"]["errors"]);
+    assert_eq!(w.count("/faults/reset_connection"), cut_off, "{}", v["shrike"]["errors"]);
+    assert_eq!(w.count("/requests"), ok + cut_off, "no request processed twice");
 }
 
 /// Jitter keeps releases in time order and inside the run: all 20 of a 2 s run at 10/s are

@@ -251,6 +251,14 @@ impl Drop for Server {
     }
 }
 
+/// A result's options without its run id: what a re-run of it must record alike (its id is
+/// its own).
+pub fn options_but_id(v: &serde_json::Value) -> serde_json::Value {
+    let mut o = v["options"].clone();
+    o.as_object_mut().expect("options").remove("execution_id");
+    o
+}
+
 pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
         panic!("stdout is not JSON ({e}); stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr)

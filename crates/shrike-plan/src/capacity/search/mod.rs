@@ -35,6 +35,9 @@ pub struct SearchConfig {
     pub final_duration: Duration,
     /// The search gives up (answers marked unsettled) after this many trials.
     pub max_trials: usize,
+    /// The highest level ever tried (`--max-rate`, as Nighthawk's step controller's range
+    /// ends): a goal that passes there answers "at least" it.
+    pub max_level: Option<f64>,
 }
 
 impl SearchConfig {
@@ -69,6 +72,9 @@ pub enum Status {
     /// Out of trials (`--max-trials`), or interrupted, before the answer was narrowed and
     /// confirmed: it lies between `max` and `failed_at`.
     Unfinished,
+    /// Every level up to the search's bound (`--max-rate`) passed, the bound confirmed: the
+    /// capacity is at least that.
+    Bounded { limit: f64 },
 }
 
 /// One goal's answer.
@@ -87,7 +93,7 @@ impl Answer {
     /// An answer a user can act on: found, or a lower bound the generator set.
     pub fn usable(&self) -> bool {
         match self.status {
-            Status::Found => true,
+            Status::Found | Status::Bounded { .. } => true,
             Status::GeneratorBound { .. } => self.max.is_some(),
             _ => false,
         }
@@ -267,7 +273,12 @@ impl Search {
             (f, l) => f.or(l),
         };
         match upper {
-            None => Some(self.short(self.round(pass_level * 2.0))),
+            // Nothing failed yet: double, up to the bound, then confirm the bound.
+            None => match self.cfg.max_level {
+                Some(max) if pass_level >= max => self.confirm(goal, pass_level),
+                Some(max) => Some(self.short(self.round(pass_level * 2.0).min(max))),
+                None => Some(self.short(self.round(pass_level * 2.0))),
+            },
             Some(upper) if (upper - pass_level) / pass_level > self.cfg.precision => {
                 let mid = self.round((pass_level + upper) / 2.0);
                 if mid > pass_level && mid < upper {
@@ -352,6 +363,9 @@ impl Search {
             },
             (Some(p), _) if settled && self.confirmed(goal, p) => {
                 match (fail, self.generator_limit()) {
+                    (None, None) if self.cfg.max_level.is_some_and(|m| p >= m) => {
+                        Status::Bounded { limit: p }
+                    }
                     (None, Some(limit)) => Status::GeneratorBound { limit },
                     (Some(f), Some(limit)) if limit < f => Status::GeneratorBound { limit },
                     _ => Status::Found,

@@ -40,6 +40,7 @@ fn result(rate: f64, latency: f64, late_sends_ns: u64) -> RunResult {
 
 fn config() -> SearchConfig {
     SearchConfig {
+        max_level: None,
         start: 10.0,
         precision: 0.02,
         integer: false,
