@@ -328,3 +328,61 @@ fn lateness_within_the_budget_chosen_is_not_the_clients_fault() {
     let beyond = budgeted(9_000_000, Some("5ms"));
     assert!(beyond.invalid.is_some(), "{beyond:?}");
 }
+
+#[test]
+fn a_max_rate_bounds_the_search_and_answers_at_least_it() {
+    // The model holds p99 <= 50 ms up to ~980/s; a bound of 400 ends the search there.
+    let slos: Vec<Slo> = vec![Slo::parse("p99<=50ms").unwrap()];
+    let goals = goals(&slos);
+    let mut s = Search::new(SearchConfig { max_level: Some(400.0), ..config() }, goals.len());
+    let mut highest: f64 = 0.0;
+    while let Next::Trial { level, confirmation, .. } = s.next() {
+        highest = highest.max(level);
+        let r = result(level, latency_ns(level, 1e6, 1e-3), 20_000);
+        let client = ClientLoad { cpu_cores: Some(0.3), workers: 1 };
+        s.record(Trial::judge(level, true, confirmation, &r, client, &goals));
+    }
+    assert_eq!(highest, 400.0, "never above the bound");
+    let a = &s.answers()[0];
+    assert_eq!(a.status, Status::Bounded { limit: 400.0 }, "{a:?}");
+    assert!(a.usable());
+}
+
+/// Answers that were errors are judged by the errors objective, not the latency one: 95 fast
+/// successes and 5 slow 503s meet p99 <= 10 ms (the successes' p99 is 1 ms), with errors
+/// within 10%; the same errors miss errors <= 1%.
+#[test]
+fn latency_is_judged_on_the_successful_answers() {
+    let mut w = WorkerResult::new("worker_0", SystemTime::UNIX_EPOCH);
+    w.execution_duration = Duration::from_secs(1);
+    w.sending_duration = Some(Duration::from_secs(1));
+    for i in 0..100u64 {
+        let (v, status) = if i < 95 { (1_000_000, 200) } else { (100_000_000, 503) };
+        w.stats.record(StatId::ScheduledToResponse, v);
+        w.stats.record(StatId::RequestToResponse, v);
+        w.stats.record(StatId::latency_for_status(status), v);
+        if status >= 400 {
+            w.stats.record(StatId::ScheduledToErrorResponse, v);
+        }
+        w.counters.inc(Counter::for_status(status));
+        w.status_codes.add(status, 1);
+    }
+    w.counters.add(Counter::RqTotal, 100);
+    let r = RunResult::new(serde_json::json!({}), vec![w], Termination::Completed);
+    let client = ClientLoad { cpu_cores: Some(0.3), workers: 1 };
+    let judge = |slos: &[&str]| {
+        let slos: Vec<Slo> = slos.iter().map(|s| Slo::parse(s).unwrap()).collect();
+        let goals = goals(&slos);
+        Trial::judge(100.0, true, false, &r, client, &goals).verdicts[0]
+    };
+    assert_eq!(judge(&["p99<=10ms", "errors<=10%"]), TrialVerdict::Pass);
+    assert_eq!(judge(&["service.p99<=10ms", "errors<=10%"]), TrialVerdict::Pass);
+    assert!(matches!(judge(&["p99<=10ms", "errors<=1%"]), TrialVerdict::Fail { .. }));
+    // 95 answers cannot tell a p99.9 apart from their slowest.
+    let t =
+        Trial::judge(100.0, true, false, &r, client, &goals(&[Slo::parse("p99.9<=1s").unwrap()]));
+    assert_eq!(
+        t.thin(&[Slo::parse("p99.9<=1s").unwrap()]),
+        vec!["p99.9 from 95 answers (1000 needed)"]
+    );
+}
