@@ -467,7 +467,21 @@ impl ServerCertVerifier for SignaturesOnly {
 /// Advice appended to a failed certificate check where the cause is a common set-up mistake
 /// rather than an attack. Matched on the error text because the same webpki error reaches us
 /// wrapped differently by rustls (TCP) and quinn (QUIC).
-pub(crate) fn certificate_hint(error: &str) -> &'static str {
+/// A proxy's certificate (`proxy`) is trusted through the tunnel's own flags, never the
+/// target's.
+pub(crate) fn certificate_hint(error: &str, proxy: bool) -> &'static str {
+    if proxy {
+        return if error.contains("CaUsedAsEndEntity") {
+            " (the proxy presents a CA certificate as its own: pass that very certificate with \
+             --tunnel-ca to trust it, or re-issue it with `-addext \
+             basicConstraints=critical,CA:FALSE`)"
+        } else if error.contains("UnknownIssuer") {
+            " (pass the proxy's issuing CA with --tunnel-ca, or a trusted CA in \
+             --tunnel-tls-context)"
+        } else {
+            ""
+        };
+    }
     if error.contains("CaUsedAsEndEntity") {
         // `openssl req -x509` marks its certificate CA:TRUE; webpki (rightly) refuses that as a
         // server's own unless the user pinned that very certificate with --tls-ca.

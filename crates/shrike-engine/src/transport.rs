@@ -378,7 +378,7 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             } else {
                 String::new()
             };
-            let advice = crate::tls::certificate_hint(&e.to_string());
+            let advice = crate::tls::certificate_hint(&e.to_string(), peer.starts_with("proxy "));
             // The plain-words reason leads (it is what the user must act on); rustls's own
             // text follows for whoever needs the detail.
             let msg = match not_tls_reason(&e) {
@@ -409,12 +409,24 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             || "no protocol".to_string(),
             |p| format!("{:?}", String::from_utf8_lossy(p)),
         );
-        let msg = format!(
-            "{}: the server selected {got} via ALPN but {} was requested ({:?})",
-            describe(),
-            protocol.name(),
-            String::from_utf8_lossy(wanted)
-        );
+        // A proxy that negotiates nothing speaks HTTP/1.1 only (squid's https_port does):
+        // an HTTP/2 tunnel needs one that offers h2.
+        let msg = match (alpn, peer.starts_with("proxy ")) {
+            (None | Some(b"http/1.1"), true) => format!(
+                "{}: the proxy speaks HTTP/1.1 only (it selected {got} via ALPN): \
+                 --tunnel-protocol {} needs a proxy that negotiates {:?}; use \
+                 --tunnel-protocol http1",
+                describe(),
+                protocol.name(),
+                String::from_utf8_lossy(wanted)
+            ),
+            _ => format!(
+                "{}: the server selected {got} via ALPN but {} was requested ({:?})",
+                describe(),
+                protocol.name(),
+                String::from_utf8_lossy(wanted)
+            ),
+        };
         return fail(cx, msg, true);
     }
     let resumed = conn.handshake_kind() == Some(HandshakeKind::Resumed);

@@ -382,6 +382,26 @@ impl RunSpec {
         Err(SpecError::must(n::MAX_LATENESS, why))
     }
 
+    /// For an open-loop run whose lateness budget gathers more releases into one wake-up than
+    /// a worker's connections take at once (the rest overflow: the budget would drop requests,
+    /// not only delay them): how many it gathers at the peak rate, and how many they take.
+    pub fn lateness_overflow(&self) -> Option<(u64, u64)> {
+        let budget = self.max_lateness?;
+        if !self.open_loop {
+            return None;
+        }
+        let peak = self.plan().peak()?;
+        let need = (peak * budget.as_secs_f64()).ceil() as u64 * u64::from(self.burst().get());
+        let connections = u64::from(self.connections.get());
+        let room = match self.protocol {
+            Protocol::Http1 => connections,
+            Protocol::Http2 | Protocol::Http3 => (connections
+                * u64::from(self.streams.max_concurrent_streams.get()))
+            .min(u64::from(self.streams.max_active_requests.get())),
+        } + u64::from(self.max_pending_requests);
+        (need > room).then_some((need, room))
+    }
+
     pub fn target(&self) -> &TargetSpec {
         &self.target
     }

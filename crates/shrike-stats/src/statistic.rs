@@ -78,8 +78,6 @@ stat_ids! {
         "Request start to response end (service time)";
     ScheduledToResponse => "benchmark_http_client.scheduled_to_response", Duration,
         "Scheduled start to response end (coordinated-omission-free latency)";
-    ScheduledToErrorResponse => "benchmark_http_client.scheduled_to_error_response", Duration,
-        "Scheduled start to response end, of error responses (4xx, 5xx, other statuses)";
     Latency1xx => "benchmark_http_client.latency_1xx", Duration, "Latency of 1xx responses";
     Latency2xx => "benchmark_http_client.latency_2xx", Duration, "Latency of 2xx responses";
     Latency3xx => "benchmark_http_client.latency_3xx", Duration, "Latency of 3xx responses";
@@ -100,6 +98,8 @@ stat_ids! {
         "Blocking. Results are skewed when significant numbers are reported here.";
     SendLateness => "sequencer.send_lateness", Duration,
         "Send lateness (actual send minus scheduled send)";
+    ScheduledToErrorResponse => "benchmark_http_client.scheduled_to_error_response", Duration,
+        "Scheduled start to response end, of error responses (4xx, 5xx, other statuses)";
 }
 
 impl StatId {

@@ -408,6 +408,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
              means --max-concurrent-streams 1, which says so directly"
         );
     }
+    if let Some((need, room)) = spec.lateness_overflow() {
+        warning!(
+            "--max-lateness gathers up to {need} releases per wake-up at the peak rate, but a \
+             worker's connections take {room} at once: open loop, the rest overflow (not sent); \
+             give --connections {need} or more, or a smaller budget"
+        );
+    }
     let format = spec.output_format();
     if args.remote.is_remote() {
         if load.server.is_some() {

@@ -25,8 +25,9 @@ use crate::log::warning;
 pub struct TransformArgs {
     /// Output format: human, json, yaml, dotted, fortio (alias experimental_fortio_pedantic),
     /// csv or prometheus.
-    #[arg(long, default_value = "json", value_parser = parse_output_format)]
-    pub output_format: OutputFormat,
+    /// [default: by --output's extension, as `run -o` picks it; else json]
+    #[arg(long, value_parser = parse_output_format)]
+    pub output_format: Option<OutputFormat>,
     /// Merge these stored JSON results exactly (workers kept, global re-merged) instead of
     /// reading one from stdin. A directory stands for its *.json files, in name order (the
     /// shards an Indexed Job wrote to a shared volume).
@@ -98,7 +99,19 @@ pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.output {
         crate::atomic::ready(path, "--output")?;
     }
-    let text = transform(&args)?;
+    // The format: given, else named by -o's extension (as `run -o` does), else JSON.
+    let format = match (args.output_format, &args.output) {
+        (Some(f), _) => f,
+        (None, Some(path)) => crate::run::file_format(path, None).map_err(|_| {
+            usage(format!(
+                "--output {}: the extension does not name a format (.json, .yaml, .csv, .prom, \
+                 .txt); give --output-format",
+                path.display()
+            ))
+        })?,
+        (None, None) => OutputFormat::Json,
+    };
+    let text = transform(&args, format)?;
     match &args.output {
         None => crate::out::stdout(|out| out.write_all(&text))?,
         Some(path) => crate::atomic::write(path, |out| out.write_all(&text))
@@ -107,7 +120,7 @@ pub fn run(args: TransformArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
+fn transform(args: &TransformArgs, format: OutputFormat) -> anyhow::Result<Vec<u8>> {
     let mut text = Vec::new();
     let out = &mut text;
     if args.merge.is_empty() {
@@ -121,7 +134,7 @@ fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
         let mut text = String::new();
         stdin.read_to_string(&mut text).map_err(|e| usage(format!("stdin: cannot read: {e}")))?;
         let (result, doc) = read_result("stdin", &text)?;
-        match args.output_format {
+        match format {
             OutputFormat::Json => shrike_output::json::write_value(&doc, out),
             OutputFormat::Yaml => shrike_output::yaml::write_value(&doc, out),
             f => shrike_output::write(f, &result, out),
@@ -172,8 +185,7 @@ fn transform(args: &TransformArgs) -> anyhow::Result<Vec<u8>> {
         for w in &merged.warnings {
             warning!("{w}");
         }
-        shrike_output::write(args.output_format, &merged.result, out)
-            .context("cannot write the result")?;
+        shrike_output::write(format, &merged.result, out).context("cannot write the result")?;
     }
     Ok(text)
 }

@@ -177,6 +177,10 @@ impl Mux for H3 {
 }
 
 /// Runs the QUIC handshake against each resolved address in turn, then sets up HTTP/3.
+/// The longest a QUIC handshake may take (or `--timeout`, when shorter): one on loopback or a
+/// LAN takes milliseconds, and a lost Initial is resent within a second.
+pub(crate) const QUIC_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(H3Driver, SendRequest)> {
     let endpoint = &pools.cfg.endpoints[conn.pool];
     let fail = |msg: String, protocol_error: bool, timed_out: bool| {
@@ -197,7 +201,10 @@ async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(H3Driver, SendReques
         return fail(format!("{}: HTTP/3 needs TLS", endpoint.target.url()), false, false);
     };
     let name = tls.server_name_str();
-    let timeout = pools.cfg.timeout;
+    // A port with no QUIC listener never answers (ICMP's refusal does not reach quinn): the
+    // handshake is bounded on its own, not by the 30 s request timeout, so a 1 s run against
+    // it fails in seconds.
+    let timeout = pools.cfg.timeout.min(QUIC_HANDSHAKE_TIMEOUT);
     // Through a CONNECT-UDP tunnel the proxy resolves the target: QUIC only needs an address
     // to call it by, and a name the proxy alone resolves gets a documentation address.
     let tunnel = pools.cx.connect.tunnel.as_deref();
@@ -234,7 +241,7 @@ async fn handshake(pools: &Pools, conn: &H3Conn) -> Option<(H3Driver, SendReques
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 let e = e.to_string();
-                let advice = crate::tls::certificate_hint(&e);
+                let advice = crate::tls::certificate_hint(&e, false);
                 last = (format!("{} failed: {e}{advice}", describe()), false);
                 continue;
             }

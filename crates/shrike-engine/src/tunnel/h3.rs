@@ -189,12 +189,14 @@ async fn open(cx: &PoolCx, t: &Tunnel) -> Option<QuicProxy> {
                 continue;
             }
         };
-        let attempt = tokio::time::timeout(cx.connect.timeout, connecting);
+        let limit = cx.connect.timeout.min(crate::pool::h3::QUIC_HANDSHAKE_TIMEOUT);
+        let attempt = tokio::time::timeout(limit, connecting);
         let conn = match unless_stopped(cx, attempt).await? {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 let e = e.to_string();
-                last = format!("{} failed: {e}{}", describe(), crate::tls::certificate_hint(&e));
+                last =
+                    format!("{} failed: {e}{}", describe(), crate::tls::certificate_hint(&e, true));
                 continue;
             }
             Err(_) => {

@@ -92,6 +92,12 @@ fn file(input: &Input<'_>, bins: &Bins) -> Value {
         "errors": sum(&g.counters, &ERROR_COUNTERS),
         "error_counters": errors,
         "overflow": g.counters.get(Counter::PoolOverflow),
+        // How late the client was allowed to send (a budget, an idle strategy): latency from
+        // the schedule holds that lateness, so runs that differ in it differ there by choice.
+        "pacing": json!([
+            r.options.get("max_lateness").cloned().unwrap_or(Value::Null),
+            r.options.get("sequencer_idle_strategy").cloned().unwrap_or(Value::Null),
+        ]),
         "termination": {
             "description": r.termination.describe(),
             "failure": r.verdict.is_failure(),

@@ -109,12 +109,23 @@
      ["service", "Service time (request sent to response end)"]].forEach(function (g) {
       rows.push([g[1]]);
       var qs = [[0.5, "p50"], [0.9, "p90"], [0.99, "p99"], [0.999, "p99.9"], [1, "max"]];
+      // Latency from the schedule holds the client's own lateness: between runs that allowed
+      // it differently (--max-lateness, the idle strategy) a change there is the client's
+      // choice, not the server's regression, so it is shown uncoloured.
+      var dir = g[0] !== "scheduled" ? -1 : function (f) {
+        return JSON.stringify(f.pacing) === JSON.stringify(FILES[0].pacing) ? -1 : 0;
+      };
+      var why = g[0] !== "scheduled" ? undefined : function (f) {
+        return JSON.stringify(f.pacing) === JSON.stringify(FILES[0].pacing) ? ""
+          : "not compared: the runs allowed the client different send lateness " +
+            "(--max-lateness, idle strategy)";
+      };
       qs.forEach(function (q) {
         var get = function (f) { return pctOf(f.latency[g[0]], q[0]); };
-        rows.push([q[1], function (f) { return fmtDur(get(f)); }, get, null, -1]);
+        rows.push([q[1], function (f) { return fmtDur(get(f)); }, get, null, dir, why]);
       });
       var mean = function (f) { return f.latency[g[0]].count ? f.latency[g[0]].mean : null; };
-      rows.push(["mean", function (f) { return fmtDur(mean(f)); }, mean, null, -1]);
+      rows.push(["mean", function (f) { return fmtDur(mean(f)); }, mean, null, dir, why]);
     });
     var t = el("table", { id: "summary" }, s);
     var hr = el("tr", {}, el("thead", {}, t));

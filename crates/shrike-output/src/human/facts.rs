@@ -113,7 +113,7 @@ impl<'a> Facts<'a> {
     }
 
     /// Whether the run was an unpaced closed loop (`--rps max`).
-    fn unpaced(&self) -> bool {
+    pub(super) fn unpaced(&self) -> bool {
         self.result.options.get("requests_per_second").and_then(Value::as_str) == Some("max")
     }
 

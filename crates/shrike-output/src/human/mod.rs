@@ -271,3 +271,50 @@ mod outcome_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod lateness_tests {
+    use shrike_stats::{Counter, RunResult, StatId, Termination, WorkerResult};
+    use std::time::{Duration, SystemTime};
+
+    fn result(options: serde_json::Value, late_ns: &[u64]) -> RunResult {
+        let mut g = WorkerResult::new("worker_0", SystemTime::UNIX_EPOCH);
+        g.execution_duration = Duration::from_secs(1);
+        for &l in late_ns {
+            g.stats.record(StatId::SendLateness, l);
+            g.stats.record(StatId::RequestToResponse, 200_000);
+            g.stats.record(StatId::ScheduledToResponse, 200_000 + l);
+        }
+        g.counters.add(Counter::RqTotal, late_ns.len() as u64);
+        g.counters.add(Counter::Http2xx, late_ns.len() as u64);
+        g.status_codes.add(200, late_ns.len() as u64);
+        RunResult::new(options, vec![g], Termination::Completed)
+    }
+
+    fn lateness_row(r: &RunResult) -> Option<String> {
+        super::render_summary(r).lines().find(|l| l.starts_with("Lateness:")).map(str::to_string)
+    }
+
+    #[test]
+    fn lateness_is_shown_when_it_matters_and_an_exceeded_budget_says_by_how_much() {
+        let paced = serde_json::json!({"requests_per_second": 100.0});
+        // 50 µs late, against 200 µs of service time: nothing to say.
+        assert_eq!(lateness_row(&result(paced.clone(), &[50_000; 100])), None);
+        // A p99 of 3 ms is the client's share of latency from the schedule, whatever the
+        // idle strategy: shown.
+        let mut late = vec![50_000; 97];
+        late.extend([3_000_000; 3]);
+        let row = lateness_row(&result(paced, &late)).expect("a row");
+        assert!(row.contains("p99 3.000ms"), "{row}");
+        // A budget exceeded: by how much, for how many.
+        let budget = serde_json::json!({"requests_per_second": 100.0, "max_lateness": "1ms"});
+        let row = lateness_row(&result(budget, &late)).expect("a row");
+        assert!(
+            row.contains("(--max-lateness 1ms); OVER BUDGET by up to 2.000ms (3 requests)"),
+            "{row}"
+        );
+        // Unpaced, a wait for a connection is no lateness.
+        let unpaced = serde_json::json!({"requests_per_second": "max"});
+        assert_eq!(lateness_row(&result(unpaced, &late)), None);
+    }
+}

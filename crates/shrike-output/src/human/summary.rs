@@ -69,7 +69,7 @@ pub(super) fn render(f: &Facts, s: &mut String) {
         let _ = write!(rate, "; {fate}");
     }
     rows.push(("Rate:", rate));
-    if let Some(l) = replay_lateness(f) {
+    if let Some(l) = lateness(f) {
         rows.push(("Lateness:", l));
     }
     rows.push(("Requests:", requests(f)));
@@ -188,6 +188,21 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
             .collect();
         (ok, g.status_codes.total(), errors)
     };
+    // Successes that were not 2xx (redirects, informational answers) are named: a redirect
+    // followed nowhere is not the page asked for.
+    let other_ok: Vec<String> = if codes.is_empty() {
+        [(Counter::Http1xx, "1xx"), (Counter::Http3xx, "3xx")]
+            .iter()
+            .filter(|(k, _)| c.get(*k) > 0)
+            .map(|(k, name)| format!("{name} × {}", c.get(*k)))
+            .collect()
+    } else {
+        codes
+            .iter()
+            .filter(|(code, _)| *code < 200 || (300..400).contains(code))
+            .map(|(code, n)| format!("{code} × {n}"))
+            .collect()
+    };
     // Answers without a status (replayed raw TCP, MySQL) succeeded: they were read whole;
     // error answers (MySQL error packets) were answered, not succeeded.
     let (ok, answered) = (
@@ -219,7 +234,11 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
         }
     } else {
         let pct = 100.0 * ok as f64 / released as f64;
-        format!("{ok} of {released} requests succeeded ({pct:.1}%); {errors}")
+        let among = match other_ok.is_empty() {
+            true => String::new(),
+            false => format!(", {} among them", other_ok.join(", ")),
+        };
+        format!("{ok} of {released} requests succeeded ({pct:.1}%{among}); {errors}")
     };
     // A failed run says so first, whatever its counts look like.
     match verdict {
@@ -308,24 +327,46 @@ fn generators_table(gens: &[crate::fleet::Generator], s: &mut String) {
 
 /// How late requests left their schedule, where the user asked about it: a replay's fidelity
 /// to its captured times, or what a lateness budget (`--max-lateness`) allowed.
-fn replay_lateness(f: &Facts) -> Option<String> {
-    let budget = f.result.options.get("max_lateness").and_then(serde_json::Value::as_str);
-    let after = match (crate::options::is_replay(f.result), budget) {
-        (true, _) => "after their captured time".to_string(),
-        (false, Some(b)) => format!("after their scheduled time (--max-lateness {b})"),
-        (false, None) => return None,
-    };
+fn lateness(f: &Facts) -> Option<String> {
     let s = f.g.stats.get(StatId::SendLateness);
     if s.count() == 0 {
         return None;
     }
+    let budget = f.result.options.get("max_lateness").and_then(Value::as_str);
+    let replay = crate::options::is_replay(f.result);
+    let after = match (replay, budget) {
+        (true, _) => "after their captured time".to_string(),
+        (false, Some(b)) => format!("after their scheduled time (--max-lateness {b})"),
+        (false, None) => "after their scheduled time".to_string(),
+    };
+    // Whenever it matters, whatever the idle strategy: a p99 past a millisecond, or past the
+    // service time itself, is the client's share of latency from the schedule. An unpaced
+    // run has no schedule to be late for (its lateness is its wait for a connection).
+    let p99 = s.clamped_quantile(0.99);
+    let service_p50 = f.g.stats.get(StatId::RequestToResponse).clamped_quantile(0.5);
+    let matters = p99 > 1_000_000 || (service_p50 > 0 && p99 > service_p50);
+    if !replay && budget.is_none() && (f.unpaced() || !matters) {
+        return None;
+    }
     let q = |q: f64| format_human_ns(s.clamped_quantile(q) as f64);
-    Some(format!(
-        "p50 {}, p99 {}, max {} {after}",
-        q(0.5),
-        q(0.99),
-        format_human_ns(s.max() as f64)
-    ))
+    let mut line =
+        format!("p50 {}, p99 {}, max {} {after}", q(0.5), q(0.99), format_human_ns(s.max() as f64));
+    // A budget exceeded says by how much, and for how many requests.
+    let budget_ns = budget
+        .and_then(|b| shrike_stats::duration::parse_duration(b).ok())
+        .map(|b| b.as_nanos() as u64);
+    if let Some(b) = budget_ns.filter(|&b| s.max() > b) {
+        let over = match s.has_histogram() {
+            true => format!("{} requests", s.histogram().count_between(b + 1, s.max())),
+            false => "some requests".into(),
+        };
+        let _ = write!(
+            line,
+            "; OVER BUDGET by up to {} ({over})",
+            format_human_ns((s.max() - b) as f64)
+        );
+    }
+    Some(line)
 }
 
 /// Connections opened against the limit, and why more were opened than the limit allows

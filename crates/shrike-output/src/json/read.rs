@@ -55,6 +55,9 @@ pub enum ReadError {
     UnsupportedSchema { path: String, found: u64, supported: u64 },
     #[error("results: no result is named \"global\"")]
     NoGlobal,
+    /// Another format than a result: named, with what to give instead.
+    #[error("this is {format}, not a result: {hint}")]
+    Foreign { format: &'static str, hint: &'static str },
 }
 
 impl ReadError {
@@ -68,7 +71,7 @@ impl ReadError {
             | ReadError::Histogram { path, .. }
             | ReadError::UnsupportedSchema { path, .. } => Some(path),
             ReadError::NoGlobal => Some("results"),
-            ReadError::Syntax(_) => None,
+            ReadError::Syntax(_) | ReadError::Foreign { .. } => None,
         }
     }
 }
@@ -84,6 +87,28 @@ type Result<T> = std::result::Result<T, ReadError>;
 pub fn from_json(input: &str) -> Result<RunResult> {
     let root: Value = serde_json::from_str(input).map_err(ReadError::Syntax)?;
     let top = object(&root, "(document)")?;
+    // fortio's JSON (ours, or Nighthawk's fortio output) keeps no options, workers or exact
+    // histograms: nothing a result could be read back from.
+    if top.contains_key("DurationHistogram") && top.contains_key("RunType") {
+        return Err(ReadError::Foreign {
+            format: "fortio's JSON (--output-format fortio)",
+            hint: "it keeps no options, workers or exact histograms to read back; give the \
+                   run's --output-format json result",
+        });
+    }
+    if top.contains_key("capacity") && !top.contains_key("results") {
+        return Err(ReadError::Foreign {
+            format: "a capacity search's JSON",
+            hint: "each trial's result is in capacity.trials[].result; shrike report renders \
+                   the search",
+        });
+    }
+    if top.contains_key("sweep") && !top.contains_key("results") {
+        return Err(ReadError::Foreign {
+            format: "a sweep's JSON",
+            hint: "shrike report renders the sweep",
+        });
+    }
     let no_extension = Map::new();
     let (shrike, termination) = match top.get("shrike") {
         Some(v) => {

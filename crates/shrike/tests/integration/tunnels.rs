@@ -254,6 +254,30 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     );
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains(&format!("TLS handshake with proxy {proxy}")), "{}", out.stderr);
+    // The advice names the tunnel's flag, not the target's --tls-ca.
+    assert!(out.stderr.contains("--tunnel-ca"), "{}", out.stderr);
+    assert!(!out.stderr.contains("with --tls-ca"), "{}", out.stderr);
+
+    // squid's https_port negotiates nothing by ALPN: an HTTP/2 tunnel is named as needing a
+    // proxy that speaks h2.
+    let out = run(
+        &[
+            "run",
+            &plain.url("/"),
+            "--tunnel-uri",
+            &format!("https://{proxy}"),
+            "--tunnel-ca",
+            &ca,
+            "--tunnel-protocol",
+            "http2",
+            "-d",
+            "1",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("the proxy speaks HTTP/1.1 only"), "{}", out.stderr);
+    assert!(out.stderr.contains("use --tunnel-protocol http1"), "{}", out.stderr);
 }
 
 /// `shrike serve --connect-proxy` as the proxy: Shrike's client and curl tunnel through it, it
@@ -388,7 +412,8 @@ fn http2_connect_streams_share_one_proxy_connection_on_gos_server() {
     for protocol in ["http1", "http2"] {
         let mut args = vec!["run", &url, "-p", protocol, "--tunnel-uri"];
         args.extend([proxy.addr.as_str(), "--tunnel-protocol", "http2", "--rps", "200"]);
-        args.extend(["--duration", "1", "--connections", "8", "--max-concurrent-streams", "1"]);
+        args.extend(["--duration", "1", "--connections", "8"]);
+        args.extend(one_stream(protocol));
         let v = run_json_ok(&args);
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}: {v}");
@@ -545,7 +570,8 @@ fn shrike_serve_is_an_http2_connect_proxy() {
         let config = r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#;
         let mut args = vec!["run", &url, "-p", protocol, "--tunnel-uri", &proxy.addr];
         args.extend(["--tunnel-protocol", "http2", "--rps", "100", "--duration", "1"]);
-        args.extend(["--max-concurrent-streams", "1", "--request-header", config]);
+        args.extend(["--request-header", config]);
+        args.extend(one_stream(protocol));
         let v = run_json_ok(&args);
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
@@ -682,7 +708,8 @@ fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
     for protocol in ["http1", "http2"] {
         // 20 ms per response at 200/s: about four requests in flight, so several connections.
         let mut args = vec!["run", &url, "-p", protocol, "--rps", "200"];
-        args.extend(["--connections", "8", "--max-concurrent-streams", "1"]);
+        args.extend(["--connections", "8"]);
+        args.extend(one_stream(protocol));
         let v = run_json_ok(&[&args[..], &via].concat());
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}: {v}");
@@ -771,7 +798,7 @@ fn shrike_serve_is_an_http3_connect_and_masque_proxy() {
     let mut tunnels = 0;
     for protocol in ["http1", "http2"] {
         let mut args = vec!["run", &url, "-p", protocol, "--rps", "100", "--duration", "1"];
-        args.extend(["--max-concurrent-streams", "1"]);
+        args.extend(one_stream(protocol));
         let v = run_json_ok(&[&args[..], &via].concat());
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
@@ -886,4 +913,13 @@ fn a_run_through_an_http3_proxy_that_shuts_down_fails_naming_it() {
         out.stderr
     );
     assert!(started.elapsed() < Duration::from_secs(15), "the run hung on its tunnels");
+}
+
+/// One stream per HTTP/2 connection, so the load opens several connections (tunnels), as
+/// HTTP/1.1's one request per connection does by itself (a stream limit is HTTP/2's alone).
+fn one_stream(protocol: &str) -> &'static [&'static str] {
+    match protocol {
+        "http2" => &["--max-concurrent-streams", "1"],
+        _ => &[],
+    }
 }

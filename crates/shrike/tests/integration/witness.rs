@@ -504,3 +504,148 @@ fn misleading_flags_are_refused() {
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("--max-trials"), "{}", out.stderr);
 }
+
+/// Options of one protocol given for another are refused by name, not ignored.
+#[test]
+fn protocol_options_on_the_wrong_protocol_are_refused() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["--max-concurrent-streams", "5"], "--max-concurrent-streams"),
+        (&["--max-active-requests", "5"], "--max-active-requests"),
+        (&["--protocol", "http2", "--prefetch-connections"], "--prefetch-connections"),
+        (
+            &["--protocol", "http2", "--experimental-h1-connection-reuse-strategy", "lru"],
+            "--experimental-h1-connection-reuse-strategy",
+        ),
+    ];
+    for (extra, flag) in cases {
+        let args = [&["run", "http://127.0.0.1:9/", "--dry-run"][..], extra].concat();
+        let out = run(&args, LIMIT);
+        assert_eq!(out.code(), 2, "{extra:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(flag) && out.stderr.contains("only"),
+            "{extra:?}: {}",
+            out.stderr
+        );
+    }
+    let ok = run(
+        &[
+            "run",
+            "http://127.0.0.1:9/",
+            "--protocol",
+            "http2",
+            "--max-concurrent-streams",
+            "5",
+            "--dry-run",
+        ],
+        LIMIT,
+    );
+    assert_eq!(ok.code(), 0, "{}", ok.stderr);
+}
+
+/// `transform -o x.csv` writes CSV, as `run -o x.csv` does; fortio's JSON read back is
+/// refused by name.
+#[test]
+fn transform_picks_its_format_from_the_file_and_names_what_it_cannot_read() {
+    let s = server();
+    let dir = scratch("witness-transform");
+    let url = s.url("/");
+    let stored = dir.join("r.json");
+    let out = run(&["run", &url, "-n", "5", "--rps", "50", "-o", stored.to_str().unwrap()], LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let csv = dir.join("r.csv");
+    let t = Command::new(env!("CARGO_BIN_EXE_shrike"))
+        .args(["transform", "--merge", stored.to_str().unwrap(), "-o", csv.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(!text.trim_start().starts_with('{'), "CSV, not JSON: {text}");
+    assert!(text.lines().next().unwrap().contains(','), "{text}");
+
+    let fortio = run(&["run", &url, "-n", "5", "--rps", "50", "--output-format", "fortio"], LIMIT);
+    assert_eq!(fortio.code(), 0, "{}", fortio.stderr);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shrike"))
+        .args(["transform", "--output-format", "human"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(fortio.stdout.as_bytes()).unwrap();
+    let back = child.wait_with_output().unwrap();
+    assert_eq!(back.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&back.stderr).contains("this is fortio's JSON"),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+}
+
+/// HTTP/3 to a port where no QUIC listener answers fails within the handshake bound, not the
+/// 30 s request timeout. The witness is the wall clock.
+#[test]
+fn http3_to_a_silent_port_fails_within_the_handshake_bound() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let url = format!("https://127.0.0.1:{port}/");
+    let started = std::time::Instant::now();
+    let out = run(
+        &["run", &url, "--protocol", "http3", "--tls-insecure", "-d", "1", "--rps", "5"],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("QUIC handshake with 127.0.0.1"), "{}", out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+}
+
+/// Every status class is in the Outcome: redirects are successes, named as what they are. The
+/// server counted them.
+#[test]
+fn redirects_are_named_among_the_successes() {
+    let s = server();
+    let header = format!("{CONFIG}: {{\"response_status\":301}}");
+    let url = s.url("/");
+    let (out, w) =
+        run_witnessed(&s, &["run", &url, "-n", "10", "--rps", "100", "-H", &header], LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/responses/3xx"), 10);
+    let outcome = line(&out.stdout, "Outcome:");
+    assert!(
+        outcome.contains("10 of 10 requests succeeded (100.0%, 301 × 10 among them)"),
+        "{outcome}"
+    );
+}
+
+/// A lateness budget that drops requests (open loop, more releases per wake-up than the
+/// connections take) is warned of before the run; the server saw exactly what was sent.
+#[test]
+fn a_lateness_budget_that_would_overflow_is_warned_of() {
+    let s = server();
+    let url = s.url("/");
+    let args = [
+        "run",
+        &url,
+        "--rps",
+        "2000",
+        "-d",
+        "1",
+        "--open-loop",
+        "-c",
+        "2",
+        "--max-lateness",
+        "10ms",
+        "--no-default-failure-predicates",
+        "--output-format",
+        "json",
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--max-lateness gathers up to 20 releases per wake-up"),
+        "{}",
+        out.stderr
+    );
+    let v = json(&out);
+    assert_eq!(w.count("/requests"), counter(global(&v), "upstream_rq_total"));
+}
