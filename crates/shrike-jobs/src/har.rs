@@ -30,6 +30,8 @@ pub struct HarImport {
     pub entries: usize,
     /// Origins (scheme://host:port) the recording's requests went to (kept or not).
     pub hosts: BTreeSet<String>,
+    /// Of those, the origins of the entries kept (`--host`): what the jobs hold.
+    pub kept: BTreeSet<String>,
     /// Entries left out, by reason.
     pub skipped: BTreeMap<String, usize>,
     /// How entries were grouped: `connection`, `page` or `entry`.
@@ -91,6 +93,7 @@ pub fn read_har_hosts(text: &str, hosts: &[String]) -> Result<HarImport, HarErro
             Ok(en) => {
                 out.hosts.insert(en.origin.clone());
                 if hosts.is_empty() || hosts.iter().any(|h| host_matches(h, &en.origin)) {
+                    out.kept.insert(en.origin.clone());
                     parsed.push(en);
                 } else {
                     *out.skipped.entry("another host (not --host)".into()).or_default() += 1;
@@ -229,8 +232,9 @@ fn entry(
     Ok(Ok(Entry { time_ns, group, data, origin, response }))
 }
 
-/// Whether glob `pattern` names `origin`'s (`scheme://host:port`) host, or host and port.
-fn host_matches(pattern: &str, origin: &str) -> bool {
+/// Whether glob `pattern` names `origin`'s (`scheme://host:port`, or `host:port`) host, or
+/// host and port.
+pub fn host_matches(pattern: &str, origin: &str) -> bool {
     let authority = origin.split_once("://").map_or(origin, |(_, a)| a);
     let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
     let pattern = pattern.to_ascii_lowercase();

@@ -51,6 +51,16 @@ pub fn advice(result: &RunResult, options: &ReplayOptions) -> Vec<Advice> {
             ),
         });
     }
+    // A rule that changed nothing was likely mistyped: the replay sent what it would have
+    // without it.
+    for (rule, n) in options.rewrites.matched() {
+        if n == 0 {
+            out.push(Advice {
+                warning: true,
+                text: format!("--rewrite {rule:?} matched no request: nothing was rewritten by it"),
+            });
+        }
+    }
     // "No database selected": the sessions started in none, and their commands assumed one.
     let no_db: u64 = result
         .errors

@@ -38,6 +38,9 @@ pub struct FeedOptions {
     /// Passes over the file (`--loop`): each starts when the one before it had its last
     /// request due, its jobs' times continued from there.
     pub loops: u32,
+    /// HTTP: only requests to these hosts (`--host` globs, against each request's Host
+    /// header); empty: every request.
+    pub hosts: Vec<String>,
 }
 
 /// Opens the jobs file again, for the passes after the first.
@@ -51,8 +54,10 @@ pub struct FeedProgress {
     /// Jobs and requests handed to the engine.
     pub jobs: AtomicU64,
     pub requests: AtomicU64,
-    /// Jobs skipped: another protocol, or no request.
+    /// Jobs skipped: another protocol, or no request (none left to `--host`'s hosts, too).
     pub skipped: AtomicU64,
+    /// Requests left out for going to another host than `--host`'s.
+    pub other_hosts: AtomicU64,
 }
 
 /// How the feeding ended.
@@ -165,6 +170,11 @@ fn feed_pass(
         last = last.max(job.end());
         job.start += shift;
         progress.read.fetch_add(1, Ordering::Relaxed);
+        if !options.hosts.is_empty() && job.protocol == JobProtocol::Http {
+            let before = job.requests.len();
+            job.requests.retain(|r| to_hosts(&r.body, &options.hosts));
+            progress.other_hosts.fetch_add((before - job.requests.len()) as u64, Ordering::Relaxed);
+        }
         let held = options.shard.is_none_or(|s| s.holds(at));
         if job.protocol != options.protocol || job.requests.is_empty() {
             if held {
@@ -188,6 +198,17 @@ fn feed_pass(
         progress.requests.fetch_add(n, Ordering::Relaxed);
     }
     Ok((first, last))
+}
+
+/// Whether an HTTP request (its captured bytes) goes to one of `hosts`, by its Host header.
+fn to_hosts(body: &Body, hosts: &[String]) -> bool {
+    let Body::Raw { data, .. } = body else { return false };
+    let head = data.split(|&b| b == b'\n').skip(1).take_while(|l| l.len() > 1);
+    let host = head.filter_map(|l| std::str::from_utf8(l).ok()).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("host").then(|| value.trim().to_string())
+    });
+    host.is_some_and(|h| hosts.iter().any(|p| shrike_jobs::har::host_matches(p, &h)))
 }
 
 /// The engine's session for `job`, placed on the timeline.
@@ -233,11 +254,21 @@ fn payload(job: &Job, r: &Request, login: Option<&Arc<Login>>, options: &FeedOpt
                 rewrites: &options.rewrites,
             };
             let (data, head) = crate::http::for_target(data, &fit);
-            // The captured answer, labelled as `jobs stats` labels requests.
-            let expect = r.response.map(|c| Expected {
-                label: shrike_jobs::stats::key(job, &r.body, false).into(),
-                status: c.status,
-                body_bytes: c.body_bytes,
+            // The captured answer, labelled as `jobs stats` labels requests; a request the
+            // rewrite rules changed by what was sent, with what was captured beside it.
+            let expect = r.response.map(|c| {
+                let captured = shrike_jobs::stats::key(job, &r.body, false);
+                let label = match options.rewrites.is_empty() {
+                    true => captured,
+                    false => {
+                        let sent = shrike_jobs::stats::request_line(&data, false);
+                        match sent == captured {
+                            true => captured,
+                            false => format!("{sent} (captured {captured})"),
+                        }
+                    }
+                };
+                Expected { label: label.into(), status: c.status, body_bytes: c.body_bytes }
             });
             Payload::with(data, HttpMeta { head, pipelined_heads: Vec::new(), expect })
         }
@@ -276,6 +307,7 @@ mod tests {
             path_prefix: String::new(),
             rewrites: Rewrites::default(),
             loops,
+            hosts: Vec::new(),
         };
         let mut got = Vec::new();
         let end = feed(

@@ -40,6 +40,11 @@ pub struct ReplayOptions {
     pub tcp: Option<TcpFraming>,
     /// MySQL: how each connection logs in.
     pub mysql: MysqlLogin,
+    /// HTTP: the canary gate (`--canary-max-differences N`): the whole file is replayed, then
+    /// the result fails if more than N answers differed from the captured ones.
+    pub canary_max_differences: Option<u64>,
+    /// HTTP: replay only the requests to these hosts (`--host` globs).
+    pub hosts: Vec<String>,
 }
 
 impl Default for ReplayOptions {
@@ -52,6 +57,8 @@ impl Default for ReplayOptions {
             loops: 1,
             tcp: None,
             mysql: MysqlLogin { user: None, password: None, database: None },
+            canary_max_differences: None,
+            hosts: Vec::new(),
         }
     }
 }
@@ -97,7 +104,46 @@ impl ReplayOptions {
             "mysql_user": self.mysql.user,
             "mysql_password": self.mysql.password,
             "mysql_db": self.mysql.database,
+            "canary_max_differences": self.canary_max_differences,
+            "hosts": self.hosts,
         })
+    }
+
+    /// Refuses to send a file's requests to several hosts at one target: a recording of a
+    /// site and its CDN would load the site with the CDN's requests. The file's header names
+    /// the hosts its jobs hold (`jobs import` writes them); `--host` picks one.
+    pub fn check_hosts(&self, header: &Map<String, Value>) -> Result<(), String> {
+        let hosts: Vec<&str> = header
+            .get("hosts")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if hosts.len() < 2 || !self.hosts.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "the jobs hold requests to {} hosts ({}): one target would get every host's \
+             requests; pick one with --host (a glob, e.g. --host '{}')",
+            hosts.len(),
+            hosts.join(", "),
+            hosts[0].split_once("://").map_or(hosts[0], |(_, a)| a)
+        ))
+    }
+
+    /// Fails `result` if more of its answers differed from the captured ones than the canary
+    /// gate allows; a replay that compared nothing passes it, and says so in the reason of
+    /// nothing. Called once the whole file is replayed (the gate never stops a replay early).
+    pub fn judge_canary(&self, result: &mut shrike_stats::RunResult) {
+        let Some(max) = self.canary_max_differences else { return };
+        let differed = result.global.counters.get(shrike_stats::Counter::CanaryDiffered);
+        if differed > max {
+            let matched = result.global.counters.get(shrike_stats::Counter::CanaryMatched);
+            result.fail(format!(
+                "{differed} of {} compared answers differ from the captured ones, above \
+                 --canary-max-differences {max}",
+                differed + matched
+            ));
+        }
     }
 
     /// Reads [`ReplayOptions::to_json`]'s form back; an error names the field.
@@ -164,6 +210,17 @@ impl ReplayOptions {
                 password: text("mysql_password"),
                 database: text("mysql_db"),
             },
+            hosts: match v.get("hosts") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(h) => serde_json::from_value(h.clone())
+                    .map_err(|_| "replay.hosts: must be a list of host globs")?,
+            },
+            canary_max_differences: match v.get("canary_max_differences") {
+                None | Some(Value::Null) => None,
+                Some(n) => Some(
+                    n.as_u64().ok_or("replay.canary_max_differences: must be a whole number")?,
+                ),
+            },
         })
     }
 }
@@ -223,6 +280,7 @@ pub fn prepare(
         path_prefix,
         rewrites: options.rewrites.clone(),
         loops: options.loops,
+        hosts: options.hosts.clone(),
     };
     let workers = spec.concurrency().workers().get();
     let depth = (FEED_DEPTH / workers).max(WORKER_DEPTH_MIN);
@@ -272,11 +330,18 @@ pub fn record(
         "shard": options.shard.map(|s| s.to_string()),
         "keep_host": options.keep_host,
         "rewrite": options.rewrites.texts(),
+        // What each rule changed (paths or header values): a rule at 0 never matched.
+        "rewrite_matched": options.rewrites.matched().into_iter()
+            .map(|(rule, n)| serde_json::json!({"rule": rule, "changed": n}))
+            .collect::<Vec<_>>(),
         "loops": options.loops,
         "jobs_read": fed.read.load(Relaxed),
         "jobs": fed.jobs.load(Relaxed),
         "requests": fed.requests.load(Relaxed),
         "jobs_skipped": fed.skipped.load(Relaxed),
+        "canary_max_differences": options.canary_max_differences,
+        "hosts": options.hosts,
+        "requests_to_other_hosts": fed.other_hosts.load(Relaxed),
         "file_complete": end.complete,
         "file_error": end.error.as_ref().map(ToString::to_string),
     })
@@ -304,6 +369,8 @@ mod tests {
                 password: Some("pw".into()),
                 database: Some("shop".into()),
             },
+            canary_max_differences: Some(3),
+            hosts: vec!["shop.example".into()],
         };
         assert_eq!(ReplayOptions::from_json(&o.to_json()).unwrap(), o);
         for t in [Some(TcpFraming::Count), Some(TcpFraming::None), None] {

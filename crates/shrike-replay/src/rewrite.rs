@@ -5,16 +5,23 @@
 //! - `path:REGEX=>REPLACEMENT` rewrites the request target (path and query);
 //! - `header:NAME:REGEX=>REPLACEMENT` rewrites the value of each NAME header (any case).
 //!
-//! The replacement names captures as `$1` or `${name}` (`$$` is a dollar). Rules apply in
-//! the order given, each to what the ones before it left, and every match in the text is
-//! replaced.
+//! The replacement names captures as `$1` or `${name}` (`$$` is a dollar); a name the
+//! expression has no group for is refused when the rule is read (the regex crate would expand
+//! it to nothing). Rules apply in the order given, each to what the ones before it left, and
+//! every match in the text is replaced. Each rule counts the requests it changed, so one
+//! that never matched is reported.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use regex::Regex;
 
-/// The rules, ready to apply.
+/// The rules, ready to apply. Clones share the counts of what each rule changed.
 #[derive(Clone, Debug, Default)]
 pub struct Rewrites {
     rules: Vec<Rule>,
+    /// Per rule, the texts (paths, header values) it changed.
+    hits: Arc<Vec<AtomicU64>>,
 }
 
 #[derive(Clone, Debug)]
@@ -36,8 +43,18 @@ impl PartialEq for Rewrites {
 impl Rewrites {
     /// Reads rules as given on the command line; an error names the rule and what is wrong.
     pub fn parse(rules: &[String]) -> Result<Rewrites, String> {
-        let rules = rules.iter().map(|r| rule(r).map_err(|e| format!("{r:?}: {e}")));
-        Ok(Rewrites { rules: rules.collect::<Result<_, _>>()? })
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|r| rule(r).map_err(|e| format!("{r:?}: {e}")))
+            .collect::<Result<_, _>>()?;
+        let hits = Arc::new(rules.iter().map(|_| AtomicU64::new(0)).collect());
+        Ok(Rewrites { rules, hits })
+    }
+
+    /// Each rule as given, and how many paths or header values it changed so far.
+    pub fn matched(&self) -> Vec<(String, u64)> {
+        let hits = |i: usize| self.hits.get(i).map_or(0, |h| h.load(Ordering::Relaxed));
+        self.rules.iter().enumerate().map(|(i, r)| (r.text.clone(), hits(i))).collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -71,14 +88,22 @@ impl Rewrites {
 
     fn apply(&self, header: Option<&str>, text: &str) -> String {
         let mut out = text.to_string();
-        for r in &self.rules {
+        for (i, r) in self.rules.iter().enumerate() {
             let applies = match (&r.header, header) {
                 (None, None) => true,
                 (Some(h), Some(name)) => h.eq_ignore_ascii_case(name),
                 _ => false,
             };
-            if applies {
-                out = r.pattern.replace_all(&out, r.replacement.as_str()).into_owned();
+            if !applies {
+                continue;
+            }
+            if let std::borrow::Cow::Owned(changed) =
+                r.pattern.replace_all(&out, r.replacement.as_str())
+            {
+                if let Some(h) = self.hits.get(i) {
+                    h.fetch_add(1, Ordering::Relaxed);
+                }
+                out = changed;
             }
         }
         out
@@ -100,10 +125,74 @@ fn rule(text: &str) -> Result<Rule, String> {
     };
     let (pattern, replacement) = rest.split_once("=>").ok_or("expected REGEX=>REPLACEMENT")?;
     let pattern = Regex::new(pattern).map_err(|e| format!("not a regular expression: {e}"))?;
+    check_references(replacement, &pattern)?;
     if header.is_none() && !replacement.starts_with('/') && !replacement.starts_with('$') {
         return Err("a path's replacement starts with / (or a capture that holds one)".into());
     }
     Ok(Rule { header, pattern, replacement: replacement.to_string(), text: text.to_string() })
+}
+
+/// Refuses a replacement that names a group the expression does not have, read as the regex
+/// crate reads it: `$$` is a dollar; `${name}` runs to its brace; otherwise the name is the
+/// longest run of letters, digits and underscores (so `$1a` names a group "1a").
+fn check_references(replacement: &str, pattern: &Regex) -> Result<(), String> {
+    let groups = pattern.captures_len() - 1;
+    let names: Vec<&str> = pattern.capture_names().flatten().collect();
+    let have = || match (groups, names.is_empty()) {
+        (0, _) => "no groups".to_string(),
+        (1, true) => "1 group ($1)".to_string(),
+        (n, true) => format!("{n} groups ($1 to ${n})"),
+        (n, false) => format!("{n} groups ($1 to ${n}; named {})", names.join(", ")),
+    };
+    let mut rest = replacement;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        if let Some(after) = rest.strip_prefix('$') {
+            rest = after;
+            continue;
+        }
+        let (name, braced) = match rest.strip_prefix('{') {
+            Some(inner) => match inner.find('}') {
+                Some(end) => {
+                    let name = &inner[..end];
+                    rest = &inner[end + 1..];
+                    (name, true)
+                }
+                // No closing brace: the dollar is literal.
+                None => continue,
+            },
+            None => {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let name = &rest[..end];
+                rest = &rest[end..];
+                (name, false)
+            }
+        };
+        if name.is_empty() {
+            continue;
+        }
+        let known = match name.parse::<usize>() {
+            Ok(n) => n <= groups,
+            Err(_) => names.contains(&name),
+        };
+        if !known {
+            let spelled = if braced { format!("${{{name}}}") } else { format!("${name}") };
+            let hint = match (braced, name.find(|c: char| !c.is_ascii_digit())) {
+                (false, Some(k)) if k > 0 => {
+                    format!(
+                        " (read as a group named {name:?}: write ${{{}}}{})",
+                        &name[..k],
+                        &name[k..]
+                    )
+                }
+                _ => String::new(),
+            };
+            return Err(format!("{spelled}: the expression has {}{hint}", have()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -137,5 +226,32 @@ mod tests {
         assert!(bad("path:/a=>b").contains("starts with /"));
         assert!(bad("header::x=>y").contains("no header name"));
         assert!(bad("header:host").contains("header:NAME"));
+        // Groups the expression does not have, which the regex crate expands to nothing.
+        assert_eq!(
+            bad("path:^/api/(.*)=>/v2/$2"),
+            "\"path:^/api/(.*)=>/v2/$2\": $2: the expression has 1 group ($1)"
+        );
+        assert!(
+            bad("path:^/(\\d+)=>/$1a").contains("write ${1}a"),
+            "{}",
+            bad("path:^/(\\d+)=>/$1a")
+        );
+        assert!(bad("path:^/(?P<id>x)=>/${name}").contains("named id"));
+        // What is fine: $$, a braced group, a named one, a literal dollar without a name.
+        for ok in ["path:^/(a)(?P<b>b)=>/$1/${2}/$b/${b}/$$/$", "header:x:^(.*)$=>${1}x"] {
+            assert!(Rewrites::parse(&[ok.to_string()]).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn each_rule_counts_what_it_changed() {
+        let r = rules(&[r"path:^/a/=>/b/", r"path:^/never/=>/x/"]);
+        let shared = r.clone();
+        assert_eq!(shared.path("/a/1"), "/b/1");
+        assert_eq!(shared.path("/c"), "/c");
+        assert_eq!(
+            r.matched(),
+            vec![("path:^/a/=>/b/".to_string(), 1), ("path:^/never/=>/x/".to_string(), 0)]
+        );
     }
 }

@@ -134,7 +134,7 @@ pub enum Work {
     Run,
     /// Replay this jobs file (streamed to each generator): generator g of N plays every N-th
     /// job from the g-th, on the whole file's timeline.
-    Replay { file: std::path::PathBuf, options: shrike_replay::ReplayOptions },
+    Replay { file: std::path::PathBuf, options: Box<shrike_replay::ReplayOptions> },
 }
 
 /// Runs `spec` on every generator of `fleet` and merges the results, blocking the calling

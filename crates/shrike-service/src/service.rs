@@ -468,6 +468,9 @@ impl Shrike for ShrikeService {
             tokio::task::spawn_blocking(move || {
                 let jobs = shrike_jobs::JobReader::from_reader(file, Box::new(reader))
                     .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                options
+                    .check_hosts(jobs.header())
+                    .map_err(|e| Status::invalid_argument(format!("replay: {e}")))?;
                 shrike_replay::prepare(&spec, &options, jobs)
                     .map_err(|e| Status::invalid_argument(format!("spec: {e}")))
             })
@@ -490,9 +493,11 @@ impl Shrike for ShrikeService {
                 shrike_replay::record(&file, &options, protocol, &progress, &end, &prefix);
             if let Some(e) = end.error {
                 // The jobs before the bad line (or the lost stream) played; say why the rest
-                // did not.
+                // did not, and fail the result: the file was not replayed.
                 result.errors.insert(format!("jobs: {e}"), 1);
+                result.fail(format!("the jobs file stopped the replay: {e}"));
             }
+            options.judge_canary(&mut result);
             Ok(result)
         })
     }

@@ -48,6 +48,17 @@ pub struct ReplayArgs {
     /// a header's value. Repeatable; rules apply in order.
     #[arg(long = "rewrite", value_name = "RULE")]
     pub rewrites: Vec<String>,
+    /// HTTP: the canary gate. Replay the whole file, then fail (exit 1) if more than N
+    /// answers differed from the captured ones (status, or body size where captured). A
+    /// failure predicate on replay.canary_differed stops at the first instead.
+    #[arg(long, value_name = "N")]
+    pub canary_max_differences: Option<u64>,
+    /// HTTP: replay only the requests to this host (a glob against each request's Host
+    /// header: `shop.example`, `*.example.com:8443`); repeatable. Needed when the jobs hold
+    /// requests to several hosts (a recording of a site and its CDN): one target would get
+    /// them all.
+    #[arg(long = "host", value_name = "GLOB")]
+    pub hosts: Vec<String>,
     /// Play the file N times over, each pass starting when the one before had its last
     /// request due (its jobs' times continued from there).
     #[arg(long = "loop", value_name = "N", default_value_t = 1)]
@@ -128,6 +139,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     // The header's protocol is every job's default; jobs of another are skipped (and counted).
     let protocol = shrike_replay::protocol_of(&reader);
     refuse_for(&args, protocol)?;
+    options
+        .check_hosts(reader.header())
+        .map_err(|e| usage(format!("{}: {e}", args.file.display())))?;
     let load = LoadSpec::from_args(&run_args(&args, protocol)?)?;
     let spec = &load.spec;
     let file = args
@@ -208,8 +222,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let prefix = shrike_replay::path_prefix(spec);
     result.options["replay"] =
         shrike_replay::record(&name, &options, protocol, &progress, &end, &prefix);
+    options.judge_canary(&mut result);
     // A bad line ended the feed: the jobs before it played and their result is written, but
-    // the replay did not play the file, and every output says so.
+    // the replay did not play the file, and every output says so (this reason over any).
     if let Some(e) = &end.error {
         result.fail(format!("the jobs file stopped the replay: {e}"));
     }
@@ -249,8 +264,14 @@ fn replay_remote(
         fleet.generators.len(),
         fleet.generators.join(", ")
     );
-    let work = shrike_service::coordinator::Work::Replay { file: args.file.clone(), options };
-    let done = harness.coordinate(&load.spec, &work, &fleet)?;
+    let gate = options.clone();
+    let work = shrike_service::coordinator::Work::Replay {
+        file: args.file.clone(),
+        options: Box::new(options),
+    };
+    let mut done = harness.coordinate(&load.spec, &work, &fleet)?;
+    // The gate judges the fleet's differences together, as one replay's.
+    gate.judge_canary(&mut done.result);
     crate::run::finish(&done.result, load.spec.output_format(), file)
 }
 
@@ -265,6 +286,8 @@ fn refuse_for(args: &ReplayArgs, protocol: JobProtocol) -> anyhow::Result<()> {
         (JobProtocol::Mysql, "--mysql-db", args.mysql_db.is_some()),
         (JobProtocol::Http, "--keep-host", args.keep_host),
         (JobProtocol::Http, "--rewrite", !args.rewrites.is_empty()),
+        (JobProtocol::Http, "--canary-max-differences", args.canary_max_differences.is_some()),
+        (JobProtocol::Http, "--host", !args.hosts.is_empty()),
     ];
     match given.iter().find(|(p, _, set)| *set && *p != protocol) {
         Some((p, flag, _)) => Err(crate::refuse::in_mode(
@@ -307,6 +330,8 @@ fn replay_options(args: &ReplayArgs) -> anyhow::Result<ReplayOptions> {
             password: std::env::var("MYSQL_PWD").ok(),
             database: args.mysql_db.clone(),
         },
+        canary_max_differences: args.canary_max_differences,
+        hosts: args.hosts.clone(),
     })
 }
 

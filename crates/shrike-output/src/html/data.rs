@@ -137,6 +137,7 @@ fn replay(r: &shrike_stats::RunResult) -> Value {
         "jobs_completed": c.get(Counter::JobsCompleted),
         "canary_matched": c.get(Counter::CanaryMatched),
         "canary_differed": c.get(Counter::CanaryDiffered),
+        "canary_max_differences": options.get("canary_max_differences"),
         "differences": differences.iter().map(|(k, n)| json!([k, n])).collect::<Vec<_>>(),
         // How late requests left their captured time, over the whole replay (ns).
         "lateness": SUMMARY_QUANTILES

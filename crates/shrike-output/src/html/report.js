@@ -511,6 +511,32 @@
     });
   }
   // ---- a replay's canary diff: what answered otherwise than the capture ----
+  // A replay's page leads with its canary verdict: whether the candidate answered as the
+  // captured service did, and whether the gate passed.
+  function canaryVerdict() {
+    var replays = FILES.filter(function (f) {
+      return f.replay && (f.replay.canary_matched + f.replay.canary_differed > 0 ||
+                          f.replay.canary_max_differences != null);
+    });
+    if (!replays.length) return;
+    var s = section("Canary verdict");
+    replays.forEach(function (f) {
+      var r = f.replay, compared = r.canary_matched + r.canary_differed;
+      var text = (FILES.length > 1 ? f.label + ": " : "") +
+        (r.canary_differed ? fmtInt(r.canary_differed) + " of " + fmtInt(compared) +
+           " compared answers differ from the captured ones (" +
+           (100 * r.canary_differed / compared).toFixed(1) + "%)"
+         : compared ? "all " + fmtInt(compared) + " compared answers as captured"
+         : "no answer had a captured one to compare with");
+      var gate = r.canary_max_differences;
+      var over = gate != null && r.canary_differed > gate;
+      if (gate != null) {
+        text += over ? "; FAILED: above --canary-max-differences " + gate
+                     : "; within --canary-max-differences " + gate;
+      }
+      el("p", { "class": "verdict " + (over || r.canary_differed ? "worse" : "better") }, s, text);
+    });
+  }
   function canary() {
     var replays = FILES.filter(function (f) { return f.replay; });
     if (!replays.length) return;
@@ -556,7 +582,7 @@
   var ns = root.querySelector("noscript");
   if (ns) root.removeChild(ns);
   // Each part draws on its own: one failing still leaves the rest, and the error is recorded.
-  [summary, generators, canary, spectrum, histogram, overTime, statusCodes, counters, options].forEach(function (part) {
+  [canaryVerdict, summary, generators, canary, spectrum, histogram, overTime, statusCodes, counters, options].forEach(function (part) {
     try { part(); } catch (e) { renderErrors.push(part.name + ": " + (e && e.stack || e)); }
   });
   stamp();

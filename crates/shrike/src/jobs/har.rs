@@ -20,6 +20,8 @@ pub fn import(path: &Path, output: &Path, hosts: &[String]) -> anyhow::Result<Ex
     info.insert("source".into(), json!(path.display().to_string()));
     info.insert("imported_by".into(), json!(format!("shrike {}", env!("CARGO_PKG_VERSION"))));
     info.insert("har_grouped_by".into(), json!(har.grouped_by));
+    // The hosts the jobs hold: a replay of more than one to one target must be told which.
+    info.insert("hosts".into(), json!(har.kept));
     let mut writer =
         JobWriter::create(output, JobProtocol::Http, info).map_err(|e| usage(e.to_string()))?;
     for job in &har.jobs {

@@ -540,6 +540,8 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
             ("--max-idle", dry(&rp, &["--max-idle", "1s"])),
             ("--keep-host", dry(&rp, &["--keep-host"])),
             ("--rewrite", dry(&rp, &["--rewrite", "path:^/a=>/b"])),
+            ("--canary-max-differences", dry(&rp, &["--canary-max-differences", "3"])),
+            ("--host", dry(&rp, &["--host", "shop.*"])),
             ("--loop", dry(&rp, &["--loop", "2"])),
             ("--shard", dry(&rp, &["--shard", "0/2"])),
             ("--start-at", dry(&rp, &["--start-at", later])),

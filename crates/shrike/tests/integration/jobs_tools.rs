@@ -204,11 +204,17 @@ fn a_har_recording_imports_into_jobs() {
     assert_eq!(ids(&out_path), vec![1, 2, 3]);
     let v = stats(&out_path, &[]);
     assert_eq!(v["requests"], 4);
-    // And it replays: four requests to a local server.
+    // It holds three hosts' requests: one target for them all must be asked for by name.
     let server = Server::start(&[]);
+    let refused = run(&["replay", out_path.to_str().unwrap(), "--target", &server.addr], LIMIT);
+    assert_eq!(refused.code(), 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("the jobs hold requests to 3 hosts"), "{}", refused.stderr);
+    // And it replays, every host's (--host '*'): four requests to a local server.
     let out = run(
         &[
             "replay",
+            "--host",
+            "*",
             out_path.to_str().unwrap(),
             "--target",
             &server.addr,

@@ -509,6 +509,10 @@ fn a_replay_draws_its_rate_and_lateness_over_time() {
     assert!(dom.contains("Send lateness p99"), "{dom}");
     assert!(dom.contains("Canary diff"), "{dom}");
     assert!(dom.contains("GET /: 404 → 200"), "{dom}");
+    // The page leads with the canary verdict, before any table.
+    let verdict = dom.find("25 of 50 compared answers differ from the captured ones (50.0%)");
+    let first_table = dom.find("<table");
+    assert!(verdict.is_some() && verdict < first_table, "{dom}");
     // No legend entry for a line that is not drawn: a replay has no requested rate.
     assert!(!dom.contains("dotted: requested rate"), "{dom}");
     let data = embedded_data(&std::fs::read_to_string(&html).unwrap());

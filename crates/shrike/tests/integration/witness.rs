@@ -649,3 +649,126 @@ fn a_lateness_budget_that_would_overflow_is_warned_of() {
     let v = json(&out);
     assert_eq!(w.count("/requests"), counter(global(&v), "upstream_rq_total"));
 }
+
+/// Jobs whose captured answers were 404 six times in ten, against a server that answers 200.
+fn canary_jobs(dir: &std::path::Path, path: &str, hosts: Option<&str>) -> std::path::PathBuf {
+    let header = match hosts {
+        Some(h) => format!("{{\"shrike_jobs\": 1, \"protocol\": \"http\", \"hosts\": {h}}}\n"),
+        None => "{\"shrike_jobs\": 1, \"protocol\": \"http\"}\n".to_string(),
+    };
+    let mut text = header;
+    for k in 0..10u32 {
+        let status = if k < 6 { 404 } else { 200 };
+        text.push_str(&format!(
+            "{{\"job\": {}, \"start\": {}, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"{path}\", \"response\": {{\"status\": {status}}}}}]}}\n",
+            k + 1,
+            f64::from(k) * 0.01
+        ));
+    }
+    let p = dir.join("canary.jobs");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The canary gate replays everything, then fails above its bound; the server saw every
+/// request either way.
+#[test]
+fn the_canary_gate_replays_everything_then_judges() {
+    let s = server();
+    let dir = scratch("witness-canary");
+    let jobs = canary_jobs(&dir, "/", None);
+    let gate = |n: &str| {
+        let args = [
+            "replay",
+            jobs.to_str().unwrap(),
+            "--target",
+            &s.addr,
+            "--canary-max-differences",
+            n,
+            "--output-format",
+            "json",
+        ];
+        run_witnessed(&s, &args, LIMIT)
+    };
+    let (out, w) = gate("5");
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 10, "every job replayed, not stopped at the first");
+    let v = json(&out);
+    assert_eq!(counter(global(&v), "replay.canary_differed"), 6);
+    let why = v["shrike"]["verdict"]["description"].as_str().unwrap();
+    assert!(why.contains("6 of 10 compared answers differ from the captured ones, above --canary-max-differences 5"), "{why}");
+    let (out, w) = gate("6");
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 10);
+}
+
+/// Rewrite rules are checked: a group the expression lacks is refused, a rule that never
+/// matched is reported, and the canary diff shows what was sent beside what was captured.
+#[test]
+fn rewrite_rules_are_checked_and_counted() {
+    let s = server();
+    let dir = scratch("witness-rewrite");
+    let jobs = canary_jobs(&dir, "/api/a", None);
+    let j = jobs.to_str().unwrap();
+    let out =
+        run(&["replay", j, "--target", &s.addr, "--rewrite", "path:^/api/(.*)=>/v2/$2"], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("$2: the expression has 1 group ($1)"), "{}", out.stderr);
+    let args = [
+        "replay",
+        j,
+        "--target",
+        &s.addr,
+        "--rewrite",
+        "path:^/api/=>/v2/",
+        "--rewrite",
+        "path:^/never/=>/x/",
+        "--output-format",
+        "json",
+    ];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 10);
+    assert!(
+        out.stderr.contains("--rewrite \"path:^/never/=>/x/\" matched no request"),
+        "{}",
+        out.stderr
+    );
+    let v = json(&out);
+    let matched = &v["options"]["replay"]["rewrite_matched"];
+    assert_eq!(matched[0]["changed"], 10, "{matched}");
+    assert_eq!(matched[1]["changed"], 0, "{matched}");
+    let diffs = v["shrike"]["canary_differences"].as_array().unwrap();
+    assert_eq!(diffs[0]["message"], "GET /v2/a (captured GET /api/a): 404 → 200", "{diffs:?}");
+}
+
+/// A jobs file holding requests to two hosts is refused without --host; with it, only that
+/// host's requests are sent (the server counts them).
+#[test]
+fn a_multi_host_recording_needs_host() {
+    let s = server();
+    let dir = scratch("witness-hosts");
+    let mut text = String::from("{\"shrike_jobs\": 1, \"protocol\": \"http\", \"hosts\": [\"https://shop.example:443\", \"https://cdn.example:443\"]}\n");
+    for (k, host) in ["shop.example", "cdn.example", "shop.example", "cdn.example", "cdn.example"]
+        .iter()
+        .enumerate()
+    {
+        text.push_str(&format!(
+            "{{\"job\": {}, \"start\": {}, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/\", \"headers\": {{\"host\": \"{host}\"}}}}]}}\n",
+            k + 1,
+            k as f64 * 0.01
+        ));
+    }
+    let jobs = dir.join("two.jobs");
+    std::fs::write(&jobs, text).unwrap();
+    let j = jobs.to_str().unwrap();
+    let out = run(&["replay", j, "--target", &s.addr], LIMIT);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("the jobs hold requests to 2 hosts"), "{}", out.stderr);
+    assert!(out.stderr.contains("--host"), "{}", out.stderr);
+    let args = ["replay", j, "--target", &s.addr, "--host", "shop.*", "--output-format", "json"];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 2);
+    assert_eq!(json(&out)["options"]["replay"]["requests_to_other_hosts"], 3);
+}
