@@ -207,7 +207,6 @@ impl Given {
             ),
         };
         let (streams, http3) = self.streams()?;
-        self.check_protocol_options(protocol)?;
         let (predicates, user_predicates) = self.predicates();
         let spec = RunSpec {
             target: self.target()?,
@@ -440,44 +439,6 @@ impl Given {
     /// The stream limits and QUIC windows: Nighthawk's `http3_protocol_options` may set HTTP/3's
     /// stream limit itself (exclusive with `max_concurrent_streams`, as in Nighthawk), and its
     /// deprecated `experimental_h2_use_multiple_connections` means one stream per connection.
-    /// Options of one protocol, given for another, are refused by name rather than ignored:
-    /// a stream limit means nothing to HTTP/1.1, connections opened ahead nothing to HTTP/2.
-    /// Only values other than the defaults count as given (a stored result records every
-    /// option, defaults included).
-    fn check_protocol_options(&self, protocol: Protocol) -> Result<(), SpecError> {
-        let wrong = |o: Opt, only: &str| {
-            must(o, format!("applies to {only} only, not --protocol {}", protocol.name()))
-        };
-        let multiplexed = matches!(protocol, Protocol::Http2 | Protocol::Http3);
-        let streams = self.max_concurrent_streams.filter(|&v| v != DEFAULT_MAX_CONCURRENT_STREAMS);
-        if streams.is_some() && !multiplexed {
-            return Err(wrong(n::MAX_CONCURRENT_STREAMS, "http2 and http3"));
-        }
-        let active = self.max_active_requests.filter(|&v| v != DEFAULT_MAX_ACTIVE_REQUESTS);
-        if active.is_some() && !multiplexed {
-            return Err(wrong(
-                n::MAX_ACTIVE_REQUESTS,
-                "http2 and http3 (HTTP/1.1's is --connections)",
-            ));
-        }
-        if self.h2_multiple_connections == Some(true) && protocol != Protocol::Http2 {
-            return Err(wrong(n::H2_MULTIPLE_CONNECTIONS, "http2"));
-        }
-        if self.http3.is_some_and(|(s, _)| s.is_some()) && protocol != Protocol::Http3 {
-            return Err(wrong(n::HTTP3_PROTOCOL_OPTIONS, "http3"));
-        }
-        if self.prefetch_connections == Some(true) && protocol != Protocol::Http1 {
-            return Err(wrong(
-                n::PREFETCH_CONNECTIONS,
-                "http1 (HTTP/2 and HTTP/3 open connections as streams need them)",
-            ));
-        }
-        if self.h1_reuse.is_some_and(|r| r != H1Reuse::default()) && protocol != Protocol::Http1 {
-            return Err(wrong(n::H1_REUSE, "http1"));
-        }
-        Ok(())
-    }
-
     fn streams(&self) -> Result<(StreamLimits, Http3Options), SpecError> {
         let given_streams = self.max_concurrent_streams.is_some();
         let mut streams = StreamLimits {

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use crate::error::SpecError;
 use crate::format::OutputFormat;
 use crate::msg;
-use crate::names as n;
+use crate::names::{self as n, Opt};
 use crate::plan::{Rate, RatePlan, Stage};
 use crate::predicate::Predicate;
 use crate::shard::Shard;
@@ -400,6 +400,34 @@ impl RunSpec {
             .min(u64::from(self.streams.max_active_requests.get())),
         } + u64::from(self.max_pending_requests);
         (need > room).then_some((need, room))
+    }
+
+    /// Options of one protocol, given for another, refused by name rather than ignored: a
+    /// stream limit means nothing to HTTP/1.1, connections opened ahead nothing to HTTP/2.
+    /// `given` are the options set by the user (flags), not those a spec file or a stored
+    /// result carries, which record every option, defaults included, for any protocol.
+    pub fn refuse_misplaced(&self, given: &[Opt]) -> Result<(), SpecError> {
+        let multiplexed = matches!(self.protocol, Protocol::Http2 | Protocol::Http3);
+        let rules: [(Opt, bool, &str); 5] = [
+            (n::MAX_CONCURRENT_STREAMS, multiplexed, "http2 and http3"),
+            (n::MAX_ACTIVE_REQUESTS, multiplexed, "http2 and http3 (HTTP/1.1's is --connections)"),
+            (n::H2_MULTIPLE_CONNECTIONS, self.protocol == Protocol::Http2, "http2"),
+            (
+                n::PREFETCH_CONNECTIONS,
+                self.protocol == Protocol::Http1,
+                "http1 (HTTP/2 and HTTP/3 open connections as streams need them)",
+            ),
+            (n::H1_REUSE, self.protocol == Protocol::Http1, "http1"),
+        ];
+        for (opt, fits, only) in rules {
+            if !fits && given.contains(&opt) {
+                return Err(SpecError::must(
+                    opt,
+                    format!("applies to {only} only, not --protocol {}", self.protocol.name()),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn target(&self) -> &TargetSpec {

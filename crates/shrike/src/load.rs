@@ -61,6 +61,7 @@ impl LoadSpec {
         };
         let flags = edit.touched().to_vec();
         let spec = edit.build().map_err(|e| explain(e, &flags, file.as_deref()))?;
+        spec.refuse_misplaced(&flags).map_err(|e| explain(e, &flags, file.as_deref()))?;
         Ok(LoadSpec { spec, server, flags, file })
     }
 

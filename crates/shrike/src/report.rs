@@ -28,6 +28,10 @@ pub struct ReportArgs {
     /// The report's title (default: the labels, "baseline vs candidate").
     #[arg(long)]
     pub title: Option<String>,
+    /// A sweep's charts on log axes (a grid that spans 8× or more, and latency): linear by
+    /// default, where linear scaling looks linear.
+    #[arg(long)]
+    pub log_axes: bool,
 }
 
 /// One input file and the label it is shown under.
@@ -119,14 +123,18 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         crate::atomic::ready(path, "--output")?;
     }
     let sources = parse_sources(&args.files)?;
-    let page = match planner_doc(&sources)? {
+    let planned = planner_doc(&sources)?;
+    if args.log_axes && !planned.as_ref().is_some_and(html::is_sweep) {
+        return Err(usage("--log-axes is for a sweep's report (its grid and latency axes)"));
+    }
+    let page = match planned {
         Some(doc) if html::is_capacity(&doc) => {
             let title = args.title.unwrap_or_else(|| html::capacity_title(&doc));
             html::render_capacity(&title, &doc)
         }
         Some(doc) => {
             let title = args.title.unwrap_or_else(|| html::sweep_title(&doc));
-            html::render_sweep(&title, &doc)
+            html::render_sweep(&title, &doc, args.log_axes)
         }
         None => {
             let results: Vec<RunResult> = sources.iter().map(read).collect::<Result<_, _>>()?;

@@ -67,9 +67,10 @@ pub fn render_capacity(title: &str, doc: &serde_json::Value) -> String {
 
 /// The page of a sweep (`shrike sweep --output-format json`): throughput and server CPU
 /// against the grid with error bars, latency at the peak, the findings.
-pub fn render_sweep(title: &str, doc: &serde_json::Value) -> String {
+pub fn render_sweep(title: &str, doc: &serde_json::Value, log_axes: bool) -> String {
     let mut data = doc.clone();
     data["title"] = serde_json::json!(title);
+    data["log_axes"] = serde_json::json!(log_axes);
     data["generator"] = serde_json::json!(concat!("shrike ", env!("CARGO_PKG_VERSION")));
     page(title, &data, SWEEP_JS)
 }
@@ -130,7 +131,14 @@ pub fn sweep_title(doc: &serde_json::Value) -> String {
     match (peak["throughput_rps"]["mean"].as_f64(), peak[axis].as_u64()) {
         (Some(tp), Some(at)) => {
             let at = if axis == "rate" { format!("{at}/s") } else { at.to_string() };
-            format!("Sweep over {axis}{range}: peak {tp:.0} responses/s at {at}")
+            // A grid over which throughput only rose has no peak inside it.
+            match peak["peaked"].as_bool() {
+                Some(false) => format!(
+                    "Sweep over {axis}{range}: still rising at the grid's end ({tp:.0} \
+                     responses/s at {at})"
+                ),
+                _ => format!("Sweep over {axis}{range}: peak {tp:.0} responses/s at {at}"),
+            }
         }
         _ => format!("Sweep over {axis}{range}: no successful point"),
     }

@@ -37,14 +37,15 @@
     var v = p.iterations.map(f).filter(function (x) { return x != null && isFinite(x); });
     return v.length ? { mean: mean(v), sd: sd(v) } : null;
   }
-  // The grid as the x axis: its own levels as ticks, a log scale when it spans 8× or more,
-  // with a margin that keeps the end points off the frame (never padded to whole decades).
+  // The grid as the x axis: its own levels as ticks, linear (a log scale makes linear
+  // scaling look exponential) unless the report was asked for log axes and the grid spans
+  // 8× or more, with a margin that keeps the end points off the frame.
   function gridAxis() {
     var levels = [];
     SW.points.forEach(function (p) { if (levels.indexOf(p.level) < 0) levels.push(p.level); });
     levels.sort(function (a, b) { return a - b; });
     var x0 = levels[0], x1 = levels[levels.length - 1];
-    var log = x0 > 0 && x1 / x0 >= 8;
+    var log = !!DATA.log_axes && x0 > 0 && x1 / x0 >= 8;
     var min = log ? x0 / 1.25 : Math.max(0, x0 - (x1 - x0) * 0.05 - (x1 === x0 ? 1 : 0));
     var max = log ? x1 * 1.25 : x1 + (x1 - x0) * 0.05 + (x1 === x0 ? 1 : 0);
     var ticks = levels.length <= 14 ? levels : null;
@@ -107,13 +108,15 @@
   // it, for a connections sweep where the latency went as the throughput flattened.
   function latency() {
     var s = section(RATE ? "Latency against offered rate" : "Latency against connections",
-      "Latency from the schedule, mean over iterations; p50 thin, p99 thick." +
+      "Latency from the schedule, mean over iterations; p50 thin and dotted with diamonds, " +
+      "p99 thick." +
       (RATE ? " ✕: a point with server errors." : ""));
     var fig = el("figure", { "data-plot": "latency-load", id: "plot-latency-load" }, s);
     var series = [], items = [], ys = [];
     byInstance().forEach(function (pts, i) {
       var st = style(i);
-      [["p50", 1.2], ["p99", 2.4]].forEach(function (q) {
+      // p50 and p99 differ in width, dash and marker, not in width alone.
+      [["p50", 1.2, "2 3", "diamond"], ["p99", 2.4, st.dash, st.marker]].forEach(function (q) {
         var vals = pts.map(function (p) {
           var v = pick(p, function (it) { return it.latency_s[q[0]]; });
           return [p.level, v && v.mean * 1e9];
@@ -122,17 +125,19 @@
         var errs = pts.map(function (p) {
           return p.iterations.some(function (it) { return it.errors > 0; }); });
         series.push({ name: SW.instances[i] + " " + q[0], file: SW.instances[i] + "-" + q[0],
-          color: color(i), dash: st.dash, width: q[1], dots: true, size: 3,
-          marker: function (k) { return errs[k] ? "cross" : st.marker; }, pts: vals });
-        items.push([SW.instances[i] + " " + q[0], color(i), st.dash ? "dash" : ""]);
+          color: color(i), dash: q[2], width: q[1], dots: true, size: 3,
+          marker: function (k) { return errs[k] ? "cross" : q[3]; }, pts: vals });
+        items.push([SW.instances[i] + " " + q[0], color(i), "mark-" + q[3]]);
       });
     });
     if (!ys.length) { el("p", { "class": "empty" }, s, "No point measured any latency."); return; }
-    var yd = logDomain(Math.min.apply(null, ys), Math.max.apply(null, ys));
+    var ylo = Math.min.apply(null, ys), yhi = Math.max.apply(null, ys);
+    var yd = DATA.log_axes ? logDomain(ylo, yhi) : [0, yhi * 1.1];
     chart(fig, {
       id: "latency-load", title: "latency",
       x: gridAxis(),
-      y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
+      y: { kind: DATA.log_axes ? "log" : "lin", min: yd[0], max: yd[1], fmt: fmtDur,
+           label: "latency" },
       series: series,
     });
     legend(s, items);
@@ -190,7 +195,9 @@
       "INCOMPLETE: the sweep was interrupted; these are the points measured so far.");
     (DATA.peaks || []).forEach(function (p) {
       var u = p.usl, level = p.connections != null ? p.connections : p.rate;
-      el("p", {}, s, p.instance + ": peak " + fmtRate(p.throughput_rps.mean) + " ± " +
+      var what = p.peaked === false ?
+        ": STILL RISING at the grid's end (extend the grid to find the peak): " : ": peak ";
+      el("p", {}, s, p.instance + what + fmtRate(p.throughput_rps.mean) + " ± " +
         sig(p.throughput_rps.sd, 2) + " responses/s at " + (RATE ? fmtRate(level) + "/s" :
         level + " connections per worker") + ", p99 " + fmtDur(p.p99_s * 1e9) +
         (p.server_cpu_cores != null ? ", server CPU " + p.server_cpu_cores.toFixed(2) + " cores" : "") +
@@ -200,7 +207,9 @@
         var peak = u.predicted_peak_concurrency;
         el("p", { "class": "note" }, s, "USL: λ " + fmtRate(u.lambda) + "/s, σ " +
           u.sigma.toFixed(4) + ", κ " + u.kappa.toExponential(2) + ", R² " + u.r2.toFixed(3) +
-          "; " + (peak == null ? "no predicted peak (κ = 0: throughput only flattens)" :
+          "; " + (u.predicted_peak_beyond_grid ?
+            "predicted peak not stated: it lies beyond twice the grid's largest concurrency" :
+          peak == null ? "no predicted peak (κ = 0: throughput only flattens)" :
           "predicted peak at " + sig(peak / SW.workers, 3) + " connections per worker"));
       } else {
         el("p", { "class": "note" }, s, "USL: no fit, no predicted peak: " + u.why);

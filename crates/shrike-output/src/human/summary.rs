@@ -342,9 +342,12 @@ fn lateness(f: &Facts) -> Option<String> {
     // Whenever it matters, whatever the idle strategy: a p99 past a millisecond, or past the
     // service time itself, is the client's share of latency from the schedule. An unpaced
     // run has no schedule to be late for (its lateness is its wait for a connection).
+    // Past the service time only counts from enough requests for a p99 to be more than the
+    // one slowest (the first request's, which waits for its connection).
     let p99 = s.clamped_quantile(0.99);
     let service_p50 = f.g.stats.get(StatId::RequestToResponse).clamped_quantile(0.5);
-    let matters = p99 > 1_000_000 || (service_p50 > 0 && p99 > service_p50);
+    let enough = s.count() >= 100;
+    let matters = p99 > 1_000_000 || (enough && service_p50 > 0 && p99 > service_p50);
     if !replay && budget.is_none() && (f.unpaced() || !matters) {
         return None;
     }

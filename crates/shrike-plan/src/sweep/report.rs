@@ -117,6 +117,12 @@ impl Point {
     }
 }
 
+/// A gain under this over the level before is a flattening, not a rise.
+const FLAT: f64 = 0.05;
+
+/// How far past the grid's largest level a USL's predicted peak is stated.
+pub const MAX_EXTRAPOLATION: f64 = 2.0;
+
 /// A whole sweep: its axis, instances (one, or baseline and candidate) and points.
 pub struct Sweep {
     /// `connections` or `rate`.
@@ -144,6 +150,37 @@ impl Sweep {
         self.of(instance)
             .filter(|p| p.answered())
             .max_by(|a, b| a.throughput().0.total_cmp(&b.throughput().0))
+    }
+
+    /// Whether the instance's throughput peaked inside the grid: its highest point is not
+    /// the grid's last level, or the last level gained nothing beyond the noise (or under
+    /// 5%) over the one before, so it flattened. A grid over which throughput only rose says
+    /// where it stopped looking, not where the server peaks. `None` with fewer than two
+    /// answered levels: nothing to say either way.
+    pub fn peaked(&self, instance: &str) -> Option<bool> {
+        let answered: Vec<&Point> = self.of(instance).filter(|p| p.answered()).collect();
+        let peak = self.peak(instance)?;
+        let (last, before) = (answered.last()?, answered.iter().rev().nth(1)?);
+        if peak.level != last.level {
+            return Some(true);
+        }
+        let (now, prev) = (last.each(|i| i.throughput), before.each(|i| i.throughput));
+        let gain = last.throughput().0 / before.throughput().0.max(f64::MIN_POSITIVE) - 1.0;
+        Some(match super::stats::change(&prev, &now) {
+            Some(c) => c.within_noise() || c.relative < FLAT,
+            None => gain < FLAT,
+        })
+    }
+
+    /// The USL's predicted peak, when it lies within [`MAX_EXTRAPOLATION`] times the grid's
+    /// largest concurrency: `Err(largest)` when beyond (a curve fitted on the grid says
+    /// nothing that far out).
+    pub fn usl_peak(&self, instance: &str, u: &super::usl::Usl) -> Result<Option<f64>, f64> {
+        let largest = self.of(instance).map(|p| p.level).max().unwrap_or(0) * self.workers;
+        match u.peak() {
+            Some(n) if n > MAX_EXTRAPOLATION * largest as f64 => Err(largest as f64),
+            p => Ok(p),
+        }
     }
 
     /// The USL fit of throughput against total concurrency, judged (a connections sweep only).
@@ -288,19 +325,28 @@ impl Sweep {
         let (tp, sd) = peak.throughput();
         let p99 = peak.mean(|i| i.latency[2]).map_or("-".into(), secs);
         let cpu = peak.mean(|i| i.server.cpu_cores.unwrap_or(f64::NAN));
+        let what = match self.peaked(inst) {
+            Some(true) => "peak",
+            Some(false) => "STILL RISING at the grid's end (extend the grid to find the peak):",
+            None => "one level only, no peak to find:",
+        };
         let _ = writeln!(
             s,
-            "{label}peak {tp:.1} ± {sd:.1} responses/s at {} {}, p99 {p99}{}",
+            "{label}{what} {tp:.1} ± {sd:.1} responses/s at {} {}, p99 {p99}{}",
             self.level(peak.level),
             self.axis,
             cpu.map_or(String::new(), |c| format!(", server CPU {c:.2} cores"))
         );
         match self.usl(inst) {
             Some(Assessed::Fits(u)) => {
-                let predicted =
-                    u.peak().map_or("none (throughput only flattens: κ = 0)".into(), |n| {
-                        format!("{:.1} connections per worker", n / self.workers as f64)
-                    });
+                let predicted = match self.usl_peak(inst, &u) {
+                    Ok(None) => "none (throughput only flattens: κ = 0)".to_string(),
+                    Ok(Some(n)) => format!("{:.1} connections per worker", n / self.workers as f64),
+                    Err(largest) => format!(
+                        "not stated: it lies beyond twice the grid's largest concurrency ({})",
+                        largest
+                    ),
+                };
                 let _ = writeln!(
                     s,
                     "  USL fit: λ {:.1}/s, contention σ {:.4}, coherency κ {:.6}, R² {:.3}; \
@@ -410,6 +456,7 @@ impl Sweep {
                             "threads_max": i.server.threads_max,
                             "system_cpu": i.server.system_cpu,
                             "samples": i.server.samples,
+                            "window_s": i.server.window_s,
                         },
                     })).collect::<Vec<_>>(),
                 })
@@ -421,6 +468,9 @@ impl Sweep {
                 let usl = self.usl(inst);
                 json!({
                     "instance": inst,
+                    // False when throughput still rose at the grid's last level: the point is
+                    // the grid's end, not the server's peak.
+                    "peaked": self.peaked(inst),
                     self.axis.as_str(): p.level,
                     "throughput_rps": {"mean": num(tp), "sd": num(sd)},
                     "p99_s": p.mean(|i| i.latency[2]),
@@ -429,7 +479,8 @@ impl Sweep {
                     "usl": usl.map(|a| match a {
                         Assessed::Fits(u) => json!({"fits": true, "lambda": u.lambda,
                             "sigma": u.sigma, "kappa": u.kappa, "r2": u.r2,
-                            "predicted_peak_concurrency": u.peak()}),
+                            "predicted_peak_concurrency": self.usl_peak(inst, &u).ok().flatten(),
+                            "predicted_peak_beyond_grid": self.usl_peak(inst, &u).is_err()}),
                         Assessed::DoesNotFit { fit, why } => json!({"fits": false, "why": why,
                             "lambda": fit.map(|u| u.lambda), "sigma": fit.map(|u| u.sigma),
                             "kappa": fit.map(|u| u.kappa), "r2": fit.map(|u| u.r2),
@@ -478,5 +529,72 @@ fn csv_field(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn iteration(throughput: f64) -> Iteration {
+        Iteration {
+            throughput,
+            latency: [0.001; 5],
+            service: [0.001; 5],
+            errors: 0,
+            overflow: 0,
+            successes: 100,
+            cause: None,
+            server: Window::default(),
+            client_cpu_cores: None,
+            parts: Vec::new(),
+        }
+    }
+
+    /// A sweep over `levels` with the throughputs of each level's iterations.
+    fn sweep(points: &[(u64, &[f64])]) -> Sweep {
+        Sweep {
+            axis: "connections".into(),
+            workers: 1,
+            instances: vec!["baseline".into()],
+            points: points
+                .iter()
+                .map(|(level, tps)| Point {
+                    instance: "baseline".into(),
+                    level: *level,
+                    iterations: tps.iter().map(|t| iteration(*t)).collect(),
+                })
+                .collect(),
+            server_cores: None,
+            complete: true,
+            stopped_by: None,
+        }
+    }
+
+    #[test]
+    fn a_peak_is_only_called_one_inside_the_grid() {
+        // Throughput only rises: the last level is the grid's end, not a peak.
+        let rising = sweep(&[(1, &[100.0, 101.0]), (2, &[200.0, 198.0]), (4, &[390.0, 395.0])]);
+        assert_eq!(rising.peaked("baseline"), Some(false));
+        assert!(rising.human().contains("STILL RISING at the grid's end"), "{}", rising.human());
+        assert_eq!(rising.json()["peak"]["peaked"], false);
+        // It falls after the highest point: a peak.
+        let falls = sweep(&[(1, &[100.0, 101.0]), (2, &[200.0, 198.0]), (4, &[150.0, 152.0])]);
+        assert_eq!(falls.peaked("baseline"), Some(true));
+        // The last level gained nothing beyond the noise: it flattened, a peak.
+        let flat = sweep(&[(1, &[100.0, 101.0]), (2, &[200.0, 198.0]), (4, &[203.0, 197.0])]);
+        assert_eq!(flat.peaked("baseline"), Some(true));
+        assert_eq!(sweep(&[(1, &[100.0])]).peaked("baseline"), None);
+    }
+
+    #[test]
+    fn a_usl_peak_far_past_the_grid_is_not_stated() {
+        let s = sweep(&[(1, &[100.0]), (2, &[190.0]), (4, &[350.0]), (8, &[600.0])]);
+        let near = super::super::usl::Usl { lambda: 100.0, sigma: 0.05, kappa: 0.01, r2: 1.0 };
+        let far = super::super::usl::Usl { lambda: 100.0, sigma: 0.05, kappa: 0.0002, r2: 1.0 };
+        // √(0.95/0.01) ≈ 9.7 is within twice the largest level (16); √(0.95/0.0002) ≈ 69 is not.
+        assert!(s.usl_peak("baseline", &near).unwrap().is_some_and(|n| (n - 9.75).abs() < 0.1));
+        assert_eq!(s.usl_peak("baseline", &far), Err(8.0));
     }
 }

@@ -361,7 +361,13 @@ pub fn run(
                 )?;
                 let sampler = Sampler::start(place.server.clone(), options.sample_every);
                 let ran = runner.run(&spec);
-                let window = options.collect.keep(sampler.finish());
+                // The server as the load saw it: over the generators' own sending window, not
+                // their start-up (a fleet's start delay) or the drain.
+                let window = match &ran {
+                    Ok(Some(r)) => run_window(&r.result),
+                    _ => None,
+                };
+                let window = options.collect.keep(sampler.finish_over(window));
                 let Some(TrialRun { result, client }) = ran.map_err(|e| match e {
                     TrialError::Spec(e) => SweepError::Spec(e),
                     e => SweepError::Trial(e),
@@ -396,4 +402,18 @@ pub fn run(
     }
     sweep.points.retain(|p| !p.iterations.is_empty());
     Ok(sweep)
+}
+
+/// A result's sending window on the wall clock: from its earliest worker's (generator's)
+/// start to its latest's end of sending.
+fn run_window(
+    result: &shrike_stats::RunResult,
+) -> Option<(std::time::SystemTime, std::time::SystemTime)> {
+    let workers = match result.workers.is_empty() {
+        true => std::slice::from_ref(&result.global),
+        false => &result.workers[..],
+    };
+    let from = workers.iter().map(|w| w.execution_start).min()?;
+    let to = workers.iter().map(|w| w.execution_start + w.rate_window()).max()?;
+    Some((from, to))
 }

@@ -213,6 +213,7 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
     let nh = "{name:\"envoy.transport_sockets.tls\",typed_config:{\"@type\":\"type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext\",sni:\"x\"}}";
     let ctx = "{sni:\"y\"}";
     let tunnelled = [&b[..], &["--tunnel-uri", "127.0.0.1:3128"]].concat();
+    let h2 = [&b[..], &["--protocol", "http2"]].concat();
     let tls_tunnel = [&b[..], &["--tunnel-uri", "https://127.0.0.1:3128"]].concat();
     vec![
         ("--tunnel-uri", dry(&b, &["--tunnel-uri", "127.0.0.1:3128"])),
@@ -261,8 +262,9 @@ fn load_probes(f: &Fixtures, cmd: &[&str], url: &str) -> Vec<(&'static str, Prob
         ),
         ("--protocol", dry(&b, &["--protocol", "http2"])),
         ("--h2", dry(&b, &["--h2"])),
-        ("--max-concurrent-streams", dry(&b, &["--max-concurrent-streams", "4"])),
-        ("--max-active-requests", dry(&b, &["--max-active-requests", "7"])),
+        // Stream limits are HTTP/2's and HTTP/3's (HTTP/1.1 refuses them, by name).
+        ("--max-concurrent-streams", dry(&h2, &["--max-concurrent-streams", "4"])),
+        ("--max-active-requests", dry(&h2, &["--max-active-requests", "7"])),
         ("--address-family", dry(&b, &["--address-family", "v4"])),
         (
             "--experimental-h1-connection-reuse-strategy",
@@ -466,7 +468,10 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
         ("--max-lateness", dry(&rates, &["--max-lateness", "1ms"])),
         ("--connections", dry(&rates, &["--connections", "3"])),
         ("--open-loop", dry(&rates, &["--open-loop=false"])),
-        ("--max-active-requests", dry(&rates, &["--max-active-requests", "3"])),
+        (
+            "--max-active-requests",
+            dry(&[&rates[..], &["-p", "http2"]].concat(), &["--max-active-requests", "3"]),
+        ),
         ("--rates", Probe::Dry(strs(&sb), strs(&rates))),
         ("--iterations", dry(&sb, &["--iterations", "5"])),
         (
@@ -702,6 +707,7 @@ fn probes(f: &Fixtures) -> BTreeMap<(String, String), Probe> {
         vec![
             ("--output", out(&["report", r], &["--output", p("r.html")])),
             ("--title", out(&["report", r], &["--title", "Mine"])),
+            ("--log-axes", refused(&["report", r, "--log-axes"])),
         ],
     );
     add(

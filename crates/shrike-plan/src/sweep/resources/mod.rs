@@ -7,7 +7,7 @@ mod read;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use read::Reading;
 pub use read::Source;
@@ -100,12 +100,24 @@ pub struct Window {
     /// The machine's busy share of all its CPUs over the window (0..1).
     pub system_cpu: Option<f64>,
     pub samples: usize,
+    /// The seconds the readings summarized span (the run's window, to the sampling's step).
+    pub window_s: Option<f64>,
 }
 
 /// Samples a server on a thread while a window lasts.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Window>>,
+    thread: Option<std::thread::JoinHandle<Sampled>>,
+    /// The start, on both clocks: a run's window (wall clock, as results record it) maps to
+    /// the readings' monotonic times through it.
+    anchor: (Instant, SystemTime),
+}
+
+/// What the sampling thread read: every reading, and what it read them of.
+struct Sampled {
+    readings: Vec<Sample>,
+    source: Option<String>,
+    pid: Option<u32>,
 }
 
 impl Sampler {
@@ -115,17 +127,60 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let first = (Instant::now(), source.as_ref().and_then(read::read), system_ticks());
+        let anchor = (first.0, SystemTime::now());
         let thread = std::thread::Builder::new()
             .name("shrike-sampler".into())
             .spawn(move || sample(source, interval, first, &flag))
             .ok();
-        Sampler { stop, thread }
+        Sampler { stop, thread, anchor }
     }
 
     /// Ends the window (a last reading is taken now) and returns what it saw.
-    pub fn finish(mut self) -> Window {
+    pub fn finish(self) -> Window {
+        self.finish_over(None)
+    }
+
+    /// Ends the sampling and returns what it saw over `window` only (wall clock, start and
+    /// end): the run's own, not what came before it (a fleet's generators start together
+    /// seconds after they are asked) or after it. The readings inside it when there are two
+    /// or more, else the nearest around it; `None` takes every reading.
+    pub fn finish_over(mut self, window: Option<(SystemTime, SystemTime)>) -> Window {
         self.stop.store(true, Ordering::Release);
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+        let Some(s) = self.thread.take().and_then(|t| t.join().ok()) else {
+            return Window::default();
+        };
+        let (i0, w0) = self.anchor;
+        let at = |t: SystemTime| match t.duration_since(w0) {
+            Ok(d) => i0 + d,
+            Err(e) => i0.checked_sub(e.duration()).unwrap_or(i0),
+        };
+        let kept: Vec<Sample> = match window {
+            None => s.readings,
+            Some((from, to)) => {
+                let (from, to) = (at(from), at(to));
+                let inside: Vec<Sample> =
+                    s.readings.iter().filter(|r| r.0 >= from && r.0 <= to).cloned().collect();
+                if inside.len() >= 2 {
+                    inside
+                } else {
+                    let before = s.readings.iter().rposition(|r| r.0 <= from).unwrap_or(0);
+                    let after = s
+                        .readings
+                        .iter()
+                        .position(|r| r.0 >= to)
+                        .unwrap_or(s.readings.len().saturating_sub(1));
+                    s.readings
+                        .get(before..=after.max(before))
+                        .map(<[Sample]>::to_vec)
+                        .unwrap_or_default()
+                }
+            }
+        };
+        let covered = match (kept.first(), kept.last()) {
+            (Some(a), Some(b)) => Some(b.0.duration_since(a.0).as_secs_f64()),
+            _ => None,
+        };
+        Window { source: s.source, pid: s.pid, window_s: covered, ..summarize(&kept) }
     }
 }
 
@@ -137,7 +192,7 @@ impl Drop for Sampler {
 
 type Sample = (Instant, Option<Reading>, Option<(f64, f64)>);
 
-fn sample(source: Option<Source>, interval: Duration, first: Sample, stop: &AtomicBool) -> Window {
+fn sample(source: Option<Source>, interval: Duration, first: Sample, stop: &AtomicBool) -> Sampled {
     let readings = Mutex::new(vec![first]);
     let push = |r: Sample| readings.lock().map(|mut v| v.push(r)).unwrap_or(());
     let read_now = || (Instant::now(), source.as_ref().and_then(read::read), system_ticks());
@@ -151,11 +206,10 @@ fn sample(source: Option<Source>, interval: Duration, first: Sample, stop: &Atom
         }
     }
     push(read_now());
-    let readings = readings.into_inner().unwrap_or_default();
-    Window {
+    Sampled {
+        readings: readings.into_inner().unwrap_or_default(),
         source: source.as_ref().map(Source::describe),
         pid: source.as_ref().and_then(Source::root),
-        ..summarize(&readings)
     }
 }
 
@@ -199,6 +253,7 @@ fn summarize(r: &[Sample]) -> Window {
         threads_max: seen.iter().map(|x| x.procs.values().map(|p| p.threads.len()).sum()).max(),
         system_cpu,
         samples: r.len(),
+        window_s: None,
     }
 }
 
@@ -286,5 +341,32 @@ mod tests {
         assert_eq!(w.processes_max, Some(2), "the shell and its spinning child: {w:?}");
         assert!(w.samples >= 5, "{w:?}");
         assert!(w.system_cpu.unwrap() > 0.0);
+    }
+
+    #[test]
+    fn a_window_of_the_run_leaves_out_what_came_before_it() {
+        // A process that sleeps 400 ms, then spins: sampled from the start, it reads about
+        // half a core over everything, but about one over the spinning window alone (what a
+        // fleet's generators loaded after their start delay).
+        use std::os::unix::process::CommandExt as _;
+        let mut proc = std::process::Command::new("sh")
+            .args(["-c", "sleep 0.4; while :; do :; done"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let s = Sampler::start(Some(Source::Tree(proc.id())), Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(500));
+        let from = SystemTime::now();
+        std::thread::sleep(Duration::from_millis(400));
+        let to = SystemTime::now();
+        let w = s.finish_over(Some((from, to)));
+        let _ =
+            std::process::Command::new("kill").args(["--", &format!("-{}", proc.id())]).status();
+        let _ = proc.kill();
+        let _ = proc.wait();
+        let covered = w.window_s.unwrap();
+        assert!((0.3..=0.45).contains(&covered), "the spinning window only: {w:?}");
+        let cpu = w.cpu_cores.unwrap();
+        assert!((0.6..=1.4).contains(&cpu), "{w:?}");
     }
 }
