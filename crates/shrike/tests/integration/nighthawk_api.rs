@@ -49,7 +49,9 @@ fn a_run_through_the_service_counts_as_a_local_one() {
     let target = Server::start(&[]);
     let service = service(&[]);
     let url = target.url("/");
-    let args = ["run", &url, "--rps", "200", "--duration", "2", "--connections", "4"];
+    // Connections enough that a moment's stall of a busy machine cannot hold every one of
+    // them busy past the run's end (a closed loop sends nothing after it).
+    let args = ["run", &url, "--rps", "200", "--duration", "2", "--connections", "16"];
     let local = run_json_ok(&args);
     let remote = run_json_ok(&[&args[..], &["--nighthawk-service", &service.uri()]].concat());
     for doc in [&local, &remote] {

@@ -61,8 +61,11 @@ fn iterations(v: &Value) -> Vec<Value> {
 
 /// What a sweep's windows saw in all (rate × window length), against what /proc saw over the
 /// whole sweep (which holds the windows and a little around them).
+/// The total of a per-second sampled figure: each iteration's rate over the seconds its
+/// readings covered (`window_s`, the run's own window), else over `secs`.
 fn sampled_total(v: &Value, key: &str, secs: f64) -> f64 {
-    iterations(v).iter().map(|i| i["server"][key].as_f64().unwrap() * secs).sum()
+    let covered = |i: &Value| i["server"]["window_s"].as_f64().unwrap_or(secs);
+    iterations(v).iter().map(|i| i["server"][key].as_f64().unwrap() * covered(i)).sum()
 }
 
 /// A connections sweep of `url` (2 and 8, two 0.5 s runs each, no waits) sampling the server
