@@ -90,7 +90,10 @@ fn read_spec_file(path: &Path) -> anyhow::Result<Value> {
         .map_err(|e| usage(format!("--spec: cannot read {}: {e}", path.display())))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| usage(format!("--spec: {} is not JSON: {e}", path.display())))?;
-    let stored = v.get("options").filter(|_| v.get("results").is_some());
+    // A run's result, a capacity search's or a sweep's: each records the load it ran.
+    let stored = v
+        .get("options")
+        .filter(|_| ["results", "capacity", "sweep"].iter().any(|k| v.get(k).is_some()));
     match stored.unwrap_or(&v) {
         Value::Object(o) if stored.is_some() => {
             let mut o = o.clone();

@@ -216,28 +216,14 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| usage(format!("--{} {}", e.field.replace('_', "-"), e.reason)))?;
     refuse_in_mode(&args, &load, &options)?;
     let trials = Trials::of(&args.load, &load)?;
+    let setup = described(&instances, &args);
     if args.load.dry_run {
-        let list: Vec<serde_json::Value> = instances
-            .iter()
-            .map(|i| {
-                serde_json::json!({
-                    "name": i.name,
-                    "url": i.url,
-                    "server_cmd": i.cmd.as_ref().map(|c| &c.cmd),
-                    "server_pid_file": i.cmd.as_ref().and_then(|c| c.pid_file.as_ref()),
-                    "sampled": i.source.as_ref().map(Source::describe),
-                })
-            })
-            .collect();
         return crate::dry_run::print(serde_json::json!({
             "command": "sweep",
             "spec": load.spec.to_json(),
             "sweep": options.to_json(),
-            "instances": list,
-            "servers": {
-                "start_timeout": format!("{:?}", args.server_start_timeout),
-                "restart_between_runs": args.restart_server_between_runs,
-            },
+            "instances": setup["instances"],
+            "servers": setup["servers"],
             "trials": trials.plan(&args.load)?,
             "output": crate::dry_run::output(
                 args.load.output_format.unwrap_or(shrike_output::OutputFormat::Summary),
@@ -259,6 +245,7 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         e => anyhow::Error::new(e),
     })?;
     sweep.complete = sweep.complete && !interrupts.interrupted();
+    sweep.setup = setup;
     write(&args, &sweep)?;
     drop(servers);
     drop(load);
@@ -269,6 +256,29 @@ pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(if sweep.complete { ExitCode::SUCCESS } else { ExitCode::from(crate::interrupts::status()) })
+}
+
+/// What each instance was and how its server was run: what a stored sweep says it tested.
+fn described(instances: &[Instance], args: &SweepArgs) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = instances
+        .iter()
+        .map(|i| {
+            serde_json::json!({
+                "name": i.name,
+                "url": i.url,
+                "server_cmd": i.cmd.as_ref().map(|c| &c.cmd),
+                "server_pid_file": i.cmd.as_ref().and_then(|c| c.pid_file.as_ref()),
+                "sampled": i.source.as_ref().map(Source::describe),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "instances": list,
+        "servers": {
+            "start_timeout": format!("{:?}", args.server_start_timeout),
+            "restart_between_runs": args.restart_server_between_runs,
+        },
+    })
 }
 
 impl SweepArgs {

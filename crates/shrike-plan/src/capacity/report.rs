@@ -30,6 +30,8 @@ pub struct Report<'a> {
     pub complete: bool,
     /// Why the search ended before its answer ([`super::Outcome::stopped_by`]).
     pub stopped_by: Option<&'a str>,
+    /// What was loaded (the target URL), when known.
+    pub target: Option<&'a str>,
 }
 
 /// One judged trial in a line, as a search in progress shows it: the level, what it achieved,
@@ -171,6 +173,9 @@ impl Report<'_> {
         let mut s = String::new();
         let what = if self.search == "rate" { "rate" } else { "concurrency" };
         let _ = writeln!(s, "Shrike capacity: the highest {what} that meets every SLO\n");
+        if let Some(t) = self.target {
+            let _ = writeln!(s, "Target: {t}\n");
+        }
         if !self.complete {
             s.push_str("INCOMPLETE: interrupted; the answers below are the best known so far.\n\n");
         }

@@ -213,6 +213,9 @@ pub struct Outcome {
     pub complete: bool,
     /// Why the search ended before its answer: the server stopped accepting connections.
     pub stopped_by: Option<String>,
+    /// What was searched: the load's options (its target among them), and the search's.
+    pub options: Value,
+    pub search: Value,
 }
 
 impl Outcome {
@@ -226,12 +229,18 @@ impl Outcome {
             answers: &self.answers,
             complete: self.complete,
             stopped_by: self.stopped_by.as_deref(),
+            target: self.options.get("uri").and_then(Value::as_str).filter(|u| !u.is_empty()),
         }
     }
 
-    /// The report as JSON (answers, goals, every trial with its result).
+    /// The report as JSON (answers, goals, every trial with its result), with what was
+    /// searched: `options` (the load, as a run's result records them: `--spec` runs it
+    /// again) and `search`.
     pub fn json(&self) -> Value {
-        self.report().json(self.results.clone())
+        let mut doc = self.report().json(self.results.clone());
+        doc["options"] = self.options.clone();
+        doc["search"] = self.search.clone();
+        doc
     }
 
     /// Whether a goal has no usable answer (the CLI's exit code 1).
@@ -319,5 +328,7 @@ pub fn run(
         results,
         complete,
         stopped_by,
+        options: base.to_json(),
+        search: options.to_json(),
     })
 }

@@ -137,6 +137,12 @@ pub struct Sweep {
     /// Why the sweep could not go on (a server that exited), when it could not: the points
     /// before it are kept.
     pub stopped_by: Option<String>,
+    /// What was swept: the load's options (its target among them: `--spec` runs it again),
+    /// the grid's, and how each instance's server was run (its command, pid file), when the
+    /// caller ran one.
+    pub options: Value,
+    pub grid: Value,
+    pub setup: Value,
 }
 
 impl Sweep {
@@ -503,6 +509,9 @@ impl Sweep {
             "comparison": comparison,
             "complete": self.complete,
             "failed": self.failure(),
+            "options": self.options,
+            "grid": self.grid,
+            "instances": self.setup,
         })
     }
 }
@@ -569,6 +578,9 @@ mod tests {
             server_cores: None,
             complete: true,
             stopped_by: None,
+            options: Value::Null,
+            grid: Value::Null,
+            setup: Value::Null,
         }
     }
 

@@ -323,6 +323,9 @@ pub fn run(
         server_cores: None,
         complete: true,
         stopped_by: None,
+        options: base.to_json(),
+        grid: options.to_json(),
+        setup: serde_json::Value::Null,
     };
     'grid: for &level in &options.levels {
         let first = sweep.points.len();

@@ -772,3 +772,75 @@ fn a_multi_host_recording_needs_host() {
     assert_eq!(w.count("/requests"), 2);
     assert_eq!(json(&out)["options"]["replay"]["requests_to_other_hosts"], 3);
 }
+
+/// A capacity search's and a sweep's results say what they tested (the load's options, the
+/// target among them, and the search's or the grid's, the sweep's server command), and run
+/// again with --spec as a run's result does.
+#[test]
+fn planner_results_say_what_they_tested_and_run_again() {
+    let s = server();
+    let dir = scratch("witness-planners");
+    let url = s.url("/cap");
+    let cap = dir.join("capacity.json");
+    let out = run(
+        &[
+            "capacity",
+            &url,
+            "--slo",
+            "p99<=200ms",
+            "--rps",
+            "20",
+            "--trial-duration",
+            "300ms",
+            "--final-duration",
+            "300ms",
+            "--max-trials",
+            "2",
+            "-o",
+            cap.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(out.stdout.starts_with("Shrike capacity"), "{}", out.stdout);
+    assert!(out.stdout.contains(&format!("Target: {url}")), "{}", out.stdout);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cap).unwrap()).unwrap();
+    assert_eq!(doc["options"]["uri"], url.as_str(), "{}", doc["options"]);
+    assert_eq!(doc["search"]["max_trials"], 2, "{}", doc["search"]);
+    let again =
+        run(&["capacity", "--spec", cap.to_str().unwrap(), "--slo", "p99<=1s", "--dry-run"], LIMIT);
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    assert_eq!(json(&again)["spec"]["uri"], url.as_str());
+
+    let sw = dir.join("sweep.json");
+    let sweep_url = s.url("/sweep");
+    let out = run(
+        &[
+            "sweep",
+            &sweep_url,
+            "--connections",
+            "1,2",
+            "--iterations",
+            "1",
+            "-d",
+            "0.3",
+            "--wait",
+            "0s",
+            "--output-format",
+            "json",
+            "-o",
+            sw.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sw).unwrap()).unwrap();
+    assert_eq!(doc["options"]["uri"], sweep_url.as_str());
+    assert_eq!(doc["grid"]["levels"], serde_json::json!([1, 2]));
+    assert_eq!(doc["instances"]["instances"][0]["url"], sweep_url.as_str(), "{}", doc["instances"]);
+    let again =
+        run(&["sweep", "--spec", sw.to_str().unwrap(), "--connections", "1", "--dry-run"], LIMIT);
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    assert_eq!(json(&again)["spec"]["uri"], sweep_url.as_str());
+}
