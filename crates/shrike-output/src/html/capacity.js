@@ -180,6 +180,43 @@
     });
   }
 
+  // Every goal holds an errors objective (the user's, or the default the search states): its
+  // bound is drawn against each trial's error share, as the latency bounds are above.
+  function errors() {
+    var s = section("Errors against offered load",
+      "The server's errors (statuses, timeouts, resets, refused connections) over the requests " +
+      "tried, each trial; dotted: each errors objective" +
+      (CAP.slos.some(function (o) { return o.implied; }) ? " (the default, as no errors " +
+        "objective was given)" : "") + "; dashed vertical lines: each goal's answer.");
+    var fig = el("figure", { "data-plot": "errors-level", id: "plot-errors-level" }, s);
+    var trials = CAP.trials.slice().sort(function (a, b) { return a.level - b.level; });
+    if (!trials.length) { el("p", { "class": "empty" }, s, "No trial ran."); return; }
+    var pts = trials.map(function (t) { return [t.level, 100 * t.error_ratio]; });
+    var bounds = CAP.slos.filter(function (o) { return o.metric === "errors"; });
+    var ymax = Math.max.apply(null, pts.map(function (p) { return p[1]; })
+      .concat(bounds.map(function (o) { return 100 * o.bound; }))) * 1.15 || 1;
+    var series = [{ name: "errors %", file: "errors", color: color(0), line: false,
+      size: 3.2, marker: function (i) { return SHAPE[standing(trials[i])]; }, pts: pts }];
+    var items = [["errors, each trial", color(0), "mark-dot"]];
+    var x0 = trials[0].level, x1 = trials[trials.length - 1].level, pad = (x1 - x0) * 0.04 || 1;
+    bounds.forEach(function (o, i) {
+      series.push({ name: "SLO " + o.slo, file: "slo", color: sloColor(i), dash: "2 3", ref: true,
+        width: 1.5, pts: [[x0 - pad, 100 * o.bound], [x1 + pad, 100 * o.bound]], label: o.slo });
+      items.push(["objective " + o.slo + (o.implied ? " (default)" : ""), sloColor(i), "dash"]);
+    });
+    answerLines(series, 0, ymax);
+    chart(fig, {
+      id: "errors-level", title: "errors against offered load",
+      x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtLevel,
+           label: RATE ? "offered rate (requests/s, all workers)" :
+             (CAP.unit || "connections") + " per worker" },
+      y: { kind: "lin", min: 0, max: ymax, fmt: function (v) { return fmtPct(v); },
+           label: "errors" },
+      series: series,
+    });
+    legend(s, items);
+  }
+
   function trialTable() {
     var s = section("Trials", "* a full-length confirmation trial. Errors are the server's " +
       "(statuses, timeouts, resets, refused connections); overflow is the client's: requests " +
@@ -215,7 +252,7 @@
   document.querySelector("header").appendChild(sub);
   var ns = root.querySelector("noscript");
   if (ns) root.removeChild(ns);
-  [answers, latency, throughput, trialTable].forEach(function (part) {
+  [answers, latency, errors, throughput, trialTable].forEach(function (part) {
     try { part(); } catch (e) { renderErrors.push(part.name + ": " + (e && e.stack || e)); }
   });
   stamp();

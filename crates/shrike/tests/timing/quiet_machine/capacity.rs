@@ -468,6 +468,11 @@ fn a_capacity_search_draws_latency_against_offered_load() {
     assert!(text.contains(&format!("{answer:.0}/s</title>")), "{text}");
     // The objective is named in the legend and on its line; the answer's line says its value.
     assert!(text.contains("objective p99&lt;=30.00ms"), "{text}");
+    // The errors objective every goal holds (here the default) is drawn too, against each
+    // trial's error share.
+    let errors = tags(&dom, "figure").into_iter().find(|f| f["data-plot"] == "errors-level");
+    assert!(errors.is_some_and(|f| f["data-series"] != "0"), "{dom}");
+    assert!(text.contains("objective errors&lt;=1% (default)"), "{text}");
     assert!(text.contains(&format!("{answer:.0}/s</text>")), "{text}");
     // On a busy CI machine the (debug) client can fall behind its schedule near the top (a CI
     // run saw send lateness p50 1.8 ms at 250/s); the search's self-check then reports a floor
@@ -477,8 +482,9 @@ fn a_capacity_search_draws_latency_against_offered_load() {
         _ => "max",
     };
     assert!(text.contains(&format!("p99&lt;=30.00ms: {said} {answer:.0}/s")), "{text}");
-    // Reference lines: the objective and the answer.
-    assert_eq!(dom.matches("class=\"ref\"").count(), 2, "{dom}");
+    // Reference lines, in the latency and the errors charts each: the objective and the
+    // answer.
+    assert_eq!(dom.matches("class=\"ref\"").count(), 4, "{dom}");
 
     // With another file it is refused: it has a page of its own.
     let (a, b) = (format!("a={}", path_str(&json)), format!("b={}", path_str(&json)));
