@@ -26,14 +26,17 @@ pub struct CapacityArgs {
     /// max<=1s (latency from the schedule, free of coordinated omission), service.p99<=5ms
     /// (service time), errors<=0.1%, achieved>=99%. Objectives on one metric with different
     /// bounds are separate goals, each answered in the same pass.
-    #[arg(long = "slo", required = true, value_name = "SLO")]
+    /// With --spec naming a stored capacity search, its objectives (and its search options, for
+    /// the flags not given) are searched again.
+    #[arg(long = "slo", value_name = "SLO")]
     pub slos: Vec<String>,
     /// What to search: rate (open loop, requests per second for all workers together) or
     /// concurrency (closed loop, unpaced: connections per worker over HTTP/1.1, requests in
     /// flight per worker, --max-active-requests, over HTTP/2 and HTTP/3, where one connection
     /// carries many).
-    #[arg(long, value_enum, default_value = "rate")]
-    pub search: SearchKind,
+    /// [default: rate, or a stored search's (--spec)]
+    #[arg(long, value_enum)]
+    pub search: Option<SearchKind>,
     /// The first level tried [default: --rps × workers for rate, 1 for concurrency].
     #[arg(long, value_name = "LEVEL")]
     pub start: Option<f64>,
@@ -88,7 +91,13 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
-pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: CapacityArgs) -> anyhow::Result<ExitCode> {
+    restore_search(&mut args);
+    if args.slos.is_empty() {
+        return Err(usage(
+            "give at least one --slo (e.g. --slo 'p99<=20ms'), or --spec a stored capacity search",
+        ));
+    }
     let slos: Vec<Slo> = args
         .slos
         .iter()
@@ -120,7 +129,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // A concurrency search's trials all run unpaced: so is the load they vary.
-    let load = match args.search {
+    let load = match args.search() {
         SearchKind::Rate => LoadSpec::from_args(&args.load)?,
         SearchKind::Concurrency => LoadSpec::with(&args.load, |e| e.unpaced())?,
     };
@@ -128,7 +137,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     refuse_in_mode(&args, &load)?;
     let ask = CapacityAsk {
         slos: slos.clone(),
-        rate: Some(args.search == SearchKind::Rate),
+        rate: Some(args.search() == SearchKind::Rate),
         start: args.start,
         precision: args.precision,
         trial_duration: args.trial_duration,
@@ -202,7 +211,7 @@ pub fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
 /// The load's flags a concurrency search sets itself: the rate (trials are unpaced), and the
 /// concurrency it searches (connections over HTTP/1.1, requests in flight over HTTP/2 and 3).
 fn refuse_in_mode(args: &CapacityArgs, load: &LoadSpec) -> anyhow::Result<()> {
-    if args.search == SearchKind::Rate {
+    if args.search() == SearchKind::Rate {
         return Ok(());
     }
     let l = &args.load;
@@ -236,4 +245,47 @@ fn log_trial(n: usize, t: &Trial, dimension: Dimension, slos: &[Slo]) {
     if let Some(why) = &t.invalid {
         warning!("trial {n} is invalid: {why}");
     }
+}
+
+impl CapacityArgs {
+    fn search(&self) -> SearchKind {
+        self.search.unwrap_or(SearchKind::Rate)
+    }
+}
+
+/// A stored capacity search named by `--spec` is searched again as it was: its objectives
+/// when no `--slo` is given (the default errors objective it stated is implied again, not
+/// given), and its search options for the flags that are not. The load comes from the same
+/// file's options, as for every `--spec`.
+fn restore_search(args: &mut CapacityArgs) {
+    let Some(path) = &args.load.spec else { return };
+    let Some(doc) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .filter(|d| d.get("capacity").is_some())
+    else {
+        return;
+    };
+    if args.slos.is_empty() {
+        let given = doc["capacity"]["slos"].as_array().into_iter().flatten();
+        let given = given.filter(|o| o["implied"] != true);
+        args.slos = given.filter_map(|o| o["slo"].as_str().map(str::to_string)).collect();
+    }
+    let s = &doc["search"];
+    let secs = |k: &str| s[k].as_str().and_then(|t| shrike_stats::duration::parse_duration(t).ok());
+    args.search = args.search.or(match s["search"].as_str() {
+        Some("concurrency") => Some(SearchKind::Concurrency),
+        Some("rate") => Some(SearchKind::Rate),
+        _ => None,
+    });
+    args.start = args.start.or(s["start"].as_f64());
+    args.precision = args.precision.or(s["precision"].as_f64());
+    args.trial_duration = args.trial_duration.or(secs("trial_duration"));
+    args.final_duration = args.final_duration.or(secs("final_duration"));
+    args.cooldown = args.cooldown.or(secs("cooldown"));
+    args.trial_repeats =
+        args.trial_repeats.or(s["trial_repeats"].as_u64().and_then(|n| u32::try_from(n).ok()));
+    args.max_trials =
+        args.max_trials.or(s["max_trials"].as_u64().and_then(|n| usize::try_from(n).ok()));
+    args.max_rate = args.max_rate.or(s["max_level"].as_f64());
 }

@@ -204,10 +204,11 @@ fn every_thread_of_a_multithreaded_server_is_sampled() {
     let (ctx, cpu) = ((ctx1 - ctx0) as f64, cpu1 - cpu0);
     let sampled_ctx = sampled_total(&v, "ctx_switches_per_s", 0.5);
     let sampled_cpu = sampled_total(&v, "cpu_cores", 0.5);
-    // The windows hold nearly all of the sweep's load; reading only the main thread (which
-    // a tokio server leaves idle) saw about nothing.
-    assert!(sampled_ctx >= 0.5 * ctx && sampled_ctx <= 1.2 * ctx + 50.0, "{sampled_ctx} vs {ctx}");
-    assert!(sampled_cpu >= 0.5 * cpu && sampled_cpu <= 1.2 * cpu + 0.05, "{sampled_cpu} vs {cpu}");
+    // The runs' own windows (their sending, not their start-up or drain, sampled every
+    // step) hold most of the sweep's load, and never more than it; reading only the main
+    // thread (which a tokio server leaves idle) saw about nothing.
+    assert!(sampled_ctx >= 0.3 * ctx && sampled_ctx <= 1.2 * ctx + 50.0, "{sampled_ctx} vs {ctx}");
+    assert!(sampled_cpu >= 0.3 * cpu && sampled_cpu <= 1.2 * cpu + 0.05, "{sampled_cpu} vs {cpu}");
     for i in iterations(&v) {
         let s = &i["server"];
         let (all, vol, invol) = (
@@ -288,8 +289,8 @@ fn nginx_with_two_workers_is_sampled_through_its_pid_file() {
     let (ctx, cpu) = ((ctx1 - ctx0) as f64, cpu1 - cpu0);
     let sampled_ctx = sampled_total(&v, "ctx_switches_per_s", 0.5);
     let sampled_cpu = sampled_total(&v, "cpu_cores", 0.5);
-    assert!(sampled_ctx >= 0.5 * ctx && sampled_ctx <= 1.2 * ctx + 50.0, "{sampled_ctx} vs {ctx}");
-    assert!(sampled_cpu >= 0.5 * cpu && sampled_cpu <= 1.2 * cpu + 0.05, "{sampled_cpu} vs {cpu}");
+    assert!(sampled_ctx >= 0.3 * ctx && sampled_ctx <= 1.2 * ctx + 50.0, "{sampled_ctx} vs {ctx}");
+    assert!(sampled_cpu >= 0.3 * cpu && sampled_cpu <= 1.2 * cpu + 0.05, "{sampled_cpu} vs {cpu}");
     for i in iterations(&v) {
         assert_eq!(i["server"]["processes_max"], 3, "{i}");
         assert!(i["server"]["source"].as_str().unwrap().contains("nginx.pid"), "{i}");
@@ -508,7 +509,7 @@ fn a_server_in_a_cgroup_is_sampled_from_the_cgroups_own_counters() {
     let cpu = usage() - u0;
     drop(server);
     let sampled = sampled_total(&v, "cpu_cores", 0.5);
-    assert!(sampled >= 0.5 * cpu && sampled <= 1.2 * cpu + 0.05, "{sampled} vs {cpu}");
+    assert!(sampled >= 0.3 * cpu && sampled <= 1.2 * cpu + 0.05, "{sampled} vs {cpu}");
     for i in iterations(&v) {
         let s = &i["server"];
         assert!(s["source"].as_str().unwrap().starts_with("cgroup "), "{s}");

@@ -811,6 +811,24 @@ fn planner_results_say_what_they_tested_and_run_again() {
         run(&["capacity", "--spec", cap.to_str().unwrap(), "--slo", "p99<=1s", "--dry-run"], LIMIT);
     assert_eq!(again.code(), 0, "{}", again.stderr);
     assert_eq!(json(&again)["spec"]["uri"], url.as_str());
+    assert_eq!(json(&again)["search"]["slos"], serde_json::json!(["p99<=1.000s", "errors<=1%"]));
+    // Without --slo, the stored search is searched again as it was: its objectives (the
+    // default errors one implied again, not given) and its options.
+    let same = run(&["capacity", "--spec", cap.to_str().unwrap(), "--dry-run"], LIMIT);
+    assert_eq!(same.code(), 0, "{}", same.stderr);
+    let plan = json(&same);
+    assert_eq!(
+        plan["search"]["slos"],
+        serde_json::json!(["p99<=200.0ms", "errors<=1%"]),
+        "{plan}"
+    );
+    assert_eq!(plan["search"]["max_trials"], 2, "{plan}");
+    assert_eq!(plan["search"]["trial_duration"], "0.300s", "{plan}");
+    assert_eq!(plan["spec"]["uri"], url.as_str());
+    // Without either, the search has nothing to judge by: said so.
+    let none = run(&["capacity", &url, "--dry-run"], LIMIT);
+    assert_eq!(none.code(), 2, "{}", none.stderr);
+    assert!(none.stderr.contains("give at least one --slo"), "{}", none.stderr);
 
     let sw = dir.join("sweep.json");
     let sweep_url = s.url("/sweep");
