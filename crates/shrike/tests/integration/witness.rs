@@ -817,11 +817,7 @@ fn planner_results_say_what_they_tested_and_run_again() {
     let same = run(&["capacity", "--spec", cap.to_str().unwrap(), "--dry-run"], LIMIT);
     assert_eq!(same.code(), 0, "{}", same.stderr);
     let plan = json(&same);
-    assert_eq!(
-        plan["search"]["slos"],
-        serde_json::json!(["p99<=200.0ms", "errors<=1%"]),
-        "{plan}"
-    );
+    assert_eq!(plan["search"]["slos"], serde_json::json!(["p99<=200.0ms", "errors<=1%"]), "{plan}");
     assert_eq!(plan["search"]["max_trials"], 2, "{plan}");
     assert_eq!(plan["search"]["trial_duration"], "0.300s", "{plan}");
     assert_eq!(plan["spec"]["uri"], url.as_str());
