@@ -149,6 +149,7 @@ impl sweep::Instances for Servers<'_> {
 }
 
 pub fn run(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
+    restore_grid(&mut args);
     // The grid is the sweep's: with --rates, the load's own connections flag must read as one
     // number (or none); without, it is the grid.
     let rate = args.rates.is_some();
@@ -465,4 +466,42 @@ fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     crate::out::print(&render(args.load.output_format)?)
+}
+
+/// A stored sweep named by `--spec` is swept again as it was: its grid when neither
+/// `--connections` nor `--rates` is given, and its iterations, wait, sampling interval and
+/// streams per connection for the flags that are not. The load comes from the same file's
+/// options, as for every `--spec`; servers are the command line's to start.
+fn restore_grid(args: &mut SweepArgs) {
+    let Some(path) = &args.load.spec else { return };
+    let Some(doc) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .filter(|d| d.get("sweep").is_some())
+    else {
+        return;
+    };
+    let g = &doc["grid"];
+    let levels: Vec<String> = g["levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_u64)
+        .map(|l| l.to_string())
+        .collect();
+    if args.rates.is_none() && args.load.connections.is_none() && !levels.is_empty() {
+        match g["axis"].as_str() {
+            Some("rate") => args.rates = Some(levels.join(",")),
+            _ => args.load.connections = Some(levels.join(",")),
+        }
+    }
+    let secs = |k: &str| g[k].as_str().and_then(|t| shrike_stats::duration::parse_duration(t).ok());
+    args.iterations =
+        args.iterations.or(g["iterations"].as_u64().and_then(|n| usize::try_from(n).ok()));
+    args.wait = args.wait.or(secs("wait"));
+    args.collect_stats_interval = args.collect_stats_interval.or(secs("collect_stats_interval"));
+    args.load.max_concurrent_streams = args
+        .load
+        .max_concurrent_streams
+        .or(g["streams_per_connection"].as_u64().and_then(|n| u32::try_from(n).ok()));
 }

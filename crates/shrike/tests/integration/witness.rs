@@ -857,4 +857,13 @@ fn planner_results_say_what_they_tested_and_run_again() {
         run(&["sweep", "--spec", sw.to_str().unwrap(), "--connections", "1", "--dry-run"], LIMIT);
     assert_eq!(again.code(), 0, "{}", again.stderr);
     assert_eq!(json(&again)["spec"]["uri"], sweep_url.as_str());
+    assert_eq!(json(&again)["sweep"]["levels"], serde_json::json!([1]));
+    // Without a grid, the stored one is swept again, with its iterations and wait.
+    let same = run(&["sweep", "--spec", sw.to_str().unwrap(), "--dry-run"], LIMIT);
+    assert_eq!(same.code(), 0, "{}", same.stderr);
+    let plan = json(&same);
+    assert_eq!(plan["sweep"]["levels"], serde_json::json!([1, 2]), "{plan}");
+    assert_eq!(plan["sweep"]["iterations"], 1, "{plan}");
+    assert_eq!(plan["sweep"]["wait"], "0s", "{plan}");
+    assert_eq!(plan["spec"]["uri"], sweep_url.as_str());
 }
