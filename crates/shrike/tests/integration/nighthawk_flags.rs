@@ -1,7 +1,7 @@
-//! Every flag in Nighthawk's `nighthawk_client --help` (the usage block of
-//! shared/reference/nighthawk-readme.md) given to `shrike run` against its own test server:
-//! each is accepted (the run completes) or refused with exit 2 and a message that says why.
-//! A flag added to the reference without a case here fails the test.
+//! Every flag in Nighthawk's `nighthawk_client --help` (its usage synopsis, listed in
+//! tests/fixtures/nighthawk-client-flags.txt) given to `shrike run` against its own test
+//! server: each is accepted (the run completes) or refused with exit 2 and a message that says
+//! why. A flag added to the list without a case here fails the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
@@ -19,27 +19,16 @@ enum Expect {
     Exits(i32, &'static str),
 }
 
-/// The flags of the usage synopsis: `--name` and `-x`.
+/// The flags of Nighthawk's usage synopsis (`--name` and `-x`), kept in the repository: a
+/// user's clone has nothing beside it to read them from.
 fn nighthawk_flags() -> BTreeSet<String> {
-    let readme =
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/nighthawk-readme.md");
-    let text = std::fs::read_to_string(readme).expect("the Nighthawk reference");
-    let start = text.find("bazel-bin/nighthawk_client  [").expect("client usage");
-    // The synopsis lists every flag once (the descriptions below it mention some in prose).
-    let end = start + text[start..].find("Where:").expect("end of the synopsis");
-    let mut flags = BTreeSet::new();
-    for word in text[start..end].split(|c: char| c.is_whitespace() || "[]<>|,".contains(c)) {
-        let word = word.trim_end_matches(['.', ':']);
-        let is_long = word.len() > 2
-            && word.starts_with("--")
-            && word[2..].chars().all(|c| c.is_ascii_lowercase() || c == '-' || c == '_');
-        let is_short =
-            word.len() == 2 && word.starts_with('-') && word.as_bytes()[1].is_ascii_lowercase();
-        if is_long || is_short {
-            flags.insert(word.to_string());
-        }
-    }
-    flags
+    let list = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nighthawk-client-flags.txt");
+    let text = std::fs::read_to_string(list).expect("the Nighthawk flag list");
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
