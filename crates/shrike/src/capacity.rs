@@ -258,14 +258,7 @@ impl CapacityArgs {
 /// given), and its search options for the flags that are not. The load comes from the same
 /// file's options, as for every `--spec`.
 fn restore_search(args: &mut CapacityArgs) {
-    let Some(path) = &args.load.spec else { return };
-    let Some(doc) = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .filter(|d| d.get("capacity").is_some())
-    else {
-        return;
-    };
+    let Some(doc) = crate::load::stored_plan(&args.load, "capacity") else { return };
     if args.slos.is_empty() {
         let given = doc["capacity"]["slos"].as_array().into_iter().flatten();
         let given = given.filter(|o| o["implied"] != true);

@@ -82,6 +82,14 @@ fn explain(e: SpecError, flags: &[Opt], file: Option<&Path>) -> anyhow::Error {
     }
 }
 
+/// The stored result `--spec` names, when it is a planner's document holding `key`
+/// (`capacity`, `sweep`): what its search or grid was, for the flags not given. A file that
+/// cannot be read is not one (loading the spec reports it).
+pub fn stored_plan(args: &crate::run::RunArgs, key: &str) -> Option<Value> {
+    let text = std::fs::read_to_string(args.spec.as_ref()?).ok()?;
+    serde_json::from_str::<Value>(&text).ok().filter(|d| d.get(key).is_some())
+}
+
 /// The options of `path`: a spec (a JSON object of options) or a stored result's `options`.
 /// A stored result's run is over: running its options again is a new run, with an id of its
 /// own and no start time in the past.

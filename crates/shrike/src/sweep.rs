@@ -473,14 +473,7 @@ fn write(args: &SweepArgs, sweep: &Sweep) -> anyhow::Result<()> {
 /// streams per connection for the flags that are not. The load comes from the same file's
 /// options, as for every `--spec`; servers are the command line's to start.
 fn restore_grid(args: &mut SweepArgs) {
-    let Some(path) = &args.load.spec else { return };
-    let Some(doc) = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .filter(|d| d.get("sweep").is_some())
-    else {
-        return;
-    };
+    let Some(doc) = crate::load::stored_plan(&args.load, "sweep") else { return };
     let g = &doc["grid"];
     let levels: Vec<String> = g["levels"]
         .as_array()

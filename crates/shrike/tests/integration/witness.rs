@@ -49,7 +49,7 @@ fn faulty_run(
     args.extend(extra);
     let (out, w) = run_witnessed(s, &args, LIMIT);
     assert_eq!(out.code(), 0, "{}", out.stderr);
-    (global(&json(&out)).clone(), w)
+    (json(&out), w)
 }
 
 /// A server that reads a request and then resets the connection, one time in ten: on a
@@ -59,20 +59,23 @@ fn faulty_run(
 fn an_h1_request_is_resent_only_if_idempotent_and_every_resend_is_counted() {
     let s = server();
     let reset = r#"{"reset":{"probability":0.1}}"#;
-    let (g, w) = faulty_run(&s, "http1", reset, &[]);
-    let (sent, retried) = (counter(&g, "upstream_rq_total"), counter(&g, "upstream_rq_retry"));
+    let (doc, w) = faulty_run(&s, "http1", reset, &[]);
+    let g = global(&doc);
+    let (sent, retried) = (counter(g, "upstream_rq_total"), counter(g, "upstream_rq_retry"));
     assert_eq!(sent, 200);
     assert!(retried > 0, "a reused connection reset at least once in 200: {g}");
     assert_eq!(w.count("/requests"), sent + retried, "the server saw every send, resends too");
-    assert_eq!(w.count("/faults/reset_stream"), counter(&g, "benchmark.stream_resets") + retried);
+    assert_eq!(w.count("/faults/reset_stream"), counter(g, "benchmark.stream_resets") + retried);
 
-    let (g, w) = faulty_run(&s, "http1", reset, &["--request-method", "POST"]);
-    assert_eq!(counter(&g, "upstream_rq_retry"), 0, "a POST is never sent twice: {g}");
+    let (doc, w) = faulty_run(&s, "http1", reset, &["--request-method", "POST"]);
+    let g = global(&doc);
+    assert_eq!(counter(g, "upstream_rq_retry"), 0, "a POST is never sent twice: {g}");
     assert_eq!(w.count("/requests"), 200, "one send per POST");
-    assert_eq!(w.count("/faults/reset_stream"), counter(&g, "benchmark.stream_resets"));
+    assert_eq!(w.count("/faults/reset_stream"), counter(g, "benchmark.stream_resets"));
 
-    let (g, w) = faulty_run(&s, "http1", reset, &["--retry-unanswered=false"]);
-    assert_eq!(counter(&g, "upstream_rq_retry"), 0, "{g}");
+    let (doc, w) = faulty_run(&s, "http1", reset, &["--retry-unanswered=false"]);
+    let g = global(&doc);
+    assert_eq!(counter(g, "upstream_rq_retry"), 0, "{g}");
     assert_eq!(w.count("/requests"), 200, "turned off, nothing is sent twice");
 }
 
@@ -118,28 +121,7 @@ fn the_summary_shows_resends() {
 fn h2_streams_a_goaway_covered_are_not_resent_unasked() {
     let s = server();
     let goaway = r#"{"reset":{"probability":0.1,"scope":"connection"}}"#;
-    let header = format!("{CONFIG}: {goaway}");
-    let url = s.url("/");
-    let args = [
-        "run",
-        &url,
-        "--protocol",
-        "http2",
-        "-n",
-        "200",
-        "--rps",
-        "400",
-        "-c",
-        "1",
-        "--no-default-failure-predicates",
-        "-H",
-        &header,
-        "--output-format",
-        "json",
-    ];
-    let (out, w) = run_witnessed(&s, &args, LIMIT);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
-    let v = json(&out);
+    let (v, w) = faulty_run(&s, "http2", goaway, &[]);
     let g = global(&v);
     assert_eq!(counter(g, "upstream_rq_total"), 200, "{g}");
     let cut_off: u64 = v["shrike"]["errors"]
@@ -292,13 +274,7 @@ fn capacity_stops_when_the_server_stops_accepting() {
         "--output-format",
         "json",
     ];
-    let child = shrike()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&args);
     // The first trial passes against the live server; then it goes.
     std::thread::sleep(Duration::from_millis(2500));
     s.kill();
@@ -370,13 +346,7 @@ fn sigterm_exits_143_with_the_result() {
     let s = server();
     let url = s.url("/");
     let before = s.stats(WITNESS_STATS);
-    let child = shrike()
-        .args(["run", &url, "--rps", "50", "-d", "20", "--output-format", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&["run", &url, "--rps", "50", "-d", "20", "--output-format", "json"]);
     std::thread::sleep(Duration::from_millis(1500));
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());

@@ -136,16 +136,21 @@ pub fn wait_limited(mut child: Child, limit: Duration) -> Output {
     }
 }
 
-/// Runs `shrike <args>` to completion within `limit`.
-pub fn run(args: &[&str], limit: Duration) -> Output {
-    let child = shrike()
+/// Starts `shrike <args>` with its output piped (for [`wait_limited`]), as a test that acts on
+/// it meanwhile (a signal, a server it kills) needs it.
+pub fn spawn(args: &[&str]) -> Child {
+    shrike()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn shrike");
-    wait_limited(child, limit)
+        .expect("spawn shrike")
+}
+
+/// Runs `shrike <args>` to completion within `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    wait_limited(spawn(args), limit)
 }
 
 /// Starts `shrike serve --listen 127.0.0.1:0 <args>`; its first two stdout lines (the bound

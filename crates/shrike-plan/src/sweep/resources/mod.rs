@@ -316,25 +316,44 @@ mod tests {
         assert_eq!(cpu_list(""), None);
     }
 
+    /// `sh -c SCRIPT` in a process group of its own, ended (the whole group) when dropped.
+    struct Group(std::process::Child);
+
+    impl Group {
+        fn start(script: &str) -> Group {
+            use std::os::unix::process::CommandExt as _;
+            let child = std::process::Command::new("sh")
+                .args(["-c", script])
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            Group(child)
+        }
+
+        fn id(&self) -> u32 {
+            self.0.id()
+        }
+    }
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let group = format!("-{}", self.0.id());
+            let _ = std::process::Command::new("kill").args(["--", &group]).status();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     #[test]
     fn a_busy_window_shows_its_cpu() {
         // A process of its own that spins, under a shell that waits for it: the tree is about
         // one core, whatever the other tests in this process do meanwhile.
-        use std::os::unix::process::CommandExt as _;
-        let mut spin = std::process::Command::new("sh")
-            .args(["-c", "sh -c 'while :; do :; done' & wait"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let spin = Group::start("sh -c 'while :; do :; done' & wait");
         std::thread::sleep(Duration::from_millis(50));
         let s = Sampler::start(Some(Source::Tree(spin.id())), Duration::from_millis(20));
         std::thread::sleep(Duration::from_millis(400));
         let w = s.finish();
-        // Its process group: the shell and the spinner, by the group this test made.
-        let _ =
-            std::process::Command::new("kill").args(["--", &format!("-{}", spin.id())]).status();
-        let _ = spin.kill();
-        let _ = spin.wait();
+        drop(spin);
         // One process spinning: about one core, give or take the tick granularity.
         let cpu = w.cpu_cores.unwrap();
         assert!((0.6..=1.4).contains(&cpu), "{w:?}");
@@ -348,22 +367,14 @@ mod tests {
         // A process that sleeps 400 ms, then spins: sampled from the start, it reads about
         // half a core over everything, but about one over the spinning window alone (what a
         // fleet's generators loaded after their start delay).
-        use std::os::unix::process::CommandExt as _;
-        let mut proc = std::process::Command::new("sh")
-            .args(["-c", "sleep 0.4; while :; do :; done"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let proc = Group::start("sleep 0.4; while :; do :; done");
         let s = Sampler::start(Some(Source::Tree(proc.id())), Duration::from_millis(20));
         std::thread::sleep(Duration::from_millis(500));
         let from = SystemTime::now();
         std::thread::sleep(Duration::from_millis(400));
         let to = SystemTime::now();
         let w = s.finish_over(Some((from, to)));
-        let _ =
-            std::process::Command::new("kill").args(["--", &format!("-{}", proc.id())]).status();
-        let _ = proc.kill();
-        let _ = proc.wait();
+        drop(proc);
         let covered = w.window_s.unwrap();
         assert!((0.3..=0.45).contains(&covered), "the spinning window only: {w:?}");
         let cpu = w.cpu_cores.unwrap();
