@@ -837,3 +837,47 @@ fn planner_results_say_what_they_tested_and_run_again() {
     assert_eq!(plan["sweep"]["wait"], "0s", "{plan}");
     assert_eq!(plan["spec"]["uri"], sweep_url.as_str());
 }
+
+/// The new flags' wrong paths: a bound below the first level, a bound for a search with no
+/// rate, a canary gate for jobs with no HTTP answers to compare, and a --host that matches
+/// nothing (the server saw nothing, and the replay says it sent nothing).
+#[test]
+fn the_new_flags_wrong_paths_are_named() {
+    let cases: [(&[&str], &str); 2] = [
+        (&["--rps", "100", "--max-rate", "50"], "--max-rate must be at least the first level"),
+        (&["--search", "concurrency", "--max-rate", "50"], "--max-rate"),
+    ];
+    for (extra, says) in cases {
+        let args =
+            [&["capacity", "http://127.0.0.1:9/", "--slo", "p99<=10ms", "--dry-run"][..], extra]
+                .concat();
+        let out = run(&args, LIMIT);
+        assert_eq!(out.code(), 2, "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{extra:?}: {}", out.stderr);
+    }
+    let dir = scratch("witness-wrong-paths");
+    let tcp = dir.join("tcp.jobs");
+    std::fs::write(&tcp, "{\"shrike_jobs\": 1, \"protocol\": \"tcp\"}\n").unwrap();
+    let out = run(
+        &[
+            "replay",
+            tcp.to_str().unwrap(),
+            "--target",
+            "127.0.0.1:9",
+            "--canary-max-differences",
+            "1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--canary-max-differences"), "{}", out.stderr);
+
+    let s = server();
+    let jobs =
+        canary_jobs(&dir, "/", Some("[\"http://shop.example:80\", \"http://cdn.example:80\"]"));
+    let args = ["replay", jobs.to_str().unwrap(), "--target", &s.addr, "--host", "nowhere.example"];
+    let (out, w) = run_witnessed(&s, &args, LIMIT);
+    assert_eq!(w.count("/requests"), 0);
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(line(&out.stdout, "Outcome:").contains("NO REQUEST WAS SENT"), "{}", out.stdout);
+}
