@@ -43,7 +43,9 @@ impl Shared {
     /// each front end passes the path as its protocol compares it.
     pub(crate) fn stats_answer(&self, path: &[u8]) -> Option<String> {
         let endpoint = self.config.stats_path()?;
-        (path == endpoint.as_bytes()).then(|| self.state.stats().to_json(self.state.active()))
+        (path == endpoint.as_bytes()).then(|| {
+            self.state.stats().to_json(self.state.active(), self.state.totals().snapshot())
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::behaviour::ResetScope;
+use crate::state::ServerTotals;
 
 const SHARDS: usize = 16;
 
@@ -158,8 +159,9 @@ impl Stats {
         add(&self.shard().proxy[event as usize], n);
     }
 
-    /// The endpoint's JSON document. `active` is the server's in-flight request count.
-    pub(crate) fn to_json(&self, active: usize) -> String {
+    /// The endpoint's JSON document. `active` is the server's in-flight request count,
+    /// `totals` its connections by protocol and TLS handshakes so far.
+    pub(crate) fn to_json(&self, active: usize, totals: ServerTotals) -> String {
         let sum = |f: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
             self.shards.iter().map(|s| f(s).load(Ordering::Relaxed)).sum()
         };
@@ -188,6 +190,17 @@ impl Stats {
             "requests": sum(&|s| &s.requests),
             "responses": responses,
             "active_requests": active,
+            // Counted when the connection's protocol is known, so a stats request counts its
+            // own connection (under http1, or http2 when it came over HTTP/2).
+            "connections": {
+                "http1": totals.http1_connections,
+                "http2": totals.http2_connections,
+                "http3": totals.http3_connections,
+            },
+            "tls": {
+                "handshakes": totals.tls_handshakes,
+                "handshake_failures": totals.tls_handshake_failures,
+            },
             "request_body_bytes": sum(&|s| &s.request_body_bytes),
             "response_body_bytes": sum(&|s| &s.response_body_bytes),
             "faults": faults,
@@ -223,7 +236,8 @@ mod tests {
         }
         stats.response(200, 1);
         stats.request_body(7);
-        let v: serde_json::Value = serde_json::from_str(&stats.to_json(3)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&stats.to_json(3, ServerTotals::default())).unwrap();
         assert_eq!(v["requests"], 400);
         assert_eq!(v["responses"]["5xx"], 400);
         assert_eq!(v["responses"]["2xx"], 1);
@@ -234,7 +248,8 @@ mod tests {
         assert_eq!(v["active_requests"], 3);
         assert_eq!(v["limits"]["connections_refused"], 0);
         stats.limit(LimitKind::IdleTimeout);
-        let v: serde_json::Value = serde_json::from_str(&stats.to_json(0)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&stats.to_json(0, ServerTotals::default())).unwrap();
         assert_eq!(v["limits"]["idle_timeouts"], 1);
         assert_eq!(v["limits"].as_object().unwrap().len(), LIMIT_NAMES.len());
     }

@@ -19,6 +19,16 @@ fn run_ok(args: &[&str]) -> serde_json::Value {
     global(&json(&out)).clone()
 }
 
+/// [`run_ok`] against `nginx`, whose access log must hold every request the run sent and
+/// each status it counted; also returns how many connections nginx served them on.
+fn run_at(nginx: &Nginx, args: &[&str]) -> (serde_json::Value, u64) {
+    let mark = nginx.mark();
+    let g = run_ok(args);
+    let lines = nginx.agrees(mark, &g);
+    let connections: std::collections::BTreeSet<u64> = lines.iter().map(|e| e.connection).collect();
+    (g, connections.len() as u64)
+}
+
 /// 2 workers × 100 rps × 1 s, closed loop: exactly 200 answered requests.
 fn assert_static_file_run(g: &serde_json::Value) {
     assert_eq!(counter(g, "benchmark.http_2xx"), 200);
@@ -41,12 +51,13 @@ fn h2c_prior_knowledge_against_nginx() {
     let url = nginx.url("http", "127.0.0.1", "/file");
     let mut args = vec![url.as_str(), "--protocol", "http2"];
     args.extend_from_slice(LOAD);
-    let g = run_ok(&args);
+    let (g, served_on) = run_at(&nginx, &args);
     assert_static_file_run(&g);
     let h2 = counter(&g, "upstream_cx_http2_total");
     assert!((1..=4).contains(&h2), "multiplexed: few connections, got {h2}");
     assert_eq!(counter(&g, "upstream_cx_http1_total"), 0);
     assert_eq!(counter(&g, "upstream_cx_total"), h2);
+    assert_eq!(served_on, h2, "nginx served the requests on as many connections");
     let hdr = statistic(&g, "benchmark_http_client.response_header_size");
     let min_hdr: u64 = hdr["raw_min"].as_str().expect("raw_min").parse().expect("n");
     assert!(min_hdr > 100, "HPACK-sized server/date/etag/... headers, got {min_hdr}");
@@ -56,6 +67,7 @@ fn h2c_prior_knowledge_against_nginx() {
 fn deprecated_h2_flag_means_http2() {
     let nginx = Nginx::start(Listen::H2c);
     let url = nginx.url("http", "127.0.0.1", "/file");
+    let mark = nginx.mark();
     let out = run(
         &["run", &url, "--h2", "--rps", "20", "--duration", "1", "--output-format", "json"],
         LIMIT,
@@ -67,6 +79,7 @@ fn deprecated_h2_flag_means_http2() {
     let g = global(&v).clone();
     assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
     assert!(counter(&g, "upstream_cx_http2_total") >= 1);
+    assert!(nginx.agrees(mark, &g).iter().all(|e| e.request.ends_with("HTTP/2.0")), "sent as h2");
 }
 
 #[test]
@@ -76,10 +89,11 @@ fn h2_over_tls_against_nginx() {
     let url = nginx.url("https", "localhost", "/file");
     let mut args = vec![url.as_str(), "--protocol", "http2", "--tls-ca", &ca];
     args.extend_from_slice(LOAD);
-    let g = run_ok(&args);
+    let (g, served_on) = run_at(&nginx, &args);
     assert_static_file_run(&g);
     assert!(counter(&g, "upstream_cx_http2_total") >= 1);
     assert_eq!(counter(&g, "ssl.handshake"), counter(&g, "upstream_cx_total"));
+    assert_eq!(served_on, counter(&g, "upstream_cx_total"));
 }
 
 #[test]
@@ -90,11 +104,12 @@ fn https_1_1_against_nginx() {
     let url = nginx.url("https", "127.0.0.1", "/file");
     let mut args = vec![url.as_str(), "--tls-ca", &ca, "--connections", "3"];
     args.extend_from_slice(LOAD);
-    let g = run_ok(&args);
+    let (g, served_on) = run_at(&nginx, &args);
     assert_static_file_run(&g);
     assert!(counter(&g, "upstream_cx_http1_total") >= 1);
     assert!(counter(&g, "ssl.handshake") >= 1);
     assert_eq!(counter(&g, "ssl.handshake"), counter(&g, "upstream_cx_total"));
+    assert!(served_on <= counter(&g, "upstream_cx_total"), "nginx saw no connection unopened");
 }
 
 #[test]
@@ -116,22 +131,26 @@ fn streams_per_connection_bound_the_connections_opened() {
     // connections — not the 100 allowed.
     let nginx = Nginx::start(Listen::H2c);
     let url = nginx.url("http", "127.0.0.1", "/slow");
-    let g = run_ok(&[
-        &url,
-        "--protocol",
-        "http2",
-        "--max-concurrent-streams",
-        "1",
-        "--max-active-requests",
-        "20",
-        "--connections",
-        "100",
-        "--rps",
-        "200",
-        "--duration",
-        "2",
-    ]);
+    let (g, served_on) = run_at(
+        &nginx,
+        &[
+            &url,
+            "--protocol",
+            "http2",
+            "--max-concurrent-streams",
+            "1",
+            "--max-active-requests",
+            "20",
+            "--connections",
+            "100",
+            "--rps",
+            "200",
+            "--duration",
+            "2",
+        ],
+    );
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 20);
+    assert_eq!(served_on, 20, "nginx saw 20 connections");
     let ok = counter(&g, "benchmark.http_2xx");
     // 20 in flight × 5 per second × 2 s ≈ 200 (bounded by the budget, not the rate).
     assert!((150..=220).contains(&ok), "{ok} responses");
@@ -142,19 +161,23 @@ fn streams_per_connection_bound_the_connections_opened() {
 fn many_streams_share_one_connection() {
     let nginx = Nginx::start(Listen::H2c);
     let url = nginx.url("http", "127.0.0.1", "/slow");
-    let g = run_ok(&[
-        &url,
-        "--protocol",
-        "http2",
-        "--max-active-requests",
-        "20",
-        "--rps",
-        "50",
-        "--duration",
-        "1",
-    ]);
+    let (g, served_on) = run_at(
+        &nginx,
+        &[
+            &url,
+            "--protocol",
+            "http2",
+            "--max-active-requests",
+            "20",
+            "--rps",
+            "50",
+            "--duration",
+            "1",
+        ],
+    );
     // ~10 requests in flight fit in one connection's streams.
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 1);
+    assert_eq!(served_on, 1);
     assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
 }
 
@@ -162,19 +185,23 @@ fn many_streams_share_one_connection() {
 fn max_requests_per_connection_recycles_h2_connections() {
     let nginx = Nginx::start(Listen::H2c);
     let url = nginx.url("http", "127.0.0.1", "/file");
-    let g = run_ok(&[
-        &url,
-        "--protocol",
-        "http2",
-        "--max-requests-per-connection",
-        "5",
-        "--rps",
-        "50",
-        "--duration",
-        "1",
-    ]);
+    let (g, served_on) = run_at(
+        &nginx,
+        &[
+            &url,
+            "--protocol",
+            "http2",
+            "--max-requests-per-connection",
+            "5",
+            "--rps",
+            "50",
+            "--duration",
+            "1",
+        ],
+    );
     assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 10);
+    assert_eq!(served_on, 10, "nginx saw each connection carry its 5");
     assert_eq!(counter(&g, "upstream_cx_destroy_local"), 10);
 }
 
@@ -184,19 +211,22 @@ fn request_bodies_are_sent_over_h2() {
     // /upload reads the whole body before answering: 100 kB is more than nginx's initial
     // stream window, so this only completes if the body is sent under flow control.
     let url = nginx.url("http", "127.0.0.1", "/upload");
-    let g = run_ok(&[
-        &url,
-        "--protocol",
-        "http2",
-        "--request-method",
-        "POST",
-        "--request-body-size",
-        "100000",
-        "--rps",
-        "20",
-        "--duration",
-        "1",
-    ]);
+    let (g, _) = run_at(
+        &nginx,
+        &[
+            &url,
+            "--protocol",
+            "http2",
+            "--request-method",
+            "POST",
+            "--request-body-size",
+            "100000",
+            "--rps",
+            "20",
+            "--duration",
+            "1",
+        ],
+    );
     assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
     assert!(counter(&g, "upstream_cx_tx_bytes_total") >= 20 * 100_000);
 }
@@ -206,10 +236,12 @@ fn goaway_retires_the_connection_without_failing_requests() {
     // nginx ends an h2 connection with GOAWAY after 10 streams.
     let nginx = Nginx::start_with(Listen::H2c, "keepalive_requests 10;");
     let url = nginx.url("http", "127.0.0.1", "/file");
-    let g = run_ok(&[&url, "--protocol", "http2", "--rps", "50", "--duration", "1"]);
+    let (g, served_on) =
+        run_at(&nginx, &[&url, "--protocol", "http2", "--rps", "50", "--duration", "1"]);
     assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
     let cx = counter(&g, "upstream_cx_http2_total");
     assert!(cx >= 5, "a new connection after each GOAWAY, got {cx}");
+    assert_eq!(served_on, cx, "nginx served requests on every connection opened");
     assert!(counter(&g, "upstream_cx_close_notify") >= 4, "GOAWAYs counted");
 }
 
@@ -221,19 +253,23 @@ fn the_servers_stream_limit_bounds_streams_per_connection() {
     // refused; those are retried, never failed.
     let nginx = Nginx::start_with(Listen::H2c, "http2_max_concurrent_streams 2;");
     let url = nginx.url("http", "127.0.0.1", "/slow");
-    let g = run_ok(&[
-        &url,
-        "--protocol",
-        "http2",
-        "--max-active-requests",
-        "20",
-        "--rps",
-        "100",
-        "--duration",
-        "2",
-    ]);
+    let (g, served_on) = run_at(
+        &nginx,
+        &[
+            &url,
+            "--protocol",
+            "http2",
+            "--max-active-requests",
+            "20",
+            "--rps",
+            "100",
+            "--duration",
+            "2",
+        ],
+    );
     let cx = counter(&g, "upstream_cx_http2_total");
     assert!((8..=20).contains(&cx), "about 10 connections expected, got {cx}");
+    assert_eq!(served_on, cx);
     assert_eq!(counter(&g, "benchmark.stream_resets"), 0);
     assert!(counter(&g, "benchmark.http_2xx") >= 150);
 }
@@ -244,10 +280,12 @@ fn h1_connection_close_is_counted_as_close_notify() {
     // connection at a time, so each carries exactly 5 requests even on a loaded machine.
     let nginx = Nginx::start_with(Listen::Http1, "keepalive_requests 5;");
     let url = nginx.url("http", "127.0.0.1", "/file");
-    let g = run_ok(&[&url, "--connections", "1", "--rps", "50", "--duration", "1"]);
+    let (g, served_on) =
+        run_at(&nginx, &[&url, "--connections", "1", "--rps", "50", "--duration", "1"]);
     assert_eq!(counter(&g, "benchmark.http_2xx"), 50);
     assert_eq!(counter(&g, "upstream_cx_close_notify"), 10);
     assert_eq!(counter(&g, "upstream_cx_http1_total"), 10);
+    assert_eq!(served_on, 10, "nginx closed after each 5");
 }
 
 #[test]
@@ -255,19 +293,24 @@ fn h2c_against_shrikes_own_test_server() {
     // The built-in server speaks h2c too; its per-request config header works over HTTP/2.
     let server = Server::start(&[]);
     let url = server.url("/");
-    let g = run_ok(&[
-        &url,
-        "--protocol",
-        "http2",
-        "--request-header",
-        r#"x-nighthawk-test-server-config: {"response_body_size":1000,"static_delay":"0.05s"}"#,
-        "--rps",
-        "40",
-        "--duration",
-        "1",
-    ]);
+    let (g, w) = run_agreed(
+        &server,
+        &[
+            "run",
+            &url,
+            "--protocol",
+            "http2",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"response_body_size":1000,"static_delay":"0.05s"}"#,
+            "--rps",
+            "40",
+            "--duration",
+            "1",
+        ],
+    );
     assert_eq!(counter(&g, "benchmark.http_2xx"), 40);
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 1);
+    assert_eq!(w.count("/connections/http2"), 1, "the server served one HTTP/2 connection");
     let body = statistic(&g, "benchmark_http_client.response_body_size");
     assert_eq!((body["raw_min"].as_str(), body["raw_max"].as_str()), (Some("1000"), Some("1000")));
     // Every response waited the server's 50 ms delay.
@@ -292,7 +335,7 @@ fn h2_budget_overflows_in_open_loop_and_queues_with_pending() {
     let mut args = vec![url.as_str()];
     args.extend_from_slice(&base);
     args.extend_from_slice(&["--duration", "1", "--open-loop"]);
-    let g = run_ok(&args);
+    let (g, _) = run_at(&nginx, &args);
     let (ok, overflow) =
         (counter(&g, "benchmark.http_2xx"), counter(&g, "benchmark.pool_overflow"));
     assert!((2..=8).contains(&ok), "{ok} answered");
@@ -301,7 +344,7 @@ fn h2_budget_overflows_in_open_loop_and_queues_with_pending() {
     let mut args = vec![url.as_str()];
     args.extend_from_slice(&base);
     args.extend_from_slice(&["--duration", "1", "--open-loop", "--max-pending-requests", "3"]);
-    let g = run_ok(&args);
+    let (g, _) = run_at(&nginx, &args);
     assert!(counter(&g, "upstream_rq_pending_total") >= 3);
     assert!(counter(&g, "benchmark.pool_overflow") >= 30);
 }

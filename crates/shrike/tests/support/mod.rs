@@ -183,9 +183,21 @@ pub struct Server {
     pub addr: String,
 }
 
+/// `args` with `--stats-path` [`WITNESS_STATS`] unless they name a stats path: every test
+/// server can be asked what it counted.
+fn with_stats<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    if !args.contains(&"--stats-path") {
+        all.extend(["--stats-path", WITNESS_STATS]);
+    }
+    all
+}
+
 impl Server {
+    /// Serves with `extra`, and its own counts at [`WITNESS_STATS`] unless `extra` names
+    /// another `--stats-path`.
     pub fn start(extra: &[&str]) -> Server {
-        let (child, lines) = spawn_serve(extra);
+        let (child, lines) = spawn_serve(&with_stats(extra));
         let addr = lines.recv_timeout(Duration::from_secs(10)).expect("server printed its address");
         assert!(addr.starts_with("127.0.0.1:"), "unexpected first line {addr:?}");
         Server { child, addr }
@@ -207,11 +219,36 @@ impl Server {
 
     /// The server's own counts, fetched with curl from its `--stats-path` (`path`).
     pub fn stats(&self, path: &str) -> serde_json::Value {
+        Counted::stats(self, path)
+    }
+}
+
+/// A `shrike serve` whose `--stats-path` document a test reads with curl over HTTP/1.1 (so
+/// each read is one HTTP/1.1 connection the server counts, and over TLS one handshake).
+pub trait Counted {
+    /// curl's arguments for `path`.
+    fn curl_args(&self, path: &str) -> Vec<String>;
+    /// Whether reads go over TLS.
+    fn tls(&self) -> bool;
+
+    fn stats(&self, path: &str) -> serde_json::Value {
         let out = Command::new("curl")
-            .args(["-s", "--max-time", "5", &self.url(path)])
+            .args(["-s", "--http1.1", "--max-time", "5"])
+            .args(self.curl_args(path))
             .output()
             .expect("curl runs");
-        serde_json::from_slice(&out.stdout).expect("stats JSON")
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("stats JSON at {path} ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+}
+
+impl Counted for Server {
+    fn curl_args(&self, path: &str) -> Vec<String> {
+        vec![self.url(path)]
+    }
+    fn tls(&self) -> bool {
+        false
     }
 }
 
@@ -220,30 +257,77 @@ impl Server {
 pub struct Witness {
     before: serde_json::Value,
     after: serde_json::Value,
+    tls: bool,
 }
 
 impl Witness {
-    /// How much the server's count at JSON pointer `at` (`/requests`, `/responses/5xx`) grew.
+    /// Reads `server`'s counts now; [`Witness::since`] reads them again and subtracts.
+    pub fn before(server: &impl Counted) -> serde_json::Value {
+        server.stats(WITNESS_STATS)
+    }
+
+    /// What `server` counted since `before` was read.
+    pub fn since(server: &impl Counted, before: serde_json::Value) -> Witness {
+        // A response's last bytes may reach the client a moment before the server counts it.
+        std::thread::sleep(Duration::from_millis(100));
+        Witness { before, after: server.stats(WITNESS_STATS), tls: server.tls() }
+    }
+
+    /// How much the server's count at JSON pointer `at` (`/requests`, `/responses/5xx`,
+    /// `/connections/http2`, `/tls/handshakes`) grew, less the second stats read's own HTTP/1.1
+    /// connection and TLS handshake.
     pub fn count(&self, at: &str) -> u64 {
         let n = |v: &serde_json::Value| {
             v.pointer(at)
                 .and_then(serde_json::Value::as_u64)
                 .unwrap_or_else(|| panic!("{at} in {v}"))
         };
-        n(&self.after) - n(&self.before)
+        let own = match at {
+            "/connections/http1" => 1,
+            "/tls/handshakes" => u64::from(self.tls),
+            _ => 0,
+        };
+        n(&self.after) - n(&self.before) - own
+    }
+
+    /// Connections the server served, every protocol.
+    pub fn connections(&self) -> u64 {
+        ["http1", "http2", "http3"].iter().map(|p| self.count(&format!("/connections/{p}"))).sum()
+    }
+
+    /// Asserts the server counted what a client's `global` result says: every request sent
+    /// (resends included) and each status class answered.
+    pub fn agrees(&self, g: &serde_json::Value) {
+        let sent = counter(g, "upstream_rq_total") + counter(g, "upstream_rq_retry");
+        assert_eq!(self.count("/requests"), sent, "the server's requests against the client's");
+        for c in 1..=5 {
+            let (server, client) = (
+                self.count(&format!("/responses/{c}xx")),
+                counter(g, &format!("benchmark.http_{c}xx")),
+            );
+            assert_eq!(server, client, "{c}xx answered by the server against the client's count");
+        }
     }
 }
 
-/// Runs `shrike <args>` (within `limit`) against `server`, started with `--stats-path STATS`,
-/// and reads what the server itself counted meanwhile: the witness every count the run
-/// prints is compared with.
-pub fn run_witnessed(server: &Server, args: &[&str], limit: Duration) -> (Output, Witness) {
-    let before = server.stats(WITNESS_STATS);
+/// Runs `shrike <args>` (within `limit`) against `server` and reads what the server itself
+/// counted meanwhile: the witness every count the run prints is compared with.
+pub fn run_witnessed(server: &impl Counted, args: &[&str], limit: Duration) -> (Output, Witness) {
+    let before = Witness::before(server);
     let out = run(args, limit);
-    // A response's last bytes may reach the client a moment before the server counts it.
-    std::thread::sleep(Duration::from_millis(100));
-    let after = server.stats(WITNESS_STATS);
-    (out, Witness { before, after })
+    (out, Witness::since(server, before))
+}
+
+/// [`run_witnessed`] for a run that must exit 0, with `--output-format json`: its `global`
+/// result, already checked against the server's requests and status classes.
+pub fn run_agreed(server: &impl Counted, args: &[&str]) -> (serde_json::Value, Witness) {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let (out, w) = run_witnessed(server, &all, Duration::from_secs(60));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    let g = global(&json(&out)).clone();
+    w.agrees(&g);
+    (g, w)
 }
 
 /// The stats path [`run_witnessed`] reads: start the server with `--stats-path` this.
@@ -327,8 +411,10 @@ pub struct TlsServer {
 }
 
 impl TlsServer {
+    /// Serves with `args`, and its own counts at [`WITNESS_STATS`] unless `args` name another
+    /// `--stats-path`.
     pub fn start(args: &[&str]) -> TlsServer {
-        let (child, rx) = spawn_serve(args);
+        let (child, rx) = spawn_serve(&with_stats(args));
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("address line");
         let ca = match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(line) if line.starts_with("tls-ca: ") => line["tls-ca: ".len()..].to_string(),
@@ -345,12 +431,21 @@ impl TlsServer {
 
     /// The `--stats-path` document at `path`.
     pub fn stats(&self, path: &str) -> serde_json::Value {
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "5", "--cacert", &self.ca])
-            .arg(format!("https://localhost:{}{path}", self.port))
-            .output()
-            .expect("curl runs");
-        serde_json::from_slice(&out.stdout).expect("stats JSON")
+        Counted::stats(self, path)
+    }
+}
+
+impl Counted for TlsServer {
+    fn curl_args(&self, path: &str) -> Vec<String> {
+        let url = format!("https://localhost:{}{path}", self.port);
+        if self.ca.is_empty() {
+            vec!["--insecure".into(), url]
+        } else {
+            vec!["--cacert".into(), self.ca.clone(), url]
+        }
+    }
+    fn tls(&self) -> bool {
+        true
     }
 }
 

@@ -28,6 +28,8 @@ pub struct LogEntry {
     /// nginx's connection serial number, and which request of that connection this was.
     pub connection: u64,
     pub connection_requests: u64,
+    /// The status nginx answered (499 when the client closed first).
+    pub status: u16,
     /// The Host header as sent.
     pub host: String,
     pub request: String,
@@ -124,16 +126,17 @@ impl Nginx {
     }
 
     /// `extra` goes into the server block (e.g. `keepalive_requests 10;`, which for HTTP/2
-    /// makes nginx send GOAWAY after 10 streams).
+    /// makes nginx send GOAWAY after 10 streams). Every nginx keeps an access log of
+    /// `$msec $remote_addr $request_length $connection $connection_requests $status $http_host
+    /// $request` per request, read back by [`Nginx::access_log`]: the witness of what a run
+    /// sent.
     pub fn start_with(listen: Listen, extra: &str) -> Nginx {
-        Nginx::launch_with_log(listen, extra, None)
+        Nginx::launch_with_log(listen, extra, Some("timing"))
     }
 
-    /// Like [`Nginx::start`], with an access log of `$msec $remote_addr $request_length
-    /// $connection $connection_requests $http_host $request` per request, read back by
-    /// [`Nginx::access_log`].
+    /// [`Nginx::start`]; the name says the test reads the access log's timing.
     pub fn start_logged(listen: Listen) -> Nginx {
-        Nginx::launch_with_log(listen, "", Some("timing"))
+        Nginx::start(listen)
     }
 
     /// Like [`Nginx::start`], with an access log of each request's B3 trace headers:
@@ -177,7 +180,7 @@ impl Nginx {
         };
         let echo = echo_module_directive();
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $status $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
@@ -200,7 +203,7 @@ impl Nginx {
         let text = std::fs::read_to_string(self.dir.join("logs/access.log")).unwrap_or_default();
         text.lines()
             .map(|l| {
-                let mut f = l.splitn(7, ' ');
+                let mut f = l.splitn(8, ' ');
                 let msec: f64 = f.next().unwrap().parse().unwrap();
                 LogEntry {
                     secs: msec,
@@ -208,11 +211,32 @@ impl Nginx {
                     request_length: f.next().unwrap().parse().unwrap(),
                     connection: f.next().unwrap().parse().unwrap(),
                     connection_requests: f.next().unwrap().parse().unwrap(),
+                    status: f.next().unwrap().parse().unwrap(),
                     host: f.next().unwrap().to_string(),
                     request: f.next().unwrap_or_default().to_string(),
                 }
             })
             .collect()
+    }
+
+    /// How many requests the access log holds: where [`Nginx::agrees`] starts counting.
+    pub fn mark(&self) -> usize {
+        self.access_log().len()
+    }
+
+    /// Asserts nginx logged, after `mark`, what a client's `global` result says it sent and
+    /// got: one line per request, and each status class. Returns those lines.
+    pub fn agrees(&self, mark: usize, g: &serde_json::Value) -> Vec<LogEntry> {
+        let counter = |name: &str| super::counter(g, name);
+        let lines = self.access_log().split_off(mark);
+        let sent = counter("upstream_rq_total") + counter("upstream_rq_retry");
+        assert_eq!(lines.len() as u64, sent, "nginx's access log against the client's requests");
+        for c in 1..=5u16 {
+            let logged = lines.iter().filter(|e| e.status / 100 == c).count() as u64;
+            let answered = counter(&format!("benchmark.http_{c}xx"));
+            assert_eq!(logged, answered, "{c}xx in nginx's access log against the client's");
+        }
+        lines
     }
 
     pub fn ca(&self) -> String {
