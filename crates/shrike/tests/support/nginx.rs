@@ -30,6 +30,11 @@ pub struct LogEntry {
     pub connection_requests: u64,
     /// The status nginx answered (499 when the client closed first).
     pub status: u16,
+    /// Over TLS: the version (`TLSv1.3`), the cipher (OpenSSL's name) and whether the session
+    /// was resumed (`r`) or not (`.`); `-` each in plaintext.
+    pub ssl_protocol: String,
+    pub ssl_cipher: String,
+    pub ssl_session_reused: String,
     /// The Host header as sent.
     pub host: String,
     pub request: String,
@@ -127,9 +132,9 @@ impl Nginx {
 
     /// `extra` goes into the server block (e.g. `keepalive_requests 10;`, which for HTTP/2
     /// makes nginx send GOAWAY after 10 streams). Every nginx keeps an access log of
-    /// `$msec $remote_addr $request_length $connection $connection_requests $status $http_host
-    /// $request` per request, read back by [`Nginx::access_log`]: the witness of what a run
-    /// sent.
+    /// `$msec $remote_addr $request_length $connection $connection_requests $status
+    /// $ssl_protocol $ssl_cipher $ssl_session_reused $http_host $request` per request, read back
+    /// by [`Nginx::access_log`]: the witness of what a run sent.
     pub fn start_with(listen: Listen, extra: &str) -> Nginx {
         Nginx::launch_with_log(listen, extra, Some("timing"))
     }
@@ -180,7 +185,7 @@ impl Nginx {
         };
         let echo = echo_module_directive();
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $status $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $status $ssl_protocol $ssl_cipher $ssl_session_reused $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
@@ -203,7 +208,7 @@ impl Nginx {
         let text = std::fs::read_to_string(self.dir.join("logs/access.log")).unwrap_or_default();
         text.lines()
             .map(|l| {
-                let mut f = l.splitn(8, ' ');
+                let mut f = l.splitn(11, ' ');
                 let msec: f64 = f.next().unwrap().parse().unwrap();
                 LogEntry {
                     secs: msec,
@@ -212,6 +217,9 @@ impl Nginx {
                     connection: f.next().unwrap().parse().unwrap(),
                     connection_requests: f.next().unwrap().parse().unwrap(),
                     status: f.next().unwrap().parse().unwrap(),
+                    ssl_protocol: f.next().unwrap().to_string(),
+                    ssl_cipher: f.next().unwrap().to_string(),
+                    ssl_session_reused: f.next().unwrap().to_string(),
                     host: f.next().unwrap().to_string(),
                     request: f.next().unwrap_or_default().to_string(),
                 }
