@@ -2,8 +2,11 @@
 //!
 //! `shrike report base.json cand=candidate.json -o report.html`. Each file may be labelled
 //! `NAME=PATH`; otherwise its label is the file stem. The first file is the baseline the
-//! summary's ratios compare against. A file that cannot be read or is not a Shrike result is a
-//! usage error (exit 2) naming the file and, for bad JSON, the field.
+//! summary's ratios compare against. Capacity searches or sweeps (their JSON) may come several
+//! too, side by side: each goal's answers and their change, or the sweeps' points on one set of
+//! charts with the second compared with the first at the first's peak. A file that cannot be
+//! read or is not a Shrike result is a usage error (exit 2) naming the file and, for bad JSON,
+//! the field.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 use shrike_output::html::{self, Input};
+use shrike_plan::sweep::Sweep;
 use shrike_stats::RunResult;
 
 use crate::args::usage;
@@ -18,8 +22,9 @@ use crate::log::info;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// JSON results written by `shrike run --output-format json`, each optionally labelled
-    /// NAME=FILE (default label: the file stem). The first is the baseline.
+    /// JSON results written by `shrike run --output-format json` (or several capacity
+    /// searches, or several sweeps), each optionally labelled NAME=FILE (default label: the
+    /// file stem). The first is the baseline.
     #[arg(required = true, value_name = "[NAME=]FILE")]
     pub files: Vec<String>,
     /// Write the HTML to FILE instead of stdout.
@@ -89,22 +94,71 @@ fn read(source: &Source) -> anyhow::Result<RunResult> {
     shrike_output::from_json(&text).map_err(|e| usage(format!("{path}: {e}")))
 }
 
-/// The document of a capacity search or a sweep, when the first file is one (their
-/// `--output-format json`); each is drawn on its own page, so it comes alone.
-fn planner_doc(sources: &[Source]) -> anyhow::Result<Option<serde_json::Value>> {
-    let Some(first) = sources.first() else { return Ok(None) };
-    let Ok(text) = std::fs::read_to_string(&first.path) else { return Ok(None) };
-    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(None) };
-    if !html::is_capacity(&doc) && !html::is_sweep(&doc) {
-        return Ok(None);
+/// What the files are: run results, or capacity searches or sweeps (their
+/// `--output-format json`), several of which come side by side.
+enum Planned {
+    Runs,
+    Capacity(Vec<serde_json::Value>),
+    Sweep(Vec<serde_json::Value>),
+}
+
+/// Reads the planners' documents when the first file is one; every other file must then be
+/// of the same kind.
+fn planned(sources: &[Source]) -> anyhow::Result<Planned> {
+    let doc = |s: &Source| -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(&s.path).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    let kind = |d: &serde_json::Value| {
+        if html::is_capacity(d) {
+            "a capacity search"
+        } else if html::is_sweep(d) {
+            "a sweep"
+        } else {
+            "a run result"
+        }
+    };
+    let Some(first) = sources.first().and_then(doc) else { return Ok(Planned::Runs) };
+    let first_kind = kind(&first);
+    if first_kind == "a run result" {
+        return Ok(Planned::Runs);
     }
-    if sources.len() > 1 {
-        return Err(usage(format!(
-            "{}: a capacity search or sweep is reported on its own; give it as the only file",
-            first.path.display()
-        )));
+    let mut docs = vec![first];
+    for s in &sources[1..] {
+        let d = doc(s).unwrap_or(serde_json::Value::Null);
+        if kind(&d) != first_kind {
+            return Err(usage(format!(
+                "{} is {first_kind} and {} is {}: only results of one kind are compared",
+                sources[0].path.display(),
+                s.path.display(),
+                if d.is_null() { "not readable JSON" } else { kind(&d) }
+            )));
+        }
+        docs.push(d);
     }
-    Ok(Some(doc))
+    Ok(if first_kind == "a capacity search" {
+        Planned::Capacity(docs)
+    } else {
+        Planned::Sweep(docs)
+    })
+}
+
+/// Several sweeps as one whose instances are theirs, each named by its file's label.
+fn sweeps_side_by_side(
+    sources: &[Source],
+    docs: &[serde_json::Value],
+) -> anyhow::Result<serde_json::Value> {
+    let read = |s: &Source, d: &serde_json::Value| {
+        Sweep::from_json(d).map_err(|e| usage(format!("{}: {e}", s.path.display())))
+    };
+    let mut all = read(&sources[0], &docs[0])?;
+    let mut label = sources[0].label.clone();
+    for (s, d) in sources.iter().zip(docs).skip(1) {
+        all = all.beside(&label, read(s, d)?, &s.label).map_err(|e| usage(e.to_string()))?;
+        // After the first pair, the instances already carry their labels.
+        label = String::new();
+    }
+    Ok(all.json())
 }
 
 fn default_title(sources: &[Source]) -> String {
@@ -123,20 +177,31 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         crate::atomic::ready(path, "--output")?;
     }
     let sources = parse_sources(&args.files)?;
-    let planned = planner_doc(&sources)?;
-    if args.log_axes && !planned.as_ref().is_some_and(html::is_sweep) {
+    let planned = planned(&sources)?;
+    if args.log_axes && !matches!(planned, Planned::Sweep(_)) {
         return Err(usage("--log-axes is for a sweep's report (its grid and latency axes)"));
     }
     let page = match planned {
-        Some(doc) if html::is_capacity(&doc) => {
-            let title = args.title.unwrap_or_else(|| html::capacity_title(&doc));
-            html::render_capacity(&title, &doc)
+        Planned::Capacity(docs) if docs.len() == 1 => {
+            let title = args.title.unwrap_or_else(|| html::capacity_title(&docs[0]));
+            html::render_capacity(&title, &docs[0])
         }
-        Some(doc) => {
-            let title = args.title.unwrap_or_else(|| html::sweep_title(&doc));
+        Planned::Capacity(docs) => {
+            let title = args.title.unwrap_or_else(|| default_title(&sources));
+            let labelled: Vec<(&str, &serde_json::Value)> =
+                sources.iter().map(|s| s.label.as_str()).zip(&docs).collect();
+            html::render_capacities(&title, &labelled)
+        }
+        Planned::Sweep(docs) => {
+            let (title, doc) = if docs.len() == 1 {
+                (args.title.unwrap_or_else(|| html::sweep_title(&docs[0])), docs[0].clone())
+            } else {
+                let doc = sweeps_side_by_side(&sources, &docs)?;
+                (args.title.unwrap_or_else(|| default_title(&sources)), doc)
+            };
             html::render_sweep(&title, &doc, args.log_axes)
         }
-        None => {
+        Planned::Runs => {
             let results: Vec<RunResult> = sources.iter().map(read).collect::<Result<_, _>>()?;
             let inputs: Vec<Input<'_>> = sources
                 .iter()

@@ -1,13 +1,19 @@
 /* Shrike report, capacity search: the answers first, then latency against offered load with
  * every trial a point marked pass, fail or invalid, each objective a labelled line of its own
  * colour and each goal's answer a labelled vertical line; for a concurrency search, the
- * throughput each level achieved with the answer marked; then every trial. Drawn with the kit
- * in plot.js; records what it drew on the DOM as the result report does (body
- * data-render/data-errors, per plot data-series/data-paths/data-width/data-height). */
+ * throughput each level achieved with the answer marked; then every trial. Several searches
+ * (`shrike report a.json b.json`) come side by side: each goal's answers in one table with the
+ * change from the first, every search's trials on one latency chart, then each search's own
+ * sections under its label. Drawn with the kit in plot.js; records what it drew on the DOM as
+ * the result report does (body data-render/data-errors, per plot data-series/data-paths/
+ * data-width/data-height). */
 (function () {
   var DATA = JSON.parse(document.getElementById("shrike-data").textContent);
+  var page = document.getElementById("report");
+
+  // One search's sections into `root`; `tag` keeps plot ids apart when there are several.
+  function renderOne(DATA, root, tag) {
   var CAP = DATA.capacity;
-  var root = document.getElementById("report");
   var RATE = CAP.search === "rate";
   var UNIT = RATE ? "/s" : " " + (CAP.unit || "connections");
   function fmtLevel(v) { return RATE ? fmtRate(v) + "/s" : fmtInt(v); }
@@ -91,7 +97,7 @@
       "passed some, ○ invalid (the load generator was the limit; plotted but never judged). " +
       "Larger points are full-length confirmations. Horizontal lines: the objectives; dashed " +
       "vertical lines: each goal's answer.");
-    var fig = el("figure", { "data-plot": "latency-load", id: "plot-latency-load" }, s);
+    var fig = el("figure", { "data-plot": "latency-load", id: "plot-latency-load" + tag }, s);
     var trials = CAP.trials.slice().sort(function (a, b) { return a.level - b.level; });
     var metrics = [];
     CAP.slos.forEach(function (o) {
@@ -147,7 +153,7 @@
     [["passed every goal", "dot"], ["failed every goal", "cross"], ["passed some goals", "diamond"],
      ["invalid", "ring"]].forEach(function (m) { items.push([m[0], "#5f6b76", "mark-" + m[1]]); });
     chart(fig, {
-      id: "latency-load", title: "latency against offered load",
+      id: "latency-load" + tag, title: "latency against offered load",
       x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtLevel,
            label: RATE ? "offered rate (requests/s, all workers)" : (CAP.unit || "connections") + " per worker" },
       y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: "latency" },
@@ -162,7 +168,7 @@
     if (RATE) return;
     var s = section("Throughput against concurrency",
       "Responses per second each trial achieved; dashed vertical lines: each goal's answer.");
-    var fig = el("figure", { "data-plot": "throughput-level", id: "plot-throughput-level" }, s);
+    var fig = el("figure", { "data-plot": "throughput-level", id: "plot-throughput-level" + tag }, s);
     var trials = CAP.trials.slice().sort(function (a, b) { return a.level - b.level; });
     if (!trials.length) { el("p", { "class": "empty" }, s, "No trial ran."); return; }
     var pts = trials.map(function (t) { return [t.level, t.responses_rps]; });
@@ -172,7 +178,7 @@
     answerLines(series, 0, ymax);
     var x0 = trials[0].level, x1 = trials[trials.length - 1].level, pad = (x1 - x0) * 0.04 || 1;
     chart(fig, {
-      id: "throughput-level", title: "throughput against concurrency",
+      id: "throughput-level" + tag, title: "throughput against concurrency",
       x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtInt,
            label: (CAP.unit || "connections") + " per worker" },
       y: { kind: "lin", min: 0, max: ymax, fmt: fmtRate, label: "responses/s" },
@@ -188,7 +194,7 @@
       "tried, each trial; dotted: each errors objective" +
       (CAP.slos.some(function (o) { return o.implied; }) ? " (the default, as no errors " +
         "objective was given)" : "") + "; dashed vertical lines: each goal's answer.");
-    var fig = el("figure", { "data-plot": "errors-level", id: "plot-errors-level" }, s);
+    var fig = el("figure", { "data-plot": "errors-level", id: "plot-errors-level" + tag }, s);
     var trials = CAP.trials.slice().sort(function (a, b) { return a.level - b.level; });
     if (!trials.length) { el("p", { "class": "empty" }, s, "No trial ran."); return; }
     var pts = trials.map(function (t) { return [t.level, 100 * t.error_ratio]; });
@@ -206,7 +212,7 @@
     });
     answerLines(series, 0, ymax);
     chart(fig, {
-      id: "errors-level", title: "errors against offered load",
+      id: "errors-level" + tag, title: "errors against offered load",
       x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad, fmt: fmtLevel,
            label: RATE ? "offered rate (requests/s, all workers)" :
              (CAP.unit || "connections") + " per worker" },
@@ -244,16 +250,130 @@
     });
   }
 
-  function stamp() { stampPage(root, { "data-trials": CAP.trials.length }); }
-
-  var sub = el("p", { "class": "sub" });
-  sub.textContent = "capacity search (" + CAP.search + "), " + CAP.trials.length +
-    " trials · " + DATA.generator;
-  document.querySelector("header").appendChild(sub);
-  var ns = root.querySelector("noscript");
-  if (ns) root.removeChild(ns);
   [answers, latency, errors, throughput, trialTable].forEach(function (part) {
     try { part(); } catch (e) { renderErrors.push(part.name + ": " + (e && e.stack || e)); }
   });
-  stamp();
+  }
+
+  // Each goal (by name) in every search: its answer there, and the change from the first's.
+  function sideBySide(inputs) {
+    var s = el("section", {}, page);
+    el("h2", {}, s, "Side by side");
+    var first = inputs[0].doc.capacity;
+    var rate = first.search === "rate";
+    var mixed = inputs.some(function (x) { return x.doc.capacity.search !== first.search; });
+    if (mixed) {
+      el("p", { "class": "banner failed" }, s, "These searches answer different questions " +
+        "(rate and concurrency): their answers are shown, not compared.");
+    }
+    inputs.forEach(function (x) {
+      if (!x.doc.complete) el("p", { "class": "banner unsettled" }, s,
+        "INCOMPLETE: " + x.label + "'s search was interrupted; its answers are the best known so far.");
+    });
+    var names = [];
+    inputs.forEach(function (x) {
+      x.doc.capacity.goals.forEach(function (g) { if (names.indexOf(g.name) < 0) names.push(g.name); });
+    });
+    var t = el("table", { id: "side-by-side" }, s);
+    var h = el("tr", {}, el("thead", {}, t));
+    el("th", {}, h, "goal");
+    inputs.forEach(function (x, j) {
+      el("th", {}, h, x.label);
+      if (j > 0 && !mixed) el("th", {}, h, "change");
+    });
+    var body = el("tbody", {}, t);
+    names.forEach(function (name) {
+      var tr = el("tr", { "data-goal": name }, body);
+      el("td", {}, tr, name);
+      var base = null;
+      inputs.forEach(function (x, j) {
+        var cap = x.doc.capacity;
+        var g = cap.goals.filter(function (g) { return g.name === name; })[0];
+        var usable = g && g.max != null && (g.status === "found" || g.status === "generator_bound");
+        var text = !g ? "not a goal" : g.max == null ? "– (" + g.status.replace(/_/g, " ") + ")" :
+          (cap.search === "rate" ? fmtRate(g.max) + "/s" : fmtInt(g.max) + " " + (cap.unit || "connections")) +
+          (g.status === "found" ? "" : " (" + g.status.replace(/_/g, " ") + ")");
+        el("td", { "data-max": g && g.max != null ? String(g.max) : "" }, tr, text);
+        if (j === 0) { base = usable ? g.max : null; return; }
+        if (mixed) return;
+        var change = usable && base ? g.max / base - 1 : null;
+        el("td", { "data-change": change == null ? "" : String(change) }, tr,
+          change == null ? "–" : (change >= 0 ? "+" : "") + (100 * change).toFixed(1) + "%");
+      });
+    });
+    el("p", { "class": "note" }, s, "Each goal's highest " + (rate ? "rate" : "concurrency") +
+      " that met it, in each search; change: from " + inputs[0].label + "'s. A goal whose " +
+      "answer is not settled (interrupted, bounded, inconsistent) is shown with its status and " +
+      "not compared.");
+    if (!mixed) overlay(inputs, s);
+  }
+
+  // Every search's trials on one chart of latency against offered load: the first objective's
+  // percentile (p99 when none names one), a colour per search, the objectives as dotted lines.
+  function overlay(inputs, s) {
+    var first = inputs[0].doc.capacity;
+    var rate = first.search === "rate";
+    var metric = "p99";
+    first.slos.some(function (o) {
+      if (o.metric === "errors" || o.metric === "achieved") return false;
+      metric = o.metric; return true;
+    });
+    var fig = el("figure", { "data-plot": "latency-load-side-by-side", id: "plot-latency-load-side-by-side" }, s);
+    var series = [], items = [], ys = [], xs = [];
+    inputs.forEach(function (x, j) {
+      var trials = x.doc.capacity.trials.slice().sort(function (a, b) { return a.level - b.level; });
+      var pts = trials.map(function (t) {
+        var v = t.objectives && metric in t.objectives ? t.objectives[metric] : t.latency_s[metric];
+        return [t.level, v == null ? null : v * 1e9];
+      });
+      pts.forEach(function (p) { xs.push(p[0]); if (p[1] > 0) ys.push(p[1]); });
+      series.push({ name: x.label + " " + metric, file: "input-" + (j + 1), color: color(j),
+        width: 1.2, dash: j ? "6 3" : null, dots: true, marker: j ? "ring" : "dot", size: 3.2,
+        pts: pts });
+      items.push([x.label, color(j), j ? "dash" : ""]);
+    });
+    if (!ys.length) { el("p", { "class": "empty" }, s, "No trial measured any latency."); return; }
+    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs), pad = (x1 - x0) * 0.04 || 1;
+    first.slos.forEach(function (o, i) {
+      if (o.metric !== metric) return;
+      ys.push(o.bound);
+      series.push({ name: "SLO " + o.slo, file: "slo", color: color(inputs.length + i), dash: "2 3",
+        ref: true, width: 1.5, pts: [[x0 - pad, o.bound], [x1 + pad, o.bound]], label: o.slo,
+        labelAt: "start" });
+      items.push(["objective " + o.slo, color(inputs.length + i), "dash"]);
+    });
+    var yd = logDomain(Math.min.apply(null, ys), Math.max.apply(null, ys));
+    chart(fig, {
+      id: "latency-load-side-by-side", title: metric + " against offered load, each search",
+      x: { kind: "lin", min: Math.max(0, x0 - pad), max: x1 + pad,
+           fmt: rate ? function (v) { return fmtRate(v) + "/s"; } : fmtInt,
+           label: rate ? "offered rate (requests/s, all workers)" : (first.unit || "connections") + " per worker" },
+      y: { kind: "log", min: yd[0], max: yd[1], fmt: fmtDur, label: metric + " latency" },
+      series: series,
+    });
+    legend(s, items);
+  }
+
+  var ns = page.querySelector("noscript");
+  if (ns) page.removeChild(ns);
+  var inputs = DATA.side_by_side || [{ label: null, doc: DATA }];
+  var trials = inputs.reduce(function (n, x) { return n + x.doc.capacity.trials.length; }, 0);
+  var sub = el("p", { "class": "sub" });
+  sub.textContent = inputs.length > 1 ?
+    inputs.length + " capacity searches side by side (" + inputs.map(function (x) { return x.label; })
+      .join(", ") + "), " + trials + " trials · " + DATA.generator :
+    "capacity search (" + DATA.capacity.search + "), " + trials + " trials · " + DATA.generator;
+  document.querySelector("header").appendChild(sub);
+  if (inputs.length > 1) {
+    try { sideBySide(inputs); } catch (e) { renderErrors.push("sideBySide: " + (e && e.stack || e)); }
+  }
+  inputs.forEach(function (x, j) {
+    var box = page;
+    if (inputs.length > 1) {
+      box = el("div", { "class": "input", "data-input": x.label }, page);
+      el("h2", { "class": "input-label" }, box, x.label);
+    }
+    renderOne(x.doc, box, j ? "-" + (j + 1) : "");
+  });
+  stampPage(page, { "data-trials": trials, "data-inputs": inputs.length });
 })();

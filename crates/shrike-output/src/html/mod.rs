@@ -52,6 +52,29 @@ pub fn render(title: &str, inputs: &[Input<'_>]) -> String {
 /// offered load with the objectives and answers marked, and every trial. Each trial's full
 /// result is left out of the embedded data: the plots need its summary figures only.
 pub fn render_capacity(title: &str, doc: &serde_json::Value) -> String {
+    let mut data = without_trial_results(doc);
+    data["title"] = serde_json::json!(title);
+    data["generator"] = serde_json::json!(concat!("shrike ", env!("CARGO_PKG_VERSION")));
+    page(title, &data, CAPACITY_JS)
+}
+
+/// The page of several capacity searches side by side, each `(label, document)`: each goal's
+/// answers in one table with the change from the first's, every search's trials on one
+/// latency chart, then each search's own sections under its label.
+pub fn render_capacities(title: &str, docs: &[(&str, &serde_json::Value)]) -> String {
+    let inputs: Vec<serde_json::Value> = docs
+        .iter()
+        .map(|(label, doc)| serde_json::json!({"label": label, "doc": without_trial_results(doc)}))
+        .collect();
+    let data = serde_json::json!({
+        "title": title,
+        "generator": concat!("shrike ", env!("CARGO_PKG_VERSION")),
+        "side_by_side": inputs,
+    });
+    page(title, &data, CAPACITY_JS)
+}
+
+fn without_trial_results(doc: &serde_json::Value) -> serde_json::Value {
     let mut data = doc.clone();
     if let Some(trials) = data.pointer_mut("/capacity/trials").and_then(|t| t.as_array_mut()) {
         for t in trials {
@@ -60,9 +83,7 @@ pub fn render_capacity(title: &str, doc: &serde_json::Value) -> String {
             }
         }
     }
-    data["title"] = serde_json::json!(title);
-    data["generator"] = serde_json::json!(concat!("shrike ", env!("CARGO_PKG_VERSION")));
-    page(title, &data, CAPACITY_JS)
+    data
 }
 
 /// The page of a sweep (`shrike sweep --output-format json`): throughput and server CPU

@@ -220,7 +220,7 @@
       ["throughput", "p50", "p99"].forEach(function (k) {
         var x = c[k];
         var pct = function (v) { return (v >= 0 ? "+" : "") + (100 * v).toFixed(1) + "%"; };
-        el("p", {}, s, "candidate " + k + " at " + c.level + ": " + (x == null ? "–" :
+        el("p", {}, s, SW.instances[1] + " " + k + " at " + c.level + ": " + (x == null ? "–" :
           pct(x.relative) + " (95% CI " + pct(x.ci95[0]) + " to " + pct(x.ci95[1]) + ")" +
           (x.within_noise ? ": within noise" : "")));
       });

@@ -9,10 +9,12 @@
 //! - [`usl`]: the Universal Scalability Law fit, judged, and its predicted peak.
 //! - [`stats`]: mean ± deviation over iterations; changes with Welch's 95% interval.
 //! - [`report`]: points, peak, comparison; human, CSV and JSON.
+//! - `read`: a stored sweep read back, and two set side by side.
 //! - [`mod@run`]: the loop every caller runs (each run made by [`crate::trial::trial_spec`],
 //!   run by the caller's [`crate::trial::TrialRunner`]).
 
 pub mod grid;
+mod read;
 pub mod report;
 pub mod resources;
 mod run;
@@ -20,6 +22,7 @@ pub mod server;
 pub mod stats;
 pub mod usl;
 
+pub use read::ReadError;
 pub use report::{Iteration, Point, Sweep};
 pub use resources::{Sampler, Source, Window};
 pub use run::{

@@ -525,3 +525,147 @@ fn a_replay_draws_its_rate_and_lateness_over_time() {
     assert!(late.iter().all(|p| p[1].as_u64().is_some()), "{replay}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `capacity … -o FILE` against the test server, its latency `minimal_delay` plus 2 ms per
+/// request in flight: the search's JSON.
+fn capacity_search(server: &Server, minimal_delay: &str, out: &Path) -> Value {
+    let header = format!(
+        "x-nighthawk-test-server-config: {{\"concurrency_based_linear_delay\": {{\"minimal_delay\": \
+         \"{minimal_delay}\", \"concurrency_delay_factor\": \"0.002s\"}}}}"
+    );
+    let args = [
+        "capacity",
+        &server.url("/"),
+        "--slo",
+        "p99<=30ms",
+        "--start",
+        "50",
+        "--precision",
+        "10%",
+        "--trial-duration",
+        "0.3s",
+        "--final-duration",
+        "0.5s",
+        "-H",
+        &header,
+        "-o",
+        path_str(out),
+    ];
+    let done = run(&args, Duration::from_secs(90));
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+}
+
+/// Two capacity searches side by side: each goal's answers in one table, read from each
+/// search's own JSON, with the change from the first's; every trial of both on one chart;
+/// then each search's own sections under its label.
+#[test]
+fn two_capacity_searches_compare_side_by_side() {
+    let dir = scratch("capacity-side-by-side");
+    let server = Server::start(&[]);
+    let (a, b) = (dir.join("fast.json"), dir.join("slow.json"));
+    let (da, db) = (capacity_search(&server, "0.005s", &a), capacity_search(&server, "0.015s", &b));
+    let html = dir.join("both.html");
+    let before = format!("before={}", path_str(&a));
+    let after = format!("after={}", path_str(&b));
+    let out = report(&[&before, &after, "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_offline(&page);
+    let dom = render(&html, &dir);
+    let body = tags(&dom, "body").pop().unwrap();
+    assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
+    assert_eq!(body.get("data-inputs").map(String::as_str), Some("2"));
+    let trials = |d: &Value| d["capacity"]["trials"].as_array().unwrap().len();
+    assert_eq!(body.get("data-trials"), Some(&(trials(&da) + trials(&db)).to_string()));
+    // The answers are each file's own, and the change is theirs.
+    let goal = "p99<=30.00ms";
+    let max = |d: &Value| d["max_rps"][goal].as_f64().unwrap();
+    let cells = tags(&dom, "td");
+    let maxes: Vec<f64> = cells.iter().filter_map(|c| c.get("data-max")?.parse().ok()).collect();
+    assert_eq!(maxes, [max(&da), max(&db)], "{dom}");
+    let change: f64 =
+        cells.iter().find_map(|c| c.get("data-change")?.parse().ok()).expect("a change");
+    assert!((change - (max(&db) / max(&da) - 1.0)).abs() < 1e-9, "{change}");
+    assert!(max(&db) < max(&da), "a server 10 ms slower holds less: {} vs {}", max(&db), max(&da));
+    let figs = tags(&dom, "figure");
+    let overlay = figs.iter().find(|f| f["data-plot"] == "latency-load-side-by-side").unwrap();
+    // Each search's trials (the objective's line is a reference, not a series).
+    assert_eq!(overlay["data-series"], "2", "{overlay:?}");
+    let own = figs.iter().filter(|f| f["data-plot"] == "latency-load").count();
+    assert_eq!(own, 2, "each search's own chart too");
+    let text = without_scripts(&dom);
+    assert!(text.contains("2 capacity searches side by side (before, after)"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two sweeps side by side are one sweep with their two instances: the second compared with
+/// the first at the first's peak, from the iterations each file recorded.
+#[test]
+fn two_sweeps_compare_side_by_side() {
+    let dir = scratch("sweep-side-by-side");
+    let bin = env!("CARGO_BIN_EXE_shrike");
+    let mut docs = Vec::new();
+    for (name, extra) in [("fast", ""), ("slow", " --static-delay 2ms")] {
+        let json = dir.join(format!("{name}.json"));
+        let cmd = format!("{bin} serve --listen 127.0.0.1:0{extra}");
+        let args = [
+            "sweep",
+            "--connections",
+            "1,2,4",
+            "--iterations",
+            "2",
+            "-d",
+            "0.3",
+            "--wait",
+            "0s",
+            "--server-cmd",
+            &cmd,
+            "-o",
+            path_str(&json),
+        ];
+        let out = run(&args, Duration::from_secs(60));
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        docs.push((
+            json.clone(),
+            serde_json::from_str::<Value>(&std::fs::read_to_string(&json).unwrap()).unwrap(),
+        ));
+    }
+    let html = dir.join("both.html");
+    let (a, b) =
+        (format!("fast={}", path_str(&docs[0].0)), format!("slow={}", path_str(&docs[1].0)));
+    let out = report(&[&a, &b, "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let data = embedded_data(&page);
+    assert_eq!(data["sweep"]["instances"], json!(["fast", "slow"]));
+    // The comparison's level is the first's peak, and its change is the geometric means'
+    // ratio of the two files' own iterations there.
+    let level = docs[0].1["peak"]["connections"].as_u64().unwrap();
+    assert_eq!(data["comparison"]["level"], level);
+    let geomean = |d: &Value| {
+        let p =
+            d["sweep"]["points"].as_array().unwrap().iter().find(|p| p["level"] == level).unwrap();
+        let tps: Vec<f64> = p["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["throughput_rps"].as_f64().unwrap())
+            .collect();
+        (tps.iter().map(|t| t.ln()).sum::<f64>() / tps.len() as f64).exp()
+    };
+    let expect = geomean(&docs[1].1) / geomean(&docs[0].1) - 1.0;
+    let got = data["comparison"]["throughput"]["relative"].as_f64().unwrap();
+    assert!((got - expect).abs() < 1e-9, "{got} vs {expect}");
+    let dom = render(&html, &dir);
+    let body = tags(&dom, "body").pop().unwrap();
+    assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
+    assert_eq!(body.get("data-points").map(String::as_str), Some("6"));
+    let text = without_scripts(&dom);
+    assert!(text.contains(&format!("slow throughput at {level}: ")), "{text}");
+    // A sweep beside something else is refused, naming both.
+    let out = report(&[path_str(&docs[0].0), "notes.txt", "-o", path_str(&html)]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("is a sweep and notes.txt is not readable JSON"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}

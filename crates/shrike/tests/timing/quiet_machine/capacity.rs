@@ -486,12 +486,18 @@ fn a_capacity_search_draws_latency_against_offered_load() {
     // answer.
     assert_eq!(dom.matches("class=\"ref\"").count(), 4, "{dom}");
 
-    // With another file it is refused: it has a page of its own.
-    let (a, b) = (format!("a={}", path_str(&json)), format!("b={}", path_str(&json)));
-    let out = report(&[&a, &b, "-o", path_str(&html)]);
+    // Beside a run's result it is refused: only results of one kind compare.
+    let run_json = dir.join("run.json");
+    let out = run(
+        &["run", &server.url("/"), "-n", "1", "--rps", "1", "-o", path_str(&run_json)],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let out = report(&[path_str(&json), path_str(&run_json), "-o", path_str(&html)]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(
-        out.stderr.contains("a capacity search or sweep is reported on its own"),
+        out.stderr.contains("is a capacity search and")
+            && out.stderr.contains("is a run result: only results of one kind are compared"),
         "{}",
         out.stderr
     );
