@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::state::{ServerState, ServerTotals};
+use crate::state::{ServerState, ServerTotals, Totals};
 use crate::stats::LimitKind;
 use crate::{conn, h1, http2, http3, ServerConfig};
 
@@ -138,6 +138,7 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, mut shutdown: wat
                         refuse(stream, &shared);
                         continue;
                     };
+                    Totals::count(&shared.state.totals().accepted);
                     let task = conn::serve(stream, shared.clone(), shutdown.clone());
                     connections.spawn(async move {
                         task.await;

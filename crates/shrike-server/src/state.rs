@@ -39,6 +39,9 @@ pub(crate) struct ServerState {
 /// Connection-level counts, reported by [`run`](crate::run) when it returns.
 #[derive(Debug, Default)]
 pub(crate) struct Totals {
+    /// TCP connections accepted (not those refused over the cap), whatever they then spoke,
+    /// if anything: a client's connections opened ahead of its requests among them.
+    pub(crate) accepted: AtomicU64,
     pub(crate) http1: AtomicU64,
     pub(crate) http2: AtomicU64,
     pub(crate) http3: AtomicU64,
@@ -54,6 +57,7 @@ impl Totals {
     pub(crate) fn snapshot(&self) -> ServerTotals {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ServerTotals {
+            accepted_connections: get(&self.accepted),
             http1_connections: get(&self.http1),
             http2_connections: get(&self.http2),
             http3_connections: get(&self.http3),
@@ -67,6 +71,9 @@ impl Totals {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerTotals {
+    /// TCP connections accepted (not those refused over the cap), whether or not they sent
+    /// anything.
+    pub accepted_connections: u64,
     /// Connections that spoke HTTP/1.1 (over TLS or not).
     pub http1_connections: u64,
     /// Connections that spoke HTTP/2: by ALPN over TLS, by prior knowledge in plaintext.

@@ -190,9 +190,10 @@ impl Stats {
             "requests": sum(&|s| &s.requests),
             "responses": responses,
             "active_requests": active,
-            // Counted when the connection's protocol is known, so a stats request counts its
-            // own connection (under http1, or http2 when it came over HTTP/2).
+            // Accepted TCP connections, and each by protocol once it is known; a stats request
+            // counts its own connection.
             "connections": {
+                "accepted": totals.accepted_connections,
                 "http1": totals.http1_connections,
                 "http2": totals.http2_connections,
                 "http3": totals.http3_connections,

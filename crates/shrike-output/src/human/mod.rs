@@ -269,6 +269,15 @@ mod outcome_tests {
             "10 of 600 requests succeeded (1.7%); could not connect × 10, not sent (pool \
              overflow) × 580"
         );
+        // Queued when the run ended (or still in flight past the grace): released, never
+        // answered.
+        g.counters.add(Counter::RqCancelled, 400);
+        assert_eq!(
+            outcome(&g, 10, &Verdict::Succeeded),
+            "10 of 1000 requests succeeded (1.0%); could not connect × 10, not sent (pool \
+             overflow) × 580, cancelled at the run's end (queued, or in flight past the grace) × \
+             400"
+        );
     }
 }
 

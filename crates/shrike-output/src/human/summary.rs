@@ -215,6 +215,7 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
         (Counter::TunnelFail, "CONNECT failed at the proxy"),
         (Counter::PoolConnectionFailure, "could not connect"),
         (Counter::PoolOverflow, "not sent (pool overflow)"),
+        (Counter::RqCancelled, "cancelled at the run's end (queued, or in flight past the grace)"),
         (Counter::AnswerErrors, "answered with an error"),
     ] {
         let n = c.get(counter);
@@ -224,9 +225,12 @@ pub(super) fn outcome(g: &WorkerResult, sent: u64, verdict: &Verdict) -> String 
     }
     let errors = if errors.is_empty() { "no errors".to_string() } else { errors.join(", ") };
     // Out of every request the schedule released: those sent, those that never got a
-    // connection, those the pool had no room for. A request that was never sent failed too.
-    let released =
-        sent.max(answered) + c.get(Counter::PoolConnectionFailure) + c.get(Counter::PoolOverflow);
+    // connection, those the pool had no room for, those the run's end cancelled. A request
+    // that was never sent (or never finished) failed too.
+    let released = sent.max(answered)
+        + c.get(Counter::PoolConnectionFailure)
+        + c.get(Counter::PoolOverflow)
+        + c.get(Counter::RqCancelled);
     let counts = if answered == 0 {
         match released {
             0 => "NO REQUEST WAS SENT".into(),

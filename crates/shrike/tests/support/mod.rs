@@ -274,8 +274,8 @@ impl Witness {
     }
 
     /// How much the server's count at JSON pointer `at` (`/requests`, `/responses/5xx`,
-    /// `/connections/http2`, `/tls/handshakes`) grew, less the second stats read's own HTTP/1.1
-    /// connection and TLS handshake.
+    /// `/connections/http2`, `/connections/accepted`, `/tls/handshakes`) grew, less the second
+    /// stats read's own (TCP, HTTP/1.1) connection and TLS handshake.
     pub fn count(&self, at: &str) -> u64 {
         let n = |v: &serde_json::Value| {
             v.pointer(at)
@@ -283,7 +283,7 @@ impl Witness {
                 .unwrap_or_else(|| panic!("{at} in {v}"))
         };
         let own = match at {
-            "/connections/http1" => 1,
+            "/connections/http1" | "/connections/accepted" => 1,
             "/tls/handshakes" => u64::from(self.tls),
             _ => 0,
         };
