@@ -143,6 +143,13 @@ impl Stats {
         add(&shard.response_body_bytes, body_bytes);
     }
 
+    /// A request refused before any behaviour ran (431, 413, 400, 405): a request and its
+    /// response all the same, so that what a client counts answered has its witness here.
+    pub(crate) fn refused(&self, status: u16) {
+        self.request();
+        self.response(status, 0);
+    }
+
     pub(crate) fn request_body(&self, bytes: u64) {
         add(&self.shard().request_body_bytes, bytes);
     }

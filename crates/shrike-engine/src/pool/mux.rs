@@ -15,7 +15,9 @@
 //!   `connections` (so recycling never stalls the pool while old streams drain).
 //! - A stream the server refused unprocessed (GOAWAY, REFUSED_STREAM, H3_REQUEST_REJECTED) is
 //!   retried once elsewhere, as Envoy does; one refused beyond a limit the server had not yet
-//!   announced (its SETTINGS came after the stream opened) is retried apart from that.
+//!   announced (its SETTINGS came after the stream opened) is retried apart from that. These
+//!   are not resends in `upstream_rq_retry`'s sense: the server processed the request once at
+//!   most, so requests plus resends is still what the server counts.
 //!
 //! Each stream runs as its own local task.
 
@@ -471,7 +473,8 @@ async fn stream_task<M: Mux>(
                 pools.cx.state.borrow_mut().counters.inc(Counter::RqCancelled);
                 pools.cx.request_finished(&ticket);
             } else if unprocessed && (early || !ticket.retried) && pools.cfg.retry_unanswered {
-                pools.cx.state.borrow_mut().counters.inc(Counter::RqRetry);
+                // Not counted as a resend (upstream_rq_retry): the server acted on it at most
+                // once, and a stream refused as its connection closed may never have left.
                 let t = match early {
                     true => Ticket { early_refusals: ticket.early_refusals + 1, ..ticket },
                     false => Ticket { retried: true, ..ticket },

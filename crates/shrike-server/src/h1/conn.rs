@@ -370,6 +370,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Abort> Connection<'_, S> {
             Reject::NotForwarded => stats.proxy(ProxyEvent::Refused, 1),
             Reject::BadRequest(_) | Reject::BodyTooLarge(_) => {}
         }
+        stats.refused(reject.status());
         let message = reject.message(self.shared.config.max_body_size());
         response::encode_text(
             &mut self.wbuf,

@@ -667,18 +667,21 @@ impl Conn {
         let stats = self.shared.state.stats();
         let refusal = if self.request.list_size > self.limits.library_header_list_size() as usize {
             // Far past the cap: refused without a word, as the advertised limit allows, and
-            // not counted (the fields were not even kept).
+            // not counted as a limit (the fields were not even kept).
+            stats.refused(431);
             Some(encode::bare(&mut block, 431))
         } else if let Some((kind, why)) =
             limits::refusal(&self.limits, self.request.field_count, self.request.list_size)
         {
             // Only the stream is refused: the connection's other streams are intact.
             stats.limit(kind);
+            stats.refused(431);
             Some(encode::error(&mut block, 431, &why, head_only))
         } else {
             let max_body = self.shared.config.max_body_size();
             self.request.content_length.filter(|&len| len > max_body).map(|len| {
                 // Refused before reading a byte, as HTTP/1.1 does.
+                stats.refused(413);
                 let why = behaviour::body_too_large(Some(len), max_body);
                 encode::error(&mut block, 413, &why, head_only)
             })

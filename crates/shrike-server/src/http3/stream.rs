@@ -48,6 +48,7 @@ pub(super) async fn serve(
     let max_body = shared.config.max_body_size();
     if let Some((kind, why)) = limits::header_refusal(shared.config.limits(), &parts) {
         shared.state.stats().limit(kind);
+        shared.state.stats().refused(431);
         if send(&mut stream, response::text(431, &why, head_only)).await.is_ok() {
             linger(&mut stream).await;
         }
@@ -55,6 +56,7 @@ pub(super) async fn serve(
     }
     if let Some(len) = response::declared_length(&parts).filter(|&len| len > max_body) {
         // Refused before reading a byte, as the other front ends do.
+        shared.state.stats().refused(413);
         let reply = response::text(413, &behaviour::body_too_large(Some(len), max_body), head_only);
         if send(&mut stream, reply).await.is_ok() {
             linger(&mut stream).await;

@@ -10,6 +10,9 @@
 //! Flags a subcommand shares but has no use for (capacity's `--duration`) are hidden from its
 //! help; they are checked to be refused by name too. A flag listed in a help with no probe
 //! here fails the test: a new flag must show what it does.
+//!
+//! A changed plan shows a flag is read, not that the engine does what it says: the flags that
+//! shape what `run` sends are shown honoured at the server in flags_at_the_server.rs.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};

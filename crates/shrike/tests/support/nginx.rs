@@ -1,6 +1,6 @@
 //! A private nginx (Debian's package) on a free loopback port, speaking HTTP/1.1, h2c, or
-//! TLS with HTTP/1.1 or HTTP/2, with a test CA and a `localhost`/127.0.0.1 certificate made by
-//! the `openssl` CLI. Locations: `/file` (4321 bytes), `/missing` (404), `/slow` (200 after
+//! TLS (1.2 and 1.3 unless the test says `ssl_protocols`) with HTTP/1.1 or HTTP/2, with a test
+//! CA and a `localhost`/127.0.0.1 certificate made by the `openssl` CLI. Locations: `/file` (4321 bytes), `/missing` (404), `/slow` (200 after
 //! 200 ms, via the echo module: Debian's `libnginx-mod-http-echo`), `/upload` (reads the whole
 //! request body, then 200). A missing nginx or echo module fails the test, naming the package.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
@@ -35,6 +35,8 @@ pub struct LogEntry {
     pub ssl_protocol: String,
     pub ssl_cipher: String,
     pub ssl_session_reused: String,
+    /// The server name the client asked for (SNI), `-` without one.
+    pub ssl_server_name: String,
     /// The Host header as sent.
     pub host: String,
     pub request: String,
@@ -133,8 +135,8 @@ impl Nginx {
     /// `extra` goes into the server block (e.g. `keepalive_requests 10;`, which for HTTP/2
     /// makes nginx send GOAWAY after 10 streams). Every nginx keeps an access log of
     /// `$msec $remote_addr $request_length $connection $connection_requests $status
-    /// $ssl_protocol $ssl_cipher $ssl_session_reused $http_host $request` per request, read back
-    /// by [`Nginx::access_log`]: the witness of what a run sent.
+    /// $ssl_protocol $ssl_cipher $ssl_session_reused $ssl_server_name $http_host $request` per
+    /// request, read back by [`Nginx::access_log`]: the witness of what a run sent.
     pub fn start_with(listen: Listen, extra: &str) -> Nginx {
         Nginx::launch_with_log(listen, extra, Some("timing"))
     }
@@ -173,8 +175,13 @@ impl Nginx {
             Listen::H2c => (" http2", String::new()),
             Listen::Tls | Listen::TlsH2 => {
                 make_certs(&dir);
+                // TLS 1.3 as well as 1.2: nginx 1.22 offers 1.3 only when told.
+                let protocols = match extra.contains("ssl_protocols") {
+                    true => "",
+                    false => "    ssl_protocols TLSv1.2 TLSv1.3;\n",
+                };
                 let tls = format!(
-                    "    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem;\n    ssl_session_cache shared:SSL:1m;\n    ssl_session_tickets on;\n"
+                    "    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem;\n    ssl_session_cache shared:SSL:1m;\n    ssl_session_tickets on;\n{protocols}"
                 );
                 (if listen == Listen::TlsH2 { " ssl http2" } else { " ssl" }, tls)
             }
@@ -185,7 +192,7 @@ impl Nginx {
         };
         let echo = echo_module_directive();
         let conf = format!(
-            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $status $ssl_protocol $ssl_cipher $ssl_session_reused $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
+            "{echo}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\nevents {{ worker_connections 1024; }}\nhttp {{\n  log_format timing '$msec $remote_addr $request_length $connection $connection_requests $status $ssl_protocol $ssl_cipher $ssl_session_reused $ssl_server_name $http_host $request';\n  log_format b3 '$http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled $request';\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  keepalive_requests 100000;\n  server {{\n    listen 127.0.0.1:{port}{listen_params};\n{tls}    {extra}\n    root {d}/html;\n    location = /missing {{ return 404; }}\n    location = /slow {{ echo_sleep 0.2; echo slow; }}\n    location = /upload {{ echo_read_request_body; echo uploaded; }}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
         let child = Command::new(nginx_binary())
@@ -208,7 +215,7 @@ impl Nginx {
         let text = std::fs::read_to_string(self.dir.join("logs/access.log")).unwrap_or_default();
         text.lines()
             .map(|l| {
-                let mut f = l.splitn(11, ' ');
+                let mut f = l.splitn(12, ' ');
                 let msec: f64 = f.next().unwrap().parse().unwrap();
                 LogEntry {
                     secs: msec,
@@ -220,6 +227,7 @@ impl Nginx {
                     ssl_protocol: f.next().unwrap().to_string(),
                     ssl_cipher: f.next().unwrap().to_string(),
                     ssl_session_reused: f.next().unwrap().to_string(),
+                    ssl_server_name: f.next().unwrap().to_string(),
                     host: f.next().unwrap().to_string(),
                     request: f.next().unwrap_or_default().to_string(),
                 }

@@ -51,7 +51,7 @@ const IDLE: Duration = Duration::from_millis(5);
 
 pub(super) async fn serve(sock: TcpStream, case: H1, tally: &Tally) -> std::io::Result<()> {
     let (rd, wr) = sock.into_split();
-    let mut rx = Requests { rd, buf: Vec::new() };
+    let mut rx = Requests { rd, buf: Vec::new(), tally };
     let mut out = Out { wr, tally };
     let mut idle_limit = None;
     while rx.next(idle_limit).await? {
@@ -71,6 +71,7 @@ pub(super) async fn serve(sock: TcpStream, case: H1, tally: &Tally) -> std::io::
                 let notice = if how == Close::Announced { "connection: close\r\n" } else { "" };
                 let response = format!("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n{notice}\r\nok");
                 out.send(response.as_bytes()).await?;
+                tally.answered();
                 if how == Close::Announced {
                     return Ok(());
                 }
@@ -82,6 +83,7 @@ pub(super) async fn serve(sock: TcpStream, case: H1, tally: &Tally) -> std::io::
                     out.send(&[b]).await?;
                     tokio::time::sleep(period).await;
                 }
+                tally.answered();
             }
             H1::GarbageStatus => out.send(b"HTTP/1.1 2x0 OK\r\ncontent-length: 0\r\n\r\n").await?,
             H1::HugeHead => {
@@ -128,12 +130,13 @@ pub(super) async fn serve(sock: TcpStream, case: H1, tally: &Tally) -> std::io::
 }
 
 /// Request heads off one connection.
-struct Requests {
+struct Requests<'a> {
     rd: OwnedReadHalf,
     buf: Vec<u8>,
+    tally: &'a Tally,
 }
 
-impl Requests {
+impl Requests<'_> {
     /// Waits for the next request head and consumes it. False when the client closed, or sent
     /// nothing for `idle` (when given).
     async fn next(&mut self, idle: Option<Duration>) -> std::io::Result<bool> {
@@ -154,6 +157,7 @@ impl Requests {
             if n == 0 {
                 return Ok(false);
             }
+            self.tally.received(n);
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }

@@ -64,10 +64,11 @@ fn header_block_fragment() -> Vec<u8> {
 
 pub(super) async fn serve(sock: TcpStream, case: H2, tally: &Tally) -> std::io::Result<()> {
     let (rd, wr) = sock.into_split();
-    let mut rx = Frames { rd };
+    let mut rx = Frames { rd, tally };
     let mut out = Out { wr, tally };
     let mut preface = [0u8; 24];
     rx.rd.read_exact(&mut preface).await?;
+    tally.received(preface.len());
     let ours = match case {
         H2::ZeroWindow => settings(&[(SETTINGS_INITIAL_WINDOW_SIZE, 0)]),
         _ => settings(&[(SETTINGS_MAX_CONCURRENT_STREAMS, 100)]),
@@ -93,7 +94,9 @@ pub(super) async fn serve(sock: TcpStream, case: H2, tally: &Tally) -> std::io::
 }
 
 async fn answer(stream: u32, out: &mut Out<'_>) -> std::io::Result<()> {
-    out.send(&frame(HEADERS, END_HEADERS | END_STREAM, stream, STATUS_200)).await
+    out.send(&frame(HEADERS, END_HEADERS | END_STREAM, stream, STATUS_200)).await?;
+    out.tally.answered();
+    Ok(())
 }
 
 /// Does the case's thing to a new stream. False when the connection is to close.
@@ -132,11 +135,12 @@ async fn on_request(
 }
 
 /// The client's frames.
-struct Frames {
+struct Frames<'a> {
     rd: OwnedReadHalf,
+    tally: &'a Tally,
 }
 
-impl Frames {
+impl Frames<'_> {
     /// The next frame as (type, flags, stream, payload); `None` once the client closed.
     async fn next(&mut self) -> std::io::Result<Option<(u8, u8, u32, Vec<u8>)>> {
         let mut head = [0u8; 9];
@@ -149,6 +153,7 @@ impl Frames {
         let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         let mut payload = vec![0u8; len];
         self.rd.read_exact(&mut payload).await?;
+        self.tally.received(head.len() + len);
         Ok(Some((head[3], head[4], stream, payload)))
     }
 }

@@ -1,8 +1,14 @@
-//! Every flag in Nighthawk's `nighthawk_client --help` (its usage synopsis, listed in
-//! tests/fixtures/nighthawk-client-flags.txt) given to `shrike run`: each is shown honoured
-//! where it acts, by a witness that is not Shrike (the test server's own counts, nginx's access
-//! log, a statsd socket, the process's output), or refused with exit 2 and a message that says
-//! why, with nothing sent. A flag added to the list without a case here fails the test.
+//! Every flag that shapes what `shrike run` sends, shown honoured where it acts by a witness
+//! that is not Shrike: the test server's own counts (plain, TLS, HTTP/3), nginx's access log
+//! (method, path, source address, timing, TLS version, cipher, resumption, SNI), a statsd
+//! socket. Two walks:
+//! - Nighthawk's client flags (its usage synopsis, tests/fixtures/nighthawk-client-flags.txt):
+//!   each honoured, or refused with exit 2 and a message that says why, with nothing sent;
+//! - `run`'s own flags beyond those: each honoured here, or named in [`PROVEN_ELSEWHERE`] with
+//!   the test that shows it (proxies, fleets, outputs).
+//!
+//! A flag in `run --help` or in Nighthawk's list with no case fails the test. (every_flag.rs
+//! walks every subcommand's flags through their plans; this walk is the one that sends.)
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
@@ -25,6 +31,8 @@ struct Seen {
     out: Output,
     /// The `global` result of the `-o` file, for runs that wrote one.
     g: serde_json::Value,
+    /// When the process was started, in Unix seconds (nginx's clock).
+    launched_at: f64,
 }
 
 impl Seen {
@@ -145,15 +153,142 @@ fn statsd_counter(packets: &[String], name: &str) -> (u64, usize) {
     (sum, holding)
 }
 
+/// The witnesses every case's run is checked against: the test server plain and with TLS
+/// (HTTP/3 too), nginx plain and with TLS (their access logs), a statsd socket; and where each
+/// run writes its result.
+struct Witnesses {
+    plain: Server,
+    tls: TlsServer,
+    nginx: nginx::Nginx,
+    /// TLS 1.2 and 1.3 (left to itself, it and Shrike agree on 1.3); and TLS 1.2 only.
+    nginx_tls: nginx::Nginx,
+    nginx_tls12: nginx::Nginx,
+    statsd: UdpSocket,
+    dir: std::path::PathBuf,
+}
+
+impl Witnesses {
+    fn start(name: &str) -> Witnesses {
+        Witnesses {
+            plain: Server::start(&[]),
+            tls: TlsServer::start(&["--tls", "--http3"]),
+            nginx: nginx::Nginx::start(nginx::Listen::Http1),
+            nginx_tls: nginx::Nginx::start(nginx::Listen::Tls),
+            nginx_tls12: nginx::Nginx::start_with(nginx::Listen::Tls, "ssl_protocols TLSv1.2;"),
+            statsd: UdpSocket::bind("127.0.0.1:0").unwrap(),
+            dir: scratch(name),
+        }
+    }
+
+    /// Runs each case (`shrike run` with its arguments, 300 ms at 20/s unless it sets its own
+    /// length or rate) and checks it against what the witnesses saw; returns what failed.
+    fn walk(&self, cases: &[(&str, (Vec<String>, Expect))]) -> Vec<String> {
+        let result = self.dir.join("result.json");
+        let mut problems = Vec::new();
+        for (flag, (args, expect)) in cases {
+            let runs = matches!(expect, Expect::Seen(..));
+            let mut all = vec!["run".to_string()];
+            if runs {
+                // Before the arguments: after `--ignore_rest` nothing is a flag.
+                let _ = std::fs::remove_file(&result);
+                all.extend(["-o".to_string(), result.display().to_string()]);
+            }
+            all.extend(args.iter().cloned());
+            let sets = |names: &[&str]| args.iter().any(|a| names.contains(&a.as_str()));
+            let quick = matches!(expect, Expect::Exits(0, _));
+            if !quick && !sets(&["--duration", "--no-duration", "--requests", "-n", "--stages"]) {
+                all.extend(["--duration".to_string(), "300ms".to_string()]);
+            }
+            if !quick && !sets(&["--rps", "--stages"]) {
+                all.extend(["--rps".to_string(), "20".to_string()]);
+            }
+            let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+            let (plain_before, tls_before) =
+                (Witness::before(&self.plain), Witness::before(&self.tls));
+            let marks = (self.nginx.mark(), self.nginx_tls.mark(), self.nginx_tls12.mark());
+            let (stop, reader) = listen_statsd(&self.statsd);
+            let launched_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            let out = run(&refs, Duration::from_secs(30));
+            let plain = Witness::since(&self.plain, plain_before);
+            let tls = Witness::since(&self.tls, tls_before);
+            stop.store(true, Ordering::Relaxed);
+            let statsd = reader.join().unwrap();
+            let g = std::fs::read_to_string(&result)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .map(|v| {
+                    let mut g = global(&v).clone();
+                    g["__options"] = v["options"].clone();
+                    g
+                })
+                .unwrap_or_default();
+            let mut nginx = self.nginx.access_log().split_off(marks.0);
+            nginx.extend(self.nginx_tls.access_log().split_off(marks.1));
+            nginx.extend(self.nginx_tls12.access_log().split_off(marks.2));
+            let seen = Seen { plain, tls, nginx, statsd, out, g, launched_at };
+            let nothing_sent =
+                seen.requests() + seen.tls.count("/requests") + seen.nginx.len() as u64 == 0;
+            let verdict = match expect {
+                Expect::Seen(code, check) if seen.out.code() == *code => check(&seen),
+                Expect::Seen(code, _) => Err(format!("expected exit {code}")),
+                Expect::Refused(why) if seen.out.code() == 2 && seen.out.stderr.contains(why) => {
+                    if nothing_sent {
+                        Ok(())
+                    } else {
+                        Err("refused, yet requests went out".into())
+                    }
+                }
+                Expect::Refused(why) => Err(format!("expected exit 2 saying {why:?}")),
+                Expect::Exits(code, text)
+                    if seen.out.code() == *code
+                        && (seen.out.stdout.contains(text) || seen.out.stderr.contains(text)) =>
+                {
+                    if nothing_sent {
+                        Ok(())
+                    } else {
+                        Err("requests went out to the servers here".into())
+                    }
+                }
+                Expect::Exits(code, text) => Err(format!("expected exit {code} saying {text:?}")),
+            };
+            if let Err(why) = verdict {
+                problems.push(format!(
+                    "{flag}: {why}; exit {} for {:?}\nstderr: {}",
+                    seen.out.code(),
+                    &all[1..],
+                    seen.out.stderr.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
+                ));
+            }
+        }
+        problems
+    }
+}
+
+impl Drop for Witnesses {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[test]
 fn every_nighthawk_client_flag_is_honoured_where_it_acts_or_refused_with_a_reason() {
-    let plain = Server::start(&[]);
-    let tls = TlsServer::start(&["--tls", "--http3"]);
-    let ng = nginx::Nginx::start(nginx::Listen::Http1);
-    let statsd = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let statsd_addr = statsd.local_addr().unwrap().to_string();
-    let dir = scratch("nighthawk-flags");
-    let result = dir.join("result.json");
+    let w = Witnesses::start("nighthawk-flags");
+    let cases = nighthawk_cases(&w);
+    let covered: BTreeSet<String> = cases.iter().map(|(f, _)| f.to_string()).collect();
+    let missing: Vec<_> = nighthawk_flags().difference(&covered).cloned().collect();
+    assert!(missing.is_empty(), "Nighthawk flags with no case here: {missing:?}");
+    let problems = w.walk(&cases);
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// A case per flag of Nighthawk's client (and the spellings Shrike shares with it), each
+/// against the witnesses in `w`.
+fn nighthawk_cases(w: &Witnesses) -> Vec<(&'static str, (Vec<String>, Expect))> {
+    let (plain, tls, ng) = (&w.plain, &w.tls, &w.nginx);
+    let statsd_addr = w.statsd.local_addr().unwrap().to_string();
     let url = plain.url("/");
     let https = tls.url();
     let ca = tls.ca.clone();
@@ -214,7 +349,7 @@ fn every_nighthawk_client_flag_is_honoured_where_it_acts_or_refused_with_a_reaso
             agreed(s, s.requests())
         })
     };
-    let cases: Vec<(&str, (Vec<String>, Expect))> = vec![
+    let cases: Vec<(&'static str, (Vec<String>, Expect))> = vec![
         (
             "--user-defined-plugin-config",
             (plain_with(&["--user-defined-plugin-config", "{name:\"x\"}"]), Expect::Refused("not implemented")),
@@ -612,89 +747,7 @@ fn every_nighthawk_client_flag_is_honoured_where_it_acts_or_refused_with_a_reaso
         ("--help", (s(&["--help"]), Expect::Exits(0, "Usage"))),
     ];
 
-    let covered: BTreeSet<String> = cases.iter().map(|(f, _)| f.to_string()).collect();
-    let missing: Vec<_> = nighthawk_flags().difference(&covered).cloned().collect();
-    assert!(missing.is_empty(), "Nighthawk flags with no case here: {missing:?}");
-
-    let mut problems = Vec::new();
-    for (flag, (args, expect)) in &cases {
-        let runs = matches!(expect, Expect::Seen(..));
-        let mut all = vec!["run".to_string()];
-        if runs {
-            // Before the arguments: after `--ignore_rest` nothing is a flag.
-            let _ = std::fs::remove_file(&result);
-            all.extend(["-o".to_string(), result.display().to_string()]);
-        }
-        all.extend(args.iter().cloned());
-        let own_duration = args.iter().any(|a| a == "--duration" || a == "--no-duration");
-        if !own_duration && !matches!(expect, Expect::Exits(0, _)) {
-            all.extend(s(&["--duration", "300ms"]));
-        }
-        if !args.iter().any(|a| a == "--rps") && !matches!(expect, Expect::Exits(0, _)) {
-            all.extend(s(&["--rps", "20"]));
-        }
-        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-        let (plain_before, tls_before, mark) =
-            (Witness::before(&plain), Witness::before(&tls), ng.mark());
-        let (stop, reader) = listen_statsd(&statsd);
-        let out = run(&refs, Duration::from_secs(30));
-        let plain_w = Witness::since(&plain, plain_before);
-        let tls_w = Witness::since(&tls, tls_before);
-        stop.store(true, Ordering::Relaxed);
-        let statsd_packets = reader.join().unwrap();
-        let g = std::fs::read_to_string(&result)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .map(|v| {
-                let mut g = global(&v).clone();
-                g["__options"] = v["options"].clone();
-                g
-            })
-            .unwrap_or_default();
-        let seen = Seen {
-            plain: plain_w,
-            tls: tls_w,
-            nginx: ng.access_log().split_off(mark),
-            statsd: statsd_packets,
-            out,
-            g,
-        };
-        let nothing_sent =
-            seen.requests() + seen.tls.count("/requests") + seen.nginx.len() as u64 == 0;
-        let verdict = match expect {
-            Expect::Seen(code, check) if seen.out.code() == *code => check(&seen),
-            Expect::Seen(code, _) => Err(format!("expected exit {code}")),
-            Expect::Refused(why) if seen.out.code() == 2 && seen.out.stderr.contains(why) => {
-                if nothing_sent {
-                    Ok(())
-                } else {
-                    Err("refused, yet requests went out".into())
-                }
-            }
-            Expect::Refused(why) => Err(format!("expected exit 2 saying {why:?}")),
-            Expect::Exits(code, text)
-                if seen.out.code() == *code
-                    && (seen.out.stdout.contains(text) || seen.out.stderr.contains(text)) =>
-            {
-                if nothing_sent {
-                    Ok(())
-                } else {
-                    Err("requests went out to the servers here".into())
-                }
-            }
-            Expect::Exits(code, text) => Err(format!("expected exit {code} saying {text:?}")),
-        };
-        if let Err(why) = verdict {
-            problems.push(format!(
-                "{flag}: {why}; exit {} for {:?}\nstderr: {}",
-                seen.out.code(),
-                &all[1..],
-                seen.out.stderr.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
-            ));
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    cases
 }
 
 /// A quieter log changes no load: 6 requests, seen by the server, and nothing on stderr
@@ -708,4 +761,354 @@ fn quiet_run() -> Expect {
         );
         agreed(s, 6)
     })
+}
+
+/// Flags of `run --help` beyond Nighthawk's that act somewhere other than the wire a witness
+/// here reads, each with where it is shown honoured instead.
+const PROVEN_ELSEWHERE: &[(&str, &str)] = &[
+    ("--tunnel-uri", "tunnels.rs: the proxy's own tunnel counts and the target's requests"),
+    ("--tunnel-protocol", "tunnels.rs: an HTTP/2 proxy's counts"),
+    ("--tunnel-tls-context", "tunnels.rs: a TLS proxy's counts"),
+    ("--tunnel-ca", "tunnels.rs: a TLS proxy verified by its CA"),
+    ("--remote", "fleet.rs: each generator's requests at the test server"),
+    ("--remote-ca", "fleet.rs / service.rs: TLS to the service"),
+    ("--remote-cert", "service.rs: client certificates the service checks"),
+    ("--remote-key", "service.rs: client certificates the service checks"),
+    ("--remote-server-name", "service.rs: the name the service's certificate is checked for"),
+    ("--remote-token-env", "service.rs: the token the service checks"),
+    ("--remote-token-file", "service.rs: the token the service checks"),
+    ("--remote-expect", "fleet_hosts.rs: a missing generator refused before any load"),
+    ("--remote-failure", "fleet.rs: a lost generator's policy"),
+    ("--remote-keepalive", "fleet.rs: a frozen generator named as lost"),
+    ("--remote-start-delay", "fleet.rs: the generators' common start"),
+    ("--remote-wait", "fleet.rs: waiting for generators to come up"),
+    ("--metrics-listen", "telemetry.rs: Prometheus scraped during a run"),
+    ("--read-coalesce", "no effect a server can see (when reads are made); bench/ measures it"),
+    ("--dry-run", "every_flag.rs: prints the plan and sends nothing"),
+    ("--output", "every_flag.rs: the file written"),
+    ("--output-file-format", "every_flag.rs: the file's format"),
+    ("--no-progress", "every_flag.rs: no progress lines"),
+    ("--stats-interval", "telemetry.rs and report.rs: the per-interval series"),
+    ("--execution-id", "witness.rs and every_flag.rs: the result's id and merges"),
+];
+
+/// `run`'s flags beyond Nighthawk's: each one that shapes what is sent is shown honoured by
+/// a witness here (the servers' counts, nginx's access log with its TLS fields, a statsd
+/// socket); the rest are named in [`PROVEN_ELSEWHERE`] with the test that shows them.
+#[test]
+fn every_run_flag_that_shapes_load_is_honoured_at_the_server() {
+    let w = Witnesses::start("run-flags");
+    let url = w.plain.url("/");
+    let nginx_url = w.nginx.url("http", "127.0.0.1", "/file");
+    let tls_url = w.nginx_tls.url("https", "localhost", "/file");
+    let ca = w.nginx_tls.ca();
+    let tls12_url = w.nginx_tls12.url("https", "localhost", "/file");
+    let ca12 = w.nginx_tls12.ca();
+    let statsd_addr = w.statsd.local_addr().unwrap().to_string();
+    let zipkin = format!("zipkin://127.0.0.1:{}/api/v2/spans", w.nginx.port);
+    let body = w.dir.join("body.bin");
+    std::fs::write(&body, "body").unwrap();
+    let requests = w.dir.join("requests.jsonl");
+    std::fs::write(&requests, "{\"method\": \"GET\", \"path\": \"/listed\"}\n").unwrap();
+    let spec = w.dir.join("spec.json");
+    std::fs::write(&spec, r#"{"connections": 3}"#).unwrap();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let (body, requests, spec) = (path(&body), path(&requests), path(&spec));
+    let reset = config(r#"{"reset":{"probability":0.2}}"#);
+
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let at = |target: &str, v: &[&str]| {
+        let mut a = s(v);
+        a.push(target.to_string());
+        a
+    };
+    let plain_with = |v: &[&str]| at(&url, v);
+    let nginx_with = |v: &[&str]| at(&nginx_url, v);
+    let tls_with = |v: &[&str]| at(&tls_url, v);
+    // Every request nginx logged over TLS passes `each`.
+    let over_tls = |n: usize, each: fn(&nginx::LogEntry) -> bool, what: &'static str| {
+        seen(0, move |s: &Seen| {
+            ensure!(s.nginx.len() == n, "{} requests at nginx, not {n}", s.nginx.len());
+            let bad: Vec<_> = s.nginx.iter().filter(|e| !each(e)).collect();
+            ensure!(bad.is_empty(), "not {what}: {bad:?}");
+            Ok(())
+        })
+    };
+    // A ramp from 0 to 20/s over the first second of two: about 10 + 20 requests, where
+    // 20/s from the start would be 40.
+    let ramped = || {
+        seen(0, |s: &Seen| {
+            let n = s.requests();
+            ensure!((25..=33).contains(&n), "{n} requests: not a 1 s ramp to 20/s then 1 s at it");
+            agreed(s, n)
+        })
+    };
+    let cases: Vec<(&str, (Vec<String>, Expect))> = vec![
+        (
+            // First, so that "+1s" is soon after the list was made: nginx logs nothing before.
+            "--start-at",
+            (
+                nginx_with(&["--start-at", "+1.5s"]),
+                seen(0, |s| {
+                    let first = s.nginx.iter().map(|e| e.secs).fold(f64::INFINITY, f64::min);
+                    let after = first - s.launched_at;
+                    ensure!(
+                        s.nginx.len() == 6 && after >= 1.4,
+                        "first request {after:.3}s after launch"
+                    );
+                    Ok(())
+                }),
+            ),
+        ),
+        ("--requests", (plain_with(&["--requests", "9", "--rps", "100"]), sent(9))),
+        (
+            "--json-body",
+            (
+                plain_with(&["--json-body", r#"{"a":1}"#]),
+                seen(0, |s| {
+                    let bytes = s.plain.count("/request_body_bytes");
+                    ensure!(bytes == 6 * 7, "the server read {bytes} body bytes for 6 × 7");
+                    agreed(s, 6)
+                }),
+            ),
+        ),
+        (
+            "--request-body-file",
+            (
+                plain_with(&["--request-body-file", &body, "--request-method", "POST"]),
+                seen(0, |s| {
+                    let bytes = s.plain.count("/request_body_bytes");
+                    ensure!(bytes == 6 * 4, "the server read {bytes} body bytes for 6 × 4");
+                    agreed(s, 6)
+                }),
+            ),
+        ),
+        (
+            "--request-file",
+            (
+                nginx_with(&["--request-file", &requests, "--no-default-failure-predicates"]),
+                seen(0, |s| {
+                    let listed =
+                        s.nginx.iter().filter(|e| e.request == "GET /listed HTTP/1.1").count();
+                    ensure!(listed == 6 && s.nginx.len() == 6, "nginx: {:?}", s.nginx);
+                    Ok(())
+                }),
+            ),
+        ),
+        ("--stages", (plain_with(&["--stages", "1s:20,1s:20"]), ramped())),
+        ("--ramp-duration", (plain_with(&["--ramp-duration", "1s", "--duration", "2"]), ramped())),
+        (
+            "--rate-limiter-plugin-config",
+            (
+                plain_with(&[
+                    "--duration",
+                    "2",
+                    "--rate-limiter-plugin-config",
+                    "{name:\"nighthawk.linear-ramping-rate-limiter-plugin\",typed_config:{\
+                     \"@type\":\"type.googleapis.com/nighthawk.rate_limiter.\
+                     LinearRampingRateLimiterConfig\",ramp_time:\"1s\"}}",
+                ]),
+                ramped(),
+            ),
+        ),
+        // Shard 0 of 2 sends half of the run.
+        ("--shard", (plain_with(&["--shard", "0/2"]), sent(3))),
+        (
+            "--bind-address",
+            (
+                nginx_with(&["--bind-address", "127.0.0.2"]),
+                seen(0, |s| {
+                    ensure!(s.nginx.len() == 6, "{} at nginx", s.nginx.len());
+                    ensure!(s.nginx.iter().all(|e| e.remote_addr == "127.0.0.2"), "{:?}", s.nginx);
+                    Ok(())
+                }),
+            ),
+        ),
+        ("--io-backend", (plain_with(&["--io-backend", other_backend()]), sent(6))),
+        (
+            // Woken once per 250 ms, a worker sends the releases due by then together: nginx
+            // logs 20 requests in clumps, a few long gaps and many short ones, where precise
+            // releases would be 50 ms apart each.
+            "--max-lateness",
+            (
+                nginx_with(&["--max-lateness", "250ms", "--duration", "1"]),
+                seen(0, |s| {
+                    let t: Vec<f64> = s.nginx.iter().map(|e| e.secs).collect();
+                    ensure!(t.len() == 20, "{} at nginx", t.len());
+                    let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+                    let long = gaps.iter().filter(|g| **g > 0.15).count();
+                    let short = gaps.iter().filter(|g| **g < 0.03).count();
+                    ensure!((2..=5).contains(&long) && short >= 12, "gaps {gaps:?}: not clumped");
+                    Ok(())
+                }),
+            ),
+        ),
+        (
+            // A server that resets one request in five: nothing is sent twice when told not to.
+            "--retry-unanswered",
+            (
+                plain_with(&[
+                    "--retry-unanswered=false",
+                    "--connections",
+                    "1",
+                    "--requests",
+                    "100",
+                    "--rps",
+                    "400",
+                    "--no-default-failure-predicates",
+                    "-H",
+                    &reset,
+                ]),
+                seen(0, |s| {
+                    ensure!(s.client("upstream_rq_retry") == 0, "resent");
+                    ensure!(s.requests() == 100, "the server saw {} for 100", s.requests());
+                    Ok(())
+                }),
+            ),
+        ),
+        (
+            // The spec's three connections, opened ahead.
+            "--spec",
+            (
+                plain_with(&["--spec", &spec, "--prefetch-connections"]),
+                seen(0, |s| {
+                    let n = s.plain.count("/connections/accepted");
+                    ensure!(n == 3, "the server accepted {n} connections");
+                    agreed(s, 6)
+                }),
+            ),
+        ),
+        (
+            "--statsd",
+            (
+                plain_with(&["--statsd", &statsd_addr]),
+                seen(0, |s| {
+                    let (sum, _) = statsd_counter(&s.statsd, "upstream_rq_total");
+                    ensure!(
+                        sum == s.requests(),
+                        "statsd summed {sum}, the server saw {}",
+                        s.requests()
+                    );
+                    agreed(s, 6)
+                }),
+            ),
+        ),
+        (
+            // One in a billion sampled: no span reaches the collector (nginx), where every
+            // request's would without it.
+            "--trace-sample-rate",
+            (
+                plain_with(&["--trace", &zipkin, "--trace-sample-rate", "1e-9"]),
+                seen(0, |s| {
+                    ensure!(s.nginx.is_empty(), "spans posted: {:?}", s.nginx);
+                    agreed(s, 6)
+                }),
+            ),
+        ),
+        (
+            "--tls-ca",
+            (
+                tls_with(&["--tls-ca", &ca]),
+                over_tls(6, |e| e.ssl_protocol.starts_with("TLS"), "over TLS"),
+            ),
+        ),
+        (
+            "--tls-insecure",
+            (
+                tls_with(&["--tls-insecure"]),
+                over_tls(6, |e| e.ssl_protocol.starts_with("TLS"), "over TLS"),
+            ),
+        ),
+        (
+            "--tls-sni",
+            (
+                tls_with(&["--tls-insecure", "--tls-sni", "other.example"]),
+                over_tls(6, |e| e.ssl_server_name == "other.example", "for the name asked"),
+            ),
+        ),
+        (
+            "--tls-max-version",
+            (
+                tls_with(&["--tls-ca", &ca, "--tls-max-version", "1.2"]),
+                over_tls(6, |e| e.ssl_protocol == "TLSv1.2", "TLS 1.2"),
+            ),
+        ),
+        (
+            // A server of TLS 1.2 only: with 1.3 the least allowed, no handshake completes.
+            "--tls-min-version",
+            (
+                at(&tls12_url, &["--tls-ca", &ca12, "--tls-min-version", "1.3"]),
+                seen(1, |s| {
+                    ensure!(s.nginx.is_empty(), "nginx answered over TLS 1.2: {:?}", s.nginx);
+                    ensure!(s.out.stderr.contains("ProtocolVersion"), "{}", s.out.stderr);
+                    Ok(())
+                }),
+            ),
+        ),
+        (
+            "--tls-cipher-suites",
+            (
+                tls_with(&[
+                    "--tls-ca",
+                    &ca,
+                    "--tls-cipher-suites",
+                    "TLS13_CHACHA20_POLY1305_SHA256",
+                ]),
+                over_tls(6, |e| e.ssl_cipher == "TLS_CHACHA20_POLY1305_SHA256", "the suite asked"),
+            ),
+        ),
+        (
+            // A connection per request, each a full handshake: nginx resumed none.
+            "--tls-no-session-resumption",
+            (
+                tls_with(&[
+                    "--tls-ca",
+                    &ca,
+                    "--tls-no-session-resumption",
+                    "--max-requests-per-connection",
+                    "1",
+                    "--connections",
+                    "1",
+                ]),
+                over_tls(6, |e| e.ssl_session_reused == ".", "a full handshake"),
+            ),
+        ),
+    ];
+
+    // Every run flag is Nighthawk's (the other test), a case here, or proven elsewhere.
+    let nighthawk: BTreeSet<String> =
+        nighthawk_cases(&w).iter().map(|(f, _)| f.to_string()).collect();
+    let here: BTreeSet<&str> = cases.iter().map(|(f, _)| *f).collect();
+    let elsewhere: BTreeSet<&str> = PROVEN_ELSEWHERE.iter().map(|(f, _)| *f).collect();
+    let help = run(&["run", "--help"], Duration::from_secs(10));
+    let mut unproven = Vec::new();
+    for line in help.stdout.lines() {
+        let Some(at) =
+            line.find("--").filter(|&at| line[..at].trim().trim_end_matches(',').len() <= 2)
+        else {
+            continue;
+        };
+        let flag: String = line[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect();
+        if flag.len() > 2
+            && !nighthawk.contains(&flag)
+            && !here.contains(flag.as_str())
+            && !elsewhere.contains(flag.as_str())
+        {
+            unproven.push(flag);
+        }
+    }
+    assert!(unproven.is_empty(), "run flags with no witness case or reference: {unproven:?}");
+    let problems = w.walk(&cases);
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// The I/O backend runs do not use by default here.
+fn other_backend() -> &'static str {
+    match std::env::var("SHRIKE_IO_BACKEND").as_deref() {
+        Ok("io_uring") => "epoll",
+        _ => "io_uring",
+    }
 }
