@@ -78,6 +78,8 @@ fn requests_rotate_round_robin_over_endpoints() {
     assert_eq!(counter(&g, "benchmark.http_2xx"), 40);
     assert_eq!(count_a.load(Ordering::SeqCst), 20);
     assert_eq!(count_b.load(Ordering::SeqCst), 20);
+    let sent = counter(&g, "upstream_rq_total") + counter(&g, "upstream_rq_retry");
+    assert_eq!(sent, 40, "the servers' counts are every request the client sent");
     // Each endpoint gets its own host header; the path is shared.
     let (la, lb) = (last_a.lock().unwrap().clone(), last_b.lock().unwrap().clone());
     assert!(la.starts_with("GET /mt?x=1 HTTP/1.1") && la.contains(&format!("host: {a}")), "{la}");
@@ -91,6 +93,7 @@ fn multi_target_over_h2c() {
     let n1 = Nginx::start(Listen::H2c);
     let n2 = Nginx::start(Listen::H2c);
     let (a, b) = (format!("127.0.0.1:{}", n1.port), format!("127.0.0.1:{}", n2.port));
+    let (mark1, mark2) = (n1.mark(), n2.mark());
     let out = run(
         &[
             "run",
@@ -116,6 +119,16 @@ fn multi_target_over_h2c() {
     assert_eq!(counter(&g, "benchmark.http_2xx"), 40);
     // One connection per endpoint: both endpoints were used.
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 2);
+    // Each nginx logged half the requests, over HTTP/2, on one connection.
+    let sent = counter(&g, "upstream_rq_total") + counter(&g, "upstream_rq_retry");
+    assert_eq!(sent, 40);
+    for (nginx, mark) in [(&n1, mark1), (&n2, mark2)] {
+        let lines = nginx.access_log().split_off(mark);
+        assert_eq!(lines.len(), 20, "{lines:?}");
+        assert!(lines.iter().all(|e| e.status == 200 && e.request == "GET /file HTTP/2.0"));
+        let on: std::collections::BTreeSet<u64> = lines.iter().map(|e| e.connection).collect();
+        assert_eq!(on.len(), 1, "{lines:?}");
+    }
 }
 
 #[test]

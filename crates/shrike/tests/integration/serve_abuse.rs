@@ -138,6 +138,7 @@ fn slowloris_is_cut_off_after_the_header_timeout() {
 #[test]
 fn slowloris_over_tls_is_cut_off_too() {
     let server = TlsServer::start(&["--tls", "--request-header-timeout", "300ms"]);
+    let before = Witness::before(&server);
     // openssl s_client completes the handshake, sends the partial head and holds stdin open;
     // it exits when the server closes.
     let mut child = Command::new("openssl")
@@ -156,6 +157,13 @@ fn slowloris_over_tls_is_cut_off_too() {
     drop(stdin);
     assert!(out.stdout.starts_with("HTTP/1.1 408"), "{}", out.stdout);
     assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    // The server counted what openssl saw: one handshake, one connection cut off as a header
+    // timeout, and nothing else.
+    let w = Witness::since(&server, before);
+    assert_eq!(w.count("/tls/handshakes"), 1);
+    assert_eq!(w.count("/connections/http1"), 1);
+    assert_eq!(w.count("/limits/header_timeouts"), 1);
+    assert_eq!((w.count("/limits/idle_timeouts"), w.count("/requests")), (0, 0));
 }
 
 #[test]
@@ -191,6 +199,8 @@ fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     // `busy` is still served after more than three idle timeouts.
     let s = stats_over(&mut busy);
     assert_eq!(s["limits"]["idle_timeouts"], 1);
+    // The seven answers read above.
+    assert_eq!((s["requests"].as_u64(), s["responses"]["2xx"].as_u64()), (Some(7), Some(7)));
     // Idle is not a header timeout, though the first request had 20 s.
     assert_eq!(s["limits"]["header_timeouts"], 0);
 }
@@ -338,7 +348,10 @@ fn http1_request_cap_closes_after_the_nth_response() {
     }
     let (rest, _) = read_to_close(&mut s);
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
-    assert_eq!(limits(&server)["max_requests_reached"], 2);
+    let s = stats_over(&mut connect(&server));
+    assert_eq!(s["limits"]["max_requests_reached"], 2);
+    // The six answers read above, and not the two pipelined requests past the cap.
+    assert_eq!((s["requests"].as_u64(), s["responses"]["2xx"].as_u64()), (Some(6), Some(6)));
 }
 
 #[test]
@@ -372,7 +385,10 @@ fn http2_request_cap_sends_goaway_and_refuses_later_streams() {
         assert!(frames.iter().any(|f| f.kind == GOAWAY), "{frames:?}");
         assert!(!frames.iter().any(|f| f.kind == HEADERS), "{frames:?}");
     }
-    assert_eq!(limits(&server)["max_requests_reached"], 3);
+    let s = stats_over(&mut connect(&server));
+    assert_eq!(s["limits"]["max_requests_reached"], 3);
+    // Streams 1 and 3 of each connection; the refused stream 5 was never served.
+    assert_eq!((s["requests"].as_u64(), s["responses"]["2xx"].as_u64()), (Some(6), Some(6)));
 }
 
 #[test]

@@ -14,15 +14,32 @@ use dice::{binomial_9999, Dice};
 const CONFIG: &str = "x-nighthawk-test-server-config";
 const STATS: &str = "/.shrike/stats";
 
-/// `shrike run` against `url` with `config` in the header, without the default failure
-/// predicates (they would end the run at the first fault), `rps` for one second.
+/// `shrike run` against `url` on `server` with `config` in the header, without the default
+/// failure predicates (they would end the run at the first fault), `rps` for one second; its
+/// `global` result and what the server counted meanwhile, which each test compares with it.
+/// Each connection the server served, and each handshake it completed, was one the run
+/// counted (the run may also count one it opened as it ended, before the server saw it).
 fn run_with(
+    server: &impl Counted,
     url: &str,
     protocol: &str,
     config: &str,
     rps: &str,
     extra: &[&str],
-) -> serde_json::Value {
+) -> (serde_json::Value, Witness) {
+    let (v, w) = run_doc(server, url, protocol, config, rps, extra);
+    (global(&v).clone(), w)
+}
+
+/// [`run_with`], with the run's whole JSON document.
+fn run_doc(
+    server: &impl Counted,
+    url: &str,
+    protocol: &str,
+    config: &str,
+    rps: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Witness) {
     let header = format!("{CONFIG}: {config}");
     let mut args = vec![
         "run",
@@ -36,10 +53,17 @@ fn run_with(
         rps,
         "--duration",
         "1",
+        "--output-format",
+        "json",
     ];
     args.extend(extra);
-    let v = run_json_ok(&args);
-    global(&v).clone()
+    let (out, w) = run_witnessed(server, &args, std::time::Duration::from_secs(60));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    let v = json(&out);
+    let g = global(&v);
+    assert!(w.connections() <= counter(g, "upstream_cx_total"), "connections: {g}");
+    assert!(w.count("/tls/handshakes") <= counter(g, "ssl.handshake"), "handshakes: {g}");
+    (v, w)
 }
 
 fn stats(server: &Server) -> serde_json::Value {
@@ -59,13 +83,15 @@ fn assert_seeded(what: &str, got: u64, expected: u64, n: u64, p: f64) {
 #[test]
 fn h1_reset_is_a_tcp_rst_counted_as_a_stream_reset() {
     let server = Server::start(&["--stats-path", STATS]);
-    let g = run_with(&server.url("/"), "http1", r#"{"reset": {}}"#, "100", &[]);
+    let (g, w) = run_with(&server, &server.url("/"), "http1", r#"{"reset": {}}"#, "100", &[]);
+    w.agrees(&g);
     let sent = counter(&g, "upstream_rq_total");
     assert!(sent >= 90, "{sent} requests");
     assert_eq!(counter(&g, "benchmark.stream_resets"), sent);
     assert_eq!(counter(&g, "benchmark.http_2xx"), 0);
     // Every reset took its connection with it; the client reconnected each time.
     assert!(counter(&g, "upstream_cx_total") >= sent, "{g}");
+    assert_eq!(w.count("/connections/http1"), sent, "each request came on its own connection");
     let s = stats(&server);
     assert_eq!(s["faults"]["reset_stream"], sent);
     assert_eq!(s["requests"], sent);
@@ -76,7 +102,8 @@ fn h1_reset_is_a_tcp_rst_counted_as_a_stream_reset() {
 fn h2_stream_resets_with_probability_0_3() {
     let server = Server::start(&["--stats-path", STATS]);
     let config = r#"{"reset": {"scope": "stream", "probability": 0.3}, "seed": 42}"#;
-    let g = run_with(&server.url("/"), "http2", config, "400", &[]);
+    let (g, w) = run_with(&server, &server.url("/"), "http2", config, "400", &[]);
+    w.agrees(&g);
     let sent = counter(&g, "upstream_rq_total");
     let resets = counter(&g, "benchmark.stream_resets");
     let ok = counter(&g, "benchmark.http_2xx");
@@ -86,6 +113,7 @@ fn h2_stream_resets_with_probability_0_3() {
     assert_seeded("resets", resets, dice.count(0..sent).resets, sent, 0.3);
     // Stream resets leave the connection up.
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 1);
+    assert_eq!(w.count("/connections/http2"), 1);
     let s = stats(&server);
     assert_eq!(s["faults"]["reset_stream"], resets);
     assert_eq!(s["responses"]["2xx"], ok);
@@ -95,12 +123,35 @@ fn h2_stream_resets_with_probability_0_3() {
 fn h2_connection_reset_is_goaway_and_the_run_continues() {
     let server = Server::start(&[]);
     let config = r#"{"reset": {"scope": "connection"}}"#;
-    let g = run_with(&server.url("/"), "http2", config, "50", &[]);
+    let (out, w) = run_doc(&server, &server.url("/"), "http2", config, "50", &[]);
+    let g = global(&out).clone();
     let sent = counter(&g, "upstream_rq_total");
     assert!(sent >= 45, "{sent}");
     assert_eq!(counter(&g, "benchmark.http_2xx"), 0);
     assert_eq!(counter(&g, "benchmark.stream_resets"), sent);
     assert!(counter(&g, "upstream_cx_http2_total") > 1, "reconnected: {g}");
+    // The streams the server processed are those its GOAWAY covered: each failed with its
+    // connection, which the server ended for it. A stream sent above the GOAWAY's last id was
+    // refused unprocessed and sent again (a retry the server never counts as a request), so
+    // the server's requests are the streams cut off, not the client's sends.
+    let cut_off = errors_starting(&out, "HTTP/2 stream ended by the server's GOAWAY");
+    assert!(cut_off <= sent, "{}", out["shrike"]["errors"]);
+    assert_eq!(w.count("/requests"), cut_off, "{}", out["shrike"]["errors"]);
+    assert_eq!(w.count("/faults/reset_connection"), cut_off);
+    assert_eq!(w.count("/responses/2xx"), 0);
+}
+
+/// How many errors the run's JSON `out` lists whose message starts with `prefix`.
+fn errors_starting(out: &serde_json::Value, prefix: &str) -> u64 {
+    out["shrike"]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter(|e| e["message"].as_str().expect("message").starts_with(prefix))
+        .map(|e| {
+            e["count"].as_str().map_or_else(|| e["count"].as_u64().unwrap(), |c| c.parse().unwrap())
+        })
+        .sum()
 }
 
 #[test]
@@ -109,7 +160,8 @@ fn status_faults_give_503_about_20_percent() {
     for protocol in ["http1", "http2"] {
         // A fresh server per protocol, so its draws start at 0 (see `assert_seeded`).
         let server = Server::start(&["--stats-path", STATS]);
-        let g = run_with(&server.url("/"), protocol, config, "400", &[]);
+        let (g, w) = run_with(&server, &server.url("/"), protocol, config, "400", &[]);
+        w.agrees(&g);
         let sent = counter(&g, "upstream_rq_total");
         let errors = counter(&g, "benchmark.http_5xx");
         assert!(sent >= 380, "{protocol}: {sent}");
@@ -128,11 +180,17 @@ fn close_after_bytes_truncates_on_h1_and_h2() {
     let server = Server::start(&[]);
     let config = r#"{"response_body_size": 1000, "close_after_bytes": {"bytes": 100}}"#;
     for protocol in ["http1", "http2"] {
-        let g = run_with(&server.url("/"), protocol, config, "50", &[]);
+        let (g, w) = run_with(&server, &server.url("/"), protocol, config, "50", &[]);
         let sent = counter(&g, "upstream_rq_total");
         assert!(sent >= 45, "{protocol}: {sent}");
         assert_eq!(counter(&g, "benchmark.stream_resets"), sent, "{protocol}: {g}");
         assert_eq!(counter(&g, "benchmark.http_2xx"), 0, "{protocol}");
+        // The server began each answer as a 200 and cut it after 100 body bytes: a 200 to the
+        // server, a reset stream to the client.
+        assert_eq!(w.count("/requests"), sent, "{protocol}");
+        assert_eq!(w.count("/faults/close_after_bytes"), sent, "{protocol}");
+        assert_eq!(w.count("/responses/2xx"), sent, "{protocol}");
+        assert_eq!(w.count("/response_body_bytes"), 100 * sent, "{protocol}");
     }
     // curl sees the head, 100 bytes, then the end.
     let out = Command::new("curl")
@@ -149,8 +207,10 @@ fn stall_before_the_head_and_mid_body() {
     let server = Server::start(&[]);
     let before = r#"{"stall": {"duration": "0.2s"}}"#;
     for protocol in ["http1", "http2"] {
-        let g = run_with(&server.url("/"), protocol, before, "10", &[]);
+        let (g, w) = run_with(&server, &server.url("/"), protocol, before, "10", &[]);
+        w.agrees(&g);
         assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{protocol}");
+        assert_eq!(w.count("/faults/stall"), 10, "{protocol}: the server stalled each");
         let min = secs(&statistic(&g, "benchmark_http_client.request_to_response")["min"]);
         assert!(min >= 0.2, "{protocol}: {min}");
     }
@@ -200,27 +260,16 @@ fn bad_fault_values_get_a_500_naming_the_field() {
 fn h3_stream_reset_is_counted() {
     let server = TlsServer::start(&["--tls", "--http3"]);
     let url = server.url();
-    let header = format!("{CONFIG}: {}", r#"{"reset": {"probability": 0.5}, "seed": 7}"#);
-    let v = run_json_ok(&[
-        "run",
-        &url,
-        "--protocol",
-        "http3",
-        "--tls-ca",
-        &server.ca,
-        "--no-default-failure-predicates",
-        "--request-header",
-        &header,
-        "--rps",
-        "100",
-        "--duration",
-        "1",
-    ]);
-    let g = global(&v);
+    let config = r#"{"reset": {"probability": 0.5}, "seed": 7}"#;
+    let (g, w) = run_with(&server, &url, "http3", config, "100", &["--tls-ca", &server.ca]);
+    w.agrees(&g);
+    let g = &g;
     let sent = counter(g, "upstream_rq_total");
     let resets = counter(g, "benchmark.stream_resets");
     assert!(sent >= 90, "{sent}");
     assert_eq!(resets + counter(g, "benchmark.http_2xx"), sent);
+    assert_eq!(w.count("/faults/reset_stream"), resets, "the streams the server reset");
+    assert_eq!(w.count("/connections/http3"), counter(g, "upstream_cx_http3_total"));
     let dice = Dice { seed: 7, reset: Some(0.5), status: None };
     assert_seeded("resets", resets, dice.count(0..sent).resets, sent, 0.5);
 }
@@ -235,27 +284,31 @@ fn tls_h1_reset_and_h3_truncation_are_counted() {
         ("http3", r#"{"reset": {"scope": "connection"}}"#),
     ];
     for (protocol, config) in cases {
-        let header = format!("{CONFIG}: {config}");
-        let v = run_json_ok(&[
-            "run",
-            &url,
-            "--protocol",
-            protocol,
-            "--tls-ca",
-            &server.ca,
-            "--no-default-failure-predicates",
-            "--request-header",
-            &header,
-            "--rps",
-            "30",
-            "--duration",
-            "1",
-        ]);
-        let g = global(&v);
+        let (g, w) = run_with(&server, &url, protocol, config, "30", &["--tls-ca", &server.ca]);
+        let g = &g;
         let sent = counter(g, "upstream_rq_total");
         assert!(sent >= 25, "{protocol} {config}: {sent}");
         assert_eq!(counter(g, "benchmark.stream_resets"), sent, "{protocol} {config}: {g}");
         assert_eq!(counter(g, "benchmark.http_2xx"), 0, "{protocol} {config}");
+        // The server broke each answer as told: a connection ended per request, or each 200
+        // cut after 1000 body bytes (a 200 to the server, a reset stream to the client).
+        if config.contains("close_after_bytes") {
+            assert_eq!(w.count("/requests"), sent, "{protocol} {config}");
+            assert_eq!(w.count("/faults/close_after_bytes"), sent, "{protocol} {config}");
+            assert_eq!(w.count("/responses/2xx"), sent, "{protocol} {config}");
+        } else if protocol == "http1" {
+            // One request at a time on a connection, each read before its connection ended.
+            w.agrees(g);
+            assert_eq!(w.count("/faults/reset_connection"), sent, "{protocol} {config}");
+            assert_eq!(w.count("/connections/http1"), sent, "{protocol}: a connection each");
+        } else {
+            // Each request the server processed ended its connection; a stream that reached a
+            // connection as it closed was never processed, though the client counts it reset.
+            let served = w.count("/requests");
+            assert_eq!(w.count("/faults/reset_connection"), served, "{protocol} {config}");
+            assert!((1..=sent).contains(&served), "{protocol} {config}: server {served}");
+            assert_eq!(w.count("/responses/2xx"), 0, "{protocol} {config}");
+        }
     }
 }
 

@@ -13,12 +13,22 @@ use crate::support::*;
 
 const CONFIG: &str = "x-nighthawk-test-server-config";
 
-fn run_with(url: &str, protocol: &str, config: &str, extra: &[&str]) -> serde_json::Value {
+/// A run against `server` with `config` in the header: its `global` result, already checked
+/// against the server's requests and status classes, and the server's counts. The server
+/// also served as many connections as the run opened.
+fn run_with(
+    server: &impl Counted,
+    url: &str,
+    protocol: &str,
+    config: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Witness) {
     let header = format!("{CONFIG}: {config}");
     let mut args = vec!["run", url, "--protocol", protocol, "--request-header", &header];
     args.extend(extra);
-    let v = run_json_ok(&args);
-    global(&v).clone()
+    let (g, w) = run_agreed(server, &args);
+    assert_eq!(w.connections(), counter(&g, "upstream_cx_total"), "connections: {g}");
+    (g, w)
 }
 
 fn service_p50(g: &serde_json::Value) -> f64 {
@@ -32,22 +42,26 @@ fn linear_delay_grows_with_concurrency() {
         {"minimal_delay": "0.002s", "concurrency_delay_factor": "0.004s"}}"#;
     let config = config.replace('\n', " ");
     // One connection, one request at a time: 2 ms + 1 × 4 ms.
-    let one = run_with(
+    let (one, w) = run_with(
+        &server,
         &server.url("/"),
         "http1",
         &config,
         &["--rps", "50", "--duration", "1", "--connections", "1"],
     );
+    assert_eq!(w.count("/connections/http1"), 1, "the server served one connection");
     let p50_one = service_p50(&one);
     assert!((0.006..0.009).contains(&p50_one), "one in flight: {p50_one}");
     // Eight connections kept busy (closed loop at a rate they cannot reach): about eight
     // requests in flight, so 2 ms + ~8 × 4 ms.
-    let eight = run_with(
+    let (eight, w) = run_with(
+        &server,
         &server.url("/"),
         "http1",
         &config,
         &["--rps", "1000", "--duration", "1", "--connections", "8"],
     );
+    assert_eq!(w.count("/connections/http1"), 8, "the server served eight connections");
     let p50_eight = service_p50(&eight);
     assert!((0.026..0.045).contains(&p50_eight), "eight in flight: {p50_eight}");
 }
@@ -173,22 +187,29 @@ fn paced_body_and_stall_over_http3() {
     let config = r#"{"response_body_size": 3000, "response_chunk_size": 1000,
         "response_chunk_delay": "0.03s", "stall": {"duration": "0.05s", "after_bytes": 1500}}"#;
     let header = format!("{CONFIG}: {}", config.replace('\n', " "));
-    let v = run_json_ok(&[
-        "run",
-        &server.url(),
-        "--protocol",
-        "http3",
-        "--tls-ca",
-        &server.ca,
-        "--request-header",
-        &header,
-        "--rps",
-        "10",
-        "--duration",
-        "1",
-    ]);
-    let g = global(&v);
+    let (g, w) = run_agreed(
+        &server,
+        &[
+            "run",
+            &server.url(),
+            "--protocol",
+            "http3",
+            "--tls-ca",
+            &server.ca,
+            "--request-header",
+            &header,
+            "--rps",
+            "10",
+            "--duration",
+            "1",
+        ],
+    );
+    let g = &g;
     assert_eq!(counter(g, "benchmark.http_2xx"), 10);
+    // The server stalled each answer, and sent each body whole.
+    assert_eq!(w.count("/faults/stall"), 10);
+    assert_eq!(w.count("/response_body_bytes"), 10 * 3000);
+    assert_eq!(w.count("/connections/http3"), counter(g, "upstream_cx_http3_total"));
     let body = statistic(g, "benchmark_http_client.response_body_size");
     assert_eq!(body["raw_min"], "3000");
     // Two chunk pauses and one stall.
@@ -204,13 +225,15 @@ fn weighted_delay_distribution_gives_a_tail() {
     let server = Server::start(&[]);
     let config = r#"{"delay_distribution": {"weighted":
         [{"delay": "0.001s", "weight": 90}, {"delay": "0.05s", "weight": 10}]}, "seed": 5}"#;
-    let g = run_with(
+    let (g, w) = run_with(
+        &server,
         &server.url("/"),
         "http2",
         &config.replace('\n', " "),
         &["--rps", "200", "--duration", "1"],
     );
     assert_eq!(counter(&g, "benchmark.http_2xx"), 200);
+    assert_eq!(w.count("/connections/http2"), counter(&g, "upstream_cx_http2_total"));
     let service = statistic(&g, "benchmark_http_client.request_to_response");
     let min = secs(&service["min"]);
     assert!(min >= 0.001, "{min}");

@@ -12,36 +12,52 @@ use crate::support::*;
 fn client_validates_the_served_certificate_and_negotiates_both_protocols() {
     let server = TlsServer::start(&["--tls", "--response-body-size", "321"]);
     for protocol in ["http1", "http2"] {
-        let v = run_json_ok(&[
-            "run",
-            &server.url(),
-            "--tls-ca",
-            &server.ca,
-            "--protocol",
-            protocol,
-            "--rps",
-            "50",
-            "--duration",
-            "1",
-        ]);
-        let g = global(&v);
+        let (g, w) = run_agreed(
+            &server,
+            &[
+                "run",
+                &server.url(),
+                "--tls-ca",
+                &server.ca,
+                "--protocol",
+                protocol,
+                "--rps",
+                "50",
+                "--duration",
+                "1",
+            ],
+        );
+        let g = &g;
         assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{protocol}");
         assert!(counter(g, "ssl.handshake") >= 1, "{protocol}");
         let body = statistic(g, "benchmark_http_client.response_body_size");
         assert_eq!(body["raw_max"], "321", "{protocol}");
         let h2 = counter(g, "upstream_cx_http2_total");
         assert_eq!(h2 > 0, protocol == "http2", "{protocol}: http2 connections {h2}");
+        // The server negotiated the same: a handshake and a connection of that protocol for
+        // each the client counted, and the bodies it says it sent.
+        assert_eq!(w.count("/tls/handshakes"), counter(g, "ssl.handshake"), "{protocol}");
+        assert_eq!(w.count("/connections/http2"), h2, "{protocol}");
+        let h1 = counter(g, "upstream_cx_http1_total");
+        assert_eq!(w.count("/connections/http1"), h1, "{protocol}");
+        assert_eq!(w.count("/response_body_bytes"), 50 * 321, "{protocol}");
     }
 }
 
 #[test]
 fn an_untrusted_certificate_fails_the_run_clearly() {
     let server = TlsServer::start(&["--tls", "--response-body-size", "321"]);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &server,
         &["run", &server.url(), "--rps", "10", "--duration", "1", "--output-format", "json"],
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
+    // The server saw each handshake the client refused fail, and no request.
+    let failed = counter(global(&json(&out)), "upstream_cx_connect_fail");
+    assert!(failed >= 1, "{}", out.stdout);
+    assert_eq!(w.count("/tls/handshake_failures"), failed);
+    assert_eq!(w.count("/requests"), 0);
     let err = out.stderr.to_lowercase();
     assert!(err.contains("certificate"), "{}", out.stderr);
     assert!(err.contains("localhost"), "names the host: {}", out.stderr);
@@ -75,17 +91,12 @@ fn openssl_self_signed_certificates_are_trusted_when_pinned() {
     let (leaf_cert, leaf_key) = gen("ca-false", &["-addext", "basicConstraints=critical,CA:FALSE"]);
     for (cert, key) in [(&ca_cert, &ca_key), (&leaf_cert, &leaf_key)] {
         let server = TlsServer::start(&["--tls-cert", cert, "--tls-key", key]);
-        let v = run_json_ok(&[
-            "run",
-            &server.url(),
-            "--tls-ca",
-            cert,
-            "--rps",
-            "10",
-            "--duration",
-            "1",
-        ]);
-        assert_eq!(counter(global(&v), "benchmark.http_2xx"), 10, "{cert}");
+        let (g, w) = run_agreed(
+            &server,
+            &["run", &server.url(), "--tls-ca", cert, "--rps", "10", "--duration", "1"],
+        );
+        assert_eq!(counter(&g, "benchmark.http_2xx"), 10, "{cert}");
+        assert_eq!(w.count("/tls/handshakes"), counter(&g, "ssl.handshake"), "{cert}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
