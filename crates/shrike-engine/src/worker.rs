@@ -153,6 +153,11 @@ async fn drive<S: Schedule>(
     let abandoned = pools.cfg.warmup
         && !pools.cx.payload_requests
         && !warmup(&pools, schedule.warmup_request()).await;
+    if abandoned {
+        // The stop is known here; the task above that says so to the pacer may not have run
+        // yet, and the pacer would release the first request after the stop.
+        pools.cx.begin_stopping();
+    }
 
     // A fed schedule's lead fills before the clock starts, never past a start time set for
     // the run (a fleet's `--start-at`).

@@ -186,7 +186,14 @@ impl Protocol for Http1 {
                     more,
                 })
             }
-            Err(error) => Err(classify(error, io.rx)),
+            Err(error) => {
+                // A transport that sends after accepting the bytes (io_uring) reports a send
+                // the peer refused only now: those bytes never left, so they are not counted.
+                if io.rx == 0 && stream.flush().await.is_err() {
+                    io.tx = 0;
+                }
+                Err(classify(error, io.rx))
+            }
         }
     }
 
