@@ -42,6 +42,8 @@ struct Run {
     stderr: String,
     /// The `global` result of the JSON file written with `-o`.
     g: serde_json::Value,
+    /// What the server counted of this run, once it had handled every connection to its end.
+    served: hostile::Counts,
 }
 
 impl Run {
@@ -63,8 +65,8 @@ impl std::fmt::Display for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "exit {} after {:?}\ncounters: {}\nstderr:\n{}",
-            self.code, self.wall, self.g["counters"], self.stderr
+            "exit {} after {:?}\ncounters: {}\nthe server's tally: {:?}\nstderr:\n{}",
+            self.code, self.wall, self.g["counters"], self.served, self.stderr
         )
     }
 }
@@ -102,6 +104,7 @@ fn run_with(name: &str, server: &Hostile, protocol: &str, extra: &[&str]) -> Run
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn shrike");
+    let before = server.tally.now();
     let started = Instant::now();
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let readers = [
@@ -131,12 +134,14 @@ fn run_with(name: &str, server: &Hostile, protocol: &str, extra: &[&str]) -> Run
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = started.elapsed();
+    let served = server.settled().since(before);
     let [human, stderr] = readers.map(|r| r.join().unwrap_or_default());
     let json = std::fs::read_to_string(&file)
         .unwrap_or_else(|e| panic!("no result file {} ({e}); stderr:\n{stderr}", file.display()));
     let v: serde_json::Value = serde_json::from_str(&json).expect("the result file is JSON");
     let g = global(&v).clone();
-    let run = Run { code: status.code().unwrap_or(-1), wall, peak_rss: peak, human, stderr, g };
+    let run =
+        Run { code: status.code().unwrap_or(-1), wall, peak_rss: peak, human, stderr, g, served };
     let bound = Duration::from_secs_f64(DURATION + TIMEOUT + SLACK);
     assert!(
         run.wall < bound,
@@ -144,8 +149,29 @@ fn run_with(name: &str, server: &Hostile, protocol: &str, extra: &[&str]) -> Run
         run.wall
     );
     assert!(!run.stderr.contains("panicked"), "{run}");
+    run.agrees_with_the_server();
     let _ = std::fs::remove_dir_all(dir);
     run
+}
+
+impl Run {
+    /// What every run's counts must say of the server's own tally: the client counted each
+    /// TCP connection the server accepted (and no other), a 2xx for each whole answer the
+    /// server sent (and for nothing else: every other thing it sends is broken or endless),
+    /// received no byte the server did not send (fewer when it hung up on a flood or on a
+    /// response it gave up on), and sent every byte the server read (more when the server
+    /// stopped reading: a flood, a close).
+    fn agrees_with_the_server(&self) {
+        let s = &self.served;
+        // A connection the stop found mid-connect was accepted by the server but never counted
+        // by the client, whose request for it was cancelled instead.
+        let (opened, cancelled) =
+            (self.count("upstream_cx_total"), self.count("upstream_rq_cancelled"));
+        assert!((opened..=opened + cancelled).contains(&s.connections), "connections\n{self}");
+        assert_eq!(self.count("benchmark.http_2xx"), s.answers, "answers\n{self}");
+        assert!(self.count("upstream_cx_rx_bytes_total") <= s.bytes_sent, "{self}");
+        assert!(s.bytes_received <= self.count("upstream_cx_tx_bytes_total"), "{self}");
+    }
 }
 
 fn none_succeeded(run: &Run) {
@@ -181,11 +207,18 @@ fn h1_reset_mid_response_is_a_remote_destroy_with_a_request_in_flight() {
     assert_eq!(r.count("upstream_rq_total"), resets, "{r}");
     assert_eq!(r.count("upstream_cx_protocol_error"), 0, "{r}");
     none_succeeded(&r);
+    // The server read each of those requests and reset its connection, one per connection.
+    assert_eq!(r.served.requests, resets, "{r}");
+    assert_eq!(r.served.connections, resets, "{r}");
 
     // With the default predicates the first reset ends the run (exit 1), result still written.
     let r = run_with("h1-reset-default", &server, "http1", &["--rps", "20"]);
     assert_eq!(r.code, 1, "{r}");
     assert!(r.count("benchmark.stream_resets") >= 1, "{r}");
+    // The server read every request the client counted; any it read besides were in flight
+    // when the predicate stopped the run, and counted cancelled.
+    let (sent, cancelled) = (r.count("upstream_rq_total"), r.count("upstream_rq_cancelled"));
+    assert!((sent..=sent + cancelled).contains(&r.served.requests), "{r}");
     assert!(r.wall < Duration::from_secs_f64(DURATION + SLACK), "{r}");
 }
 
@@ -213,6 +246,23 @@ fn idle_close_is_retried(name: &str, how: Close) {
     // Nearly every reuse found the connection closed and reconnected.
     assert!(r.counted("upstream_cx_destroy_remote", ok / 2) < ok + 1, "{r}");
     assert!(r.count("upstream_cx_total") >= ok / 2, "{r}");
+    // The server answered each request once. A resend's first send went to a connection the
+    // server had already closed, unread: it is not among the server's requests, and each
+    // resend needed a new connection. The server closed each connection at most once.
+    let retried = r.count("upstream_rq_retry");
+    assert_eq!(r.served.requests, ok, "{r}");
+    assert!(r.served.connections > retried, "{r}");
+    assert!(r.count("upstream_cx_destroy_remote") <= r.served.connections, "{r}");
+    // Every answer was read whole. Onto a closed (FIN) connection a first send is still
+    // written, and counted, though the server never reads it; onto a reset one the write
+    // fails and counts nothing.
+    assert_eq!(r.count("upstream_cx_rx_bytes_total"), r.served.bytes_sent, "{r}");
+    let per_request = r.served.bytes_received / r.served.requests;
+    let unread = match how {
+        Close::Fin => retried * per_request,
+        _ => 0,
+    };
+    assert_eq!(r.count("upstream_cx_tx_bytes_total"), r.served.bytes_received + unread, "{r}");
 }
 
 #[test]
@@ -224,6 +274,11 @@ fn h1_idle_keep_alive_closed_with_notice_is_a_close_notify() {
     assert!(ok >= 15, "{r}");
     assert_eq!(r.counted("upstream_cx_close_notify", ok), ok, "{r}");
     assert_eq!(r.count("upstream_cx_destroy_remote_with_active_rq"), 0, "{r}");
+    // The server announced its close on every connection it served, after one request each,
+    // and every answer was read whole.
+    assert_eq!(r.served.connections, ok, "{r}");
+    assert_eq!(r.served.requests, ok, "{r}");
+    assert_eq!(r.count("upstream_cx_rx_bytes_total"), r.served.bytes_sent, "{r}");
 }
 
 #[test]
@@ -236,6 +291,11 @@ fn h1_server_that_never_answers_times_out() {
         r.count("upstream_rq_timeout"),
         "{r}"
     );
+    // The server read each request that timed out, one per connection, and said nothing.
+    assert_eq!(r.served.requests, r.count("upstream_rq_timeout"), "{r}");
+    assert_eq!(r.served.connections, r.count("upstream_rq_timeout"), "{r}");
+    assert_eq!(r.served.bytes_sent, 0, "{r}");
+    assert_eq!(r.served.bytes_received, r.count("upstream_cx_tx_bytes_total"), "{r}");
 }
 
 #[test]
@@ -244,14 +304,21 @@ fn h1_slowloris_is_cut_by_the_timeout() {
     let r = run("h1-drip", &server, "http1", &["--rps", "20", "--connections", "2"]);
     timed_out(&r, 2);
     assert!(r.count("upstream_cx_rx_bytes_total") >= 2, "some bytes arrived\n{r}");
+    // The server read every request that timed out, and had sent at least what arrived.
+    assert_eq!(r.served.requests, r.count("upstream_rq_timeout"), "{r}");
+    assert!(r.served.bytes_sent >= r.count("upstream_cx_rx_bytes_total"), "{r}");
 }
 
-/// A response the client cannot frame: a protocol error, its connection closed by us.
+/// A response the client cannot frame: a protocol error, its connection closed by us. The
+/// server read each of those requests, one per connection (none other: the client closed each
+/// after its first answer).
 fn protocol_error(r: &Run, at_least: u64) -> u64 {
     let n = r.counted("upstream_cx_protocol_error", at_least);
     assert_eq!(r.count("benchmark.stream_resets"), n, "{r}");
     assert_eq!(r.count("upstream_cx_destroy_local_with_active_rq"), n, "{r}");
     none_succeeded(r);
+    assert_eq!(r.served.requests, n, "{r}");
+    assert_eq!(r.served.connections, n, "{r}");
     n
 }
 
@@ -296,6 +363,11 @@ fn h1_truncated_chunked_body_is_a_remote_destroy_with_a_request_in_flight() {
     assert_eq!(r.counted("upstream_cx_destroy_remote_with_active_rq", 10), n, "{r}");
     assert_eq!(r.count("upstream_cx_protocol_error"), 0, "{r}");
     none_succeeded(&r);
+    // The server cut off each request it read, one per connection; its close came after all
+    // it sent, so every byte of the broken bodies arrived.
+    assert_eq!(r.served.requests, n, "{r}");
+    assert_eq!(r.served.connections, n, "{r}");
+    assert_eq!(r.count("upstream_cx_rx_bytes_total"), r.served.bytes_sent, "{r}");
 }
 
 /// An endless body is read and discarded until `--timeout`, on every connection: the client
@@ -309,6 +381,9 @@ fn endless(name: &str, case: H1) {
     // Many times what the client holds arrived (gigabytes on a quiet machine): it was not kept.
     let rx = r.count("upstream_cx_rx_bytes_total");
     assert!(rx > 4 * r.peak_rss, "only {} MiB arrived: not a test of memory\n{r}", rx >> 20);
+    // The server read every request that timed out, and sent at least what arrived.
+    assert_eq!(r.served.requests, r.count("upstream_rq_timeout"), "{r}");
+    assert!(r.served.bytes_sent >= rx, "{r}");
 }
 
 #[test]
@@ -333,10 +408,15 @@ fn h2_goaway_mid_stream_fails_that_stream_and_reconnects() {
     let server = Hostile::start(Case::H2(H2::GoawayMidStream));
     let r = run("h2-goaway", &server, "http2", &["--rps", "20"]);
     let resets = r.counted("benchmark.stream_resets", 5);
-    r.counted("upstream_cx_close_notify", 5);
-    r.counted("upstream_cx_destroy_remote_with_active_rq", 5);
+    let notices = r.counted("upstream_cx_close_notify", 5);
+    let cut = r.counted("upstream_cx_destroy_remote_with_active_rq", 5);
     assert!(r.count("upstream_cx_http2_total") >= resets, "a connection per GOAWAY\n{r}");
     none_succeeded(&r);
+    // The server sent one GOAWAY per connection, each cutting off the one stream it opened.
+    assert_eq!(r.count("upstream_cx_http2_total"), r.served.connections, "{r}");
+    assert_eq!(notices, r.served.connections, "{r}");
+    assert_eq!(cut, r.served.connections, "{r}");
+    assert_eq!(resets, r.served.requests, "{r}");
 }
 
 #[test]
@@ -345,6 +425,12 @@ fn h2_server_that_never_answers_times_out() {
     let server = Hostile::start(Case::H1(H1::Silent));
     let r = run("h2-silent", &server, "http2", &["--rps", "20"]);
     timed_out(&r, 10);
+    // The HTTP/1.1 server took the preface (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`) for two
+    // request heads on each connection, read every byte the timed-out requests were sent in,
+    // and said nothing.
+    assert_eq!(r.served.requests, 2 * r.served.connections, "{r}");
+    assert_eq!(r.served.bytes_received, r.count("upstream_cx_tx_bytes_total"), "{r}");
+    assert_eq!(r.served.bytes_sent, 0, "{r}");
 }
 
 #[test]
@@ -354,6 +440,10 @@ fn h2_reset_flood_counts_each_stream_once() {
     let resets = r.counted("benchmark.stream_resets", 25);
     assert!(resets <= r.count("upstream_rq_total"), "{r}");
     none_succeeded(&r);
+    // The server opened every stream the client counted, and reset each 32 times: the
+    // client counted each once at most.
+    assert_eq!(r.served.requests, r.count("upstream_rq_total"), "{r}");
+    assert!(resets <= r.served.requests, "{r}");
 }
 
 #[test]
@@ -365,6 +455,10 @@ fn h2_zero_initial_window_times_out_request_bodies() {
     let n = r.counted("upstream_rq_timeout", 10);
     assert!(r.count("benchmark.http_2xx") <= 1, "{r}");
     assert_eq!(r.count("upstream_rq_total"), n + r.count("benchmark.http_2xx"), "{r}");
+    // The server opened every stream, read every byte the client sent, and answered only
+    // bodies that ended (the 2xx, checked in `run`).
+    assert_eq!(r.served.requests, r.count("upstream_rq_total"), "{r}");
+    assert_eq!(r.served.bytes_received, r.count("upstream_cx_tx_bytes_total"), "{r}");
 }
 
 #[test]
@@ -375,6 +469,10 @@ fn h2_server_that_never_opens_its_window_times_out_large_uploads() {
     timed_out(&r, 1);
     // The client kept to the window: one 65,535-byte window of body (and some frames) went out.
     assert!(r.count("upstream_cx_tx_bytes_total") < 80_000, "{r}");
+    // The server read all the client sent (so no more than the window arrived), and opened
+    // a stream for each request that timed out.
+    assert_eq!(r.served.bytes_received, r.count("upstream_cx_tx_bytes_total"), "{r}");
+    assert_eq!(r.served.requests, r.count("upstream_rq_timeout"), "{r}");
 }
 
 #[test]
@@ -390,6 +488,11 @@ fn h2_endless_data_holds_memory_to_the_windows() {
     bounded_memory(&r, &server);
     let rx = r.count("upstream_cx_rx_bytes_total");
     assert!(rx > 4 * r.peak_rss, "only {} MiB arrived: not a test of memory\n{r}", rx >> 20);
+    // The server read one stream per connection and then only wrote: the client's other
+    // requests (all of which failed) never reached its reading, and it sent all that arrived.
+    assert_eq!(r.served.requests, r.served.connections, "{r}");
+    assert!(r.count("upstream_rq_total") >= r.served.requests, "{r}");
+    assert!(r.served.bytes_sent >= rx, "{r}");
 }
 
 #[test]
@@ -404,4 +507,8 @@ fn h2_endless_continuation_is_refused_in_bounded_memory() {
     assert!(r.counted("benchmark.stream_resets", 1) >= refused, "{r}");
     none_succeeded(&r);
     bounded_memory(&r, &server);
+    // Every connection the server served was refused, once; it read one stream on each
+    // before it only wrote.
+    assert_eq!(refused, r.served.connections, "{r}");
+    assert_eq!(r.served.requests, r.served.connections, "{r}");
 }

@@ -12,6 +12,7 @@ use nginx::{Listen, Nginx};
 fn shrike_against_nginx_static_file() {
     let nginx = Nginx::start(Listen::Http1);
     let url = format!("http://127.0.0.1:{}/file", nginx.port);
+    let mark = nginx.mark();
     let out = run(
         &[
             "run",
@@ -38,12 +39,17 @@ fn shrike_against_nginx_static_file() {
     let min_hdr: u64 = hdr["raw_min"].as_str().expect("raw_min").parse().expect("n");
     assert!(min_hdr > 100, "nginx sends server/date/etag/... headers");
     assert!(counter(&g, "upstream_cx_rx_bytes_total") >= 400 * (4321 + min_hdr));
+    // nginx logged the 400, each a 200, on no more connections than the client opened.
+    let lines = nginx.agrees(mark, &g);
+    let served_on: std::collections::BTreeSet<u64> = lines.iter().map(|e| e.connection).collect();
+    assert_eq!(served_on.len() as u64, counter(&g, "upstream_cx_total"));
 }
 
 #[test]
 fn nginx_404_fires_default_failure_predicate() {
     let nginx = Nginx::start(Listen::Http1);
     let url = format!("http://127.0.0.1:{}/missing", nginx.port);
+    let mark = nginx.mark();
     let out = run(
         &["run", &url, "--rps", "50", "--duration", "2", "--output-format", "json"],
         Duration::from_secs(30),
@@ -52,4 +58,7 @@ fn nginx_404_fires_default_failure_predicate() {
     assert!(out.stderr.contains("benchmark.http_4xx:0"), "{}", out.stderr);
     let g = global(&json(&out)).clone();
     assert!(counter(&g, "benchmark.http_4xx") >= 1);
+    // nginx answered 404 to each request the client counted, and to none besides.
+    let lines = nginx.agrees(mark, &g);
+    assert!(lines.iter().all(|e| e.status == 404), "{lines:?}");
 }

@@ -83,6 +83,7 @@ fn a_closed_stdout_keeps_the_result_file_and_says_nothing() {
     let server = Server::start(&[]);
     let dir = scratch("pipes-file");
     let file = dir.join("r.json");
+    let before = Witness::before(&server);
     let child = shrike()
         .args(["run", &server.url("/"), "-n", "20", "--output-format", "json", "-o"])
         .arg(&file)
@@ -97,11 +98,14 @@ fn a_closed_stdout_keeps_the_result_file_and_says_nothing() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(counter(global(&v), "benchmark.http_2xx"), 20, "the file was written whole");
+    // The 20 the file counts, as the server counted them.
+    Witness::since(&server, before).agrees(global(&v));
 }
 
 #[test]
 fn a_closed_stderr_loses_log_lines_not_the_result() {
     let server = Server::start(&[]);
+    let before = Witness::before(&server);
     let mut child = shrike()
         .args(["run", &server.url("/"), "-n", "10", "--output-format", "json"])
         .stdin(Stdio::null())
@@ -117,6 +121,8 @@ fn a_closed_stderr_loses_log_lines_not_the_result() {
     assert_eq!(status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(counter(global(&v), "benchmark.http_2xx"), 10);
+    // The 10 the result counts, as the server counted them.
+    Witness::since(&server, before).agrees(global(&v));
 }
 
 #[test]

@@ -119,6 +119,7 @@ fn a_capacity_search_of_a_refused_port_names_the_cause_not_start_lower() {
 fn objectives_need_units_and_p999_is_p99_9() {
     let server = Server::start(&[]);
     let url = server.url("/");
+    let before = Witness::before(&server);
     let out = run(&["capacity", &url, "--slo", "p99<=50", "--dry-run"], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("give a unit: 50ms?"), "{}", out.stderr);
@@ -127,6 +128,9 @@ fn objectives_need_units_and_p999_is_p99_9() {
     let v = json(&out);
     // The errors objective every search holds unless given, said in the plan.
     assert_eq!(v["search"]["slos"], serde_json::json!(["p99.9<=50.00ms", "errors<=1%"]), "{v}");
+    // A refused objective and a dry run send nothing: the server saw no connection.
+    let w = Witness::since(&server, before);
+    assert_eq!((w.count("/requests"), w.connections()), (0, 0));
 }
 
 #[test]
@@ -167,7 +171,8 @@ fn client_overflow_is_not_a_server_error() {
     // One connection, 50 ms per response: at most 20/s; 100/s open loop overflows without a
     // single server error.
     let server = Server::start(&["--static-delay", "50ms"]);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &server,
         &[
             "sweep",
             &server.url("/"),
@@ -192,6 +197,11 @@ fn client_overflow_is_not_a_server_error() {
     assert_eq!(it["errors"], 0, "{it}");
     assert!(it["overflow"].as_u64().unwrap() > 10, "{it}");
     assert!(it["successes"].as_u64().unwrap() > 0, "{it}");
+    // The server answered every request it saw with a 2xx, as many as the sweep's successes:
+    // the overflow never reached it, and no error came from it.
+    let answered = w.count("/responses/2xx");
+    assert_eq!(w.count("/requests"), answered, "{it}");
+    assert_eq!(answered, it["successes"].as_u64().unwrap(), "{it}");
 }
 
 #[test]

@@ -5,21 +5,36 @@ use std::time::Duration;
 
 use crate::support::*;
 
+/// `shrike run ARGS --output-format json` against `server`, exit 0: the whole result, and
+/// what the server counted meanwhile, already checked against its `global` result.
+fn run_doc(server: &Server, args: &[&str]) -> (serde_json::Value, Witness) {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let (out, w) = run_witnessed(server, &all, Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    let v = json(&out);
+    w.agrees(global(&v));
+    (v, w)
+}
+
 #[test]
 fn fixed_rate_count_matches_rps_times_duration_times_concurrency() {
     let server = Server::start(&[]);
-    let v = run_json_ok(&[
-        "run",
-        &server.url("/"),
-        "--rps",
-        "100",
-        "--duration",
-        "2",
-        "--concurrency",
-        "2",
-        "--connections",
-        "4",
-    ]);
+    let (v, w) = run_doc(
+        &server,
+        &[
+            "run",
+            &server.url("/"),
+            "--rps",
+            "100",
+            "--duration",
+            "2",
+            "--concurrency",
+            "2",
+            "--connections",
+            "4",
+        ],
+    );
     let g = global(&v);
     let ok = counter(g, "benchmark.http_2xx");
     // 100 rps × 2 s × 2 workers. The schedule is exact, so only a request whose response is
@@ -35,23 +50,28 @@ fn fixed_rate_count_matches_rps_times_duration_times_concurrency() {
     // Connections are reused: far fewer than requests. (How late the sends were is checked in
     // timing_precise.rs, where no other test competes for the CPU.)
     assert!(counter(g, "upstream_cx_total") <= 8);
+    // The server served those requests (checked in `run_doc`) on as many connections.
+    assert_eq!(w.count("/connections/http1"), counter(g, "upstream_cx_total"));
 }
 
 #[test]
 fn closed_loop_scheduled_latency_exposes_queueing_that_service_time_hides() {
     let server = Server::start(&[]);
-    let v = run_json_ok(&[
-        "run",
-        &server.url("/"),
-        "--rps",
-        "100",
-        "--duration",
-        "2",
-        "--connections",
-        "1",
-        "--request-header",
-        r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
-    ]);
+    let (v, w) = run_doc(
+        &server,
+        &[
+            "run",
+            &server.url("/"),
+            "--rps",
+            "100",
+            "--duration",
+            "2",
+            "--connections",
+            "1",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
+        ],
+    );
     let g = global(&v);
     let service = statistic(g, "benchmark_http_client.request_to_response");
     let scheduled = statistic(g, "benchmark_http_client.scheduled_to_response");
@@ -68,30 +88,39 @@ fn closed_loop_scheduled_latency_exposes_queueing_that_service_time_hides() {
     // And it honestly sent fewer requests than scheduled (closed loop) — but still some.
     let ok = counter(g, "benchmark.http_2xx");
     assert!((30..=45).contains(&ok), "2xx = {ok}");
+    // The server saw only those (checked in `run_doc`), on the one connection.
+    assert_eq!(w.count("/requests"), ok);
+    assert_eq!(w.count("/connections/http1"), 1);
 }
 
 #[test]
 fn open_loop_counts_overflow_instead_of_waiting() {
     let server = Server::start(&[]);
-    let v = run_json_ok(&[
-        "run",
-        &server.url("/"),
-        "--rps",
-        "200",
-        "--duration",
-        "1",
-        "--connections",
-        "2",
-        "--open-loop",
-        "--request-header",
-        r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
-    ]);
+    let (v, w) = run_doc(
+        &server,
+        &[
+            "run",
+            &server.url("/"),
+            "--rps",
+            "200",
+            "--duration",
+            "1",
+            "--connections",
+            "2",
+            "--open-loop",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"static_delay":"0.05s"}"#,
+        ],
+    );
     let g = global(&v);
     let ok = counter(g, "benchmark.http_2xx");
     let overflow = counter(g, "benchmark.pool_overflow");
     // 2 connections × 20 rps each can carry ~40 of the 200 scheduled requests.
     assert!((30..=50).contains(&ok), "2xx = {ok}");
     assert_eq!(ok + overflow, 200, "every scheduled request is either sent or counted");
+    // The overflow never reached the server: it saw the answered requests only.
+    assert_eq!(w.count("/requests"), ok);
+    assert_eq!(w.count("/requests") + overflow, 200);
     // Open loop never blocks.
     assert_eq!(statistic(g, "sequencer.blocking")["count"], "0");
 }
@@ -99,7 +128,8 @@ fn open_loop_counts_overflow_instead_of_waiting() {
 #[test]
 fn termination_predicate_ends_run_successfully_at_threshold() {
     let server = Server::start(&[]);
-    let out = run(
+    let (v, w) = run_doc(
+        &server,
         &[
             "run",
             &server.url("/"),
@@ -111,15 +141,13 @@ fn termination_predicate_ends_run_successfully_at_threshold() {
             "1",
             "--termination-predicate",
             "benchmark.http_2xx:9",
-            "--output-format",
-            "json",
         ],
-        Duration::from_secs(30),
     );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    let g = global(&json(&out)).clone();
+    let g = global(&v).clone();
     assert_eq!(counter(&g, "benchmark.http_2xx"), 10);
     assert!(secs(&g["execution_duration"]) < 5.0);
+    // One connection, one request at a time: the server saw the ten and no eleventh.
+    assert_eq!(w.count("/requests"), 10);
 }
 
 #[test]
@@ -142,18 +170,28 @@ fn server_errors_fire_default_failure_predicate_with_exit_1() {
         a
     };
     let a = args(&[]);
-    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(30));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (out, w) = run_witnessed(&server, &a, Duration::from_secs(30));
     assert_eq!(out.code(), 1, "stderr:\n{}", out.stderr);
     assert!(out.stderr.contains("benchmark.http_5xx:0"), "{}", out.stderr);
     // The result is still written, with the 5xx that fired it.
     let g = global(&json(&out)).clone();
     assert!(counter(&g, "benchmark.http_5xx") >= 1);
     assert!(counter(&g, "benchmark.http_5xx") < 10, "stopped promptly");
+    // The server answered 503 to every request it saw: each the client counted, and any
+    // still in flight when the predicate stopped the run (counted cancelled).
+    let (fives, cancelled) =
+        (counter(&g, "benchmark.http_5xx"), counter(&g, "upstream_rq_cancelled"));
+    assert_eq!(w.count("/responses/5xx"), w.count("/requests"));
+    assert!((fives..=fives + cancelled).contains(&w.count("/responses/5xx")), "{g}");
 
     let a = args(&["--no-default-failure-predicates"]);
-    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(30));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (out, w) = run_witnessed(&server, &a, Duration::from_secs(30));
     assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    assert_eq!(counter(global(&json(&out)), "benchmark.http_5xx"), 100);
+    let g = global(&json(&out)).clone();
+    assert_eq!(counter(&g, "benchmark.http_5xx"), 100);
+    w.agrees(&g);
 }
 
 #[test]
@@ -187,7 +225,8 @@ fn no_url_benchmarks_the_built_in_server() {
 #[test]
 fn max_requests_per_connection_recycles_connections() {
     let server = Server::start(&[]);
-    let out = run(
+    let (v, w) = run_doc(
+        &server,
         &[
             "run",
             &server.url("/"),
@@ -199,22 +238,21 @@ fn max_requests_per_connection_recycles_connections() {
             "1",
             "--max-requests-per-connection",
             "10",
-            "--output-format",
-            "json",
         ],
-        Duration::from_secs(30),
     );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    let g = global(&json(&out)).clone();
+    let g = global(&v).clone();
     assert_eq!(counter(&g, "benchmark.http_2xx"), 100);
     assert_eq!(counter(&g, "upstream_cx_total"), 10);
     assert_eq!(counter(&g, "upstream_cx_destroy_local"), 10);
+    // The server served the hundred (checked in `run_doc`) on ten connections.
+    assert_eq!(w.count("/connections/http1"), 10);
 }
 
 #[test]
 fn prefetch_opens_all_connections_and_body_sizes_are_recorded() {
     let server = Server::start(&["--response-body-size", "1234"]);
-    let out = run(
+    let (v, w) = run_doc(
+        &server,
         &[
             "run",
             &server.url("/"),
@@ -229,13 +267,9 @@ fn prefetch_opens_all_connections_and_body_sizes_are_recorded() {
             "POST",
             "--request-body-size",
             "100",
-            "--output-format",
-            "json",
         ],
-        Duration::from_secs(30),
     );
-    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
-    let g = global(&json(&out)).clone();
+    let g = global(&v).clone();
     assert_eq!(counter(&g, "upstream_cx_total"), 5);
     let body = statistic(&g, "benchmark_http_client.response_body_size");
     assert_eq!(body["raw_min"], "1234");
@@ -243,6 +277,22 @@ fn prefetch_opens_all_connections_and_body_sizes_are_recorded() {
     assert_eq!(body["count"], "20");
     // 20 requests of at least 100 body bytes each went out.
     assert!(counter(&g, "upstream_cx_tx_bytes_total") > 20 * 100);
+    // The server read those bodies, and sent the 20 it was asked for.
+    assert_eq!(w.count("/request_body_bytes"), 20 * 100);
+    assert_eq!(w.count("/response_body_bytes"), 20 * 1234);
+    // The server counts a connection once its first bytes say which protocol it speaks, so
+    // a prefetched connection no request used is not among its connections: at most the 5.
+    assert!((1..=5).contains(&w.count("/connections/http1")), "{}", w.connections());
+    // Over TLS each prefetched connection makes its handshake at once, which the server
+    // counts: it saw all 5 opened.
+    let tls = TlsServer::start(&["--tls"]);
+    let url = tls.url();
+    let args = ["run", &url, "--tls-ca", &tls.ca, "--rps", "20", "--duration", "1"];
+    let (g, w) =
+        run_agreed(&tls, &[&args[..], &["--connections", "5", "--prefetch-connections"]].concat());
+    assert_eq!(counter(&g, "upstream_cx_total"), 5);
+    assert_eq!(counter(&g, "ssl.handshake"), 5);
+    assert_eq!(w.count("/tls/handshakes"), 5);
 }
 
 /// Unpaced, a connection that finishes takes its next request itself, and the worker loop
@@ -253,31 +303,23 @@ fn prefetch_opens_all_connections_and_body_sizes_are_recorded() {
 /// counted nowhere.
 #[test]
 fn unpaced_runs_hand_over_exactly_what_they_count() {
-    let stats_path = "/.shrike/stats";
-    let server = Server::start(&["--stats-path", stats_path]);
+    let server = Server::start(&[]);
     let url = server.url("/");
-    let v = run_json_ok(&[
-        "run",
-        &url,
-        "--rps",
-        "max",
-        "-n",
-        "3001",
-        "--connections",
-        "8",
-        "--concurrency",
-        "2",
-    ]);
-    let g = global(&v);
-    assert_eq!(counter(g, "benchmark.http_2xx"), 3001);
-    assert_eq!(counter(g, "upstream_rq_total"), 3001);
-    assert_eq!(counter(g, "upstream_rq_cancelled"), 0);
-    let v = run_json_ok(&["run", &url, "--rps", "max", "--duration", "1", "--connections", "8"]);
-    let g = global(&v);
-    let ok = counter(g, "benchmark.http_2xx");
+    let (g, w) = run_agreed(
+        &server,
+        &["run", &url, "--rps", "max", "-n", "3001", "--connections", "8", "--concurrency", "2"],
+    );
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 3001);
+    assert_eq!(counter(&g, "upstream_rq_total"), 3001);
+    assert_eq!(counter(&g, "upstream_rq_cancelled"), 0);
+    assert_eq!(w.count("/requests"), 3001);
+    let (g, w) = run_agreed(
+        &server,
+        &["run", &url, "--rps", "max", "--duration", "1", "--connections", "8"],
+    );
+    let ok = counter(&g, "benchmark.http_2xx");
     assert!(ok > 100, "{ok} answered in a second");
-    assert_eq!(counter(g, "upstream_rq_total"), ok);
-    assert_eq!(counter(g, "upstream_rq_cancelled"), 0);
-    let s = server.stats(stats_path);
-    assert_eq!(s["requests"], 3001 + ok, "{s}");
+    assert_eq!(counter(&g, "upstream_rq_total"), ok);
+    assert_eq!(counter(&g, "upstream_rq_cancelled"), 0);
+    assert_eq!(w.count("/requests"), ok);
 }

@@ -7,6 +7,7 @@
 
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -160,11 +161,20 @@ fn connecting_to_a_server_that_never_finishes_the_handshake() {
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
     let udp = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+    // The listener's own count of the connections it accepted: the TCP ones' witness.
+    let accepted = std::sync::Arc::new(AtomicU64::new(0));
+    let counted = accepted.clone();
     std::thread::spawn(move || {
-        let held: Vec<_> = tcp.incoming().take(64).collect();
+        let mut held = Vec::new();
+        for c in tcp.incoming().take(64) {
+            counted.fetch_add(1, Ordering::Relaxed);
+            held.push(c);
+        }
         std::thread::sleep(Duration::from_secs(30));
         drop(held);
     });
+    // The TCP connections the HTTP/1.1 and HTTP/2 cases counted, all together.
+    let opened = AtomicU64::new(0);
     let url = format!("https://localhost:{port}/");
     each(|protocol, signal| {
         // Connections opened ahead are HTTP/1.1's; HTTP/2 and HTTP/3 open theirs as streams
@@ -180,27 +190,49 @@ fn connecting_to_a_server_that_never_finishes_the_handshake() {
         // Giving up on a handshake because the user stopped is no failure of the server's.
         assert_eq!(counter(g, "upstream_cx_connect_fail"), 0, "{case}: {g}");
         assert_eq!(counter(g, "benchmark.pool_connection_failure"), 0, "{case}: {g}");
+        if protocol != "http3" {
+            opened.fetch_add(counter(g, "upstream_cx_total"), Ordering::Relaxed);
+        }
     });
+    // Every TCP connection was made (the listener accepted each the clients counted, and no
+    // other): none failed, they were only left unfinished.
+    assert_eq!(accepted.load(Ordering::Relaxed), opened.load(Ordering::Relaxed));
     drop(udp);
+}
+
+/// The connections a run over `protocol` counted, by the client's counter for the protocol.
+fn connections(g: &serde_json::Value, protocol: &str) -> u64 {
+    counter(g, &format!("upstream_cx_{protocol}_total"))
 }
 
 #[test]
 fn warm_up_is_abandoned_not_waited_for() {
-    let server = server();
     each(|protocol, signal| {
+        // A server per case, so what it counted is this case's alone.
+        let server = server();
+        let before = Witness::before(&server);
         let extra =
             ["--simple-warmup", "--rps", "20", "--timeout", "30", "--request-header", STALL];
         let cmd = run_cmd(protocol, &server.url(), &server.ca, &extra);
         let r = interrupt(cmd, Duration::from_millis(1500), signal, None);
         let case = format!("warm-up {protocol} SIG{signal}");
         let v = assert_interrupted_with_result(&case, &r, Duration::from_secs(4));
-        assert_eq!(counter(global(&v), "benchmark.http_2xx"), 0, "{case}");
+        let g = global(&v);
+        assert_eq!(counter(g, "benchmark.http_2xx"), 0, "{case}");
+        // The server got the warm-up request, on the connection the client counted, and held
+        // it (it counts the 200 it planned on arrival, 20 s before it would send it). Nothing
+        // else: the signal abandons the warm-up, and no request may leave after it.
+        let w = Witness::since(&server, before);
+        let protocol_connections = w.count(&format!("/connections/{protocol}"));
+        assert_eq!(protocol_connections, connections(g, protocol), "{case}: {g}");
+        assert_eq!(w.count("/requests"), 1, "{case}: the server's requests: {g}");
     });
 }
 
 #[test]
 fn the_start_at_wait_ends_at_once() {
     let server = server();
+    let before = Witness::before(&server);
     each(|protocol, signal| {
         let extra = ["--start-at", "+30s", "--rps", "20", "--duration", "2"];
         let cmd = run_cmd(protocol, &server.url(), &server.ca, &extra);
@@ -209,28 +241,45 @@ fn the_start_at_wait_ends_at_once() {
         let v = assert_interrupted_with_result(&case, &r, Duration::from_secs(4));
         assert_eq!(counter(global(&v), "upstream_rq_total"), 0, "{case}");
     });
+    // None of the six sent a request: the server saw none.
+    let w = Witness::since(&server, before);
+    assert_eq!(w.count("/requests"), 0);
 }
 
 #[test]
 fn running_stops_and_keeps_what_was_measured() {
-    let server = server();
     each(|protocol, signal| {
+        // A server per case, so what it counted is this case's alone.
+        let server = server();
+        let before = Witness::before(&server);
         let extra = ["--no-duration", "--rps", "50"];
         let cmd = run_cmd(protocol, &server.url(), &server.ca, &extra);
         let r = interrupt(cmd, Duration::from_millis(2000), signal, None);
         let case = format!("running {protocol} SIG{signal}");
         let v = assert_interrupted_with_result(&case, &r, Duration::from_secs(4));
-        let ok = counter(global(&v), "benchmark.http_2xx");
+        let g = global(&v);
+        let ok = counter(g, "benchmark.http_2xx");
         // ~1.5 s of sending at 50/s after start-up; generous for a busy machine.
         assert!((15..=110).contains(&ok), "{case}: 2xx = {ok}");
+        // The server saw every request the result counts (and answered each as it says), on
+        // the connections it counts.
+        let w = Witness::since(&server, before);
+        w.agrees(g);
+        assert_eq!(
+            w.count(&format!("/connections/{protocol}")),
+            connections(g, protocol),
+            "{case}: {g}"
+        );
     });
 }
 
 #[test]
 fn draining_finishes_in_flight_requests_and_a_second_signal_exits_at_once() {
-    let server = server();
     let slow = r#"x-nighthawk-test-server-config: {"static_delay":"3s"}"#;
     each(|protocol, signal| {
+        // A server per case, so what it counted is this case's alone.
+        let server = server();
+        let before = Witness::before(&server);
         // 20 requests sent in the first second, each answered 3 s later: at 2.5 s the run is
         // draining (even after a slow start-up), and the first signal lets the drain finish
         // and counts them all.
@@ -240,6 +289,8 @@ fn draining_finishes_in_flight_requests_and_a_second_signal_exits_at_once() {
         let case = format!("draining {protocol} SIG{signal}");
         let v = assert_interrupted_with_result(&case, &r, Duration::from_secs(6));
         assert_eq!(counter(global(&v), "benchmark.http_2xx"), 20, "{case}");
+        // The server got the 20, and answered each, after the signal.
+        Witness::since(&server, before).agrees(global(&v));
 
         // A second signal while draining: out at once, with no result.
         let cmd = run_cmd(protocol, &server.url(), &server.ca, &extra);

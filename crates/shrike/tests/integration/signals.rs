@@ -9,6 +9,7 @@ use crate::support::*;
 #[test]
 fn sigint_mid_run_still_writes_the_result() {
     let server = Server::start(&[]);
+    let before = Witness::before(&server);
     let child = shrike()
         .args(["run", &server.url("/"), "--no-duration", "--rps", "50", "--output-format", "json"])
         .stdin(Stdio::null())
@@ -33,6 +34,8 @@ fn sigint_mid_run_still_writes_the_result() {
     // ~1.5 s at 50 rps; generous bounds for process start-up on a busy machine.
     assert!((20..=100).contains(&ok), "2xx = {ok}");
     assert_eq!(v["shrike"]["termination"]["kind"], "interrupted");
+    // The server saw every request the result counts, and answered each as it says.
+    Witness::since(&server, before).agrees(g);
 }
 
 #[test]
