@@ -18,10 +18,14 @@ use shrike_stats::{
 #[test]
 fn two_real_runs_overlay_in_one_report() {
     let dir = scratch("real");
+    let server = Server::start(&[]);
+    let url = server.url("/");
     let mut files = Vec::new();
+    let mut witnessed = Vec::new();
     for (name, rps) in [("base", "200"), ("cand", "400")] {
         let args = [
             "run",
+            &url,
             "--output-format",
             "json",
             "--duration",
@@ -31,8 +35,9 @@ fn two_real_runs_overlay_in_one_report() {
             "--stats-interval",
             "200ms",
         ];
-        let out = run(&args, Duration::from_secs(30));
+        let (out, w) = run_witnessed(&server, &args, Duration::from_secs(30));
         assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+        witnessed.push(w);
         let path = dir.join(format!("{name}.json"));
         std::fs::write(&path, &out.stdout).unwrap();
         files.push((path, json(&out)));
@@ -56,10 +61,13 @@ fn two_real_runs_overlay_in_one_report() {
     );
     assert_eq!(df[0]["requested_rps"], 200.0);
     assert_eq!(df[1]["requested_rps"], 400.0);
-    for (f, (_, v)) in df.iter().zip(&files) {
+    for ((f, (_, v)), w) in df.iter().zip(&files).zip(&witnessed) {
         let g = global(v);
         assert_eq!(f["responses"], counter(g, "benchmark.http_2xx"));
         assert_eq!(f["requests"], counter(g, "upstream_rq_total"));
+        // And what the page says each run sent and got is what the server counted.
+        assert_eq!(f["requests"], w.count("/requests"));
+        assert_eq!(f["responses"], w.count("/responses/2xx"));
         assert_eq!(f["errors"], 0);
         let stat = statistic(g, "benchmark_http_client.scheduled_to_response");
         let count: u64 = stat["count"].as_str().unwrap().parse().unwrap();
@@ -551,9 +559,18 @@ fn capacity_search(server: &Server, minimal_delay: &str, out: &Path) -> Value {
         "-o",
         path_str(out),
     ];
-    let done = run(&args, Duration::from_secs(90));
+    let (done, w) = run_witnessed(server, &args, Duration::from_secs(90));
     assert_eq!(done.code(), 0, "{}", done.stderr);
-    serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    // Every trial's requests reached the server, and only those.
+    let sent: u64 = doc["capacity"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| counter(global(&t["result"]), "upstream_rq_total"))
+        .sum();
+    assert_eq!(sent, w.count("/requests"), "the trials' requests against the server's");
+    doc
 }
 
 /// Two capacity searches side by side: each goal's answers in one table, read from each
