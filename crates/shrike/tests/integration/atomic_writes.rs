@@ -144,7 +144,9 @@ fn a_full_or_read_only_disk_fails_with_exit_1_and_loses_nothing_else() {
             "{fill}\"$1\" run {url} -n 20 --rps 200 --request-header 'x-big: {}' -o \"$D/r.json\"",
             "y".repeat(4000)
         );
+        let before = Witness::before(&server);
         let out = on_small_fs(opts, &command);
+        let w = Witness::since(&server, before);
         let case = format!("{opts}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{case}");
         let (report, left) = out.stdout.split_once("--- left:").unwrap();
@@ -153,10 +155,12 @@ fn a_full_or_read_only_disk_fails_with_exit_1_and_loses_nothing_else() {
             assert!(out.stderr.contains("cannot write the result to"), "{case}");
             // The human report still reached the screen, ahead of what the script printed.
             assert!(report.contains("20 of 20 requests succeeded"), "{report}");
+            assert_eq!(w.count("/responses/2xx"), 20, "the server answered the 20 reported");
         } else {
             assert_eq!(out.code(), 2, "{case}");
             assert!(out.stderr.contains("r.json: cannot be written"), "{case}");
             assert!(!report.contains("requests succeeded"), "nothing ran: {report}");
+            assert_eq!(w.count("/requests"), 0, "refused before any load");
         }
         // The old file is intact, and no temporary file is left.
         let (names, old) = left.split_once("--- r.json:").unwrap();

@@ -46,6 +46,7 @@ fn mean(xs: &[u64]) -> f64 {
 fn memory_and_open_files_stay_flat_under_a_steady_load() {
     let server = Server::start(&[]);
     let url = server.url("/");
+    let before = Witness::before(&server);
     let clients = [("h1", client(&url, "http1")), ("h2", client(&url, "http2"))];
     let pids = [("server", server.pid()), ("h1", clients[0].1.id()), ("h2", clients[1].1.id())];
     let mut series: Vec<Vec<(u64, usize)>> = vec![Vec::new(); pids.len()];
@@ -59,17 +60,26 @@ fn memory_and_open_files_stay_flat_under_a_steady_load() {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+    let mut answered = 0;
     for (name, child) in clients {
         let out = wait_limited(child, Duration::from_secs(SECONDS + 30));
         assert_eq!(out.code(), 0, "{name}: {}", out.stderr);
         let v = json(&out);
         let ok = counter(global(&v), "benchmark.http_2xx");
+        answered += ok;
         let planned = RPS * SECONDS;
         assert!(ok + planned / 50 >= planned && ok <= planned, "{name}: {ok} of {planned}");
         // Interval stats ran all along (one line a second).
         let intervals = out.stderr.lines().filter(|l| l.contains("interval")).count();
         assert!(intervals as u64 >= SECONDS - 3, "{name}: {intervals} intervals\n{}", out.stderr);
     }
+    // The server answered what the two clients counted, over the whole soak.
+    let w = Witness::since(&server, before);
+    assert_eq!(w.count("/responses/2xx"), answered, "the server's 2xx against the clients'");
+    // The h1 client's 20 connections were opened ahead (those it never needed sent nothing),
+    // and none was opened again.
+    let h1 = w.count("/connections/accepted") - w.count("/connections/http2");
+    assert_eq!(h1, 20, "the h1 client's connections");
     for ((name, _), s) in pids.iter().zip(&series) {
         assert!(s.len() >= 40, "{name}: only {} samples", s.len());
         let q = s.len() / 4;
