@@ -22,6 +22,7 @@ use crate::load::LoadSpec;
 use crate::log::{self, info, warning, Level, Tag};
 use crate::request_args::RequestArgs;
 use crate::shaping::ShapingArgs;
+use crate::trials::Trials;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RunArgs {
@@ -372,19 +373,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Some((path.clone(), file_format(path, args.output_file_format)?)),
     };
     log::set_level(level(spec.verbosity()));
-    let service = args.nighthawk.service()?;
-    let reaches = args.remote.is_remote() || service.is_some();
-    args.remote.check_used(
-        reaches || spec.requests().remote_source.is_some(),
-        "--remote, --nighthawk-service or --request-source",
-    )?;
+    let trials = Trials::of(&args, &load)?;
     if args.dry_run {
         // A run here is prepared as it would be (hosts resolved, files read, TLS built), so
         // what cannot run is said now. A fleet's or a service's run is prepared there.
-        let here = !reaches && !spec.built_in_server() && spec.requests().remote_source.is_none();
+        let here = matches!(trials, Trials::Local)
+            && !spec.built_in_server()
+            && spec.requests().remote_source.is_none();
         if here {
             shrike_engine::Run::new(spec).prepare().map_err(|e| load.explain(e))?;
         }
+        let service = match &trials {
+            Trials::Nighthawk { address, .. } => Some(address.clone()),
+            _ => None,
+        };
         return crate::dry_run::print(serde_json::json!({
             "command": "run",
             "spec": spec.to_json(),
@@ -416,38 +418,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let format = spec.output_format();
-    if args.remote.is_remote() {
-        if load.server.is_some() {
-            return Err(usage(
-                "--remote needs a target URL the generators can reach (the built-in server runs \
-                 here)",
-            ));
+    match trials {
+        Trials::Fleet(fleet) => {
+            let mut harness = Harness::start(spec, "coordinated run")?;
+            info!(
+                "running on {} generator(s): {}",
+                fleet.generators.len(),
+                fleet.generators.join(", ")
+            );
+            let done = harness.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
+            return finish(&done.result, format, file.as_ref());
         }
-        let fleet = args.remote.fleet()?;
-        let mut harness = Harness::start(spec, "coordinated run")?;
-        info!(
-            "running on {} generator(s): {}",
-            fleet.generators.len(),
-            fleet.generators.join(", ")
-        );
-        let done = harness.coordinate(spec, &shrike_service::coordinator::Work::Run, &fleet)?;
-        return finish(&done.result, format, file.as_ref());
-    }
-    if let Some(address) = service {
-        if args.remote.is_remote() {
-            return Err(usage("--nighthawk-service cannot be used with --remote"));
+        Trials::Nighthawk { address, security } => {
+            let mut harness = Harness::start(spec, "run")?;
+            info!("sending the run to the Nighthawk service at {address}");
+            let answered = harness.nighthawk(spec, &address, &security)?;
+            return finish(&answered.result, format, file.as_ref());
         }
-        if load.server.is_some() {
-            return Err(usage(
-                "--nighthawk-service needs a target URL the service can reach (the built-in \
-                 server runs here)",
-            ));
-        }
-        let security = args.remote.security()?;
-        let mut harness = Harness::start(spec, "run")?;
-        info!("sending the run to the Nighthawk service at {address}");
-        let answered = harness.nighthawk(spec, &address, &security)?;
-        return finish(&answered.result, format, file.as_ref());
+        Trials::Local => {}
     }
     let mut harness = Harness::start(spec, "run")?;
     let mut run = shrike_engine::Run::new(spec);

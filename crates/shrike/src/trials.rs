@@ -1,6 +1,6 @@
-//! Where `capacity` and `sweep` run their trials: here, on a fleet of `shrike service`
-//! generators (`--remote`), or on a service speaking Nighthawk's API (`--nighthawk-service`),
-//! as `run` runs its one run. Each is a [`TrialRunner`] of the planners' library, so the
+//! Where `run` runs its run and `capacity` and `sweep` their trials: here, on a fleet of
+//! `shrike service` generators (`--remote`), or on a service speaking Nighthawk's API
+//! (`--nighthawk-service`), decided once, here, for all three. Each is a [`TrialRunner`] of the planners' library, so the
 //! search or sweep itself is the same wherever its trials run.
 
 use shrike_plan::trial::{LocalRunner, TrialError, TrialRunner};
@@ -44,7 +44,12 @@ impl Trials {
                 "{flag} needs a target URL it can reach (the built-in server runs here)"
             )));
         }
-        args.remote.check_used(remote || service.is_some(), "--remote or --nighthawk-service")?;
+        // A request source on a gRPC service is reached with the same security flags.
+        let streams = load.spec.requests().remote_source.is_some();
+        args.remote.check_used(
+            remote || service.is_some() || streams,
+            "--remote, --nighthawk-service or --request-source",
+        )?;
         if remote && args.dry_run {
             // Checked, not looked up: a dry run resolves no generator.
             let fleet = Fleet {

@@ -473,6 +473,21 @@ fn misleading_flags_are_refused() {
         run(&["capacity", "http://127.0.0.1:9/", "--slo", "p99<=10ms", "--max-trials", "0"], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("--max-trials"), "{}", out.stderr);
+    // A run placed on a fleet and a Nighthawk service at once is refused, as capacity's and
+    // sweep's are (it once went to the fleet and ignored the service), with nothing sent.
+    let s = server();
+    let url = s.url("/");
+    for cmd in [&["run", &url, "-d", "1"][..], &["capacity", &url, "--slo", "p99<=10ms"]] {
+        let both = ["--remote", "127.0.0.1:1", "--nighthawk-service", "grpc://127.0.0.1:2"];
+        let (out, w) = run_witnessed(&s, &[cmd, &both[..]].concat(), LIMIT);
+        assert_eq!(out.code(), 2, "{cmd:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("--nighthawk-service cannot be used with --remote"),
+            "{cmd:?}: {}",
+            out.stderr
+        );
+        assert_eq!(w.count("/requests"), 0);
+    }
 }
 
 /// Options of one protocol given for another are refused by name, not ignored.
