@@ -20,28 +20,28 @@ fn tmpdir(name: &str) -> std::path::PathBuf {
 fn n_sends_exactly_that_many_requests_over_all_workers() {
     let server = Server::start(&[]);
     // 37 over 2 workers (19 + 18), at a rate that would send far more in the default 5 s.
-    let v = run_json_ok(&[
-        "run",
-        &server.url("/n"),
-        "-n",
-        "37",
-        "-c",
-        "3",
-        "--concurrency",
-        "2",
-        "-r",
-        "200",
-    ]);
+    let url = server.url("/n");
+    let args = ["run", &url, "-n", "37", "-c", "3", "--concurrency", "2", "-r", "200"];
+    let (out, w) =
+        run_witnessed(&server, &[&args[..], &["--output-format", "json"]].concat(), LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let v = json(&out);
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 37);
     assert_eq!(counter(g, "upstream_rq_total"), 37);
+    // The server counted the same 37, every one answered 2xx.
+    w.agrees(g);
+    assert_eq!(w.count("/requests"), 37);
     assert_eq!(v["options"]["total_requests"], "37");
     assert_eq!(v["options"]["no_duration"], true, "a count alone runs as long as it takes");
     // With a duration too, whichever ends first wins: 1000 requests cannot fit in 0.5 s at 40/s.
-    let v = run_json_ok(&["run", &server.url("/n"), "-n", "1000", "-q", "40", "-z", "0.5"]);
-    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 20);
-    let out = run(&["run", &server.url("/n"), "-n", "0"], LIMIT);
+    let (g, w) =
+        run_agreed(&server, &["run", &server.url("/n"), "-n", "1000", "-q", "40", "-z", "0.5"]);
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 20);
+    assert_eq!(w.count("/responses/2xx"), 20);
+    let (out, w) = run_witnessed(&server, &["run", &server.url("/n"), "-n", "0"], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 0, "a usage error sends nothing");
     assert!(out.stderr.contains("--requests must be at least 1"), "{}", out.stderr);
 }
 
@@ -51,12 +51,16 @@ fn o_saves_the_result_while_the_screen_gets_the_report() {
     let dir = tmpdir("o");
     let file = dir.join("result.json");
     let f = file.display().to_string();
-    let out = run(&["run", &server.url("/o"), "-n", "12", "-H", "x-a: 1", "-o", &f], LIMIT);
+    let url = server.url("/o");
+    let (out, w) =
+        run_witnessed(&server, &["run", &url, "-n", "12", "-H", "x-a: 1", "-o", &f], LIMIT);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stdout.contains("Shrike"), "human report on stdout: {}", out.stdout);
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).expect("saved")).expect("json");
     assert_eq!(counter(global(&saved), "benchmark.http_2xx"), 12);
+    // The saved result is what the server counted.
+    w.agrees(global(&saved));
     // No temporary file is left beside it.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
     // The format from a flag when the extension does not name one.
@@ -76,8 +80,9 @@ fn o_saves_the_result_while_the_screen_gets_the_report() {
     // A file that cannot be created is refused before any load (exit 2): no run to report.
     std::fs::write(dir.join("plain"), "a file, not a directory").unwrap();
     let bad = dir.join("plain/r.json").display().to_string();
-    let out = run(&["run", &server.url("/o"), "-n", "3", "-o", &bad], LIMIT);
+    let (out, w) = run_witnessed(&server, &["run", &url, "-n", "3", "-o", &bad], LIMIT);
     assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 0, "refused before any load");
     assert!(out.stderr.contains(&format!("--output {bad}: cannot be written")), "{}", out.stderr);
     assert!(!out.stdout.contains("Shrike"), "{}", out.stdout);
     let _ = std::fs::remove_dir_all(&dir);
@@ -182,15 +187,41 @@ fn colour_on_a_terminal_unless_no_color_and_no_html_on_a_terminal() {
 
 #[test]
 fn a_run_where_every_request_timed_out_says_so_and_fails() {
-    // Accepts connections, reads, never answers.
+    // Accepts connections, reads, never answers; counts the request heads it read (the
+    // witness that each timed-out request was sent).
+    use std::io::Read as _;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let heads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = heads.clone();
     std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for s in listener.incoming().take(16).flatten() {
-            held.push(s);
+        for mut s in listener.incoming().take(16).flatten() {
+            let counted = counted.clone();
+            // Each thread holds its connection until the client closes it.
+            std::thread::spawn(move || {
+                let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+                while let Ok(n @ 1..) = s.read(&mut chunk) {
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
         }
     });
+    // What the server has read once it has read `want` heads (or 5 s have passed): its threads
+    // may read a moment after the client gave up, on a busy machine.
+    let seen = |want: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let n = heads.load(std::sync::atomic::Ordering::SeqCst);
+            if n >= want || std::time::Instant::now() > deadline {
+                break n;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
     let url = format!("http://{addr}/");
     let out = run(
         &["run", &url, "-n", "3", "--timeout", "0.3", "-r", "20", "--output-format", "json"],
@@ -200,12 +231,27 @@ fn a_run_where_every_request_timed_out_says_so_and_fails() {
     assert!(out.stderr.contains("no request completed"), "{}", out.stderr);
     let v = json(&out);
     let g = global(&v);
-    assert_eq!(counter(g, "upstream_rq_timeout"), 3);
+    // Each timed out; on a starved machine one the client could not even write within the
+    // drain's grace is abandoned instead (and said so): never answered either way.
+    let (timed_out, abandoned) =
+        (counter(g, "upstream_rq_timeout"), counter(g, "upstream_rq_cancelled"));
+    assert!(timed_out >= 1 && timed_out + abandoned == 3, "{g}");
+    // The server read every request the client says it sent (a request may time out before
+    // it is sent, on a busy machine: the timeouts are 3 either way).
+    let sent = counter(g, "upstream_rq_total") + counter(g, "upstream_rq_retry");
+    assert_eq!(seen(sent), sent, "the server's request heads against the client's: {g}");
     // What is known of a request that was never answered is still recorded.
     assert_eq!(statistic(g, "sequencer.send_lateness")["count"], "3");
     assert_eq!(statistic(g, "benchmark_http_client.queue_to_connect")["count"], "3");
-    let human = run(&["run", &url, "-n", "2", "--timeout", "0.3"], LIMIT);
+    let saved = tmpdir("timed-out").join("r.json");
+    let human =
+        run(&["run", &url, "-n", "2", "--timeout", "0.3", "-o", saved.to_str().unwrap()], LIMIT);
     assert_eq!(human.code(), 1);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let g = global(&v);
+    let more = sent + counter(g, "upstream_rq_total") + counter(g, "upstream_rq_retry");
+    assert_eq!(seen(more), more, "and the second run's: {g}");
     assert!(
         human.stdout.contains("Outcome:     NO REQUEST COMPLETED: timed out × 2"),
         "{}",

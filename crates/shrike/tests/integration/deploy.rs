@@ -65,7 +65,7 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
     let dir = scratch("deploy-batch");
     let results = dir.join("volume");
     let hosts = Hosts::new("batch", &["target", "shard-0", "shard-1"]);
-    let target = hosts.serve("target");
+    let target = counted_target(&hosts);
     let url = format!("http://{}/", target.addr);
     let vars = vars(&[
         ("SHRIKE_TARGET", &url),
@@ -115,6 +115,12 @@ fn the_batch_path_runs_its_rendered_shards_then_its_merge() {
         serde_json::from_str(&std::fs::read_to_string(results.join("merged.json")).unwrap())
             .unwrap();
     assert_eq!(counter(global(&merged), "upstream_rq_total"), requests);
+    // The target counted the two shards' requests, each answered 2xx.
+    assert_eq!(served(&hosts, &target, "/requests"), requests);
+    assert_eq!(
+        served(&hosts, &target, "/responses/2xx"),
+        counter(global(&merged), "benchmark.http_2xx")
+    );
     assert!(merged["options"]["shard"].is_null(), "the whole run, not a shard");
     assert_eq!(merged["options"]["execution_id"], "0c1f5e2a-job-uid", "the Job's uid, kept");
 }
@@ -134,7 +140,7 @@ fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() 
     let pods = ["shrike-generator-0", "shrike-generator-1"];
     let names: Vec<&str> = ["target", "coordinator"].iter().chain(&pods).copied().collect();
     let hosts = Hosts::new("k8s", &names);
-    let target = hosts.serve("target");
+    let target = counted_target(&hosts);
     let url = format!("http://{}/", target.addr);
     let mut vars = vars(&[
         ("SHRIKE_TARGET", &url),
@@ -186,6 +192,13 @@ fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() 
     assert_eq!(entry("global"), a + b, "merged exactly");
     // 100/s for 3 s over the two, each half.
     assert!((290..=301).contains(&(a + b)) && a.abs_diff(b) <= 2, "{a} {b}");
+    // The target counted the merged run's requests and answers.
+    assert_eq!(served(&hosts, &target, "/requests"), entry("global"));
+    let ok = |name: &str| {
+        let r = v["results"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap();
+        counter(r, "benchmark.http_2xx")
+    };
+    assert_eq!(served(&hosts, &target, "/responses/2xx"), ok("global"));
     let listed = v["options"]["generators"].as_array().unwrap();
     let addresses: Vec<&str> = listed.iter().map(|g| g["address"].as_str().unwrap()).collect();
     assert_eq!(
@@ -193,6 +206,32 @@ fn the_coordinator_runs_as_its_job_starts_it_and_finds_the_generators_by_name() 
         pods.iter().map(|p| format!("{}:8443", hosts.addr(p))).collect::<Vec<_>>(),
         "found through the name"
     );
+}
+
+/// `shrike serve` on the target host, serving its counts at [`WITNESS_STATS`].
+fn counted_target(hosts: &Hosts) -> Listening {
+    let listen = format!("{}:0", hosts.addr("target"));
+    Listening::start(
+        hosts
+            .shrike("target")
+            .args(["serve", "--listen", &listen])
+            .args(["--stats-path", WITNESS_STATS]),
+    )
+}
+
+/// The target's count at JSON pointer `at`, read with curl on its own host: a fresh server,
+/// so all of it is the test's.
+fn served(hosts: &Hosts, target: &Listening, at: &str) -> u64 {
+    // A response's last bytes may reach the client a moment before the server counts it.
+    std::thread::sleep(Duration::from_millis(100));
+    let out = hosts
+        .command("target", "curl")
+        .args(["-s", "--max-time", "5", &format!("http://{}{WITNESS_STATS}", target.addr)])
+        .output()
+        .expect("curl");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stats ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    v.pointer(at).and_then(serde_json::Value::as_u64).unwrap_or_else(|| panic!("{at} in {v}"))
 }
 
 /// Values for the manifests' `$(VAR)`s, as the test gives them.

@@ -76,6 +76,24 @@ fn requests(result: &serde_json::Value, name: &str) -> u64 {
     counter(r.unwrap_or_else(|| panic!("no result {name}: {result}")), "upstream_rq_total")
 }
 
+/// Asserts the server counted what a fleet's merged result says, when a generator was lost:
+/// the lost one's partial is what it streamed before it went, so the requests it sent after
+/// its last report (at most `unreported`) reached the server and are in no result.
+fn agrees_but_the_lost(w: &Witness, v: &serde_json::Value, unreported: u64) {
+    let g = global(v);
+    let sent = counter(g, "upstream_rq_total") + counter(g, "upstream_rq_retry");
+    let served = w.count("/requests");
+    assert!(
+        (sent..=sent + unreported).contains(&served),
+        "the server counted {served} requests, the fleet's result {sent} (+ at most {unreported})"
+    );
+    for c in 1..=5 {
+        let answered = w.count(&format!("/responses/{c}xx"));
+        let got = counter(g, &format!("benchmark.http_{c}xx"));
+        assert!(answered >= got && answered <= got + unreported, "{c}xx: {answered} vs {got}");
+    }
+}
+
 fn histogram(result: &serde_json::Value, id: &str) -> hdrhistogram::Histogram<u64> {
     let stat = result["statistics"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap();
     shrike_stats::Statistic::decode_histogram(stat["shrike_histogram"].as_str().unwrap()).unwrap()
@@ -85,6 +103,7 @@ fn histogram(result: &serde_json::Value, id: &str) -> hdrhistogram::Histogram<u6
 fn three_generators_make_one_run_merged_exactly() {
     let target = Nginx::start_logged(Listen::Http1);
     let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
+    let mark = target.mark();
     let out = run(
         &[
             "run",
@@ -110,6 +129,8 @@ fn three_generators_make_one_run_merged_exactly() {
     assert_eq!(requests(&v, "global"), 300);
     assert_eq!(per, vec![100, 100, 100]);
     assert_eq!(target.access_log().len(), 300);
+    // nginx logged every request the merged result counts, with its status class.
+    target.agrees(mark, global(&v));
     // The merged histogram is the generators' histograms added, bit for bit.
     let results = v["results"].as_array().unwrap();
     for id in
@@ -188,15 +209,24 @@ fn a_sweep_on_two_generators_merges_every_point_exactly() {
             total += each.iter().sum::<u64>();
         }
     }
-    // What the generators reported is what the server answered, request for request.
+    // What the generators reported is what the server answered, request for request, and
+    // every answer a success as the iterations counted.
     assert_eq!(target.access_log().len() as u64, total);
+    let ok = target.access_log().iter().filter(|e| e.status == 200).count() as u64;
+    let successes: u64 = points
+        .iter()
+        .flat_map(|p| p["iterations"].as_array().unwrap())
+        .map(|it| it["successes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(ok, successes);
 }
 
 #[test]
 fn a_predicate_on_the_merged_counters_stops_every_generator() {
     let target = Server::start(&["--response-status", "500"]);
     let fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &[
             "run",
             &target.url("/"),
@@ -221,6 +251,9 @@ fn a_predicate_on_the_merged_counters_stops_every_generator() {
     let per: Vec<u64> = IPS.iter().map(|ip| requests(&v, &format!("gen-{ip}"))).collect();
     assert!(per.iter().sum::<u64>() > 20, "{per:?}");
     assert!(per.iter().all(|&n| n < 200), "every generator stopped early: {per:?}");
+    // The server answered the merged count's 500s, each generator's requests in it.
+    w.agrees(global(&v));
+    assert_eq!(w.count("/responses/5xx"), per.iter().sum::<u64>());
 }
 
 #[test]
@@ -228,6 +261,7 @@ fn a_killed_generator_is_reported_and_the_others_results_kept() {
     let target = Server::start(&[]);
     let mut fleet = Service::fleet(&IPS, &["--allow-target", "127.0.0.0/8"]);
     let args = ["--rps", "50", "--duration", "5", "--output-format", "json"];
+    let before = Witness::before(&target);
     let child = coordinate(&target, &fleet, &args);
     // The run starts 2 s after it is sent; kill the middle generator halfway through.
     std::thread::sleep(Duration::from_millis(4500));
@@ -250,6 +284,9 @@ fn a_killed_generator_is_reported_and_the_others_results_kept() {
     // The fleet still offered the plan: 250, less the moments between the kill and the
     // re-spread.
     assert!((238..=252).contains(&(a + b + partial)), "{a} {b} {partial}");
+    // The server's count: the merged result's, and what the killed one sent after its last
+    // report (its third of 50/s, for at most a second).
+    agrees_but_the_lost(&Witness::since(&target, before), &v, 17);
 
     // Every view shows the fleet, a row per generator, the lost one as lost.
     let rows = v["shrike"]["generators"].as_array().expect("shrike.generators");
@@ -314,6 +351,7 @@ fn the_service_refuses_what_it_must_naming_the_rule() {
         run(&args, LIMIT)
     };
     let url = target.url("/");
+    let refused = Witness::before(&target);
     // No token.
     let out = remote(&[&url]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
@@ -348,13 +386,19 @@ fn the_service_refuses_what_it_must_naming_the_rule() {
         "{}",
         out.stderr
     );
+    // Every refusal so far came before any load: the target saw nothing.
+    assert_eq!(Witness::since(&target, refused).count("/requests"), 0);
     // An allowed host name allows what it resolves to.
     let named = Service::start("127.0.0.6", &["--allow-target", "localhost"]);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &["run", &format!("http://127.0.0.1:{port}/"), "--remote", &named.addr, "-n", "5"],
         LIMIT,
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 5);
+    assert_eq!(w.count("/responses/2xx"), 5);
+    let refused = Witness::before(&target);
     // Over the rate limit: 600 in all.
     let out = with_token(&[&url, "--rps", "300", "--concurrency", "2"]);
     assert!(
@@ -364,10 +408,13 @@ fn the_service_refuses_what_it_must_naming_the_rule() {
     );
     // Each generator refused: a configuration error, named per generator.
     assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert_eq!(Witness::since(&target, refused).count("/requests"), 0, "refused before any load");
     // Within every rule it runs.
+    let before = Witness::before(&target);
     let out = with_token(&[&url, "--output-format", "json"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(requests(&json(&out), "global") > 0);
+    Witness::since(&target, before).agrees(global(&json(&out)));
     for o in [&out.stdout, &out.stderr] {
         assert!(!o.contains("s3cret-token"));
     }
@@ -389,6 +436,7 @@ fn shards_run_as_separate_processes_merge_into_the_whole_run() {
     let target = Server::start(&[]);
     let dir = scratch("fleet-shards");
     let start = "+3s";
+    let before = Witness::before(&target);
     let children: Vec<(std::path::PathBuf, Child)> = (0..3)
         .map(|i| {
             let path = dir.join(format!("shard{i}.json"));
@@ -410,6 +458,7 @@ fn shards_run_as_separate_processes_merge_into_the_whole_run() {
         assert_eq!(out.code(), 0, "{}", out.stderr);
         paths.push(path.to_str().unwrap().to_string());
     }
+    let shards = Witness::since(&target, before);
     // Listed one by one, or as the directory they were written to (written into it).
     let mut args = vec!["transform", "--merge"];
     args.extend(paths.iter().map(String::as_str));
@@ -426,8 +475,16 @@ fn shards_run_as_separate_processes_merge_into_the_whole_run() {
     // The shards split 301 exactly (101, 100, 100) and together are the run: no shard left,
     // its requested rate the whole run's.
     assert_eq!(requests(&merged, "global"), 301);
+    // The three processes together: what the server counted.
+    shards.agrees(global(&merged));
+    assert_eq!(shards.count("/requests"), 301);
     assert_eq!(merged["options"].get("shard"), None);
-    let single = run_json_ok(&["run", &target.url("/"), "--rps", "100", "-n", "301"]);
+    let url = target.url("/");
+    let one = ["run", &url, "--rps", "100", "-n", "301", "--output-format", "json"];
+    let (out, w) = run_witnessed(&target, &one, LIMIT);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let single = json(&out);
+    w.agrees(global(&single));
     assert_eq!(requests(&single, "global"), requests(&merged, "global"));
     assert_eq!(merged["options"]["requests_per_second"], single["options"]["requests_per_second"]);
 }
@@ -447,6 +504,7 @@ fn a_replay_on_three_generators_keeps_the_captures_timing_and_deals_jobs() {
     }
     let jobs = dir.join("t.jobs");
     std::fs::write(&jobs, text).unwrap();
+    let mark = target.mark();
     let out = run(
         &[
             "replay",
@@ -471,6 +529,7 @@ fn a_replay_on_three_generators_keeps_the_captures_timing_and_deals_jobs() {
     // file's timeline.
     let log = target.access_log();
     assert_eq!(log.len(), 30);
+    target.agrees(mark, global(&v));
     let job = |e: &nginx::LogEntry| -> usize {
         e.request.split("job=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap()
     };
@@ -535,9 +594,9 @@ fn mutual_tls_lets_in_only_clients_with_a_certificate() {
     let with = |extra: &[&str]| {
         let mut args = base.to_vec();
         args.extend_from_slice(extra);
-        run(&args, LIMIT)
+        run_witnessed(&target, &args, LIMIT)
     };
-    let out = with(&[
+    let (out, w) = with(&[
         "--remote-ca",
         &p("ca.pem"),
         "--remote-cert",
@@ -547,11 +606,13 @@ fn mutual_tls_lets_in_only_clients_with_a_certificate() {
     ]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert_eq!(requests(&json(&out), "global"), 20);
+    w.agrees(global(&json(&out)));
     // TLS without a client certificate, and plaintext: neither gets a run.
     let ca = p("ca.pem");
     for extra in [vec!["--remote-ca", ca.as_str()], vec![]] {
-        let out = with(&extra);
+        let (out, w) = with(&extra);
         assert_ne!(out.code(), 0, "{extra:?}: {}", out.stderr);
+        assert_eq!(w.count("/requests"), 0, "{extra:?}: no run, no load");
         assert!(out.stderr.contains(&service.addr), "{extra:?}: {}", out.stderr);
         assert!(out.stdout.is_empty(), "{extra:?}");
     }
@@ -564,7 +625,8 @@ fn generators_sharing_a_name_are_told_apart_by_address() {
         .iter()
         .map(|ip| Service::start(ip, &["--allow-target", "127.0.0.1", "--name", "same"]))
         .collect();
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &[
             "run",
             &target.url("/"),
@@ -582,6 +644,8 @@ fn generators_sharing_a_name_are_told_apart_by_address() {
     for s in &fleet {
         assert_eq!(requests(&v, &format!("same@{}", s.addr)), 20);
     }
+    w.agrees(global(&v));
+    assert_eq!(w.count("/requests"), 40);
 }
 
 #[test]
@@ -590,6 +654,7 @@ fn remote_failure_abort_stops_the_others_and_fails_the_run() {
     let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
     let args = ["--remote-failure", "abort", "--rps", "50", "--duration", "20"];
     let args = [&args[..], &["--output-format", "json", "--remote-start-delay", "500ms"]].concat();
+    let before = Witness::before(&target);
     let child = coordinate(&target, &fleet, &args);
     std::thread::sleep(Duration::from_millis(2000));
     fleet[0].child.kill().unwrap();
@@ -603,6 +668,9 @@ fn remote_failure_abort_stops_the_others_and_fails_the_run() {
     let v = json(&out);
     let survivor = requests(&v, "gen-127.0.0.3");
     assert!(survivor > 0 && survivor < 500, "{survivor}");
+    // The server's count: the result's (the survivor and the dead one's partial), and what
+    // the killed one sent after its last report (its half of 50/s, for at most a second).
+    agrees_but_the_lost(&Witness::since(&target, before), &v, 25);
 }
 
 /// A generator that does not answer when the run starts: the run does not start (exit 1,
@@ -628,8 +696,9 @@ fn a_generator_missing_at_start_stops_the_run_unless_remote_expect_allows_it() {
     let began = std::time::Instant::now();
     let mut a = args(&[]);
     a.insert(1, url.clone());
-    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
+    let (out, w) = run_witnessed(&target, &a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
     assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 0, "the run did not start: not one request");
     assert!(out.stderr.contains("1 of 2 generator(s) not answering"), "{}", out.stderr);
     assert!(out.stderr.contains(&dead), "names the missing one: {}", out.stderr);
     assert!(out.stdout.is_empty(), "no result of a run that did not start");
@@ -637,13 +706,14 @@ fn a_generator_missing_at_start_stops_the_run_unless_remote_expect_allows_it() {
 
     let mut a = args(&["--remote-expect", "1"]);
     a.insert(1, url);
-    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
+    let (out, w) = run_witnessed(&target, &a.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stderr.contains("spread over the 1 present"), "{}", out.stderr);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     // The whole 100/s from the one present, not half of it.
     let sent = counter(global(&v), "upstream_rq_total");
     assert!((170..=210).contains(&sent), "{sent}");
+    w.agrees(global(&v));
 }
 
 /// A SIGTERM to one generator's service (what a pod eviction sends) mid-run: that generator is
@@ -662,6 +732,7 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
         if abort {
             args.extend(["--remote-failure", "abort"]);
         }
+        let before = Witness::before(&target);
         let child = coordinate(&target, &fleet, &args);
         std::thread::sleep(Duration::from_millis(1800));
         let pid = fleet[1].child.id().to_string();
@@ -695,6 +766,9 @@ fn a_generator_whose_service_is_stopped_is_lost_not_an_interrupt() {
         let total = counter(global(&v), "upstream_rq_total");
         assert!(survivor >= 140, "survivor {survivor}, total {total}");
         assert!((175..=205).contains(&total), "survivor {survivor}, total {total}");
+        // The server's count: the result's, and what the stopped one sent after its last
+        // report (its half of 50/s, for at most a second).
+        agrees_but_the_lost(&Witness::since(&target, before), &v, 25);
         let lost = &v["options"]["generators"][1];
         assert_eq!(lost["respread_over"], 1, "{lost}");
         assert!(lost["lost_at"].as_f64().is_some_and(|t| t > 1.0 && t < 2.5), "{lost}");
@@ -730,6 +804,7 @@ fn a_counted_run_re_spreads_the_lost_generators_remaining_count() {
     let target = Server::start(&[]);
     let mut fleet = Service::fleet(&IPS[..2], &["--allow-target", "127.0.0.1"]);
     let args = ["--rps", "100", "-n", "300", "--remote-start-delay", "300ms"];
+    let before = Witness::before(&target);
     let child = coordinate(&target, &fleet, &[&args[..], &["--output-format", "json"]].concat());
     std::thread::sleep(Duration::from_millis(1500));
     fleet[1].child.kill().unwrap();
@@ -742,4 +817,7 @@ fn a_counted_run_re_spreads_the_lost_generators_remaining_count() {
     // 240) where, without the re-spread, it would stop at its own 150.
     assert!(survivor > 200, "survivor {survivor}, partial {partial}");
     assert!((285..=300).contains(&(survivor + partial)), "survivor {survivor}, partial {partial}");
+    // The server's count: the result's, and what the killed one sent after its last report
+    // (its half of 100/s, for at most a second).
+    agrees_but_the_lost(&Witness::since(&target, before), &v, 50);
 }

@@ -8,6 +8,8 @@ use crate::support::nginx;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
@@ -58,6 +60,7 @@ fn sessions_arrive_as_captured_on_their_own_connections() {
     let jobs = write_jobs(&dir, "shop.jobs", JOBS);
     let server = Nginx::start_logged(Listen::Http1);
     let target = format!("127.0.0.1:{}", server.port);
+    let mark = server.mark();
     let out = replay(&jobs, &target, &["--output-format", "json"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let v = json(&out);
@@ -66,8 +69,10 @@ fn sessions_arrive_as_captured_on_their_own_connections() {
     assert_eq!(counter(g, "benchmark.http_4xx"), 1);
     assert_eq!(counter(g, "upstream_cx_total"), 4, "one per session, two for the per-request one");
     assert_eq!(v["options"]["replay"]["jobs"], 3);
-    let log = server.access_log();
+    // nginx logged each request and status class the result counts, on as many connections.
+    let log = server.agrees(mark, g);
     assert_eq!(log.len(), 6, "{log:?}");
+    assert_eq!(by_connection(&log).len() as u64, counter(g, "upstream_cx_total"), "{log:?}");
     let conns: Vec<Vec<String>> = by_connection(&log)
         .values()
         .map(|c| c.iter().map(|e| e.request.clone()).collect())
@@ -242,14 +247,18 @@ fn rewrite_rules_change_paths_and_headers_as_sent() {
     );
 }
 
-/// A delimiter echo server: answers each NUL-terminated message with `ok:` and the message.
-fn echo_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
+/// A delimiter echo server: answers each NUL-terminated message with `ok:` and the message;
+/// counts the connections it accepted.
+fn echo_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>, Arc<AtomicU64>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let (tx, rx) = std::sync::mpsc::channel();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counted = accepted.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming().take(8) {
             let Ok(conn) = conn else { return };
+            counted.fetch_add(1, Ordering::SeqCst);
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let mut w = conn.try_clone().unwrap();
@@ -269,7 +278,7 @@ fn echo_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
             });
         }
     });
-    (addr, rx)
+    (addr, rx, accepted)
 }
 
 #[test]
@@ -282,7 +291,7 @@ fn tcp_messages_are_sent_and_answers_read_to_the_delimiter() {
          {\"job\": 1, \"start\": 0, \"requests\": [{\"at\": 0, \"text\": \"one\\u0000\"}, {\"at\": 0.05, \"base64\": \"AQL/AA==\"}]}\n\
          {\"job\": 2, \"start\": 0.02, \"requests\": [{\"at\": 0, \"text\": \"two\\u0000\"}]}\n",
     );
-    let (addr, seen) = echo_server();
+    let (addr, seen, accepted) = echo_server();
     let out = replay(&jobs, &addr, &["--output-format", "json"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let v = json(&out);
@@ -295,6 +304,9 @@ fn tcp_messages_are_sent_and_answers_read_to_the_delimiter() {
     let mut got: Vec<Vec<u8>> = seen.try_iter().collect();
     got.sort();
     assert_eq!(got, vec![vec![1, 2, 255, 0], b"one\0".to_vec(), b"two\0".to_vec()]);
+    // The server's own counts: a message per request sent, a connection per one opened.
+    assert_eq!(got.len() as u64, counter(g, "upstream_rq_total"));
+    assert_eq!(accepted.load(Ordering::SeqCst), counter(g, "upstream_cx_tcp_total"));
 }
 
 #[test]
@@ -376,13 +388,17 @@ fn the_first_ctrl_c_lets_running_jobs_finish_and_starts_no_more() {
     let dir = scratch("replay-soft-stop");
     let jobs = write_jobs(&dir, "long.jobs", LONG);
     let server = Server::start(&[]);
+    let before = Witness::before(&server);
     let (out, took) = interrupted(&jobs, &server.addr, &[500]);
+    let w = Witness::since(&server, before);
     assert_eq!(out.code(), 130, "{}", out.stderr);
     assert!(out.stderr.contains("starting no new job"), "{}", out.stderr);
     let v = json(&out);
     let g = global(&v);
     // Job 1 ran to its end (its requests at 1 s and 2 s too); job 2 never started.
     assert_eq!(counter(g, "upstream_rq_total"), 3, "{g}");
+    w.agrees(g);
+    assert_eq!(w.count("/requests"), 3, "job 1's three, none of job 2's");
     assert_eq!(counter(g, "replay.jobs_started"), 1);
     assert_eq!(counter(g, "replay.jobs_completed"), 1);
     assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(3), "{took:?}");
@@ -393,10 +409,13 @@ fn a_second_ctrl_c_stops_the_running_jobs_and_still_writes_the_result() {
     let dir = scratch("replay-hard-stop");
     let jobs = write_jobs(&dir, "long.jobs", LONG);
     let server = Server::start(&[]);
+    let before = Witness::before(&server);
     let (out, took) = interrupted(&jobs, &server.addr, &[300, 600]);
+    let w = Witness::since(&server, before);
     assert_eq!(out.code(), 130, "{}", out.stderr);
     let v = json(&out);
     assert_eq!(counter(global(&v), "upstream_rq_total"), 1);
+    w.agrees(global(&v));
     assert!(took < Duration::from_millis(1500), "{took:?}");
 }
 
@@ -405,8 +424,12 @@ fn interval_reports_count_jobs_started_done_and_running() {
     let dir = scratch("replay-intervals");
     let jobs = write_jobs(&dir, "shop.jobs", JOBS);
     let server = Server::start(&[]);
+    let before = Witness::before(&server);
     let out = replay(&jobs, &server.addr, &["--stats-interval", "0.25s"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
+    // The three jobs the lines count as done sent all their six requests, by the server's
+    // count.
+    assert_eq!(Witness::since(&server, before).count("/requests"), 6);
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("interval ")).collect();
     assert!(lines.len() >= 3, "{}", out.stderr);
     // The first interval saw jobs 1–3 start (at 0, 0.1 and 0.2 s) and none finish yet but job 3.
@@ -421,6 +444,7 @@ fn captured_http1_sessions_replay_over_http2() {
     let jobs = write_jobs(&dir, "shop.jobs", JOBS);
     let server = Nginx::start_logged(Listen::H2c);
     let target = format!("127.0.0.1:{}", server.port);
+    let mark = server.mark();
     let out = replay(
         &jobs,
         &target,
@@ -430,7 +454,8 @@ fn captured_http1_sessions_replay_over_http2() {
     let g = global(&json(&out)).clone();
     assert_eq!(counter(&g, "upstream_rq_total"), 6);
     assert_eq!(counter(&g, "upstream_cx_http2_total"), 4, "one per session, two for job 2");
-    let log = server.access_log();
+    let log = server.agrees(mark, &g);
+    assert_eq!(by_connection(&log).len(), 4, "nginx's connections: {log:?}");
     let mut lines: Vec<String> = log.iter().map(|e| e.request.clone()).collect();
     lines.sort();
     assert!(lines.iter().all(|l| l.ends_with(" HTTP/2.0")), "{lines:?}");
@@ -449,21 +474,30 @@ fn captured_http1_sessions_replay_over_http2() {
 }
 
 /// A server that answers only once two requests have arrived on a connection: a client that
-/// waits for the first answer before sending the second never gets one.
-fn two_at_once_server() -> String {
+/// waits for the first answer before sending the second never gets one. Counts the request
+/// heads that arrived, as they arrive.
+fn two_at_once_server() -> (String, Arc<AtomicU64>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    let heads = Arc::new(AtomicU64::new(0));
+    let counted = heads.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming().take(4) {
             let Ok(mut conn) = conn else { return };
+            let counted = counted.clone();
             std::thread::spawn(move || {
                 use std::io::Read;
                 let mut seen = Vec::new();
                 let mut buf = [0u8; 4096];
-                while seen.windows(4).filter(|w| w == b"\r\n\r\n").count() < 2 {
+                let ends = |seen: &[u8]| seen.windows(4).filter(|w| w == b"\r\n\r\n").count();
+                while ends(&seen) < 2 {
                     match conn.read(&mut buf) {
                         Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        Ok(n) => {
+                            let had = ends(&seen);
+                            seen.extend_from_slice(&buf[..n]);
+                            counted.fetch_add((ends(&seen) - had) as u64, Ordering::SeqCst);
+                        }
                     }
                 }
                 let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
@@ -471,7 +505,7 @@ fn two_at_once_server() -> String {
             });
         }
     });
-    addr
+    (addr, heads)
 }
 
 #[test]
@@ -482,13 +516,14 @@ fn pipelined_requests_are_sent_before_the_previous_answer() {
             "{{\"shrike_jobs\": 1, \"protocol\": \"http\"}}\n{{\"job\": 1, \"start\": 0, \"requests\": [{{\"at\": 0, \"method\": \"GET\", \"path\": \"/1\"}}, {{\"at\": 0, \"pipelined\": {pipelined}, \"method\": \"GET\", \"path\": \"/2\"}}]}}\n"
         )
     };
-    let server = two_at_once_server();
+    let (server, heads) = two_at_once_server();
     let piped = write_jobs(&dir, "piped.jobs", &job(true));
     let out = replay(&piped, &server, &["--timeout", "2s", "--output-format", "json"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let g = global(&json(&out)).clone();
     assert_eq!(counter(&g, "benchmark.http_2xx"), 2, "both answered");
     assert_eq!(counter(&g, "upstream_rq_total"), 2);
+    assert_eq!(heads.load(Ordering::SeqCst), 2, "the server read both");
     // The same two requests, the second waiting for the first's answer: it never comes.
     let waiting = write_jobs(&dir, "waiting.jobs", &job(false));
     let out = replay(&waiting, &server, &["--timeout", "1s", "--output-format", "json"]);
@@ -496,4 +531,6 @@ fn pipelined_requests_are_sent_before_the_previous_answer() {
     assert_eq!(counter(&g, "benchmark.http_2xx"), 0);
     // Each waits in vain (the second on a new connection, as the first's timed out).
     assert_eq!(counter(&g, "upstream_rq_timeout"), 2, "{}", out.stderr);
+    // Both reached the server, one per connection, and waited there unanswered.
+    assert_eq!(heads.load(Ordering::SeqCst), 2 + 2);
 }

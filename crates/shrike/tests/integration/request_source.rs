@@ -57,6 +57,7 @@ fn workers_send_exactly_the_requests_the_source_serves() {
     let source = source();
     let url = target.url("http", "127.0.0.1", "/");
     let uri = format!("grpc://{}", source.addr);
+    let mark = target.mark();
     // 2 workers at 100/s each for up to 10 s: the source's 60 requests end the run first.
     let v = run_json_ok(&[
         "run",
@@ -77,6 +78,7 @@ fn workers_send_exactly_the_requests_the_source_serves() {
     let took = secs(&global(&v)["execution_duration"]);
     assert!(took < 5.0, "the run ends when the source is spent, took {took}s");
     check_log(&target);
+    target.agrees(mark, global(&v));
 }
 
 #[test]
@@ -85,6 +87,7 @@ fn a_service_streams_from_the_source_itself() {
     let source = source();
     let generator = Service::start(&["--allow-target", "127.0.0.0/8"]);
     let url = target.url("http", "127.0.0.1", "/");
+    let mark = target.mark();
     let v = run_json_ok(&[
         "run",
         &url,
@@ -103,26 +106,32 @@ fn a_service_streams_from_the_source_itself() {
     ]);
     assert_eq!(counter(global(&v), "benchmark.http_2xx"), N as u64);
     check_log(&target);
+    target.agrees(mark, global(&v));
 }
 
 #[test]
 fn nighthawks_dummy_source_is_endless_and_an_unreachable_one_fails_the_run() {
     let target = Server::start(&[]);
     let dummy = Service::start(&["--service", "dummy-request-source"]);
-    let v = run_json_ok(&[
-        "run",
-        &target.url("/"),
-        "--request-source",
-        &format!("grpc://{}", dummy.addr),
-        "-n",
-        "25",
-        "--rps",
-        "200",
-    ]);
-    assert_eq!(counter(global(&v), "benchmark.http_2xx"), 25);
+    let (g, w) = run_agreed(
+        &target,
+        &[
+            "run",
+            &target.url("/"),
+            "--request-source",
+            &format!("grpc://{}", dummy.addr),
+            "-n",
+            "25",
+            "--rps",
+            "200",
+        ],
+    );
+    assert_eq!(counter(&g, "benchmark.http_2xx"), 25);
+    assert_eq!(w.count("/responses/2xx"), 25);
     // Nothing listens there: the workers' streams fail, the run says why and sent nothing.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &[
             "run",
             &target.url("/"),
@@ -134,6 +143,7 @@ fn nighthawks_dummy_source_is_endless_and_an_unreachable_one_fails_the_run() {
         std::time::Duration::from_secs(30),
     );
     assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 0, "sent nothing, by the target's count");
     assert!(out.stderr.contains("request source grpc://127.0.0.1"), "{}", out.stderr);
 }
 
@@ -158,6 +168,7 @@ fn a_jobs_file_is_served_in_send_order() {
         Service::start(&["--service", "dummy-request-source", "--jobs", jobs.to_str().unwrap()]);
     let target = Nginx::start_logged(Listen::Http1);
     let url = target.url("http", "127.0.0.1", "/");
+    let mark = target.mark();
     let v = run_json_ok(&[
         "run",
         &url,
@@ -171,6 +182,7 @@ fn a_jobs_file_is_served_in_send_order() {
         "1",
     ]);
     assert_eq!(counter(global(&v), "upstream_rq_total"), 4);
+    target.agrees(mark, global(&v));
     let log = target.access_log();
     let requests: Vec<&str> = log.iter().map(|e| e.request.as_str()).collect();
     assert_eq!(

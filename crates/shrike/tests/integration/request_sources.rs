@@ -132,12 +132,18 @@ fn expectations_count_mismatches_and_can_fail_the_run() {
         "1",
         "--no-default-failure-predicates",
     ];
+    let mark = nginx.mark();
     let v = run_json_ok(&args);
     let g = global(&v);
     let total = counter(g, "upstream_rq_total");
     assert!(total >= 20, "{total}");
     // One worker starting at entry 0: request k uses entry k mod 3; only entry 2 mismatches.
     assert_eq!(counter(g, "benchmark.http_4xx"), (total + 1) / 3);
+    // nginx answered each entry as logged: its 404s are the /missing entries, its 200s the
+    // rest (entry 2's mismatches among them).
+    let log = nginx.agrees(mark, g);
+    let missing = log.iter().filter(|e| e.request.starts_with("GET /missing ")).count() as u64;
+    assert_eq!(missing, (total + 1) / 3);
     assert_eq!(counter(g, "benchmark.expectation_mismatch"), total / 3);
     // Mismatches fail a run only when the user asks.
     let mut failing = args.to_vec();
@@ -173,6 +179,7 @@ fn body_file_and_json_body_arrive_byte_exact() {
     let body_path = dir.join("body.bin");
     std::fs::write(&body_path, &body).expect("write");
     let url = nginx.url("http", "127.0.0.1", "/raw");
+    let mark = nginx.mark();
     let v = run_json_ok(&[
         "run",
         &url,
@@ -189,6 +196,7 @@ fn body_file_and_json_body_arrive_byte_exact() {
     assert!(n >= 3, "{n}");
     let got = kept_bodies(&kept);
     assert_eq!(got.len() as u64, n);
+    nginx.agrees(mark, global(&v));
     assert!(got.iter().all(|b| *b == body), "every body arrives byte for byte");
     for f in std::fs::read_dir(&kept).expect("dir") {
         std::fs::remove_file(f.expect("entry").path()).expect("rm");
@@ -197,6 +205,7 @@ fn body_file_and_json_body_arrive_byte_exact() {
     // JSON bodies: validated, templated, content-type set (nginx answers 415 otherwise, which
     // the default failure predicates would turn into exit 1).
     let url = nginx.url("http", "127.0.0.1", "/keep");
+    let mark = nginx.mark();
     let v = run_json_ok(&[
         "run",
         &url,
@@ -211,6 +220,8 @@ fn body_file_and_json_body_arrive_byte_exact() {
     ]);
     let n = counter(global(&v), "benchmark.http_2xx");
     assert!(n >= 3, "{n}");
+    // nginx answered each 200, none 415: every one carried the JSON content type.
+    nginx.agrees(mark, global(&v));
     let mut seqs = Vec::new();
     for b in kept_bodies(&kept) {
         let j: serde_json::Value = serde_json::from_slice(&b).expect("a JSON body");
@@ -227,27 +238,32 @@ fn body_file_and_json_body_arrive_byte_exact() {
 /// from one connection the deltas are about 20 ms.
 fn origin_latency(protocol: &str) {
     let server = Server::start(&[]);
-    let v = run_json_ok(&[
-        "run",
-        &server.url("/"),
-        "--protocol",
-        protocol,
-        "--rps",
-        "50",
-        "--duration",
-        "1",
-        "--connections",
-        "1",
-        "--latency-response-header-name",
-        "x-origin-delta",
-        "--request-header",
-        r#"x-nighthawk-test-server-config: {"emit_previous_request_delta_in_response_header": "x-origin-delta"}"#,
-    ]);
-    let g = global(&v);
+    let (g, w) = run_agreed(
+        &server,
+        &[
+            "run",
+            &server.url("/"),
+            "--protocol",
+            protocol,
+            "--rps",
+            "50",
+            "--duration",
+            "1",
+            "--connections",
+            "1",
+            "--latency-response-header-name",
+            "x-origin-delta",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"emit_previous_request_delta_in_response_header": "x-origin-delta"}"#,
+        ],
+    );
+    let g = &g;
     let responses = counter(g, "benchmark.http_2xx");
     let s = statistic(g, "benchmark_http_client.origin_latency_statistic");
     let count: u64 = s["count"].as_str().expect("count").parse().expect("number");
     assert_eq!(count, responses - 1, "all but the server's first response carry a delta");
+    // A fresh server: its first request is this run's first.
+    assert_eq!(count, w.count("/requests") - 1, "by the server's count");
     let mean = secs(&s["mean"]);
     assert!((0.012..0.030).contains(&mean), "mean delta {mean}s at 50 rps");
 }
@@ -398,28 +414,34 @@ fn request_list_over_http3() {
             "{\"method\": \"POST\", \"path\": \"/b\", \"json\": {\"s\": \"{{seq}}\"}, \"expect\": {\"status\": 201}}\n",
         ),
     );
-    let v = run_json_ok(&[
-        "run",
-        &server.url(),
-        "--protocol",
-        "http3",
-        "--tls-ca",
-        &server.ca,
-        "--request-file",
-        &list,
-        "--rps",
-        "40",
-        "--duration",
-        "1",
-        "--latency-response-header-name",
-        "x-d",
-        "--request-header",
-        r#"x-nighthawk-test-server-config: {"emit_previous_request_delta_in_response_header": "x-d"}"#,
-    ]);
-    let g = global(&v);
+    let (g, w) = run_agreed(
+        &server,
+        &[
+            "run",
+            &server.url(),
+            "--protocol",
+            "http3",
+            "--tls-ca",
+            &server.ca,
+            "--request-file",
+            &list,
+            "--rps",
+            "40",
+            "--duration",
+            "1",
+            "--latency-response-header-name",
+            "x-d",
+            "--request-header",
+            r#"x-nighthawk-test-server-config: {"emit_previous_request_delta_in_response_header": "x-d"}"#,
+        ],
+    );
+    let g = &g;
     let total = counter(g, "upstream_rq_total");
     assert!(total >= 30, "{total}");
     assert_eq!(counter(g, "benchmark.http_2xx"), total);
+    // The server answered every one 200, the POSTs expecting 201 too, on one QUIC connection.
+    assert_eq!(w.count("/responses/2xx"), total);
+    assert_eq!(w.count("/connections/http3"), counter(g, "upstream_cx_http3_total"));
     assert_eq!(counter(g, "benchmark.expectation_mismatch"), total / 2, "entry 2 expects 201");
     let s = statistic(g, "benchmark_http_client.origin_latency_statistic");
     assert_eq!(s["count"], (total - 1).to_string());

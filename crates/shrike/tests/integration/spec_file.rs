@@ -20,29 +20,44 @@ fn tmpdir(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// [`run_json_ok`] against `server`, whose own counts must agree with the result's (every
+/// request sent, every status class).
+fn agreed(server: &Server, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let (out, w) = run_witnessed(server, &all, LIMIT);
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    let v = json(&out);
+    w.agrees(global(&v));
+    v
+}
+
 #[test]
 fn a_stored_result_re_runs_with_the_same_options() {
     let server = Server::start(&[]);
     let url = server.url("/spec");
-    let first = run_json_ok(&[
-        "run",
-        &url,
-        "--rps",
-        "40",
-        "--duration",
-        "0.5",
-        "--connections",
-        "3",
-        "--request-header",
-        "x-a: 1",
-        "--label",
-        "again",
-    ]);
+    let first = agreed(
+        &server,
+        &[
+            "run",
+            &url,
+            "--rps",
+            "40",
+            "--duration",
+            "0.5",
+            "--connections",
+            "3",
+            "--request-header",
+            "x-a: 1",
+            "--label",
+            "again",
+        ],
+    );
     assert_eq!(counter(global(&first), "benchmark.http_2xx"), 20);
     let dir = tmpdir("rerun");
     let stored = write(&dir, "first.json", &first.to_string());
 
-    let second = run_json_ok(&["run", "--spec", &stored]);
+    let second = agreed(&server, &["run", "--spec", &stored]);
     assert_eq!(
         options_but_id(&second),
         options_but_id(&first),
@@ -52,7 +67,7 @@ fn a_stored_result_re_runs_with_the_same_options() {
     assert_eq!(counter(global(&second), "benchmark.http_2xx"), 20, "and sends the same load");
 
     // A flag overrides the stored value; everything else stays as recorded.
-    let third = run_json_ok(&["run", "--spec", &stored, "--connections", "2", "--rps", "20"]);
+    let third = agreed(&server, &["run", "--spec", &stored, "--connections", "2", "--rps", "20"]);
     assert_eq!(third["options"]["connections"], 2);
     assert_eq!(third["options"]["requests_per_second"], 20.0);
     assert_eq!(counter(global(&third), "benchmark.http_2xx"), 10);
@@ -79,7 +94,7 @@ fn a_hand_written_spec_file_runs_and_its_defaults_fill_in() {
         })
         .to_string(),
     );
-    let v = run_json_ok(&["run", "--spec", &spec]);
+    let v = agreed(&server, &["run", "--spec", &spec]);
     assert_eq!(counter(global(&v), "benchmark.http_2xx"), 10);
     assert_eq!(v["options"]["connections"], 100, "defaults fill in");
     assert_eq!(v["options"]["sequencer_idle_strategy"], "sleep");

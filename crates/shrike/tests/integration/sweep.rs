@@ -34,10 +34,104 @@ fn rss_bytes(pid: u32) -> f64 {
     kb * 1024.0
 }
 
+/// Servers a sweep starts itself (`--server-cmd`) that leave their own counts behind: each a
+/// `shrike serve` in a session of its own under a shell, so the sweep's SIGTERM to the
+/// command's process group reaches only the shell, which then saves the server's `--stats-path`
+/// document (the witness) and kills the server. The server outlives a sweep only when the
+/// shell is SIGKILLed first; dropping this kills any such server by its pid (its stderr goes
+/// to a file, so a leftover one cannot hold the test's pipe open).
+struct Counting {
+    dir: std::path::PathBuf,
+}
+
+impl Counting {
+    fn new(name: &str) -> Counting {
+        let dir = scratch(name);
+        let d = dir.display();
+        let bin = env!("CARGO_BIN_EXE_shrike");
+        let script = format!(
+            r#"label=$1; shift
+setsid {bin} serve --listen 127.0.0.1:0 --stats-path {WITNESS_STATS} --listener-address-file {d}/addr.$$ "$@" 2>>{d}/serve.err &
+pid=$!
+echo $pid >> {d}/pids
+save() {{
+  curl -s --http1.1 --max-time 3 "http://$(cat {d}/addr.$$){WITNESS_STATS}" > {d}/$label.$$.tmp && mv {d}/$label.$$.tmp {d}/$label.$$.json
+  kill -9 $pid
+  exit 0
+}}
+trap save TERM INT
+wait $pid
+"#
+        );
+        std::fs::write(dir.join("serve.sh"), script).unwrap();
+        Counting { dir }
+    }
+
+    /// A `--server-cmd` for `shrike serve <extra>` whose counts are kept under `label`.
+    fn cmd(&self, label: &str, extra: &str) -> String {
+        // exec: the shell with the trap is the one the sweep signals and waits for (a `sh -c`
+        // around it would die at SIGTERM, and the sweep would SIGKILL the group at once).
+        format!("exec sh {} {label} {extra}", self.dir.join("serve.sh").display())
+    }
+
+    /// What each server started under `label` counted over its life, one document each.
+    fn counts(&self, label: &str) -> Vec<Value> {
+        let mut docs = Vec::new();
+        for e in std::fs::read_dir(&self.dir).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            if name.starts_with(&format!("{label}.")) && name.ends_with(".json") {
+                let text = std::fs::read_to_string(self.dir.join(&name)).unwrap();
+                docs.push(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}")));
+            }
+        }
+        docs
+    }
+
+    /// The count at JSON pointer `at` summed over every server started under `label`.
+    fn total(&self, label: &str, at: &str) -> u64 {
+        self.counts(label).iter().map(|d| d.pointer(at).and_then(Value::as_u64).unwrap()).sum()
+    }
+}
+
+impl Drop for Counting {
+    fn drop(&mut self) {
+        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap_or_default();
+        for pid in pids.split_whitespace() {
+            if exists(pid) {
+                let _ = std::process::Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+    }
+}
+
+/// The responses a sweep's iterations counted (`successes` and `errors`), of every instance
+/// or of one.
+fn answered(v: &Value, instance: Option<&str>, field: &str) -> u64 {
+    v["sweep"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| instance.is_none_or(|i| p["instance"] == i))
+        .flat_map(|p| p["iterations"].as_array().unwrap())
+        .map(|i| i[field].as_u64().unwrap())
+        .sum()
+}
+
+/// Asserts what `server` (one or several documents summed) counted is what the sweep's
+/// iterations (of `instance`, or all) say they got: every request answered 2xx, each once.
+fn agrees(counted: (u64, u64), v: &Value, instance: Option<&str>) {
+    let (requests, ok) = counted;
+    let successes = answered(v, instance, "successes");
+    assert_eq!(answered(v, instance, "errors"), 0, "{instance:?}");
+    assert!(successes > 0, "{instance:?}");
+    assert_eq!(ok, successes, "the server's 2xx against the sweep's successes ({instance:?})");
+    assert_eq!(requests, successes, "the server's requests against the sweep's ({instance:?})");
+}
+
 #[test]
 fn a_connections_sweep_finds_the_peak_and_samples_the_server() {
-    let bin = env!("CARGO_BIN_EXE_shrike");
-    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let counting = Counting::new("sweep-peak");
+    let cmd = counting.cmd("s", "");
     let out = run(
         &[
             "sweep",
@@ -83,6 +177,9 @@ fn a_connections_sweep_finds_the_peak_and_samples_the_server() {
     assert!(v["peak"]["usl"]["lambda"].as_f64().unwrap() > 0.0, "{}", v["peak"]);
     assert!(v["peak"]["saturated"].is_boolean());
     assert_eq!(v["complete"], true);
+    // The server the sweep started counted every response the points did.
+    assert_eq!(counting.counts("s").len(), 1);
+    agrees((counting.total("s", "/requests"), counting.total("s", "/responses/2xx")), &v, None);
 }
 
 #[test]
@@ -90,6 +187,7 @@ fn sampled_cpu_and_rss_agree_with_proc() {
     let server = Server::start(&[]);
     let pid = server.pid();
     let cpu0 = cpu_seconds(pid);
+    let before = Witness::before(&server);
     let out = run(
         &[
             "sweep",
@@ -113,6 +211,8 @@ fn sampled_cpu_and_rss_agree_with_proc() {
     let cpu_total = cpu_seconds(pid) - cpu0;
     let rss_now = rss_bytes(pid);
     let v = doc(&out);
+    let w = Witness::since(&server, before);
+    agrees((w.count("/requests"), w.count("/responses/2xx")), &v, None);
     let mut sampled_cpu = 0.0;
     let mut rss_max: f64 = 0.0;
     for p in v["sweep"]["points"].as_array().unwrap() {
@@ -133,13 +233,13 @@ fn sampled_cpu_and_rss_agree_with_proc() {
 
 #[test]
 fn a_slower_candidate_shows_a_significant_drop() {
-    let bin = env!("CARGO_BIN_EXE_shrike");
     // Delay-bound, not CPU-bound, like the running servers below: a CPU-bound baseline's
     // throughput swings too much on a busy 2-core machine for three short iterations.
-    let serve = |delay: &str| {
-        format!(r#"{bin} serve --listen 127.0.0.1:0 --config '{{"static_delay": "{delay}"}}'"#)
+    let counting = Counting::new("sweep-candidate");
+    let serve = |label: &str, delay: &str| {
+        counting.cmd(label, &format!(r#"--config '{{"static_delay": "{delay}"}}'"#))
     };
-    let (base, cand) = (serve("0.004s"), serve("0.04s"));
+    let (base, cand) = (serve("baseline", "0.004s"), serve("candidate", "0.04s"));
     let out = run(
         &[
             "sweep",
@@ -177,6 +277,12 @@ fn a_slower_candidate_shows_a_significant_drop() {
         .map(|p| p["instance"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["baseline", "candidate", "baseline", "candidate"]);
+    // Each server counted its own instance's responses: the drop is the candidate's.
+    for instance in ["baseline", "candidate"] {
+        let n = |at: &str| counting.total(instance, at);
+        assert_eq!(counting.counts(instance).len(), 1, "{instance}");
+        agrees((n("/requests"), n("/responses/2xx")), &v, Some(instance));
+    }
     let human = run(
         &[
             "sweep",
@@ -195,6 +301,7 @@ fn a_slower_candidate_shows_a_significant_drop() {
         ],
         LIMIT,
     );
+    assert_eq!(human.code(), 0, "{}", human.stderr);
     assert!(
         human.stdout.contains("Candidate vs baseline at the baseline's peak"),
         "{}",
@@ -232,8 +339,8 @@ fn bad_input_is_a_usage_error() {
 
 #[test]
 fn a_rate_grid_offers_each_rate_open_loop() {
-    let bin = env!("CARGO_BIN_EXE_shrike");
-    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let counting = Counting::new("sweep-rates");
+    let cmd = counting.cmd("s", "");
     let out = run(
         &[
             "sweep",
@@ -262,6 +369,11 @@ fn a_rate_grid_offers_each_rate_open_loop() {
         assert!((got - rate).abs() <= 0.05 * rate, "{rate}: {got}");
     }
     assert_eq!(v["peak"]["rate"], 300);
+    // The server answered what the points counted: 1 s at 100/s and at 300/s, within the
+    // same few %.
+    let (requests, ok) = (counting.total("s", "/requests"), counting.total("s", "/responses/2xx"));
+    agrees((requests, ok), &v, None);
+    assert!((380..=420).contains(&ok), "the server answered {ok}");
 }
 
 #[test]
@@ -292,8 +404,9 @@ fn ctrl_c_writes_the_points_so_far_and_stops_the_server() {
 
 #[test]
 fn restarting_between_runs_gives_every_run_a_fresh_server() {
-    let bin = env!("CARGO_BIN_EXE_shrike");
-    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let counting = Counting::new("sweep-restart");
+    let cmd = counting.cmd("s", "");
+    let stored = counting.dir.join("restart.json");
     let out = run(
         &[
             "sweep",
@@ -308,6 +421,8 @@ fn restarting_between_runs_gives_every_run_a_fresh_server() {
             "--server-cmd",
             &cmd,
             "--restart-server-between-runs",
+            "-o",
+            stored.to_str().unwrap(),
         ],
         LIMIT,
     );
@@ -321,12 +436,30 @@ fn restarting_between_runs_gives_every_run_a_fresh_server() {
         .collect();
     assert_eq!(pids.len(), 4, "{}", out.stderr);
     assert!(out.stdout.contains("peak "), "{}", out.stdout);
+    // Five servers: the one started with the sweep, replaced before the first run, and one
+    // per run. By their own counts, each of the four served exactly one run: its requests
+    // are one iteration's successes.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    let mut served: Vec<u64> =
+        counting.counts("s").iter().map(|d| d["requests"].as_u64().unwrap()).collect();
+    served.sort_unstable();
+    let mut runs: Vec<u64> = v["sweep"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["iterations"].as_array().unwrap())
+        .map(|i| i["successes"].as_u64().unwrap())
+        .collect();
+    runs.push(0);
+    runs.sort_unstable();
+    assert_eq!(served, runs, "each server's requests against each run's successes");
+    agrees((counting.total("s", "/requests"), counting.total("s", "/responses/2xx")), &v, None);
 }
 
 #[test]
 fn collect_stats_reports_only_what_was_chosen() {
-    let bin = env!("CARGO_BIN_EXE_shrike");
-    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let counting = Counting::new("sweep-collect");
+    let cmd = counting.cmd("s", "");
     let out = run(
         &[
             "sweep",
@@ -347,7 +480,9 @@ fn collect_stats_reports_only_what_was_chosen() {
         LIMIT,
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
-    let server = &doc(&out)["sweep"]["points"][0]["iterations"][0]["server"];
+    let v = doc(&out);
+    agrees((counting.total("s", "/requests"), counting.total("s", "/responses/2xx")), &v, None);
+    let server = &v["sweep"]["points"][0]["iterations"][0]["server"];
     assert!(server["cpu_cores"].as_f64().unwrap() > 0.0, "{server}");
     assert!(server["fds_max"].as_u64().unwrap() > 2, "{server}");
     for off in ["rss_max_bytes", "rss_mean_bytes", "vms_max_bytes", "ctx_switches_per_s"] {
@@ -361,8 +496,8 @@ fn over_http2_each_connection_carries_its_streams() {
     // N·M requests in flight. The server delays each by m + n·f with n in flight, so Little's
     // law gives the throughput: N·M / (m + N·M·f). One connection carrying every stream (the
     // pool's habit without a stream limit) would hold the default 100 in flight instead.
-    let bin = env!("CARGO_BIN_EXE_shrike");
-    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
+    let counting = Counting::new("sweep-h2");
+    let cmd = counting.cmd("s", "");
     let (m, f, streams) = (0.005, 0.001, 2.0);
     let header = format!(
         "x-nighthawk-test-server-config: {{\"concurrency_based_linear_delay\": \
@@ -402,6 +537,13 @@ fn over_http2_each_connection_carries_its_streams() {
         // the wrong concurrency (100 in flight) would be 3.3× and 1.5× above.
         assert!(got <= 1.15 * want && got >= 0.7 * want, "{n} in flight: {got} vs {want}");
     }
+    // The server's own count: the points' responses, over 1 + 4 HTTP/2 connections per
+    // worker. (Its other connections are the sweep's readiness checks, TCP connects that send
+    // nothing, which the server may class as HTTP/1.1 or not by the time they close, and the
+    // shell's read of these counts: not counted here.)
+    agrees((counting.total("s", "/requests"), counting.total("s", "/responses/2xx")), &v, None);
+    let workers = v["sweep"]["workers"].as_u64().unwrap();
+    assert_eq!(counting.total("s", "/connections/http2"), 5 * workers, "{}", v["sweep"]);
 }
 
 /// Whether a process exists (a reaped one no longer does; a zombie still would).
@@ -508,11 +650,11 @@ fn the_same_server_twice_is_within_noise() {
     // An A/A comparison. At 95% confidence a true "no difference" still reads significant one
     // time in twenty, so up to three comparisons are run: an interval that is too narrow (or
     // biased towards whoever runs first) fails all three, a sound one almost never does.
-    let bin = env!("CARGO_BIN_EXE_shrike");
-    let cmd = format!("{bin} serve --listen 127.0.0.1:0");
-    let json = scratch("aa").join("aa.json");
     let mut seen = Vec::new();
-    for _ in 0..3 {
+    for attempt in 0..3 {
+        let counting = Counting::new("aa");
+        let (a, b) = (counting.cmd("baseline", ""), counting.cmd("candidate", ""));
+        let json = counting.dir.join("aa.json");
         let out = run(
             &[
                 "sweep",
@@ -525,9 +667,9 @@ fn the_same_server_twice_is_within_noise() {
                 "--wait",
                 "0s",
                 "--server-cmd",
-                &cmd,
+                &a,
                 "--server-cmd",
-                &cmd,
+                &b,
                 "-o",
                 json.to_str().unwrap(),
             ],
@@ -535,6 +677,12 @@ fn the_same_server_twice_is_within_noise() {
         );
         assert_eq!(out.code(), 0, "{}", out.stderr);
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        // Each server counted what its instance's iterations did: the comparison compares
+        // what the two servers answered.
+        for instance in ["baseline", "candidate"] {
+            let n = |at: &str| counting.total(instance, at);
+            agrees((n("/requests"), n("/responses/2xx")), &v, Some(instance));
+        }
         let tp = &v["comparison"]["throughput"];
         let (low, high) = (tp["ci95"][0].as_f64().unwrap(), tp["ci95"][1].as_f64().unwrap());
         assert!(low < high, "{tp}");
@@ -548,7 +696,7 @@ fn the_same_server_twice_is_within_noise() {
             assert!(line.contains("within noise"), "{}", out.stdout);
             return;
         }
-        seen.push(tp.to_string());
+        seen.push(format!("{attempt}: {tp}"));
     }
     panic!("three A/A comparisons all read significant: {seen:?}");
 }
@@ -563,6 +711,7 @@ fn compare_two_running_servers_sampling_each_by_pid() {
     let base = Server::start(&["--config", r#"{"static_delay": "0.004s"}"#]);
     let cand = Server::start(&["--config", r#"{"static_delay": "0.04s"}"#]);
     let (bp, cp) = (base.pid().to_string(), cand.pid().to_string());
+    let before = (Witness::before(&base), Witness::before(&cand));
     let out = run(
         &[
             "sweep",
@@ -598,6 +747,13 @@ fn compare_two_running_servers_sampling_each_by_pid() {
     }
     let tp = &v["comparison"]["throughput"];
     assert!(tp["relative"].as_f64().unwrap() < -0.3 && tp["within_noise"] == false, "{tp}");
+    // Each server counted its own instance's responses, and no other's.
+    for (server, before, instance) in
+        [(&base, before.0, "baseline"), (&cand, before.1, "candidate")]
+    {
+        let w = Witness::since(server, before);
+        agrees((w.count("/requests"), w.count("/responses/2xx")), &v, Some(instance));
+    }
     // Two pids need two instances.
     let out = run(
         &["sweep", &base.url("/"), "--connections", "1", "--server-pid", &bp, "--server-pid", &cp],

@@ -28,7 +28,8 @@ fn u(v: &Value) -> u64 {
 #[test]
 fn jsonl_reports_come_at_the_cadence_and_sum_to_the_totals() {
     let server = Server::start(&[]);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &server,
         &[
             "run",
             &server.url("/"),
@@ -66,6 +67,9 @@ fn jsonl_reports_come_at_the_cadence_and_sum_to_the_totals() {
     let g = global(&v);
     let total = counter(g, "upstream_rq_total");
     assert!(total >= 550, "only {total} requests");
+    // The server counted the same requests and answers the reports add up to.
+    w.agrees(g);
+    assert_eq!(w.count("/requests"), total);
     let sum = |f: &dyn Fn(&Value) -> u64| reports.iter().map(f).sum::<u64>();
     assert_eq!(sum(&|r| u(&r["requests"])), total);
     assert_eq!(u(&reports.last().unwrap()["requests_total"]), total);
@@ -85,25 +89,43 @@ fn jsonl_reports_come_at_the_cadence_and_sum_to_the_totals() {
 #[test]
 fn stored_intervals_sum_exactly_to_the_global_result() {
     // h2 keeps socket bytes outside the counters until flushed: they must still sum.
+    let server = Server::start(&[]);
     for protocol in ["http1", "http2"] {
-        stored_intervals_sum(protocol);
+        stored_intervals_sum(&server, protocol);
     }
 }
 
-fn stored_intervals_sum(protocol: &str) {
-    let v = run_json_ok(&[
-        "run",
-        "--protocol",
-        protocol,
-        "--rps",
-        "200",
-        "--concurrency",
-        "2",
-        "--duration",
-        "1.3",
-        "--stats-interval",
-        "500ms",
-    ]);
+/// [`run_json_ok`] against `server`, checked against what the server counted (every request,
+/// every status class).
+fn agreed(server: &Server, args: &[&str]) -> (Value, Witness) {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let (out, w) = run_witnessed(server, &all, Duration::from_secs(30));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    let v = json(&out);
+    w.agrees(global(&v));
+    (v, w)
+}
+
+fn stored_intervals_sum(server: &Server, protocol: &str) {
+    let url = server.url("/");
+    let (v, w) = agreed(
+        server,
+        &[
+            "run",
+            &url,
+            "--protocol",
+            protocol,
+            "--rps",
+            "200",
+            "--concurrency",
+            "2",
+            "--duration",
+            "1.3",
+            "--stats-interval",
+            "500ms",
+        ],
+    );
     let g = global(&v);
     let intervals = v["shrike"]["intervals"].as_array().expect("stored intervals");
     // 0–0.5, 0.5–1.0 and the partial 1.0–1.3 (with its true length).
@@ -135,6 +157,12 @@ fn stored_intervals_sum(protocol: &str) {
         .map(|c| (c["name"].as_str().unwrap().to_string(), u(&c["value"])))
         .collect();
     assert_eq!(sums, globals);
+    // And so to what the server counted: the intervals' requests and 2xx, its connections.
+    let sum = |name: &str| sums.get(name).copied().unwrap_or(0);
+    assert_eq!(sum("upstream_rq_total") + sum("upstream_rq_retry"), w.count("/requests"));
+    assert_eq!(sum("benchmark.http_2xx"), w.count("/responses/2xx"));
+    let opened = sum(&format!("upstream_cx_{protocol}_total"));
+    assert_eq!(opened, w.count(&format!("/connections/{protocol}")), "{protocol}: {sums:?}");
     for id in
         ["benchmark_http_client.scheduled_to_response", "benchmark_http_client.request_to_response"]
     {
@@ -152,9 +180,13 @@ fn stored_intervals_sum(protocol: &str) {
 #[test]
 fn text_reports_are_one_line_per_interval() {
     // A 50 ms server delay at 100 rps keeps about 5 requests in flight (Little's law).
-    let out = run(
+    let server = Server::start(&[]);
+    let url = server.url("/");
+    let (out, w) = run_witnessed(
+        &server,
         &[
             "run",
+            &url,
             "--rps",
             "100",
             "--duration",
@@ -181,6 +213,9 @@ fn text_reports_are_one_line_per_interval() {
         assert_eq!(total, running, "{l}");
     }
     assert!((148..=150).contains(&running), "{running} requests");
+    // The server answered every one the lines counted.
+    assert_eq!(w.count("/requests"), running);
+    assert_eq!(w.count("/responses/2xx"), running);
     assert!(lines[0].starts_with("[shrike] interval 0 0.000s+0.500s: "), "{}", lines[0]);
     assert!(!lines[0].contains("change:") && lines[1].contains("change: rps"), "{}", lines[1]);
     assert!(lines.iter().all(|l| l.contains("| latency p50 ") && l.contains(" | service p50 ")));
@@ -236,9 +271,11 @@ fn curl(url: &str) -> (String, String) {
 #[test]
 fn metrics_endpoint_is_live_during_the_run() {
     let server = Server::start(&[]);
+    let stored = scratch("metrics-live").join("run.json");
+    let before = Witness::before(&server);
     let mut child = shrike()
         .args(["run", &server.url("/"), "--rps", "200", "--duration", "3.5"])
-        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0", "-o", stored.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -265,7 +302,12 @@ fn metrics_endpoint_is_live_during_the_run() {
     let first = parse_prometheus(&first);
     std::thread::sleep(Duration::from_millis(700));
     let second = parse_prometheus(&curl(&url).1);
+    // Every request the endpoint said was sent had reached the server by a later read of its
+    // counts (which adds the run's later ones: at least, not equal).
+    let seen = server.stats(WITNESS_STATS)["requests"].as_u64().unwrap()
+        - before["requests"].as_u64().unwrap();
     let (a, b) = (first["shrike_upstream_rq_total"], second["shrike_upstream_rq_total"]);
+    assert!(seen as f64 >= b, "the server saw {seen} by then, the endpoint said {b}");
     assert!(a >= 150.0 && b >= a + 80.0, "rq_total {a} then {b}");
     assert!(second["shrike_responses_total{code=200}"] >= b - 1.0);
     assert_eq!(second["shrike_run_finished"], 0.0);
@@ -286,6 +328,8 @@ fn metrics_endpoint_is_live_during_the_run() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    Witness::since(&server, before).agrees(global(&v));
     // The endpoint ends with the run.
     let gone = Command::new("curl").args(["-sS", "--max-time", "2", &url]).output().unwrap();
     assert!(!gone.status.success(), "metrics still served after the run");
@@ -294,14 +338,18 @@ fn metrics_endpoint_is_live_during_the_run() {
 /// Collects statsd datagrams until the run ends; returns {metric: summed value} for counters
 /// and the number of datagrams.
 fn statsd_run(
+    server: &Server,
     sink_args: &[&str],
     socket: &UdpSocket,
     prefix: &str,
-) -> (BTreeMap<String, u64>, Value, usize) {
+) -> (BTreeMap<String, u64>, Value, usize, Witness) {
     socket.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
-    let mut args = vec!["run", "--rps", "100", "--duration", "1.3", "--output-format", "json"];
+    let url = server.url("/");
+    let mut args =
+        vec!["run", &url, "--rps", "100", "--duration", "1.3", "--output-format", "json"];
     args.extend(sink_args);
     args.extend(["--stats-flush-interval", "400ms"]);
+    let before = Witness::before(server);
     let child = shrike()
         .args(&args)
         .stdin(Stdio::null())
@@ -325,6 +373,7 @@ fn statsd_run(
     };
     let out = wait_limited(child, Duration::from_secs(20));
     assert_eq!(out.code(), 0, "{}", out.stderr);
+    let w = Witness::since(server, before);
     let packets = reader.join().unwrap();
     let mut counters = BTreeMap::new();
     for p in &packets {
@@ -342,28 +391,35 @@ fn statsd_run(
             }
         }
     }
-    (counters, json(&out), packets.len())
+    (counters, json(&out), packets.len(), w)
 }
 
 #[test]
 fn statsd_receives_counter_deltas_that_sum_to_the_totals() {
+    let server = Server::start(&[]);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = socket.local_addr().unwrap().to_string();
-    let (counters, v, n) = statsd_run(&["--statsd", &addr], &socket, "shrike");
+    let (counters, v, n, w) = statsd_run(&server, &["--statsd", &addr], &socket, "shrike");
     // Flushes on the ticks past 0.4, 0.8 and 1.2 s, the last one at the end.
     assert!(n >= 3, "{n} datagrams");
     let g = global(&v);
     assert_eq!(counters["shrike.upstream_rq_total"], counter(g, "upstream_rq_total"));
     assert_eq!(counters["shrike.benchmark.http_2xx"], counter(g, "benchmark.http_2xx"));
     assert_eq!(counters["shrike.status_code.200"], counter(g, "benchmark.http_2xx"));
+    // The datagrams' totals are what the server counted.
+    w.agrees(g);
+    assert_eq!(counters["shrike.upstream_rq_total"], w.count("/requests"));
+    assert_eq!(counters["shrike.benchmark.http_2xx"], w.count("/responses/2xx"));
 
     // Nighthawk's --stats-sinks with an Envoy StatsdSink (bare keys, custom prefix).
     let sink = format!(
         r#"{{name:"envoy.stat_sinks.statsd",typed_config:{{"@type":"type.googleapis.com/envoy.config.metrics.v3.StatsdSink",address:{{socket_address:{{address:"127.0.0.1",port_value:{}}}}},prefix:"lt"}}}}"#,
         socket.local_addr().unwrap().port()
     );
-    let (counters, v, _) = statsd_run(&["--stats-sinks", &sink], &socket, "lt");
+    let (counters, v, _, w) = statsd_run(&server, &["--stats-sinks", &sink], &socket, "lt");
     assert_eq!(counters["lt.upstream_rq_total"], counter(global(&v), "upstream_rq_total"));
+    w.agrees(global(&v));
+    assert_eq!(counters["lt.upstream_rq_total"], w.count("/requests"));
 }
 
 #[test]
@@ -429,8 +485,11 @@ fn progress_only_on_a_terminal() {
 
 #[test]
 fn an_interrupted_run_ends_its_series_with_a_true_partial_interval() {
+    let server = Server::start(&[]);
+    let before = Witness::before(&server);
     let child = shrike()
-        .args(["run", "--no-duration", "--rps", "100", "--stats-interval", "500ms"])
+        .args(["run", &server.url("/"), "--no-duration", "--rps", "100"])
+        .args(["--stats-interval", "500ms"])
         .args(["--output-format", "json"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -459,4 +518,8 @@ fn an_interrupted_run_ends_its_series_with_a_true_partial_interval() {
     assert!((covered - run_len).abs() < 1e-6, "{covered} vs {run_len}");
     let total: u64 = reports.iter().map(|r| u(&r["requests"])).sum();
     assert_eq!(total, counter(global(&v), "upstream_rq_total"));
+    // The server counted what the series did, the interrupted interval's too.
+    let w = Witness::since(&server, before);
+    w.agrees(global(&v));
+    assert_eq!(w.count("/requests"), total);
 }

@@ -147,10 +147,14 @@ fn an_unreachable_collector_is_reported_not_fatal() {
     // A port nobody listens on.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let trace = format!("zipkin://127.0.0.1:{port}/api/v2/spans");
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &["run", &target.url("/"), "--rps", "50", "--duration", "1", "--trace", &trace],
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stderr.contains("spans not delivered"), "{}", out.stderr);
+    // The load went on regardless: the target answered the whole run (1 s at 50/s).
+    assert_eq!(w.count("/responses/2xx"), 50);
+    assert_eq!(w.count("/requests"), 50);
 }

@@ -9,31 +9,52 @@ use std::time::Duration;
 use crate::support::squid::Squid;
 use crate::support::*;
 
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `args` with JSON output against `target`, exit 0, checked against what the target itself
+/// counted (every request, every status class): the load arrived through the tunnel.
+fn agreed(target: &impl Counted, args: &[&str]) -> (serde_json::Value, Witness) {
+    let mut all = args.to_vec();
+    all.extend(["--output-format", "json"]);
+    let (out, w) = run_witnessed(target, &all, Duration::from_secs(60));
+    assert_eq!(out.code(), 0, "args {args:?}\nstderr:\n{}", out.stderr);
+    let v = json(&out);
+    w.agrees(global(&v));
+    (v, w)
+}
+
 #[test]
 fn http1_and_http2_load_go_through_squid_one_connect_per_connection() {
     let squid = Squid::start(&[]);
-    let server = Server::start(&["--stats-path", "/stats"]);
+    let server = Server::start(&[]);
     let port = server.addr.rsplit(':').next().unwrap();
     let mut tunnels = 0;
+    let before = Witness::before(&server);
     for protocol in ["http1", "http2"] {
-        let v = run_json_ok(&[
-            "run",
-            &server.url("/"),
-            "--protocol",
-            protocol,
-            "--tunnel-uri",
-            &squid.addr(),
-            "--rps",
-            "100",
-            "--duration",
-            "1",
-            "--connections",
-            "3",
-        ]);
+        let (v, w) = agreed(
+            &server,
+            &[
+                "run",
+                &server.url("/"),
+                "--protocol",
+                protocol,
+                "--tunnel-uri",
+                &squid.addr(),
+                "--rps",
+                "100",
+                "--duration",
+                "1",
+                "--connections",
+                "3",
+            ],
+        );
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
         let opened = counter(g, "upstream_cx_total");
         assert!(opened >= 1, "{protocol}: {v}");
+        // squid opened one connection to the target per tunnel, speaking the run's protocol.
+        assert_eq!(w.count(&format!("/connections/{protocol}")), opened, "{protocol}");
+        assert_eq!(w.count("/connections/accepted"), opened, "{protocol}");
         assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}: a tunnel each");
         assert_eq!(counter(g, "benchmark.tunnel_failure"), 0);
         let setup = statistic(g, "benchmark_http_client.tunnel_setup");
@@ -43,8 +64,7 @@ fn http1_and_http2_load_go_through_squid_one_connect_per_connection() {
         tunnels += opened as usize;
     }
     // The target served every request, and squid tunnelled each connection once.
-    let stats = server.stats("/stats");
-    assert_eq!(stats["requests"], 200, "{stats}");
+    assert_eq!(Witness::since(&server, before).count("/requests"), 200);
     let connects = squid.connects(tunnels);
     assert_eq!(connects.len(), tunnels, "{connects:?}");
     for (code, url) in &connects {
@@ -57,23 +77,29 @@ fn http1_and_http2_load_go_through_squid_one_connect_per_connection() {
 fn tls_to_the_target_runs_inside_the_tunnel() {
     let squid = Squid::start(&[]);
     let server = TlsServer::start(&["--tls"]);
-    let v = run_json_ok(&[
-        "run",
-        &server.url(),
-        "--tls-ca",
-        &server.ca,
-        "--protocol",
-        "http2",
-        "--tunnel-uri",
-        &format!("http://{}", squid.addr()),
-        "--rps",
-        "50",
-        "--duration",
-        "1",
-    ]);
+    let (v, w) = agreed(
+        &server,
+        &[
+            "run",
+            &server.url(),
+            "--tls-ca",
+            &server.ca,
+            "--protocol",
+            "http2",
+            "--tunnel-uri",
+            &format!("http://{}", squid.addr()),
+            "--rps",
+            "50",
+            "--duration",
+            "1",
+        ],
+    );
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
     assert_eq!(counter(g, "ssl.handshake"), counter(g, "upstream_cx_total"));
+    // Every handshake was the target's own, through the tunnel.
+    assert_eq!(w.count("/tls/handshakes"), counter(g, "ssl.handshake"));
+    assert_eq!(w.count("/connections/http2"), counter(g, "upstream_cx_total"));
     // The proxy saw the target's name and port, and bytes it could not read.
     let connects = squid.connects(1);
     assert_eq!(connects[0], ("TCP_TUNNEL/200".into(), format!("localhost:{}", server.port)));
@@ -84,7 +110,8 @@ fn a_refused_connect_is_the_proxys_refusal_and_fails_the_run() {
     let target = Server::start(&[]);
     let port: u16 = target.addr.rsplit(':').next().unwrap().parse().unwrap();
     let squid = Squid::start(&[port]);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &[
             "run",
             &target.url("/"),
@@ -106,6 +133,9 @@ fn a_refused_connect_is_the_proxys_refusal_and_fails_the_run() {
     assert_eq!(counter(g, "upstream_cx_connect_fail"), 0, "not a failure to reach the target");
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), 0);
     assert_eq!(counter(g, "benchmark.http_2xx"), 0);
+    // Nothing reached the target: squid refused before connecting to it.
+    assert_eq!(w.count("/requests"), 0);
+    assert_eq!(w.count("/connections/accepted"), 0);
     let why =
         format!("CONNECT 127.0.0.1:{port} through proxy {}: the proxy answered 403", squid.addr());
     assert!(out.stderr.contains(&why), "{}", out.stderr);
@@ -128,11 +158,13 @@ fn a_proxy_that_is_not_there_is_named_as_the_proxy() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy = free.local_addr().unwrap().to_string();
     drop(free);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &["run", &target.url("/"), "--tunnel-uri", &proxy, "--rps", "5", "--duration", "1"],
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert_eq!(w.count("/connections/accepted"), 0, "the target was never reached");
     assert!(out.stderr.contains(&format!("connect to proxy {proxy}")), "{}", out.stderr);
 }
 
@@ -173,18 +205,22 @@ fn the_service_tunnels_too_and_its_allowlist_covers_the_proxy() {
     let service = Service::start(&["--allow-target", "127.0.0.1/32"]);
     let url = target.url("/");
     let args = ["run", &url, "--tunnel-uri", &squid.addr(), "--rps", "50", "--duration", "1"];
-    let remote = run_json_ok(&[&args[..], &["--nighthawk-service", &service.uri()]].concat());
+    let uri = service.uri();
+    let (remote, w) = agreed(&target, &[&args[..], &["--nighthawk-service", &uri]].concat());
     let g = global(&remote);
     assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{remote}");
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), counter(g, "upstream_cx_total"));
+    assert_eq!(w.count("/connections/http1"), counter(g, "upstream_cx_tunnel_total"));
     assert_eq!(remote["options"]["tunnel_options"]["tunnel_uri"], squid.addr());
     // A proxy outside the allowlist (127.0.0.2 is not 127.0.0.1/32) is refused by name.
     let outside = format!("127.0.0.2:{}", squid.port);
-    let out = run(
+    let (out, w) = run_witnessed(
+        &target,
         &["run", &url, "--tunnel-uri", &outside, "--nighthawk-service", &service.uri()],
         Duration::from_secs(30),
     );
     assert_ne!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(w.count("/requests"), 0, "refused before any load");
     assert!(out.stderr.contains("tunnel_options.tunnel_uri"), "{}", out.stderr);
     assert!(out.stderr.contains("outside this service's allowlist"), "{}", out.stderr);
 }
@@ -198,20 +234,26 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     let ca = squid.dir.join("ca.pem").display().to_string();
     let proxy = format!("127.0.0.1:{}", squid.tls_port.unwrap());
     let plain = Server::start(&[]);
-    let v = run_json_ok(&[
-        "run",
-        &plain.url("/"),
-        "--tunnel-uri",
-        &format!("https://{proxy}"),
-        "--tunnel-ca",
-        &ca,
-        "--rps",
-        "40",
-        "--duration",
-        "1",
-    ]);
+    let tunnel_uri = format!("https://{proxy}");
+    let (v, w) = agreed(
+        &plain,
+        &[
+            "run",
+            &plain.url("/"),
+            "--tunnel-uri",
+            &tunnel_uri,
+            "--tunnel-ca",
+            &ca,
+            "--rps",
+            "40",
+            "--duration",
+            "1",
+        ],
+    );
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 40, "{v}");
+    // A connection at the target per tunnel, in plaintext: the handshakes were the proxy's.
+    assert_eq!(w.count("/connections/http1"), counter(g, "upstream_cx_total"), "{v}");
     // One TLS handshake per connection: the proxy's.
     assert_eq!(counter(g, "ssl.handshake"), counter(g, "upstream_cx_total"), "{v}");
     assert_eq!(v["options"]["tunnel_options"]["tunnel_ca"], ca);
@@ -221,24 +263,28 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     let context = format!(
         "{{common_tls_context:{{validation_context:{{trusted_ca:{{filename:\"{ca}\"}}}}}}}}"
     );
-    let v = run_json_ok(&[
-        "run",
-        &tls.url(),
-        "--tls-ca",
-        &tls.ca,
-        "--tunnel-uri",
-        &proxy,
-        "--tunnel-tls-context",
-        &context,
-        "--rps",
-        "40",
-        "--duration",
-        "1",
-    ]);
+    let (v, w) = agreed(
+        &tls,
+        &[
+            "run",
+            &tls.url(),
+            "--tls-ca",
+            &tls.ca,
+            "--tunnel-uri",
+            &proxy,
+            "--tunnel-tls-context",
+            &context,
+            "--rps",
+            "40",
+            "--duration",
+            "1",
+        ],
+    );
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 40, "{v}");
     // Two per connection: the proxy's, and the target's inside the tunnel.
     assert_eq!(counter(g, "ssl.handshake"), 2 * counter(g, "upstream_cx_total"), "{v}");
+    assert_eq!(w.count("/tls/handshakes"), counter(g, "upstream_cx_total"), "the target's half");
     assert!(v["options"]["tunnel_options"]["tunnel_tls_context"].is_object(), "{v}");
     // A busy machine may open a second connection in a run: one CONNECT each, either way.
     let tls_tunnels = counter(g, "upstream_cx_total") as usize;
@@ -248,11 +294,13 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
     assert_eq!(connects.iter().filter(|c| **c == to_tls).count(), tls_tunnels, "{connects:?}");
 
     // The proxy's certificate without its CA: the proxy's handshake fails, by name.
-    let out = run(
-        &["run", &plain.url("/"), "--tunnel-uri", &format!("https://{proxy}"), "-d", "1"],
+    let (out, w) = run_witnessed(
+        &plain,
+        &["run", &plain.url("/"), "--tunnel-uri", &tunnel_uri, "-d", "1"],
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert_eq!(w.count("/connections/accepted"), 0, "no tunnel, so nothing reached the target");
     assert!(out.stderr.contains(&format!("TLS handshake with proxy {proxy}")), "{}", out.stderr);
     // The advice names the tunnel's flag, not the target's --tls-ca.
     assert!(out.stderr.contains("--tunnel-ca"), "{}", out.stderr);
@@ -286,24 +334,32 @@ fn tls_to_the_proxy_with_the_target_tls_inside_it() {
 #[test]
 fn shrike_serve_is_a_connect_proxy() {
     let proxy = Server::start(&["--connect-proxy", "--stats-path", "/stats"]);
-    let target = Server::start(&["--stats-path", "/stats"]);
+    let target = Server::start(&[]);
     let mut tunnels = 0;
     for protocol in ["http1", "http2"] {
-        let v = run_json_ok(&[
-            "run",
-            &target.url("/"),
-            "-p",
-            protocol,
-            "--tunnel-uri",
-            &proxy.addr,
-            "--rps",
-            "100",
-            "--duration",
-            "1",
-        ]);
+        let before = Counted::stats(&proxy, "/stats");
+        let (v, _) = agreed(
+            &target,
+            &[
+                "run",
+                &target.url("/"),
+                "-p",
+                protocol,
+                "--tunnel-uri",
+                &proxy.addr,
+                "--rps",
+                "100",
+                "--duration",
+                "1",
+            ],
+        );
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
         tunnels += counter(g, "upstream_cx_tunnel_total");
+        // The proxy counted this run's tunnels as the run did.
+        let after = Counted::stats(&proxy, "/stats");
+        let n = |v: &serde_json::Value| v["proxy"]["tunnels"].as_u64().unwrap();
+        assert_eq!(n(&after) - n(&before), counter(g, "upstream_cx_tunnel_total"), "{protocol}");
     }
     // curl through it, as a user would check the proxy by hand.
     let out = std::process::Command::new("curl")
@@ -316,18 +372,22 @@ fn shrike_serve_is_a_connect_proxy() {
     let p = proxy.stats("/stats");
     assert_eq!(p["proxy"]["tunnels"], tunnels + 1, "{p}");
     assert!(p["proxy"]["bytes_from_destination"].as_u64().unwrap() > 0, "{p}");
-    assert_eq!(target.stats("/stats")["requests"], 201);
+    assert_eq!(target.stats(WITNESS_STATS)["requests"], 201);
 
     // Outside --proxy-allow (loopback by default): 403, counted, named by the client.
-    let out = run(
-        &["run", "http://10.255.0.1:80/", "--tunnel-uri", &proxy.addr, "--rps", "5", "-d", "1"],
-        Duration::from_secs(30),
-    );
+    let refused = |v: &serde_json::Value| v["proxy"]["refused"].as_u64().unwrap();
+    let before = refused(&proxy.stats("/stats"));
+    let outside = ["run", "http://10.255.0.1:80/", "--tunnel-uri", &proxy.addr, "--rps", "5"];
+    let out = run(&[&outside[..], &["-d", "1", "--output-format", "json"]].concat(), LIMIT);
     assert_eq!(out.code(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("the proxy answered 403"), "{}", out.stderr);
     assert!(proxy.stats("/stats")["proxy"]["refused"].as_u64().unwrap() >= 1);
+    // Each refusal the client counted is one the proxy counted.
+    let failures = counter(global(&json(&out)), "benchmark.tunnel_failure");
+    assert_eq!(refused(&proxy.stats("/stats")) - before, failures);
     // Over TLS to the proxy (`--tls`): the same tunnels, TLS to the proxy first.
     let tls_proxy = TlsServer::start(&["--tls", "--connect-proxy"]);
+    let before = Witness::before(&tls_proxy);
     let v = run_json_ok(&[
         "run",
         &target.url("/"),
@@ -341,6 +401,11 @@ fn shrike_serve_is_a_connect_proxy() {
         "1",
     ]);
     assert_eq!(counter(global(&v), "benchmark.http_2xx"), 20, "{v}");
+    // The TLS proxy's own count: a handshake and a tunnel per connection of the run.
+    let w = Witness::since(&tls_proxy, before);
+    let opened = counter(global(&v), "upstream_cx_tunnel_total");
+    assert_eq!(w.count("/proxy/tunnels"), opened, "{v}");
+    assert_eq!(w.count("/tls/handshakes"), counter(global(&v), "ssl.handshake"), "{v}");
     // A server without --connect-proxy answers 405.
     let out = run(
         &["run", &target.url("/"), "--tunnel-uri", &target.addr, "--rps", "5", "-d", "1"],
@@ -414,32 +479,38 @@ fn http2_connect_streams_share_one_proxy_connection_on_gos_server() {
         args.extend([proxy.addr.as_str(), "--tunnel-protocol", "http2", "--rps", "200"]);
         args.extend(["--duration", "1", "--connections", "8"]);
         args.extend(one_stream(protocol));
-        let v = run_json_ok(&args);
+        let (v, w) = agreed(&target, &args);
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}: {v}");
         let opened = counter(g, "upstream_cx_total");
         assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        // Go's proxy dialled the target once per tunnel.
+        assert_eq!(w.count(&format!("/connections/{protocol}")), opened, "{protocol}");
         assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
         assert_eq!(v["options"]["tunnel_options"]["tunnel_protocol"], "HTTP2");
         tunnels += opened;
     }
     // Eight connections opened at once before the clock starts: still one proxy connection.
-    let v = run_json_ok(&[
-        "run",
-        &url,
-        "--tunnel-uri",
-        &proxy.addr,
-        "--tunnel-protocol",
-        "http2",
-        "--prefetch-connections",
-        "--connections",
-        "8",
-        "--rps",
-        "50",
-        "--duration",
-        "1",
-    ]);
+    let (v, w) = agreed(
+        &target,
+        &[
+            "run",
+            &url,
+            "--tunnel-uri",
+            &proxy.addr,
+            "--tunnel-protocol",
+            "http2",
+            "--prefetch-connections",
+            "--connections",
+            "8",
+            "--rps",
+            "50",
+            "--duration",
+            "1",
+        ],
+    );
     assert_eq!(counter(global(&v), "upstream_cx_tunnel_total"), 8, "{v}");
+    assert_eq!(w.count("/connections/accepted"), 8, "eight tunnels, eight at the target");
     tunnels += 8;
     let s = proxy.stats();
     assert_eq!(s["tunnels"], tunnels, "{s}");
@@ -484,11 +555,12 @@ fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
     let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let url = target.url();
     let args = ["run", &url, "--tls-ca", &target.ca, "-p", "http2", "--rps", "50"];
-    let v = run_json_ok(&[&args[..], &via].concat());
+    let (v, w) = agreed(&target, &[&args[..], &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
     // The proxy's handshake once, and the target's in each tunnel.
     assert_eq!(counter(g, "ssl.handshake"), 1 + counter(g, "upstream_cx_total"), "{v}");
+    assert_eq!(w.count("/tls/handshakes"), counter(g, "upstream_cx_total"), "the target's");
 
     let denied = ["run", "http://127.0.0.1:9/", "--rps", "5", "--output-format", "json"];
     let out = run(&[&denied[..], &via].concat(), Duration::from_secs(30));
@@ -507,20 +579,26 @@ fn http2_connect_over_tls_with_tls_inside_and_a_refusal() {
 #[test]
 fn http3_through_connect_udp_over_http2_on_gos_server() {
     let dir = scratch("go-proxy-udp");
-    let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let target = TlsServer::start(&["--tls", "--http3"]);
     let (proxy, via) = tls_go_proxy(&dir, true, "http2");
     let via: Vec<&str> = via.iter().map(String::as_str).collect();
     let url = target.url();
     // 20 ms per answer at 200/s: several requests in flight, on a few QUIC connections.
     let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200"];
     let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
-    let v = run_json_ok(&[&h3[..], &delay[..], &["--max-concurrent-streams", "1"], &via].concat());
+    let streams = ["--max-concurrent-streams", "1"];
+    let before = Witness::before(&target);
+    let v = run_json_ok(&[&h3[..], &delay[..], &streams, &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
     let quic = counter(g, "upstream_cx_http3_total");
     assert!(quic >= 2, "several QUIC connections: {v}");
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "a tunnel per QUIC connection");
     assert_eq!(statistic(g, "benchmark_http_client.tunnel_setup")["count"], quic.to_string());
+    // The target counted the requests and the QUIC connections the run did.
+    let w = Witness::since(&target, before);
+    w.agrees(g);
+    assert_eq!(w.count("/connections/http3"), quic, "{v}");
     let s = proxy.stats();
     assert_eq!(s["udp_tunnels"], quic, "{s}");
     assert_eq!(s["tunnels"], 0, "no TCP CONNECT: {s}");
@@ -562,7 +640,7 @@ fn http3_through_connect_udp_over_http2_on_gos_server() {
 #[test]
 fn shrike_serve_is_an_http2_connect_proxy() {
     let proxy = Server::start(&["--connect-proxy", "--stats-path", "/stats"]);
-    let target = Server::start(&["--stats-path", "/stats", "--max-body-size", "8388608"]);
+    let target = Server::start(&["--max-body-size", "8388608"]);
     let url = target.url("/");
     let mut tunnels = 0;
     for protocol in ["http1", "http2"] {
@@ -572,9 +650,11 @@ fn shrike_serve_is_an_http2_connect_proxy() {
         args.extend(["--tunnel-protocol", "http2", "--rps", "100", "--duration", "1"]);
         args.extend(["--request-header", config]);
         args.extend(one_stream(protocol));
-        let v = run_json_ok(&args);
+        let (v, w) = agreed(&target, &args);
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
+        let dialled = w.count(&format!("/connections/{protocol}"));
+        assert_eq!(dialled, counter(g, "upstream_cx_total"), "{protocol}: a connection per tunnel");
         let opened = counter(g, "upstream_cx_total");
         assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
         assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
@@ -582,24 +662,27 @@ fn shrike_serve_is_an_http2_connect_proxy() {
     }
     // 3 MB up and 3 MB down per request: three stream windows each way.
     let big = r#"x-nighthawk-test-server-config: {"response_body_size":3000000}"#;
-    let v = run_json_ok(&[
-        "run",
-        &url,
-        "--tunnel-uri",
-        &proxy.addr,
-        "--tunnel-protocol",
-        "http2",
-        "--request-body-size",
-        "3000000",
-        "--request-header",
-        big,
-        "--rps",
-        "4",
-        "--duration",
-        "1",
-        "--connections",
-        "1",
-    ]);
+    let (v, _) = agreed(
+        &target,
+        &[
+            "run",
+            &url,
+            "--tunnel-uri",
+            &proxy.addr,
+            "--tunnel-protocol",
+            "http2",
+            "--request-body-size",
+            "3000000",
+            "--request-header",
+            big,
+            "--rps",
+            "4",
+            "--duration",
+            "1",
+            "--connections",
+            "1",
+        ],
+    );
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 4, "{v}");
     assert!(counter(g, "upstream_cx_rx_bytes_total") > 12_000_000, "{v}");
@@ -609,7 +692,7 @@ fn shrike_serve_is_an_http2_connect_proxy() {
     assert_eq!(s["proxy"]["failed"], 0, "{s}");
     assert!(s["proxy"]["bytes_to_destination"].as_u64().unwrap() > 12_000_000, "{s}");
     assert!(s["proxy"]["bytes_from_destination"].as_u64().unwrap() > 12_000_000, "{s}");
-    assert_eq!(target.stats("/stats")["requests"], 204);
+    assert_eq!(target.stats(WITNESS_STATS)["requests"], 204);
 
     let denied = ["run", "http://10.255.0.1:80/", "--tunnel-uri", &proxy.addr, "--rps", "5"];
     let via = ["--tunnel-protocol", "http2", "-d", "1", "--output-format", "json"];
@@ -625,26 +708,28 @@ fn shrike_serve_is_an_http2_connect_proxy() {
 /// datagram through it, exact counts at the target.
 #[test]
 fn shrike_serve_is_a_connect_udp_proxy_for_http3_load() {
-    let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let target = TlsServer::start(&["--tls", "--http3"]);
     let proxy = TlsServer::start(&["--tls", "--connect-proxy", "--stats-path", "/stats"]);
     let url = target.url();
     let via = format!("https://localhost:{}", proxy.port);
     let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200", "-d", "1"];
     let tunnel = ["--tunnel-uri", &via, "--tunnel-ca", &proxy.ca, "--tunnel-protocol", "http2"];
     let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
-    let v = run_json_ok(&[&h3[..], &tunnel, &delay, &["--max-concurrent-streams", "1"]].concat());
+    let streams = ["--max-concurrent-streams", "1"];
+    let (v, w) = agreed(&target, &[&h3[..], &tunnel, &delay, &streams].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
     let quic = counter(g, "upstream_cx_http3_total");
     assert!(quic >= 2, "several QUIC connections: {v}");
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "a tunnel per QUIC connection");
+    assert_eq!(w.count("/connections/http3"), quic, "the target's QUIC connections");
     let s = proxy.stats("/stats");
     let p = &s["proxy"];
     assert_eq!(p["udp_tunnels"], quic, "{s}");
     assert_eq!(p["tunnels"], quic, "{s}");
     assert!(p["datagrams_to_destination"].as_u64().unwrap() >= 200, "{s}");
     assert!(p["datagrams_from_destination"].as_u64().unwrap() >= 200, "{s}");
-    assert_eq!(target.stats("/stats")["requests"], 200);
+    assert_eq!(w.count("/requests"), 200);
 }
 
 /// Go's HTTP/2 client (golang.org/x/net, sharing no code with Shrike) through `shrike serve
@@ -671,11 +756,17 @@ fn gos_http2_client_tunnels_through_shrike_serve() {
     let tls = TlsServer::start(&["--tls", "--connect-proxy", "--stats-path", "/stats"]);
     let tls_via = format!("https://localhost:{}", tls.port);
     for (via, ca) in [(format!("http://{}", h2c.addr), ""), (tls_via.clone(), tls.ca.as_str())] {
+        let before = Witness::before(&target);
         let (code, v) = client(&via, ca, &target.addr);
         assert_eq!(code, 0, "{via}: {v}");
         assert_eq!(v["tunnels"], 11, "{via}: {v}");
         assert_eq!(v["responses"], 100, "{via}: {v}");
         assert_eq!(v["datagrams_echoed"], 50, "{via}: {v}");
+        // The target answered the Go client's 100 requests, over its 10 TCP tunnels.
+        let w = Witness::since(&target, before);
+        assert_eq!(w.count("/responses/2xx"), 100, "{via}");
+        assert_eq!(w.count("/requests"), 100, "{via}");
+        assert_eq!(w.count("/connections/http1"), 10, "{via}");
     }
     for s in [h2c.stats("/stats"), tls.stats("/stats")] {
         let p = &s["proxy"];
@@ -710,11 +801,12 @@ fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
         let mut args = vec!["run", &url, "-p", protocol, "--rps", "200"];
         args.extend(["--connections", "8"]);
         args.extend(one_stream(protocol));
-        let v = run_json_ok(&[&args[..], &via].concat());
+        let (v, w) = agreed(&target, &[&args[..], &via].concat());
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{protocol}: {v}");
         let opened = counter(g, "upstream_cx_total");
         assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        assert_eq!(w.count(&format!("/connections/{protocol}")), opened, "{protocol}");
         assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
         assert_eq!(counter(g, "ssl.handshake"), 1, "the proxy's QUIC handshake only: {v}");
         assert_eq!(v["options"]["tunnel_options"]["tunnel_protocol"], "HTTP3");
@@ -724,10 +816,11 @@ fn http3_connect_streams_share_one_quic_connection_on_quic_gos_server() {
     let tls_target = TlsServer::start(&["--tls"]);
     let tls_url = tls_target.url();
     let args = ["run", &tls_url, "--tls-ca", &tls_target.ca, "-p", "http2", "--rps", "50"];
-    let v = run_json_ok(&[&args[..], &via].concat());
+    let (v, w) = agreed(&tls_target, &[&args[..], &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 50, "{v}");
     assert_eq!(counter(g, "ssl.handshake"), 1 + counter(g, "upstream_cx_total"), "{v}");
+    assert_eq!(w.count("/tls/handshakes"), counter(g, "upstream_cx_total"), "the target's");
     tunnels += counter(g, "upstream_cx_tunnel_total");
     let s = proxy.stats();
     assert_eq!(s["tunnels"], tunnels, "{s}");
@@ -752,12 +845,13 @@ fn http3_through_connect_udp_over_http3_on_masque_go() {
     let dir = scratch("masque-go");
     let (proxy, via) = tls_go_proxy(&dir, true, "http3");
     let via: Vec<&str> = via.iter().map(String::as_str).collect();
-    let target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let target = TlsServer::start(&["--tls", "--http3"]);
     let url = target.url();
     // 20 ms per answer at 200/s: several requests in flight, on a few QUIC connections.
     let h3 = ["run", &url, "--tls-ca", &target.ca, "-p", "http3", "--rps", "200"];
     let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
-    let v = run_json_ok(&[&h3[..], &delay, &["--max-concurrent-streams", "1"], &via].concat());
+    let streams = ["--max-concurrent-streams", "1"];
+    let (v, w) = agreed(&target, &[&h3[..], &delay, &streams, &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
     let quic = counter(g, "upstream_cx_http3_total");
@@ -766,7 +860,8 @@ fn http3_through_connect_udp_over_http3_on_masque_go() {
     let s = proxy.stats();
     assert_eq!(s["udp_tunnels"], quic, "{s}");
     assert_eq!(s["quic_connections"], 1, "one QUIC connection to the proxy: {s}");
-    assert_eq!(target.stats("/stats")["requests"], 200);
+    assert_eq!(w.count("/requests"), 200);
+    assert_eq!(w.count("/connections/http3"), quic, "the target's QUIC connections");
 
     let denied = ["run", "https://localhost:9/", "-p", "http3", "--rps", "5"];
     let out =
@@ -799,25 +894,28 @@ fn shrike_serve_is_an_http3_connect_and_masque_proxy() {
     for protocol in ["http1", "http2"] {
         let mut args = vec!["run", &url, "-p", protocol, "--rps", "100", "--duration", "1"];
         args.extend(one_stream(protocol));
-        let v = run_json_ok(&[&args[..], &via].concat());
+        let (v, w) = agreed(&target, &[&args[..], &via].concat());
         let g = global(&v);
         assert_eq!(counter(g, "benchmark.http_2xx"), 100, "{protocol}: {v}");
         let opened = counter(g, "upstream_cx_total");
         assert!(opened >= 2, "{protocol}: {opened} connections: {v}");
+        assert_eq!(w.count(&format!("/connections/{protocol}")), opened, "{protocol}");
         assert_eq!(counter(g, "upstream_cx_tunnel_total"), opened, "{protocol}");
         tunnels += opened;
     }
-    let h3_target = TlsServer::start(&["--tls", "--http3", "--stats-path", "/stats"]);
+    let h3_target = TlsServer::start(&["--tls", "--http3"]);
     let h3_url = h3_target.url();
     let h3 = ["run", &h3_url, "--tls-ca", &h3_target.ca, "-p", "http3", "--rps", "200", "-d", "1"];
     let delay = ["--request-header", r#"x-nighthawk-test-server-config: {"static_delay":"0.02s"}"#];
-    let v = run_json_ok(&[&h3[..], &delay, &["--max-concurrent-streams", "1"], &via].concat());
+    let streams = ["--max-concurrent-streams", "1"];
+    let (v, w) = agreed(&h3_target, &[&h3[..], &delay, &streams, &via].concat());
     let g = global(&v);
     assert_eq!(counter(g, "benchmark.http_2xx"), 200, "{v}");
     let quic = counter(g, "upstream_cx_http3_total");
     assert!(quic >= 2, "several QUIC connections: {v}");
     assert_eq!(counter(g, "upstream_cx_tunnel_total"), quic, "{v}");
-    assert_eq!(h3_target.stats("/stats")["requests"], 200);
+    assert_eq!(w.count("/requests"), 200);
+    assert_eq!(w.count("/connections/http3"), quic, "the target's QUIC connections");
 
     let bin = go_build("connect_proxy", &["."], "the Go peers").join("connect_proxy");
     let mut cmd = std::process::Command::new(bin);
