@@ -15,13 +15,16 @@ use serde_json::Value;
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// A loopback port nothing listens on (bound, then closed).
-fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// An address nothing listens on, kept so: no test server binds 127.0.0.99 (one on 127.0.0.1
+/// could take a port freed there while the suite runs in parallel).
+fn closed_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.99:0").unwrap();
+    l.local_addr().unwrap().to_string()
 }
 
 fn free_port() -> u16 {
-    closed_port()
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }
 
 /// A process and its descendants, as /proc says: (CPU seconds, context switches of every
@@ -80,7 +83,7 @@ fn sampling_sweep(url: &str, how: &str, what: &str) -> Value {
 
 #[test]
 fn a_sweep_of_a_refused_port_fails_and_says_why() {
-    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let url = format!("http://{}/", closed_addr());
     let args = ["sweep", &url, "--connections", "1,2", "--iterations", "1", "-d", "0.3"];
     let out = run(&[&args[..], &["--wait", "0s"]].concat(), LIMIT);
     assert_eq!(out.code(), 1, "{}\n{}", out.stdout, out.stderr);
@@ -103,7 +106,7 @@ fn a_sweep_of_a_refused_port_fails_and_says_why() {
 
 #[test]
 fn a_capacity_search_of_a_refused_port_names_the_cause_not_start_lower() {
-    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let url = format!("http://{}/", closed_addr());
     let out = run(
         &["capacity", &url, "--slo", "p99<=50ms", "--trial-duration", "0.3s", "--rps", "5"],
         LIMIT,
