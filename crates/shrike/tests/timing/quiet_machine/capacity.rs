@@ -4,6 +4,7 @@
 //! errors.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::support::page::*;
@@ -543,4 +544,87 @@ fn a_trial_with_errors_runs_its_whole_length() {
         .unwrap();
     // 40/s for 0.5 s: 20 requests, every one a 503.
     assert!((19..=20).contains(&requests), "{requests} requests in the trial: {trial}");
+}
+
+/// `capacity … -o FILE` against the test server, its latency `minimal_delay` plus 2 ms per
+/// request in flight: the search's JSON.
+fn capacity_search(server: &Server, minimal_delay: &str, out: &Path) -> Value {
+    let header = format!(
+        "x-nighthawk-test-server-config: {{\"concurrency_based_linear_delay\": {{\"minimal_delay\": \
+         \"{minimal_delay}\", \"concurrency_delay_factor\": \"0.002s\"}}}}"
+    );
+    let args = [
+        "capacity",
+        &server.url("/"),
+        "--slo",
+        "p99<=30ms",
+        "--start",
+        "50",
+        "--precision",
+        "10%",
+        "--trial-duration",
+        "0.3s",
+        "--final-duration",
+        "0.5s",
+        "-H",
+        &header,
+        "-o",
+        path_str(out),
+    ];
+    let (done, w) = run_witnessed(server, &args, Duration::from_secs(90));
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    // Every trial's requests reached the server, and only those.
+    let sent: u64 = doc["capacity"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| counter(global(&t["result"]), "upstream_rq_total"))
+        .sum();
+    assert_eq!(sent, w.count("/requests"), "the trials' requests against the server's");
+    doc
+}
+
+/// Two capacity searches side by side: each goal's answers in one table, read from each
+/// search's own JSON, with the change from the first's; every trial of both on one chart;
+/// then each search's own sections under its label.
+#[test]
+fn two_capacity_searches_compare_side_by_side() {
+    let _quiet = quiet();
+    let dir = scratch("capacity-side-by-side");
+    let server = Server::start(&[]);
+    let (a, b) = (dir.join("fast.json"), dir.join("slow.json"));
+    let (da, db) = (capacity_search(&server, "0.005s", &a), capacity_search(&server, "0.015s", &b));
+    let html = dir.join("both.html");
+    let before = format!("before={}", path_str(&a));
+    let after = format!("after={}", path_str(&b));
+    let out = report(&[&before, &after, "-o", path_str(&html)]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_offline(&page);
+    let dom = render(&html, &dir);
+    let body = tags(&dom, "body").pop().unwrap();
+    assert_eq!(body.get("data-render").map(String::as_str), Some("ok"), "{dom}");
+    assert_eq!(body.get("data-inputs").map(String::as_str), Some("2"));
+    let trials = |d: &Value| d["capacity"]["trials"].as_array().unwrap().len();
+    assert_eq!(body.get("data-trials"), Some(&(trials(&da) + trials(&db)).to_string()));
+    // The answers are each file's own, and the change is theirs.
+    let goal = "p99<=30.00ms";
+    let max = |d: &Value| d["max_rps"][goal].as_f64().unwrap();
+    let cells = tags(&dom, "td");
+    let maxes: Vec<f64> = cells.iter().filter_map(|c| c.get("data-max")?.parse().ok()).collect();
+    assert_eq!(maxes, [max(&da), max(&db)], "{dom}");
+    let change: f64 =
+        cells.iter().find_map(|c| c.get("data-change")?.parse().ok()).expect("a change");
+    assert!((change - (max(&db) / max(&da) - 1.0)).abs() < 1e-9, "{change}");
+    assert!(max(&db) < max(&da), "a server 10 ms slower holds less: {} vs {}", max(&db), max(&da));
+    let figs = tags(&dom, "figure");
+    let overlay = figs.iter().find(|f| f["data-plot"] == "latency-load-side-by-side").unwrap();
+    // Each search's trials (the objective's line is a reference, not a series).
+    assert_eq!(overlay["data-series"], "2", "{overlay:?}");
+    let own = figs.iter().filter(|f| f["data-plot"] == "latency-load").count();
+    assert_eq!(own, 2, "each search's own chart too");
+    let text = without_scripts(&dom);
+    assert!(text.contains("2 capacity searches side by side (before, after)"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
