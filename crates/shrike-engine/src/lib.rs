@@ -20,11 +20,19 @@
 //! - [`pool`]: which connection carries each request, and what happens when none can (closed
 //!   loop waits and records `sequencer.blocking`; open loop counts overflow). `pool/cx.rs` is
 //!   the narrow context pools and protocols get; `pool/serial.rs` serves any one-at-a-time
-//!   protocol; `pool/mux.rs` multiplexes HTTP/2 (`pool/h2`, a hand-written client codec: the
-//!   `h2` crate cost measurably more per request) and HTTP/3 (`h3` over `quinn`).
+//!   protocol; `pool/mux.rs` multiplexes HTTP/2 (`pool/h2`, a client connection on
+//!   `shrike-h2`'s codec: the `h2` crate cost measurably more per request) and HTTP/3 (`h3`
+//!   over `quinn`).
 //! - [`requests`]: what each request sends (one request or a list, templates rendered only
-//!   where they appear); [`tls`] and `transport.rs`: TCP and TLS (rustls) connections.
-//! - [`stop`]: the stop signal; [`telemetry`]: observers of a run, which never change it.
+//!   where they appear); [`target`]: a URL parsed once; [`tls`], `transport.rs` and
+//!   `stamped.rs`: TCP and TLS (rustls) connections, reads stamped by the kernel; [`tunnel`]:
+//!   `CONNECT` tunnels through a proxy over HTTP/1.1, HTTP/2 and HTTP/3.
+//! - [`pacer`]: when each request is due; `idle.rs`: how a worker waits for it.
+//! - [`stop`]: the stop signal; [`telemetry`]: observers of a run, which never change it;
+//!   [`trace`]: Zipkin spans of sampled requests.
+//!
+//! The workspace's map, the path of a flag to the socket and the invariants are in
+//! docs/ARCHITECTURE.md.
 //!
 //! Every request carries its scheduled time, so the engine records both service time
 //! (`request_to_response`) and coordinated-omission-free latency (`scheduled_to_response`).

@@ -16,6 +16,10 @@
 //! - [`prometheus`]: the text exposition format 0.0.4 (summaries, counters, labels).
 //! - [`fortio`]: the JSON fortio's report UI loads (`fhttp.HTTPRunnerResults`).
 //! - [`merge`]: exact merge of stored results (`shrike transform --merge`).
+//! - [`html`]: self-contained report pages (`shrike report`): runs overlaid, capacity searches
+//!   and sweeps, side by side.
+//! - [`fleet`]: a coordinated run's generators, one row each, for every view; [`options`]:
+//!   what a run asked for, read back through the spec's own types.
 //!
 //! The library writes data only; where the data goes and how errors are shown is the caller's
 //! business.

@@ -1,7 +1,11 @@
 //! HTTP `CONNECT` tunnels (RFC 9110 §9.3.6) through a terminating proxy, Nighthawk's
-//! `tunnel_options` with an HTTP/1.1 tunnel: every connection of the run is a TCP connection to
-//! the proxy (TLS to it when asked), a `CONNECT host:port` answered 2xx, and then the load's
-//! own protocol, with the target's TLS inside the tunnel for `https://` targets.
+//! `tunnel_options`: every connection of the run is a tunnel to the target, and then the load's
+//! own protocol, with the target's TLS inside the tunnel for `https://` targets. Over an
+//! HTTP/1.1 proxy (this module) each is a TCP connection to the proxy (TLS to it when asked)
+//! and a `CONNECT host:port` answered 2xx; over HTTP/2 ([`h2`]) and HTTP/3 ([`h3`]) it is a
+//! stream of a connection to the proxy. HTTP/3 load rides CONNECT-UDP (RFC 9298): its QUIC
+//! packets as datagrams through an HTTP/1.1 or HTTP/2 proxy ([`udp`]) or an HTTP/3 one
+//! (`h3_udp`, with its own small QPACK encoder, `qpack`).
 //!
 //! Accounting: the connection counts (`upstream_cx_total`, pool limits) are the tunnelled
 //! connections; a tunnel set up counts in `upstream_cx_tunnel_total` and its set-up time (the

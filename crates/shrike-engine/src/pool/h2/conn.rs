@@ -6,7 +6,8 @@
 //! load generator needs little of HTTP/2: it sends pre-built requests and counts what comes
 //! back. So this codec keeps one buffer of frames to write, decodes response heads in place
 //! (only `:status`, the origin-latency header and the head's size are kept) and counts bodies
-//! without storing them. The server side keeps the `h2` crate, where it is not the bottleneck.
+//! without storing them. The frames, HPACK and Huffman are `shrike-h2`'s, which the test
+//! server's HTTP/2 state machine is built on too.
 //!
 //! One driver task per connection ([`drive`]) owns the socket: it writes what the streams
 //! queued and reads and dispatches frames. Streams ([`exchange`]) queue their frames, wake the
