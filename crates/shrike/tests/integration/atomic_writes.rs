@@ -1,7 +1,6 @@
 //! Files Shrike writes are whole or absent: a reader polling the target never sees half of
 //! one, a full or read-only file system fails the command with exit 1 and a message naming the
 //! file, the old file stays, and the result still reaches the screen.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::Command;

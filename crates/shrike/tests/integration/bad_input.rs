@@ -1,5 +1,4 @@
 //! Bad input gets a clear message and the right exit code: 2 for usage, 1 for a failed run.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -3,7 +3,6 @@
 //! with the gaps it was sent with; the replay reproduces it at nginx (its access log says what
 //! arrived on which connection, and when), at the captured speed and at twice it. Cooked
 //! (`-i any`) and pcapng captures import the same.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::capture;
 use crate::support::nginx;

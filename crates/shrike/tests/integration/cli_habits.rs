@@ -1,7 +1,6 @@
 //! Habits users bring from wrk, hey, oha and k6: short flags, an exact request count, a result
 //! file beside the screen output, suggestions for mistyped flags, clean stderr streams, colour
 //! only where wanted, and `report` refusing to pour HTML onto a terminal.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

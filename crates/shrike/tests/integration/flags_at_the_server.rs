@@ -9,7 +9,6 @@
 //!
 //! A flag in `run --help` or in Nighthawk's list with no case fails the test. (every_flag.rs
 //! walks every subcommand's flags through their plans; this walk is the one that sends.)
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
 use std::net::UdpSocket;

@@ -1,7 +1,6 @@
 //! Beyond one machine, on loopback: `shrike service` generators on 127.0.0.2, .3 and .4, one
 //! coordinated `shrike run --remote`, the service's refusals, and the sharded batch path
 //! (`--shard i/N` processes merged by `transform --merge`).
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

@@ -5,7 +5,6 @@
 //! once; either way what it streamed is kept as its partial, the others' results merge exactly,
 //! and its share is re-spread over them (`continue`) or the fleet stops (`abort`, exit 1).
 //! The Kubernetes manifests' own commands run here as pods would in `deploy.rs`.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

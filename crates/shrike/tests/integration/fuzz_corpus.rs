@@ -2,7 +2,6 @@
 //! once crashed one among them) run through the target's own function, on the stable
 //! toolchain: CI replays the whole corpus on every run, where an instrumented fuzz build would
 //! cost it minutes (`fuzz/run` and `fuzz/campaign` do the coverage-guided exploring).
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::Path;
 

@@ -2,7 +2,6 @@
 //! the test, drives `shrike service` (run, stream samples, cancel, busy, refusals, capacity,
 //! sweep, health, reflection). `.ci/run` installs grpcio, grpcio-tools, grpcio-health-checking and
 //! grpcio-reflection from PyPI.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -2,7 +2,6 @@
 //! windows given back, head blocks split into CONTINUATION frames both ways, and a server that
 //! does not speak HTTP/2 at all. (Request bodies under the server's flow control:
 //! `protocols.rs`.)
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

@@ -6,7 +6,6 @@
 //! that are not the preface, and the plaintext port reads them as HTTP/1.1 (it serves both
 //! protocols on one port, as `curl --http2-prior-knowledge` and h2load expect), answering
 //! with a 400 instead of closing at once.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

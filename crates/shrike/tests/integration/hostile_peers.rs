@@ -3,7 +3,6 @@
 //! human report prints too), end within `--duration` + `--timeout`, keep going without the
 //! default failure predicates, write its result file, and hold its memory bounded however much
 //! the server sends.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::hostile;
 

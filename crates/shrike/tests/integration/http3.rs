@@ -2,7 +2,6 @@
 //! validates the generated certificate over QUIC, honours the per-request config header,
 //! sends request bodies, and multiplexes within `--max-concurrent-streams` and the worker's
 //! `--max-active-requests` budget.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -6,7 +6,6 @@
 //! The Go programs live in `tests/quic_go` (quic-go pinned in go.mod/go.sum) and are built
 //! once per test binary; the Go build and module caches sit under the Cargo target directory
 //! so later runs only relink.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

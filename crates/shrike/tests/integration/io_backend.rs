@@ -1,7 +1,6 @@
 //! `--io-backend` through the real binary: io_uring carries HTTP/1.1 and HTTP/2, plain and
 //! TLS, with exact counts and byte totals, the result says which backend ran, and a wrong name
 //! is a usage error. (The whole suite also runs on io_uring in CI: SHRIKE_IO_BACKEND.)
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! `shrike jobs stats`, `shrike jobs filter` and `shrike jobs import har` through the real
 //! binary: figures computed from a file whose answers are known, filters that partition a file
 //! exactly, compressed files, HAR recordings, and bad input named by file, line and field.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! A JSON result read back reproduces its printed percentiles, and `global` is the exact merge
 //! of the workers.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

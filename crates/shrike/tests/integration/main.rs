@@ -7,6 +7,9 @@
 //! capacity searches judged against latency bounds) live in the `timing` test binary, which
 //! runs them one or two at a time.
 
+// Tests state what they expect with expect and unwrap: a panic is the failure report.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -1,5 +1,4 @@
 //! Multi-target mode: requests rotate round robin over several endpoints.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

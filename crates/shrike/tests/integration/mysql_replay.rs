@@ -1,7 +1,6 @@
 //! MySQL replay end to end on a real MariaDB: a client session captured with tcpdump,
 //! imported (`--protocol mysql`), and replayed against a fresh server, which then holds the
 //! same rows; the replay tallies the queries and the server's errors by code.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::capture;
 use crate::support::mariadb;

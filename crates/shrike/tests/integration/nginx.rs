@@ -1,5 +1,4 @@
 //! Shrike against a real nginx (Debian's package) on loopback.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

@@ -2,7 +2,6 @@
 //! speaks it: a Python grpcio client generated from the protos, a round trip against a local
 //! run, refusals by name, and `--listener-address-file`. `.ci/run` installs grpcio and
 //! grpcio-tools from PyPI.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

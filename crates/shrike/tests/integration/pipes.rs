@@ -1,7 +1,6 @@
 //! A reader that goes away early (`shrike run | head -1`): the command ends quietly with 141,
 //! the status of a process SIGPIPE ended, never a panic (101); a file it was asked for is still
 //! written; and a closed stderr costs log lines, never the run or its result.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

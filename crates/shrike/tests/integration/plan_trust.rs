@@ -3,7 +3,6 @@
 //! every thread and every process of a server is sampled (a multi-threaded `shrike serve`,
 //! nginx with two workers through its pid file, each checked against /proc read here), and
 //! servers that print before they listen, or die mid-sweep, are waited for and reported.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

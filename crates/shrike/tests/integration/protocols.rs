@@ -1,5 +1,4 @@
 //! HTTP/2 (h2c and over TLS) and HTTPS/1.1 against a real nginx, through the real binary.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

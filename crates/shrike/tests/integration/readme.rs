@@ -8,7 +8,6 @@
 //! address, host or placeholder no rewrite covers, or a program no rule covers, fails, naming its
 //! README line: a new example has to be taught here, never skipped. The ```json spec file and
 //! the ```jsonl request list run too.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::capture;
 

@@ -1,7 +1,6 @@
 //! `shrike replay` end to end: a jobs file's sessions against nginx, whose access log says
 //! what arrived on which connection and when; the captured timing kept at `--time-scale 1` and
 //! halved at 2; raw TCP against a delimiter echo server; bad input and refused targets.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

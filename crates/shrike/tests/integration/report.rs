@@ -2,7 +2,6 @@
 //! HTML, then drawn by headless Chromium. The report's script stamps what it drew on the DOM
 //! (`<body data-render data-errors>`, per plot `data-series`, `data-paths`, `data-width`,
 //! `data-height`); these tests read that back from Chromium's `--dump-dom`.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

@@ -2,7 +2,6 @@
 //! worker streams its requests from the source, nginx sees exactly the requests served, each
 //! once, in order on each worker's connection, and the run ends when the source is spent.
 //! The same through a service (`--nighthawk-service`), which connects to the source itself.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

@@ -2,7 +2,6 @@
 //! expectations, the origin-latency header and Nighthawk's file-based request source, observed
 //! by the server that received them (nginx's access log and kept request bodies, or Shrike's own
 //! server).
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

@@ -1,5 +1,4 @@
 //! Shrike's client against Shrike's own server, through the real binaries.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

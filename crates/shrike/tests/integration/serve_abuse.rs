@@ -5,7 +5,6 @@
 //! must show in the stats endpoint's `limits` counters.
 //!
 //! Timeouts are short (300 ms) and timing checks tolerant: these machines are noisy.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::h2_frames;
 

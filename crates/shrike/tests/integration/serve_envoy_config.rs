@@ -2,7 +2,6 @@
 //! form Nighthawk documents: the listener's address, the test-server, dynamic-delay and
 //! time-tracking filters' options take effect (checked with curl), per-request headers still
 //! override them, and the rest of the file is listed as ignored.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::Read as _;
 use std::process::{Command, Stdio};

@@ -2,7 +2,6 @@
 //! binaries: resets, truncations, stalls and injected statuses on HTTP/1.1, HTTP/2 and HTTP/3.
 //! The client must keep running to its end and count each fault; the server's statistics
 //! endpoint must agree with what the client saw.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::dice;
 

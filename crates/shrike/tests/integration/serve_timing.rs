@@ -2,7 +2,6 @@
 //! linear delay, paced chunked bodies, the server-side stats
 //! headers, and `--config` defaults under per-request overrides. Sub-millisecond checks live in
 //! `timing_precise.rs`, away from this file's tests running in parallel.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,7 +1,6 @@
 //! The real `shrike serve --tls` binary against the real `shrike run` client: the generated
 //! certificate is printed for clients, validated by Shrike's client, and both HTTP/1.1 and
 //! HTTP/2 are negotiated over it by ALPN.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::Stdio;
 use std::time::Duration;

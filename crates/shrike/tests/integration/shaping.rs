@@ -1,7 +1,6 @@
 //! Load shaping through the real binary: bursts, stages and ramps, sub-1 rps, the unpaced
 //! closed loop, idle strategies, warm-up, scheduled start, request timeouts, the source
 //! address, and Google's published Nighthawk commands run verbatim.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

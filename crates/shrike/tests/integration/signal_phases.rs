@@ -3,7 +3,6 @@
 //! first signal ends the phase promptly (it never waits out a stalled handshake, a warm-up or
 //! the scheduled start), writes what was measured and exits 130 (143 for SIGTERM); before
 //! anything could be measured it exits so at once; a second signal always exits at once.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};

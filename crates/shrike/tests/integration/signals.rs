@@ -1,5 +1,4 @@
 //! Ctrl-C mid-run still writes what was measured.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::Stdio;
 use std::time::Duration;

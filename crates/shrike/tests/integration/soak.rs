@@ -2,7 +2,6 @@
 //! the server's and both clients' resident memory and open files are sampled from /proc.
 //! Neither may trend upward: a leak per request or per connection shows as growth between the
 //! second and the last quarter (the first is warm-up). `bench/soak.py` runs the 10-minute one.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -1,6 +1,5 @@
 //! `shrike run --spec FILE`: a stored result (or a spec file) re-runs exactly the options it
 //! recorded, flags given on the command line override them, and a bad spec names the field.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

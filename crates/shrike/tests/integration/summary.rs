@@ -1,7 +1,6 @@
 //! The default summary, end to end: the figures it states are the honest ones for bursts,
 //! interrupted plans, failed runs, recycled connections and the wrong scheme, and what is
 //! known of requests that got no answer is recorded.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! `shrike sweep` end to end: a connections grid against a server it starts, with the
 //! server's resources sampled over each point's window and checked against /proc read
 //! directly; a baseline against a slower candidate; bad input.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

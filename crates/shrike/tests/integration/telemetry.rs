@@ -1,6 +1,5 @@
 //! Live telemetry through the real binary: interval reports, the stored series, the Prometheus
 //! endpoint, statsd and the progress line.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -1,6 +1,5 @@
 //! TLS through the real binary against nginx: certificates are verified by default, trust can
 //! be extended or (explicitly) skipped, and session resumption is measurable.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

@@ -2,7 +2,6 @@
 //! Zipkin's `/api/v2/spans`) receives one span per sampled request, as many as the sample rate
 //! says, with valid ids that match the B3 headers nginx logged on the wire, and the scheduled
 //! and actual send times as annotations. Over HTTP/1.1 and HTTP/2.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::nginx;
 

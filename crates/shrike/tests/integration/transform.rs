@@ -1,7 +1,6 @@
 //! `shrike transform`: stored results to every format, lossless JSON, exact merges, fortio's Go
 //! types, and clear errors for bad input. The results come from real runs of the binary
 //! against its built-in server.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,6 @@
 //! proxy: exact counts at the target, one CONNECT in squid's own log per connection the run
 //! counted, TLS to the target inside the tunnel, and a refused CONNECT counted and named as
 //! the proxy's refusal, not as a failure to reach the target.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! One verdict, computed once in the library's result: the same failing run started by
 //! `shrike run`, by a gRPC client of `shrike service`, and by `shrike run --remote` fails the
 //! same way, for the same reason, with the same exit code where there is one.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -2,7 +2,6 @@
 //! that disagreed with what someone else counted (the test server's own statistics, curl, the
 //! process's exit status as a shell sees it). Each test reads that witness, never only
 //! Shrike's own output.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

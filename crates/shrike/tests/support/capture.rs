@@ -1,7 +1,7 @@
 //! Real captures for the import and replay tests: `tcpdump` (Debian's package) on loopback,
 //! started and stopped by pid, and a pcap → pcapng rewrite (Debian's tcpdump writes only pcap).
 //! A missing tcpdump fails the test, naming the package.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;

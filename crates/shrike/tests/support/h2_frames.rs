@@ -1,7 +1,7 @@
 //! A raw HTTP/2 client over a TcpStream, frame by frame: enough to hold a connection idle,
 //! send several requests in one write and see GOAWAY and RST_STREAM as the server sent them,
 //! which curl and h2load do not show.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

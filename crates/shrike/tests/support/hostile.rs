@@ -4,7 +4,7 @@
 //! rules a server library would not let it break). It listens on 127.0.0.1:0 on a thread of
 //! its own (one current-thread runtime, a task per connection), tallies what it did, and stops
 //! when dropped.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 #[path = "hostile/h1.rs"]
 mod h1;

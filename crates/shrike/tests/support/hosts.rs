@@ -3,7 +3,6 @@
 //! nothing touches the machine's network and load stays inside what the test made. A link set
 //! down is a host cut off (a partition, a lost node); a hosts file bound over /etc/hosts in a
 //! process's own mount namespace stands in for cluster DNS. Deleted (with their links) on drop.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! directory under a temp dir, `mariadbd` on a free loopback port (and a socket in that dir),
 //! a user `replay` (password `pw`) allowed everything, stopped by its pid when dropped. A
 //! missing server fails the test, naming the package.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! Helpers for end-to-end tests: run the real `shrike` binary with a hard time limit, start
 //! its test server on 127.0.0.1:0, and read JSON results back.
 // Each test binary uses a part of this.
-#![allow(dead_code, unused_imports, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code, unused_imports)]
 
 pub mod capture;
 pub mod dice;

@@ -3,7 +3,7 @@
 //! CA and a `localhost`/127.0.0.1 certificate made by the `openssl` CLI. Locations: `/file` (4321 bytes), `/missing` (404), `/slow` (200 after
 //! 200 ms, via the echo module: Debian's `libnginx-mod-http-echo`), `/upload` (reads the whole
 //! request body, then 200). A missing nginx or echo module fails the test, naming the package.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,7 @@
 //! renders a page and dumps its DOM, which the report's script stamps with what it drew
 //! (`<body data-render data-errors>`, per plot `data-series`, `data-paths`, `data-width`,
 //! `data-height`).
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -4,6 +4,9 @@
 //! runs many tests at once) runs beside these; within this binary each test holds
 //! [`support::alone`] or [`support::quiet`] for its whole run, whatever `--test-threads` says.
 
+// Tests state what they expect with expect and unwrap: a panic is the failure report.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -2,7 +2,6 @@
 //! from the server's delay model, an SLO the first trial already misses fails plainly, a
 //! generator that cannot keep up is never the server's limit, and bad objectives are usage
 //! errors.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::time::Duration;

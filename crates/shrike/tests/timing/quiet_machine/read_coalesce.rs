@@ -2,7 +2,6 @@
 //! waits before reading (so the run is slower per connection), every request is still
 //! answered and counted, responses are timed when they arrived rather than when they were
 //! read, and the runs where a late read would move a release or a clock read are usage errors.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -7,7 +7,6 @@
 //! another, so the `timing` binary keeps the `integration` binary's tests away, and
 //! [`alone`] keeps this binary's tests from overlapping each other. Add any new tight timing
 //! check here, holding [`alone`] for its whole run.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::support::*;
 
