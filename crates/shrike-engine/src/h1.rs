@@ -134,10 +134,9 @@ const MAX_REMEMBERED: usize = 1024;
 /// Why: under load a server sends the same head again and again (nginx's changes only when its
 /// `Date` ticks, once a second), and comparing bytes costs a small fraction of parsing them.
 /// Saturating HTTP/1.1 against nginx, httparse and the header walk were a third of the
-/// client's instructions; remembering took the whole client from ~7,750 to ~5,500
-/// instructions per request (callgrind, io_uring with `--read-coalesce`). A hand-written
-/// parser was tried first and cost what httparse does (2,280 against 2,300 for nginx's
-/// 238-byte, 8-header head): httparse is not slow, parsing is.
+/// client's instructions, and remembering removed most of that. A hand-written parser was
+/// tried first and cost what httparse does: httparse is not slow, parsing is (figures in
+/// bench/results/hot-path-costs.md).
 ///
 /// The answer is exact, not a guess: a head's fields depend on its own bytes alone, up to its
 /// blank line, so a head that starts with the remembered bytes says what they said. Per thread
@@ -291,7 +290,7 @@ impl ResponseReader {
     /// What the head at the start of `head` says; Ok(None) means more bytes are needed.
     fn parse_fields(&self, head: &[u8]) -> Result<Option<Fields>, ReadError> {
         // Uninitialised slots: filling 96 empty headers (3 KiB of stack) for every response
-        // cost more instructions than parsing a small head (callgrind: ~320 of ~6,200 per request).
+        // cost more instructions than parsing a small head (bench/results/hot-path-costs.md).
         let mut headers = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut []);
         let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -354,8 +353,7 @@ impl ResponseReader {
     /// if it is `READ_BUF` long and full of one unfinished item (a head or a line).
     ///
     /// A poll function under `poll_fn` rather than an `async fn` around `read`: every response
-    /// waits here once, and each layer of future it passes through costs on both polls
-    /// (callgrind: ~60 instructions per response for the two layers this replaces).
+    /// waits here once, and each layer of future it passes through costs on both polls.
     async fn fill<R: AsyncRead + Unpin>(
         &mut self,
         io: &mut R,

@@ -73,7 +73,7 @@ impl Transport {
 impl Transport {
     /// Writes what a plain epoll TCP socket takes at once, without a task context: the
     /// readiness check and one `send`, where `poll_write` adds the cooperative budget and
-    /// a waker registration (~60 instructions per request, callgrind). `Ok(0)` on every other
+    /// a waker registration on every request. `Ok(0)` on every other
     /// stream (TLS must be flushed; io_uring submits) and when the socket is full: the
     /// caller then writes the rest the usual way.
     #[inline]

@@ -3,8 +3,8 @@
 //!
 //! Written by hand rather than taken from the `h2` crate because it sits on the per-request hot
 //! path of both: the client's codec halved its instructions per request against `h2`'s
-//! (callgrind), and the server's connection state machine is built on the same pieces. Only
-//! the wire format lives here; each side keeps its own connection state.
+//! (bench/results/hot-path-costs.md), and the server's connection state machine is built on
+//! the same pieces. Only the wire format lives here; each side keeps its own connection state.
 
 pub mod capsule;
 pub mod frame;

@@ -2,11 +2,10 @@
 //! per HdrHistogram bucket and exact integer sums, turned into [`Stats`] when taken.
 //!
 //! Why not record into [`Statistic`] directly: a saturating HTTP/1.1 response records eight
-//! values, and each cost about 105 instructions there (HdrHistogram's `record`, with its
-//! range, resize and overflow checks, ~65; Welford's running mean and variance, with a
-//! division, ~30; callgrind, 2026-12-02), 840 of a request's 5,341. Here a value costs its
-//! bucket's index (the same arithmetic HdrHistogram does), one increment, and two integer
-//! sums: about 20. The counts use HdrHistogram's own layout for 3 significant digits, so the
+//! values, and each paid HdrHistogram's `record` (its range, resize and overflow checks) and
+//! Welford's running mean and variance (with a division): a sixth of a request's instructions
+//! (bench/results/hot-path-costs.md). Here a value costs its bucket's index (the same
+//! arithmetic HdrHistogram does), one increment, and two integer sums. The counts use HdrHistogram's own layout for 3 significant digits, so the
 //! histogram built from them at the end is the one direct recording builds, count for count
 //! (tested below against the crate itself).
 //!

@@ -46,7 +46,7 @@ use cx::PoolCx;
 use serial::{DynSerial, SerialPool};
 
 /// What one completed exchange looked like, for [`record_response`]. The ticket by
-/// reference: it is ~90 bytes, and each copy on the hot path costs (callgrind).
+/// reference: it is ~90 bytes, and each copy on the hot path costs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Exchange<'a> {
     pub ticket: &'a Ticket,
@@ -284,8 +284,8 @@ pub(crate) fn try_dispatch(pools: &Rc<Pools>, ticket: Ticket) -> Result<(), Tick
 ///
 /// Why: at saturation the worker loop would otherwise be woken once per response to release
 /// one request into the connection that just went idle, which then wakes to send it, two
-/// task polls and a notification per request (callgrind, 2026-12-02: 1,300 instructions of
-/// 5,341). A connection that takes its next request itself sends it in the same poll that
+/// task polls and a notification per request, a quarter of its instructions
+/// (bench/results/hot-path-costs.md). A connection that takes its next request itself sends it in the same poll that
 /// read the response, and the loop wakes once per half of [`Pools::ahead_limit`] to refill.
 pub(crate) fn put_ahead(pools: &Pools, due: Due, trace: Option<TraceIds>) -> bool {
     let mut st = pools.cx.state.borrow_mut();

@@ -31,7 +31,7 @@ use crate::schedule::Ticket;
 /// Where the pacer hands a request to one specific connection: the ticket, and the waker of
 /// the connection's task while it waits for one. Everything here runs on the worker's one
 /// thread, so a cell does what `tokio::sync::Notify` would with a lock and a waiter list;
-/// every saturating request passes through here (callgrind: ~200 instructions of Notify).
+/// every saturating request passes through here (bench/results/hot-path-costs.md).
 #[derive(Default)]
 struct Slot {
     ticket: Cell<Option<Ticket>>,

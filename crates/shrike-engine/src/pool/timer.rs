@@ -1,8 +1,8 @@
 //! The `--timeout` bound on exchanges, for all of a pool's connections at once.
 //!
 //! A timer per connection moved at every request (`Sleep::reset`, then polling it beside the
-//! exchange, which registers the task's waker with it on every poll) cost about 220
-//! instructions per saturating HTTP/1.1 request (callgrind, 2026-12-02), 6 % of the whole.
+//! exchange, which registers the task's waker with it on every poll) was a measurable share of
+//! a saturating request's instructions (bench/results/hot-path-costs.md).
 //! Here a connection only writes its exchange's deadline into its [`Watch`]; one task per
 //! pool sleeps until the earliest deadline of any exchange in flight, marks what expired and
 //! wakes its connections. Every exchange of a pool has the same bound, so a deadline set now
@@ -38,8 +38,8 @@ impl Watch {
     }
 
     /// `exchange`, unless this watch expires first (`Err`). Polled by hand rather than
-    /// through `tokio::select!`, whose branch bookkeeping cost ~35 instructions per request
-    /// here (callgrind): the exchange first, then the flag. The caller pins the exchange in
+    /// through `tokio::select!`, whose branch bookkeeping costs on every request here
+    /// (bench/results/hot-path-costs.md): the exchange first, then the flag. The caller pins the exchange in
     /// its own frame: moved into a helper's, an exchange future would be held twice (the
     /// argument and the pinned copy), and every connection task would carry both for life.
     pub fn bound<'a, F: Future>(
