@@ -7,6 +7,9 @@
 //! has been measured yet, and a resolver that never answers would hold the process for its
 //! whole timeout: a signal then exits at once.
 //!
+//! The servers (`serve`, `service`) take their signals as a stream instead ([`Signals`]):
+//! the first drains, the second exits.
+//!
 //! A command with a gentler first stop (replay: start no new job, let the running ones end)
 //! sets it with [`Interrupts::soften`]; then the second signal stops the run as the first
 //! would have, and only the third exits at once.
@@ -15,8 +18,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use shrike_engine::{EngineError, Ready, RunError, StopHandle};
 use shrike_stats::{RunResult, Termination};
+use tokio::sync::oneshot;
 
 use crate::log::{self, Tag};
 
@@ -222,5 +227,70 @@ impl shrike_plan::trial::Stopper for Interrupts {
         trial: &mut dyn FnMut(&StopHandle) -> Result<RunResult, String>,
     ) -> Result<RunResult, String> {
         self.execute_with(|stop| trial(stop))
+    }
+}
+
+/// SIGINT and SIGTERM as one stream, for the servers (`serve`, `service`): they stop on a
+/// shutdown future, where commands that run the engine stop through [`Interrupts`].
+pub(crate) struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub(crate) fn install() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+                terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// The first signal resolves the returned future (a graceful stop: `first` says what it
+    /// does), the second the receiver (exit at once: `second`).
+    pub(crate) fn two_phase(
+        mut self,
+        first: &'static str,
+        second: &'static str,
+    ) -> (impl std::future::Future<Output = ()> + Send, oneshot::Receiver<()>) {
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (force_tx, force_rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let signal = self.recv().await;
+            crate::log::info!("{signal}: {first} (signal again to exit at once)");
+            let _ = stop_tx.send(());
+            let signal = self.recv().await;
+            crate::log::info!("{signal}: {second}");
+            let _ = force_tx.send(());
+        });
+        (
+            async {
+                let _ = stop_rx.await;
+            },
+            force_rx,
+        )
+    }
+
+    /// Waits for the next signal and names it.
+    pub(crate) async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => "SIGINT",
+                _ = self.terminate.recv() => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
     }
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::interrupts::Signals;
 use anyhow::Context as _;
 use clap::Args;
 use shrike_server::{
@@ -23,7 +24,6 @@ use shrike_server::{
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_RESPONSE_BODY_SIZE,
 };
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 
 use crate::args::{flag_duration, parse_concurrency, usage};
 pub use limits::LimitArgs;
@@ -522,70 +522,6 @@ fn build_config(
         ConfigError::InvalidLimit { .. } => limits::explain(&e),
         e => usage(format!("invalid server configuration: {e}")),
     })
-}
-
-/// SIGINT and SIGTERM as one stream.
-pub(crate) struct Signals {
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    pub(crate) fn install() -> anyhow::Result<Self> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok(Self {
-                interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
-                terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Self {})
-    }
-
-    /// The first signal resolves the returned future (a graceful stop: `first` says what it
-    /// does), the second the receiver (exit at once: `second`).
-    pub(crate) fn two_phase(
-        mut self,
-        first: &'static str,
-        second: &'static str,
-    ) -> (impl std::future::Future<Output = ()> + Send, oneshot::Receiver<()>) {
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let (force_tx, force_rx) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let signal = self.recv().await;
-            crate::log::info!("{signal}: {first} (signal again to exit at once)");
-            let _ = stop_tx.send(());
-            let signal = self.recv().await;
-            crate::log::info!("{signal}: {second}");
-            let _ = force_tx.send(());
-        });
-        (
-            async {
-                let _ = stop_rx.await;
-            },
-            force_rx,
-        )
-    }
-
-    /// Waits for the next signal and names it.
-    pub(crate) async fn recv(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.interrupt.recv() => "SIGINT",
-                _ = self.terminate.recv() => "SIGTERM",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "Ctrl-C"
-        }
-    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ use shrike_service::server::{serve, serve_request_source, Security};
 use shrike_service::service::ServiceConfig;
 
 use crate::args::{flag_duration, flag_file, token, usage};
-use crate::serve::{bind, Signals};
+use crate::interrupts::Signals;
+use crate::serve::bind;
 
 /// Which service to run (Nighthawk's `--service`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
