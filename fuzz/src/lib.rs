@@ -137,6 +137,16 @@ pub fn server_config(data: &[u8]) {
     let _ = ServerConfig::builder().defaults_json(text.to_string()).build();
 }
 
+/// `shrike serve --config-path`'s Envoy bootstrap reader (YAML or JSON), and the server-wide
+/// defaults it yields, through the server's own configuration builder.
+pub fn envoy_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(c) = shrike_server::envoy::parse_text(text) {
+        let defaults = serde_json::Value::Object(c.defaults).to_string();
+        let _ = ServerConfig::builder().defaults_json(defaults).build();
+    }
+}
+
 /// The small parsers of user input, picked by the first byte: durations, k6-style stages,
 /// predicates, SLOs, relaxed JSON, and a whole run spec as JSON.
 pub fn spec_text(data: &[u8]) {

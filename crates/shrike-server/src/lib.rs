@@ -29,6 +29,7 @@ mod behaviour;
 mod config;
 mod conn;
 mod date;
+pub mod envoy;
 mod h1;
 mod headers;
 mod http2;

@@ -9,7 +9,6 @@ mod atomic;
 mod capacity;
 mod dry_run;
 mod embedded;
-mod envoy_config;
 mod harness;
 mod interrupts;
 mod jobs;

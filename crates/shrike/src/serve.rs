@@ -168,7 +168,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let envoy = match &args.config_path {
         Some(path) => {
-            let c = crate::envoy_config::read(path)?;
+            let name = path.display();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--config-path {name}: {e}")))?;
+            let c = shrike_server::envoy::parse_text(&text)
+                .map_err(|e| usage(format!("--config-path {name}: {e}")))?;
             if !c.ignored.is_empty() {
                 crate::log::warning!(
                     "--config-path {}: ignored (no meaning for Shrike's server): {}",

@@ -13,8 +13,9 @@ mod targets;
 type Target = fn(&[u8]);
 
 /// The fuzz targets, by their `fuzz/fuzz_targets/NAME.rs` names.
-const TARGETS: [(&str, Target); 10] = [
+const TARGETS: [(&str, Target); 11] = [
     ("capture", targets::capture),
+    ("envoy_config", targets::envoy_config),
     ("h1_request", targets::h1_request),
     ("h1_response", targets::h1_response),
     ("h2_request", targets::h2_request),

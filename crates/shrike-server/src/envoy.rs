@@ -1,6 +1,7 @@
-//! `shrike serve --config-path envoy.yaml`: a Nighthawk test-server configuration as its users
-//! keep it, an Envoy bootstrap (YAML or JSON) whose HTTP connection manager carries
-//! Nighthawk's filters.
+//! A Nighthawk test-server configuration as its users keep it (`shrike serve --config-path
+//! envoy.yaml`): an Envoy bootstrap (YAML or JSON) whose HTTP connection manager carries
+//! Nighthawk's filters. Read from text here, so a fuzz target reaches it; the caller reads the
+//! file and says which one failed.
 //!
 //! Taken from it:
 //! - the first listener's `socket_address` (`address`, `port_value`): where to listen;
@@ -12,15 +13,11 @@
 //! Everything else (the admin listener, clusters, routes, other filters, codec settings) has
 //! no meaning for Shrike's server and is listed as ignored, so nobody believes it applied.
 
-use std::path::Path;
-
 use serde_json::{Map, Value};
-
-use crate::args::usage;
 
 /// What a test-server configuration says.
 #[derive(Debug, Default)]
-pub(crate) struct EnvoyConfig {
+pub struct EnvoyConfig {
     /// `ADDR:PORT` of the first listener.
     pub listen: Option<String>,
     /// Server-wide defaults, as the test-server config header's JSON.
@@ -40,14 +37,10 @@ const RESPONSE_OPTIONS: &[&str] = &[
     "emit_previous_request_delta_in_response_header",
 ];
 
-pub(crate) fn read(path: &Path) -> anyhow::Result<EnvoyConfig> {
-    let name = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| usage(format!("--config-path {name}: {e}")))?;
-    // YAML is a superset of JSON: one parser reads both forms Envoy accepts.
-    let root: Value = serde_norway::from_str(&text)
-        .map_err(|e| usage(format!("--config-path {name}: not YAML or JSON: {e}")))?;
-    parse(&root).map_err(|e| usage(format!("--config-path {name}: {e}")))
+/// The configuration in `text` (YAML, or JSON, which YAML reads too), or what is wrong with it.
+pub fn parse_text(text: &str) -> Result<EnvoyConfig, String> {
+    let root: Value = serde_norway::from_str(text).map_err(|e| format!("not YAML or JSON: {e}"))?;
+    parse(&root)
 }
 
 fn parse(root: &Value) -> Result<EnvoyConfig, String> {
