@@ -41,7 +41,7 @@ pub mod url;
 pub use edit::SpecEdit;
 pub use error::SpecError;
 pub use format::{OutputFormat, UnknownFormat};
-pub use given::{is_token_byte, parse_header, IO_BACKEND_ENV};
+pub use given::{is_token_byte, parse_header, Rps, IO_BACKEND_ENV};
 pub use names::Opt;
 pub use nighthawk::{grpc_authority, openssl_name, TLS13_SUITES};
 pub use plan::{Rate, RatePlan, Stage, StagesError};

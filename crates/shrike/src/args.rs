@@ -65,16 +65,10 @@ pub mod parse {
 
     use shrike_spec::{
         AddressFamily, Concurrency, H1Reuse, IdleStrategy, IoBackend, Predicate, PredicateKind,
-        Protocol, RatePlan, Shard, Stage, TlsVersion,
+        Protocol, RatePlan, Rps, Shard, Stage, TlsVersion,
     };
 
-    /// `--rps`: a rate per worker, or `max`.
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    pub enum Rps {
-        PerSecond(f64),
-        Max,
-    }
-
+    /// `--rps`: a rate per worker, or `max` (the spec's own [`Rps`]).
     pub fn rps(s: &str) -> Result<Rps, String> {
         if s.trim().eq_ignore_ascii_case("max") {
             return Ok(Rps::Max);

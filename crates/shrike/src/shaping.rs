@@ -23,7 +23,7 @@ pub struct ShapingArgs {
         allow_negative_numbers = true,
         value_parser = parse::rps
     )]
-    pub rps: Option<parse::Rps>,
+    pub rps: Option<shrike_spec::Rps>,
     /// Ramp the rate linearly from 0 to --rps over this long, then hold it.
     #[arg(long, value_name = "DURATION", conflicts_with = "stages", value_parser = parse::duration)]
     pub ramp_duration: Option<Duration>,
@@ -98,8 +98,8 @@ impl ShapingArgs {
     /// replace a rate, a ramp and a duration: each is the whole plan.
     pub fn edit(&self, mut e: SpecEdit) -> anyhow::Result<SpecEdit> {
         match self.rps {
-            Some(parse::Rps::PerSecond(r)) => e = e.rate(r),
-            Some(parse::Rps::Max) => e = e.unpaced(),
+            Some(shrike_spec::Rps::PerSecond(r)) => e = e.rate(r),
+            Some(shrike_spec::Rps::Max) => e = e.unpaced(),
             None => {}
         }
         if let Some(d) = self.ramp_duration {
